@@ -1,0 +1,144 @@
+"""Find the target interpreter and run the probe inside it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from envguard.errors import ProbeError, UsageError
+
+PROBE_TOO_OLD = 3
+# Python-2-compatible syntax: an ancient interpreter must reach the version check.
+BOOTSTRAP = (
+    "import sys\n"
+    "if sys.version_info < (3, 8):\n"
+    "    sys.stderr.write('envguard-probe: Python %d.%d is too old\\n' % sys.version_info[:2])\n"
+    f"    sys.exit({PROBE_TOO_OLD})\n"
+    "exec(compile(sys.stdin.read(), '<envguard-probe>', 'exec'), {'__name__': '__main__'})\n"
+)
+
+
+@cache
+def probe_source() -> str:
+    """The probe's source text, as sent to the target interpreter."""
+    return Path(__file__).with_name("script.py").read_text(encoding="utf-8")
+
+
+def venv_python(venv: Path) -> Path | None:
+    """The interpreter of a venv directory, or None when it holds none."""
+    for rel in ("bin/python", "bin/python3", "Scripts/python.exe"):
+        candidate = venv / rel
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def _own_venv() -> Path | None:
+    """envguard's own venv (a tool install), unless it is a plain interpreter."""
+    return Path(sys.prefix).resolve() if sys.prefix != sys.base_prefix else None
+
+
+def resolve_python(
+    python: str | None, *, environ: Mapping[str, str] | None = None, cwd: Path | None = None
+) -> Path:
+    """The interpreter to measure: --python, else $VIRTUAL_ENV, ./.venv, python3 on PATH."""
+    environ = os.environ if environ is None else environ
+    cwd = Path.cwd() if cwd is None else cwd
+    if python:
+        path = Path(python).expanduser()
+        if not path.is_absolute():
+            path = cwd / path
+        if not os.path.lexists(path):
+            raise UsageError(f"--python {python}: no such file or directory")
+        if path.is_dir():
+            found = venv_python(path)
+            if found is None:
+                raise UsageError(
+                    f"--python {python}: directory holds no bin/python (not a virtualenv)"
+                )
+            return found
+        return path
+    if environ.get("VIRTUAL_ENV"):
+        found = venv_python(Path(environ["VIRTUAL_ENV"]))
+        if found is not None:
+            return found
+    local = venv_python(cwd / ".venv")
+    if local is not None:
+        return local
+    own = _own_venv()
+    for entry in environ.get("PATH", "").split(os.pathsep):
+        candidate = shutil.which("python3", path=entry) if entry else None
+        if candidate is None:
+            continue
+        if own is not None and Path(candidate).resolve().is_relative_to(own):
+            continue
+        return Path(candidate)
+    raise UsageError(
+        "no Python interpreter found to measure",
+        hint="pass --python PATH (an interpreter or a venv directory)",
+    )
+
+
+def probe_argv(python: str, args: Mapping[str, Any], *, prefix: Sequence[str] = ()) -> list[str]:
+    """The argv that runs the probe; its source goes on stdin."""
+    return [*prefix, python, "-I", "-c", BOOTSTRAP, json.dumps(dict(args), sort_keys=True)]
+
+
+def run_probe(
+    python: Path | str,
+    args: Mapping[str, Any],
+    *,
+    label: str | None = None,
+    timeout: float | None = None,
+) -> dict[str, Any]:
+    """Run the probe in ``python`` and return its report; ProbeError when it cannot."""
+    label = label or f"--python {python}"
+    argv = probe_argv(str(python), args)
+    try:
+        proc = subprocess.run(
+            argv,
+            input=probe_source(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise ProbeError(f"{label}: the probe did not finish within {timeout:g}s") from None
+    except OSError as exc:
+        raise ProbeError(
+            f"{label}: cannot run it as a Python interpreter ({exc.strerror or exc})"
+        ) from None
+    return parse_probe_output(proc.returncode, proc.stdout, proc.stderr, label=label)
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"
+
+
+def parse_probe_output(returncode: int, stdout: str, stderr: str, *, label: str) -> dict[str, Any]:
+    """The probe's JSON report, or a ProbeError that quotes the target's own last line."""
+    if returncode == PROBE_TOO_OLD and "too old" in stderr:
+        raise ProbeError(
+            f"{label}: {_last_line(stderr).removeprefix('envguard-probe: ')}"
+            "; envguard needs Python 3.8 or newer there"
+        )
+    if returncode != 0:
+        raise ProbeError(f"{label}: not a working Python interpreter ({_last_line(stderr)})")
+    try:
+        report = json.loads(stdout)
+    except ValueError:
+        raise ProbeError(
+            f"{label}: not a Python interpreter (it did not answer the probe)"
+        ) from None
+    if not isinstance(report, dict) or "packages" not in report:
+        raise ProbeError(f"{label}: not a Python interpreter (it did not answer the probe)")
+    return report

@@ -1,0 +1,558 @@
+"""The envguard probe: measures the interpreter it runs in and prints one JSON document.
+
+This file is sent as source text to the *target* interpreter (``python -I -c BOOTSTRAP``
+with this text on stdin), so it must stay standard-library only and run on Python 3.8+.
+It never imports any installed distribution (importing torch costs seconds and can
+initialise CUDA). Its only input is one JSON argument; everything it reports is redacted
+on this side of the pipe, so a secret never travels back to envguard.
+"""
+
+# ruff: noqa: UP006, UP035, UP045
+from __future__ import annotations
+
+import ast
+import contextlib
+import csv
+import getpass
+import hashlib
+import io
+import json
+import os
+import platform
+import posixpath
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import sysconfig
+from typing import Any, Dict, List, Optional, Tuple
+
+PROBE_VERSION = 1
+
+# Variables that change how a training run behaves, by prefix or exact name.
+ENV_PREFIXES = (
+    "CUDA_",
+    "CUDNN_",
+    "CUBLAS_",
+    "NCCL_",
+    "NVIDIA_",
+    "NVTE_",
+    "TORCH",
+    "PYTORCH_",
+    "TRITON_",
+    "OMP_",
+    "MKL_",
+    "KMP_",
+    "OPENBLAS_",
+    "HF_",
+    "HUGGINGFACE_",
+    "TRANSFORMERS_",
+    "TOKENIZERS_",
+    "WANDB_",
+    "ACCELERATE_",
+    "DEEPSPEED_",
+    "XLA_",
+    "GLOO_",
+    "HIP_",
+    "HSA_",
+    "ROCM_",
+    "SGLANG_",
+    "VLLM_",
+    "FLASHINFER_",
+    "UV_",
+    "PIP_",
+)
+ENV_NAMES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONHASHSEED", "VIRTUAL_ENV")
+SECRET_WORDS = (
+    "TOKEN",
+    "KEY",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "CREDENTIAL",
+    "AUTH",
+    "PRIVATE",
+    "COOKIE",
+    "SESSION",
+    "SIGNATURE",
+)
+REDACTED = "<redacted>"
+
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^@/\s]*)@")
+# Files an installer writes itself: they differ between two installs of one wheel.
+_INSTALLER_FILES = frozenset(
+    ("INSTALLER", "REQUESTED", "RECORD", "direct_url.json", "uv_cache.json")
+)
+
+
+def canonical_name(name: str) -> str:
+    """PEP 503 normalisation (repeated here: the probe may not import packaging)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def redact_url(url: str) -> str:
+    """Remove credentials from every URL in ``url``; an ssh user name alone is kept."""
+
+    def _strip(match: Any) -> str:
+        scheme, userinfo = str(match.group("scheme")), str(match.group("userinfo"))
+        if "ssh" in scheme.lower() and ":" not in userinfo:
+            return str(match.group(0))
+        return scheme
+
+    return _URL_USERINFO.sub(_strip, url)
+
+
+def secret_digest(name: str, value: str) -> str:
+    """A short, name-salted hash so two redacted values can be compared, never recovered."""
+    digest = hashlib.sha256((name + "\0" + value).encode("utf-8", "surrogateescape")).hexdigest()
+    return REDACTED[:-1] + ":" + digest[:8] + ">"
+
+
+def is_secret_name(name: str) -> bool:
+    upper = name.upper()
+    return any(word in upper for word in SECRET_WORDS)
+
+
+def capture_env(environ: Dict[str, str]) -> Dict[str, str]:
+    out = {}
+    for name, value in environ.items():
+        if not (name.startswith(ENV_PREFIXES) or name in ENV_NAMES):
+            continue
+        out[name] = secret_digest(name, value) if is_secret_name(name) else redact_url(value)
+    return out
+
+
+def _read_text(path: str) -> Optional[str]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def _metadata_headers(path: str) -> Dict[str, str]:
+    """Name and Version from a METADATA/PKG-INFO header block, reading no further."""
+    found: Dict[str, str] = {}
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if not line.strip():
+                break
+            key, sep, value = line.partition(":")
+            if sep and key in ("Name", "Version") and key not in found:
+                found[key] = value.strip()
+                if len(found) == 2:
+                    break
+    return found
+
+
+def record_fingerprint(record_text: str, dist_info: str) -> str:
+    """sha256 over sorted (path, hash) RECORD rows that two installs of one wheel share.
+
+    Left out: bytecode, files outside the package tree (console scripts carry the venv
+    path in their shebang) and the files the installer writes itself.
+    """
+    rows = []
+    for row in csv.reader(io.StringIO(record_text)):
+        if len(row) < 2 or not row[1]:
+            continue
+        path = posixpath.normpath(row[0].replace("\\", "/"))
+        if path.startswith("../") or path.startswith("/") or path == "..":
+            continue
+        if path.endswith((".pyc", ".pyo")) or "__pycache__" in path.split("/"):
+            continue
+        head, _, base = path.rpartition("/")
+        if head == dist_info and base in _INSTALLER_FILES:
+            continue
+        rows.append(path + "\0" + row[1])
+    rows.sort()
+    return hashlib.sha256("\n".join(rows).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _redact_direct_url(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {k: _redact_direct_url(v) for k, v in data.items()}
+    if isinstance(data, str):
+        return redact_url(data)
+    return data
+
+
+def _dist_from_dir_name(entry: str) -> Tuple[str, str]:
+    stem = entry.rsplit(".", 1)[0]
+    name, _, version = stem.partition("-")
+    return name, version.split("-py")[0]
+
+
+def read_distribution(site: str, entry: str, warnings: List[str]) -> Optional[Dict[str, Any]]:
+    """One installed distribution from its .dist-info or .egg-info; None if unreadable."""
+    path = os.path.join(site, entry)
+    is_dist_info = entry.endswith(".dist-info")
+    if is_dist_info:
+        meta_path = os.path.join(path, "METADATA")
+    elif os.path.isdir(path):
+        meta_path = os.path.join(path, "PKG-INFO")
+    else:
+        meta_path = path
+    dir_name, dir_version = _dist_from_dir_name(entry)
+    try:
+        headers = _metadata_headers(meta_path)
+    except OSError as exc:
+        headers = {}
+        warnings.append("%s: metadata unreadable (%s)" % (path, exc.strerror or exc))
+    display = headers.get("Name") or dir_name
+    version = headers.get("Version") or dir_version
+    if not display or not version:
+        warnings.append("%s: broken metadata (no name or version); skipped" % path)
+        return None
+    dist: Dict[str, Any] = {
+        "name": canonical_name(display),
+        "display_name": display,
+        "version": version,
+        "location": site,
+        "metadata_dir": entry,
+        "installer": None,
+        "requested": False,
+        "direct_url": None,
+        "fingerprint": None,
+    }
+    if not is_dist_info:
+        return dist
+    installer = _read_text(os.path.join(path, "INSTALLER"))
+    dist["installer"] = installer.strip() or None if installer is not None else None
+    dist["requested"] = os.path.exists(os.path.join(path, "REQUESTED"))
+    raw_url = _read_text(os.path.join(path, "direct_url.json"))
+    if raw_url is not None:
+        try:
+            dist["direct_url"] = _redact_direct_url(json.loads(raw_url))
+        except ValueError:
+            warnings.append("%s: direct_url.json is not valid JSON; source unknown" % path)
+    record = _read_text(os.path.join(path, "RECORD"))
+    if record is None:
+        warnings.append("%s: no RECORD; content fingerprint unknown" % path)
+    else:
+        dist["fingerprint"] = record_fingerprint(record, entry)
+    return dist
+
+
+def site_dirs() -> List[str]:
+    paths = sysconfig.get_paths()
+    out: List[str] = []
+    for key in ("purelib", "platlib"):
+        path = paths.get(key)
+        if path and path not in out:
+            out.append(path)
+    return out
+
+
+def scan_packages(sites: List[str], warnings: List[str]) -> List[Dict[str, Any]]:
+    """Every distribution in ``sites``; a name seen again later is kept but marked shadowed."""
+    packages: List[Dict[str, Any]] = []
+    seen: Dict[str, Dict[str, Any]] = {}
+    for site in sites:
+        try:
+            entries = sorted(os.listdir(site))
+        except OSError:
+            continue
+        for entry in entries:
+            if not entry.endswith((".dist-info", ".egg-info")):
+                continue
+            dist = read_distribution(site, entry, warnings)
+            if dist is None:
+                continue
+            first = seen.get(dist["name"])
+            dist["shadowed"] = first is not None
+            if first is None:
+                seen[dist["name"]] = dist
+            else:
+                warnings.append(
+                    "%s %s in %s is shadowed by %s %s in %s"
+                    % (
+                        dist["name"],
+                        dist["version"],
+                        site,
+                        first["name"],
+                        first["version"],
+                        first["location"],
+                    )
+                )
+            packages.append(dist)
+    return packages
+
+
+def _literal_assignments(source: str) -> Dict[str, Any]:
+    values: Dict[str, Any] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if isinstance(target, ast.Name):
+            with contextlib.suppress(ValueError):
+                values[target.id] = ast.literal_eval(value)
+    return values
+
+
+def torch_build(packages: List[Dict[str, Any]], warnings: List[str]) -> Optional[Dict[str, Any]]:
+    """torch's build facts from torch/version.py, parsed and never imported."""
+    torch = next((p for p in packages if p["name"] == "torch" and not p["shadowed"]), None)
+    if torch is None:
+        return None
+    path = os.path.join(torch["location"], "torch", "version.py")
+    source = _read_text(path)
+    values: Dict[str, Any] = {}
+    if source is None:
+        warnings.append("%s: missing; torch build details unknown" % path)
+    else:
+        try:
+            values = _literal_assignments(source)
+        except SyntaxError:
+            warnings.append("%s: does not parse; torch build details unknown" % path)
+
+    def text(key: str) -> Optional[str]:
+        value = values.get(key)
+        return None if value is None else str(value)
+
+    debug = values.get("debug")
+    return {
+        "version": text("__version__") or torch["version"],
+        "cuda": text("cuda"),
+        "git_version": text("git_version"),
+        "hip": text("hip"),
+        "debug": debug if isinstance(debug, bool) else None,
+    }
+
+
+def _start(argv: List[str]) -> Optional[subprocess.Popen]:  # type: ignore[type-arg]
+    exe = shutil.which(argv[0])
+    if exe is None:
+        return None
+    try:
+        return subprocess.Popen(
+            [exe, *argv[1:]],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            universal_newlines=True,
+        )
+    except OSError:
+        return None
+
+
+def _finish(proc: Optional[subprocess.Popen], timeout: float = 15.0) -> Optional[str]:  # type: ignore[type-arg]
+    if proc is None:
+        return None
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return None
+    return out if proc.returncode == 0 else None
+
+
+def accelerator(smi: Optional[str], nvcc: Optional[str]) -> Dict[str, Any]:
+    gpus: List[str] = []
+    driver = None
+    source = None
+    if smi:
+        for line in smi.splitlines():
+            parts = [p.strip() for p in line.split(",")]
+            if len(parts) >= 2 and parts[0]:
+                gpus.append(parts[0])
+                driver = driver or parts[1]
+        source = "nvidia-smi" if gpus else None
+    if driver is None:
+        text = _read_text("/proc/driver/nvidia/version")
+        match = re.search(r"Kernel Module(?: for [\w]+)?\s+([0-9][0-9.]+)", text or "")
+        if match:
+            driver, source = match.group(1), "/proc/driver/nvidia/version"
+    nvcc_version = None
+    if nvcc:
+        match = re.search(r"release [0-9.]+, V([0-9.]+)", nvcc)
+        nvcc_version = match.group(1) if match else None
+    return {
+        "present": bool(gpus) or driver is not None,
+        "driver": driver,
+        "gpus": gpus,
+        "count": len(gpus),
+        "nvcc": nvcc_version,
+        "source": source,
+    }
+
+
+def walk_tree(root: str) -> Dict[str, Any]:
+    """Size, file count and newest mtime of a directory tree, never following symlinks."""
+    result: Dict[str, Any] = {
+        "path": root,
+        "exists": False,
+        "readable": True,
+        "bytes": 0,
+        "files": 0,
+        "newest_mtime": None,
+        "unreadable_dirs": 0,
+    }
+    # The root itself may be a symlink to scratch space: one hop cannot loop.
+    start = os.path.realpath(root)
+    if not os.path.isdir(start):
+        result["exists"] = os.path.lexists(root)
+        return result
+    result["exists"] = True
+    total = count = 0
+    newest = 0.0
+    unreadable = 0
+    stack = [start]
+    while stack:
+        current = stack.pop()
+        try:
+            scanner = os.scandir(current)
+        except OSError:
+            unreadable += 1
+            if current == start:
+                result["readable"] = False
+            continue
+        with scanner:
+            for entry in scanner:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False):
+                        st = entry.stat(follow_symlinks=False)
+                        total += st.st_size
+                        count += 1
+                        if st.st_mtime > newest:
+                            newest = st.st_mtime
+                except OSError:
+                    unreadable += 1
+    result.update(bytes=total, files=count, newest_mtime=newest or None, unreadable_dirs=unreadable)
+    return result
+
+
+def default_caches(environ: Dict[str, str]) -> List[Tuple[str, str]]:
+    user = _user()
+    inductor = environ.get("TORCHINDUCTOR_CACHE_DIR") or os.path.join(
+        "/tmp", "torchinductor_" + user
+    )
+    triton = environ.get("TRITON_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".triton", "cache"
+    )
+    return [("inductor", inductor), ("triton", triton)]
+
+
+def hash_file(path: str) -> Dict[str, Any]:
+    path = os.path.abspath(os.path.expanduser(path))
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+                size += len(block)
+    except OSError as exc:
+        return {"path": path, "sha256": None, "size": None, "error": exc.strerror or str(exc)}
+    return {"path": path, "sha256": digest.hexdigest(), "size": size, "error": None}
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no passwd entry inside some containers
+        return str(os.getuid()) if hasattr(os, "getuid") else "unknown"
+
+
+def _full_version(info: Any) -> str:
+    version = "%d.%d.%d" % (info.major, info.minor, info.micro)
+    if info.releaselevel != "final":
+        version += info.releaselevel[0] + str(info.serial)
+    return version
+
+
+def marker_environment() -> Dict[str, str]:
+    """PEP 508 marker values of this interpreter (as packaging.markers computes them)."""
+    return {
+        "implementation_name": sys.implementation.name,
+        "implementation_version": _full_version(sys.implementation.version),
+        "os_name": os.name,
+        "platform_machine": platform.machine(),
+        "platform_release": platform.release(),
+        "platform_system": platform.system(),
+        "platform_version": platform.version(),
+        "python_full_version": platform.python_version(),
+        "platform_python_implementation": platform.python_implementation(),
+        "python_version": ".".join(platform.python_version_tuple()[:2]),
+        "sys_platform": sys.platform,
+    }
+
+
+def libc() -> Optional[str]:
+    try:
+        value = os.confstr("CS_GNU_LIBC_VERSION")
+    except (AttributeError, ValueError, OSError):
+        value = None
+    if value:
+        return value
+    name, version = platform.libc_ver()
+    return (name + " " + version).strip() or None
+
+
+def interpreter(sites: List[str]) -> Dict[str, Any]:
+    base_prefix = getattr(sys, "base_prefix", sys.prefix)
+    return {
+        "version": platform.python_version(),
+        "implementation": sys.implementation.name,
+        "executable": sys.executable,
+        "prefix": sys.prefix,
+        "base_prefix": base_prefix,
+        "is_venv": sys.prefix != base_prefix,
+        "os": platform.system().lower(),
+        "machine": platform.machine(),
+        "libc": libc(),
+        "site_packages": sites,
+        "markers": marker_environment(),
+    }
+
+
+def probe(args: Dict[str, Any]) -> Dict[str, Any]:
+    environ = dict(os.environ)
+    # Slow external tools run while the file system is read.
+    smi = _start(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
+    nvcc = _start(["nvcc", "--version"])
+    warnings: List[str] = []
+    sites = site_dirs()
+    packages = scan_packages(sites, warnings)
+    caches = []
+    wanted = default_caches(environ) if args.get("default_caches", True) else []
+    wanted += [(c["kind"], c["path"]) for c in args.get("caches", [])]
+    for kind, path in wanted:
+        cache = walk_tree(os.path.abspath(os.path.expanduser(path)))
+        cache["kind"] = kind
+        if cache["unreadable_dirs"]:
+            warnings.append(
+                "%s: %d unreadable entries not counted" % (cache["path"], cache["unreadable_dirs"])
+            )
+        caches.append(cache)
+    return {
+        "probe_version": PROBE_VERSION,
+        "host": socket.gethostname(),
+        "user": _user(),
+        "interpreter": interpreter(sites),
+        "packages": packages,
+        "torch": torch_build(packages, warnings),
+        "files": [hash_file(p) for p in args.get("files", [])],
+        "caches": caches,
+        "env": capture_env(environ) if args.get("env", True) else {},
+        "accelerator": accelerator(_finish(smi), _finish(nvcc)),
+        "warnings": warnings,
+    }
+
+
+def main(argv: List[str]) -> int:
+    args = json.loads(argv[1]) if len(argv) > 1 else {}
+    sys.stdout.write(json.dumps(probe(args)))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,1 @@
+"""Turn models and results into text: rich tables, JSON, Markdown, GitHub annotations."""

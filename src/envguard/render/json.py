@@ -1,0 +1,28 @@
+"""Machine-readable output (`--format json`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from envguard.models import Snapshot
+
+
+def snapshot_list(rows: list[tuple[Path, Snapshot | None, str | None]]) -> str:
+    out: list[dict[str, Any]] = []
+    for path, snap, error in rows:
+        if snap is None:
+            out.append({"path": str(path), "error": error})
+            continue
+        out.append(
+            {
+                "path": str(path),
+                "name": snap.name,
+                "created": snap.created.isoformat(),
+                "torch": snap.torch.version if snap.torch else None,
+                "packages": sum(not p.shadowed for p in snap.packages),
+                "metrics": snap.metrics,
+            }
+        )
+    return json.dumps(out, indent=2, sort_keys=True) + "\n"

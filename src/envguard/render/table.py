@@ -1,0 +1,130 @@
+"""Rich output for people: snapshot summaries, snapshot lists, drift tables."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from envguard.models import MetricValue, Snapshot
+
+
+def torch_label(snap: Snapshot) -> str:
+    """``2.11.0+cu128 (cuda 12.8)``, or ``-`` without torch."""
+    if snap.torch is None:
+        return "-"
+    extra = (
+        f"cuda {snap.torch.cuda}"
+        if snap.torch.cuda
+        else (f"hip {snap.torch.hip}" if snap.torch.hip else "cpu")
+    )
+    return f"{snap.torch.version} ({extra})"
+
+
+def metrics_label(metrics: dict[str, MetricValue]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in metrics.items()) or "-"
+
+
+def snapshot_summary_line(snap: Snapshot) -> str:
+    parts = [
+        f"Python {snap.interpreter.version}",
+        f"{sum(not p.shadowed for p in snap.packages)} packages",
+        f"torch {torch_label(snap)}",
+        f"{len(snap.repos)} repos",
+        f"{len(snap.files)} files",
+        f"{len(snap.caches)} caches",
+    ]
+    if snap.warnings:
+        parts.append(f"{len(snap.warnings)} warnings")
+    return ", ".join(parts)
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+def show_snapshot(snap: Snapshot, console: Console) -> None:
+    """The rich summary printed by `envguard show`."""
+    i = snap.interpreter
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold")
+    head.add_column()
+    head.add_row("snapshot", f"{snap.name}  ({snap.created.isoformat()}, {snap.user}@{snap.host})")
+    head.add_row(
+        "interpreter", f"{i.implementation} {i.version} {i.machine} {i.libc or ''}".rstrip()
+    )
+    head.add_row("", i.executable + ("  (venv)" if i.is_venv else ""))
+    head.add_row("packages", str(sum(not p.shadowed for p in snap.packages)))
+    head.add_row("torch", torch_label(snap))
+    if snap.torch is not None:
+        stack = [
+            f"{k} {v}"
+            for k in ("cudnn", "nccl", "cublas", "triton")
+            if (v := getattr(snap.torch, k))
+        ]
+        head.add_row("", ", ".join(stack) or "no cudnn/nccl/triton distributions")
+    a = snap.accelerator
+    accel = (
+        f"driver {a.driver}, {a.count} x {a.gpus[0]}"
+        if a.gpus
+        else (f"driver {a.driver}" if a.driver else "none")
+    )
+    head.add_row("accelerator", accel + (f", nvcc {a.nvcc}" if a.nvcc else ""))
+    head.add_row("metrics", metrics_label(snap.metrics))
+    if snap.note:
+        head.add_row("note", snap.note)
+    console.print(head)
+    if snap.repos:
+        table = Table("repo", "head", "branch", "state", title="repos", title_justify="left")
+        for r in snap.repos:
+            state = "dirty" if r.dirty else "clean"
+            if r.untracked:
+                state += f", {r.untracked} untracked"
+            table.add_row(r.path, (r.head or "-")[:12], r.branch or "(detached)", state)
+        console.print(table)
+    if snap.files:
+        table = Table("file", "sha256", "size", title="files", title_justify="left")
+        for f in snap.files:
+            table.add_row(f.path, (f.sha256 or "-")[:16], _size(f.size or 0))
+        console.print(table)
+    if snap.caches:
+        table = Table(
+            "cache", "path", "state", "size", "files", title="caches", title_justify="left"
+        )
+        for c in snap.caches:
+            state = "missing" if not c.exists else ("unreadable" if not c.readable else "present")
+            table.add_row(c.kind, c.path, state, _size(c.bytes), str(c.files))
+        console.print(table)
+    for warning in snap.warnings:
+        console.print(f"warning: {warning}", markup=False)
+
+
+def _age(created: datetime) -> str:
+    return created.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def list_table(rows: list[tuple[Path, Snapshot | None, str | None]], console: Console) -> None:
+    """The table printed by `envguard list`."""
+    if not rows:
+        console.print("no snapshots in snapshots/ (run `envguard snapshot` after a good run)")
+        return
+    table = Table("name", "created", "torch", "packages", "metrics")
+    for path, snap, error in rows:
+        if snap is None:
+            table.add_row(path.stem, "-", f"unreadable: {error}", "-", "-")
+            continue
+        table.add_row(
+            snap.name,
+            _age(snap.created),
+            torch_label(snap),
+            str(sum(not p.shadowed for p in snap.packages)),
+            metrics_label(snap.metrics),
+        )
+    console.print(table)

@@ -1,0 +1,134 @@
+"""Load and save snapshots: schema checks, name lookup, atomic writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from envguard.errors import SnapshotError, UsageError
+from envguard.models import SCHEMA_VERSION, Snapshot
+
+SNAPSHOT_DIR = "snapshots"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def validate_name(name: str) -> str:
+    """A snapshot name that is safe as a file name."""
+    if not _NAME.match(name):
+        raise UsageError(
+            f"--name {name!r}: use letters, digits, '.', '_' and '-' (no path separators)"
+        )
+    return name
+
+
+def dumps(snapshot: Snapshot) -> str:
+    """Indented JSON with sorted keys, so snapshots diff well in git."""
+    return json.dumps(snapshot.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+
+
+def loads(text: str, *, source: str) -> Snapshot:
+    """A Snapshot from JSON text; SnapshotError naming ``source`` when it is not one."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise SnapshotError(f"{source}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise SnapshotError(f"{source}: not an envguard snapshot (top level is not an object)")
+    version = data.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise SnapshotError(f"{source}: not an envguard snapshot (no schema_version)")
+    if version > SCHEMA_VERSION:
+        raise SnapshotError(
+            f"{source}: schema_version {version} is newer than this envguard reads"
+            f" ({SCHEMA_VERSION})",
+            hint="upgrade envguard to read it",
+        )
+    from pydantic import ValidationError
+
+    try:
+        return Snapshot.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "top level"
+        raise SnapshotError(f"{source}: invalid snapshot at {where}: {first['msg']}") from None
+
+
+def resolve(ref: str, *, root: Path | None = None) -> Path:
+    """A snapshot path from a path or a name in snapshots/."""
+    root = Path.cwd() if root is None else root
+    path = Path(ref).expanduser()
+    if path.is_file():
+        return path
+    if _NAME.match(ref):
+        for candidate in (root / SNAPSHOT_DIR / f"{ref}.json", root / SNAPSHOT_DIR / ref):
+            if candidate.is_file():
+                return candidate
+    raise SnapshotError(f"{ref}: no such snapshot file or name in {SNAPSHOT_DIR}/")
+
+
+def load(ref: str | Path, *, root: Path | None = None) -> Snapshot:
+    """Load a snapshot by path or name."""
+    path = resolve(str(ref), root=root)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SnapshotError(
+            f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})"
+        ) from None
+    return loads(text, source=str(path))
+
+
+def list_snapshots(*, root: Path | None = None) -> list[Path]:
+    """Snapshot files in snapshots/, newest modification first."""
+    folder = (Path.cwd() if root is None else root) / SNAPSHOT_DIR
+    if not folder.is_dir():
+        return []
+    files = [p for p in folder.glob("*.json") if p.is_file()]
+    return sorted(files, key=lambda p: (p.stat().st_mtime, p.name), reverse=True)
+
+
+def newest(*, root: Path | None = None) -> Path:
+    found = list_snapshots(root=root)
+    if not found:
+        raise UsageError(
+            f"no snapshot in {SNAPSHOT_DIR}/", hint="run `envguard snapshot` after a good run"
+        )
+    return found[0]
+
+
+def check_target(path: Path, *, force: bool) -> None:
+    """Refuse to overwrite ``path`` unless forced (checked again at the rename)."""
+    if path.exists() and not force:
+        raise UsageError(f"{path}: already exists", hint="pass --force to overwrite it")
+
+
+def write_atomic(path: Path, text: str, *, force: bool) -> None:
+    """Write ``text`` to ``path`` via a temp file and rename; never a half-written file."""
+    check_target(path, force=force)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp's 0600 would hide a shared snapshot
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if force:
+            os.replace(tmp, path)
+        else:
+            try:  # link() refuses an existing target: no race with a concurrent writer
+                os.link(tmp, path)
+            except FileExistsError:
+                raise UsageError(
+                    f"{path}: already exists", hint="pass --force to overwrite it"
+                ) from None
+            except OSError:
+                os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

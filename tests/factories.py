@@ -1,0 +1,356 @@
+"""Builders for hermetic test environments: wheels, dist-infos, venvs, git repos, snapshots."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from envguard.models import Interpreter, Package, Snapshot, Source
+from envguard.tools import find_uv
+
+UV = find_uv()
+
+
+def _record_hash(data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"sha256={digest}"
+
+
+def dist_name(name: str) -> str:
+    return name.replace("-", "_").replace(".", "_")
+
+
+def make_wheel(
+    dest: Path,
+    name: str,
+    version: str,
+    *,
+    files: Mapping[str, str | bytes] | None = None,
+    requires: Iterable[str] = (),
+    scripts: Mapping[str, str] | None = None,
+    salt: str = "",
+) -> Path:
+    """A valid py3-none-any wheel written with zipfile, RECORD hashes included.
+
+    ``salt`` changes the package's bytes but not its version: "a rebuilt wheel".
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    dist = dist_name(name)
+    info = f"{dist}-{version}.dist-info"
+    module = dist.lower()
+    contents: dict[str, bytes] = {}
+    for path, data in (files or {f"{module}/__init__.py": f"VERSION = {version!r}\n"}).items():
+        contents[path] = data.encode() if isinstance(data, str) else data
+    if salt:
+        contents[f"{module}/_build.py"] = f"SALT = {salt!r}\n".encode()
+    meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+    meta += [f"Requires-Dist: {r}" for r in requires]
+    contents[f"{info}/METADATA"] = ("\n".join(meta) + "\n\nA test package.\n").encode()
+    contents[f"{info}/WHEEL"] = (
+        b"Wheel-Version: 1.0\nGenerator: envguard-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
+    if scripts:
+        lines = ["[console_scripts]", *(f"{k} = {v}" for k, v in scripts.items())]
+        contents[f"{info}/entry_points.txt"] = ("\n".join(lines) + "\n").encode()
+    record = [f"{path},{_record_hash(data)},{len(data)}" for path, data in contents.items()]
+    record.append(f"{info}/RECORD,,")
+    contents[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
+    wheel = dest / f"{dist}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for path, data in contents.items():
+            zf.writestr(zipfile.ZipInfo(path, date_time=(2024, 1, 1, 0, 0, 0)), data)
+    return wheel
+
+
+def make_torch_wheel(dest: Path, version: str, cuda: str | None, *, salt: str = "") -> Path:
+    """A fake torch whose version.py reads like the real one and whose import fails loudly."""
+    version_py = (
+        "from typing import Optional\n\n"
+        "__all__ = ['__version__', 'debug', 'cuda', 'git_version', 'hip']\n"
+        f"__version__ = {version!r}\n"
+        "debug = False\n"
+        f"cuda: Optional[str] = {cuda!r}\n"
+        "git_version = '0123456789abcdef0123456789abcdef01234567'\n"
+        "hip: Optional[str] = None\n"
+    )
+    return make_wheel(
+        dest,
+        "torch",
+        version,
+        files={
+            "torch/__init__.py": "raise ImportError('envguard must never import torch')\n",
+            "torch/version.py": version_py,
+        },
+        salt=salt,
+    )
+
+
+def make_dist_info(
+    site: Path,
+    name: str,
+    version: str,
+    *,
+    installer: str | None = "pip",
+    requested: bool = False,
+    direct_url: str | None = None,
+    record: str | None = None,
+    metadata: str | None = None,
+) -> Path:
+    """A .dist-info directory written by hand (for broken and odd installs)."""
+    info = site / f"{dist_name(name)}-{version}.dist-info"
+    info.mkdir(parents=True)
+    if metadata is None:
+        metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n"
+    (info / "METADATA").write_text(metadata)
+    if installer is not None:
+        (info / "INSTALLER").write_text(installer + "\n")
+    if requested:
+        (info / "REQUESTED").write_text("")
+    if direct_url is not None:
+        (info / "direct_url.json").write_text(direct_url)
+    if record is not None:
+        (info / "RECORD").write_text(record)
+    return info
+
+
+def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """Run a command; on failure raise with its output, which pytest then shows."""
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, **kwargs)
+    if proc.returncode != 0:
+        raise AssertionError(f"{argv} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def make_venv(path: Path) -> Path:
+    """A real venv made by uv from this interpreter; returns its python."""
+    run([UV, "venv", "--quiet", "--python", sys.executable, str(path)])
+    return path / "bin" / "python"
+
+
+def uv_install(venv: Path, wheelhouse: Path, *reqs: str, extra: Iterable[str] = ()) -> None:
+    """Install offline from ``wheelhouse`` into ``venv`` with uv."""
+    run(
+        [
+            UV,
+            "pip",
+            "install",
+            "--quiet",
+            "--offline",
+            "--no-index",
+            "--find-links",
+            str(wheelhouse),
+            "--python",
+            str(venv),
+            *extra,
+            *reqs,
+        ]
+    )
+
+
+def pip_install(venv: Path, wheel: Path) -> None:
+    """Install one wheel into ``venv`` with this interpreter's pip (isolated from config)."""
+    run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--isolated",
+            "--disable-pip-version-check",
+            "--python",
+            str(venv / "bin" / "python"),
+            "install",
+            "--quiet",
+            "--no-index",
+            "--no-deps",
+            str(wheel),
+        ]
+    )
+
+
+def uv_freeze(venv: Path) -> set[tuple[str, str]]:
+    """(canonical name, version or "@url") pairs as `uv pip freeze` reports them."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    out = run([UV, "pip", "freeze", "--python", str(venv)]).stdout
+    pairs = set()
+    for line in out.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("-e "):
+            pairs.add(("-e", line[3:].strip()))
+            continue
+        req = Requirement(line)
+        if req.url:
+            pairs.add((canonicalize_name(req.name), "@" + req.url))
+        else:
+            (spec,) = req.specifier
+            pairs.add((canonicalize_name(req.name), spec.version))
+    return pairs
+
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Test",
+    "GIT_AUTHOR_EMAIL": "test@example.com",
+    "GIT_COMMITTER_NAME": "Test",
+    "GIT_COMMITTER_EMAIL": "test@example.com",
+    "GIT_AUTHOR_DATE": "2024-01-01T00:00:00+00:00",
+    "GIT_COMMITTER_DATE": "2024-01-01T00:00:00+00:00",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {**os.environ, **GIT_ENV}
+    return run(["git", "-C", str(repo), *args], env=env).stdout.strip()
+
+
+def make_git_repo(path: Path, files: Mapping[str, str] | None = None) -> Path:
+    """A real git repo with one commit, fixed author and date."""
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "--quiet", "--initial-branch=main")
+    for rel, text in (files or {"train.py": "print('train')\n"}).items():
+        (path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (path / rel).write_text(text)
+    git(path, "add", "-A")
+    git(path, "commit", "--quiet", "-m", "initial")
+    return path
+
+
+# A PEP 517 backend small enough to live inside a test project, so that editable and VCS
+# installs build offline with no build dependency to download.
+TINY_BACKEND = """
+import base64, hashlib, os, zipfile
+
+NAME, VERSION = "@NAME@", "@VERSION@"
+DIST = NAME.replace("-", "_")
+
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+
+get_requires_for_build_editable = get_requires_for_build_wheel
+
+
+def _write(wheel_directory, files):
+    info = DIST + "-" + VERSION + ".dist-info"
+    files[info + "/METADATA"] = "Metadata-Version: 2.1\\nName: %s\\nVersion: %s\\n\\n" % (NAME, VERSION)
+    files[info + "/WHEEL"] = "Wheel-Version: 1.0\\nGenerator: tiny\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"
+    record = []
+    for path, text in files.items():
+        data = text.encode()
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append("%s,sha256=%s,%d" % (path, digest, len(data)))
+    record.append(info + "/RECORD,,")
+    files[info + "/RECORD"] = "\\n".join(record) + "\\n"
+    name = DIST + "-" + VERSION + "-py3-none-any.whl"
+    with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as zf:
+        for path, text in files.items():
+            zf.writestr(path, text)
+    return name
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    files = {}
+    for root, _, names in os.walk(DIST):
+        for n in names:
+            if n.endswith(".py"):
+                path = os.path.join(root, n)
+                with open(path) as fh:
+                    files[path.replace(os.sep, "/")] = fh.read()
+    return _write(wheel_directory, files)
+
+
+def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
+    return _write(wheel_directory, {"_" + DIST + "_editable.pth": os.path.abspath(".") + "\\n"})
+"""
+
+
+def make_project(path: Path, name: str, version: str) -> Path:
+    """A git repo holding an installable project with an in-tree build backend."""
+    module = dist_name(name)
+    return make_git_repo(
+        path,
+        {
+            "pyproject.toml": f'[project]\nname = "{name}"\nversion = "{version}"\n\n'
+            '[build-system]\nrequires = []\nbuild-backend = "tiny_backend"\nbackend-path = ["."]\n',
+            "tiny_backend.py": TINY_BACKEND.replace("@NAME@", name).replace("@VERSION@", version),
+            f"{module}/__init__.py": f"VERSION = {version!r}\n",
+        },
+    )
+
+
+def package(
+    name: str,
+    version: str,
+    *,
+    source: Source | None = None,
+    fingerprint: str | None = None,
+    installer: str | None = "uv",
+    requested: bool = False,
+    location: str = "/venv/site-packages",
+) -> Package:
+    """A Package model for pure tests."""
+    return Package(
+        name=name,
+        display_name=name,
+        version=version,
+        installer=installer,
+        requested=requested,
+        location=location,
+        source=source or Source(),
+        fingerprint=fingerprint if fingerprint is not None else f"fp-{name}-{version}",
+    )
+
+
+def interpreter(version: str = "3.11.7", **changes: Any) -> Interpreter:
+    data: dict[str, Any] = {
+        "version": version,
+        "implementation": "cpython",
+        "executable": "/venv/bin/python",
+        "prefix": "/venv",
+        "base_prefix": "/usr",
+        "is_venv": True,
+        "os": "linux",
+        "machine": "x86_64",
+        "libc": "glibc 2.36",
+        "site_packages": ("/venv/site-packages",),
+        "markers": {
+            "implementation_name": "cpython",
+            "os_name": "posix",
+            "platform_machine": "x86_64",
+            "platform_system": "Linux",
+            "python_full_version": version,
+            "python_version": ".".join(version.split(".")[:2]),
+            "sys_platform": "linux",
+            "platform_python_implementation": "CPython",
+        },
+    }
+    data.update(changes)
+    return Interpreter(**data)
+
+
+def snapshot(packages: Iterable[Package] = (), **changes: Any) -> Snapshot:
+    """A Snapshot model for pure tests."""
+    data: dict[str, Any] = {
+        "name": "good",
+        "created": datetime(2024, 1, 1, tzinfo=timezone.utc),
+        "host": "gpu01",
+        "user": "trainer",
+        "envguard_version": "0.1.0",
+        "interpreter": interpreter(),
+        "packages": tuple(sorted(packages, key=lambda p: p.name)),
+    }
+    data.update(changes)
+    return Snapshot(**data)
