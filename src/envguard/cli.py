@@ -78,6 +78,98 @@ class OutputFormat(str, Enum):
     json = "json"
 
 
+class DriftFormat(str, Enum):
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+    github = "github"
+
+
+if TYPE_CHECKING:
+    from envguard.models import Drift
+    from envguard.policy import Policy
+
+
+def _emit_drift(drift: Drift, fmt: DriftFormat) -> None:
+    import os
+
+    if fmt is DriftFormat.json:
+        from envguard.render.json import drift_json
+
+        sys.stdout.write(drift_json(drift))
+    elif fmt is DriftFormat.markdown:
+        from envguard.render.markdown import drift_markdown
+
+        sys.stdout.write(drift_markdown(drift))
+    elif fmt is DriftFormat.github:
+        from envguard.render.github import drift_github
+        from envguard.render.markdown import drift_markdown
+        from envguard.render.text import summary
+
+        sys.stdout.write(drift_github(drift))
+        sys.stdout.write(summary(drift) + "\n")
+        step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if step_summary:
+            with open(step_summary, "a", encoding="utf-8") as fh:
+                fh.write(drift_markdown(drift) + "\n")
+    else:
+        from envguard.render.table import drift_table
+
+        drift_table(drift, console())
+
+
+def _live_snapshot(expected: Snapshot, python: str | None) -> Snapshot:
+    """Measure the live environment the way ``expected`` was measured."""
+    from envguard.capture import capture_snapshot, request_like
+    from envguard.probe import resolve_python
+
+    if python:
+        target = resolve_python(python)
+    else:
+        target = Path(expected.interpreter.executable)
+        if not target.exists():
+            raise UsageError(
+                f"{target}: the snapshot's interpreter no longer exists",
+                hint="pass --python PATH to compare another interpreter or venv",
+            )
+    label = f"--python {python}" if python else f"the snapshot's interpreter {target}"
+    return capture_snapshot(request_like(expected, python=target, python_label=label))
+
+
+def _policy_and_threshold(fail_on: str | None) -> tuple[Policy, Any]:
+    from envguard.policy import load_policy, parse_fail_on
+
+    policy = load_policy()
+    threshold = parse_fail_on(fail_on) if fail_on is not None else policy.fail_on
+    return policy, threshold
+
+
+def _compare(
+    snapshot_ref: str | None,
+    against: str | None,
+    python: str | None,
+    fail_on: str | None,
+    fmt: DriftFormat,
+) -> None:
+    from envguard import store
+    from envguard.diff import diff as compute
+
+    policy, threshold = _policy_and_threshold(fail_on)
+    expected = store.load(snapshot_ref if snapshot_ref else store.newest())
+    actual = store.load(against) if against else _live_snapshot(expected, python)
+    drift = compute(expected, actual, policy)
+    _emit_drift(drift, fmt)
+    raise typer.Exit(1 if drift.reaches(threshold) else 0)
+
+
+FailOn = Annotated[
+    str | None,
+    typer.Option(
+        "--fail-on", help="critical|warning|info|never [default: warning, or [tool.envguard]]."
+    ),
+]
+
+
 @app.command()
 def snapshot(
     python: Annotated[
@@ -184,6 +276,61 @@ def list_(
     from envguard.render.table import list_table
 
     list_table(rows, console())
+
+
+@app.command()
+def diff(
+    snapshot_ref: Annotated[
+        str | None,
+        typer.Argument(metavar="[SNAPSHOT]", help="Path or name [default: newest in snapshots/]."),
+    ] = None,
+    against: Annotated[
+        str | None, typer.Option(help="Compare with this snapshot instead of the live environment.")
+    ] = None,
+    python: Annotated[
+        str | None, typer.Option(help="Measure this interpreter or venv [default: the snapshot's].")
+    ] = None,
+    format: Annotated[DriftFormat, typer.Option("--format")] = DriftFormat.table,
+    fail_on: FailOn = None,
+) -> None:
+    """What drifted since the known-good snapshot, worst first. Exit 1 on drift."""
+    _compare(snapshot_ref, against, python, fail_on, format)
+
+
+@app.command()
+def check(
+    snapshot_ref: Annotated[str, typer.Argument(metavar="SNAPSHOT", help="Path or name.")],
+    lock: Annotated[
+        Path | None,
+        typer.Option(
+            help="Compare the snapshot's pins with uv.lock, pylock.toml or requirements.txt."
+        ),
+    ] = None,
+    against: Annotated[str | None, typer.Option(help="Compare with this snapshot.")] = None,
+    python: Annotated[str | None, typer.Option(help="Measure this interpreter or venv.")] = None,
+    format: Annotated[
+        DriftFormat | None,
+        typer.Option("--format", help="[default: github under GitHub Actions, else table]"),
+    ] = None,
+    fail_on: FailOn = None,
+) -> None:
+    """The CI gate: fail when the environment or a lockfile drifted from the snapshot."""
+    import os
+
+    fmt = format or (
+        DriftFormat.github if os.environ.get("GITHUB_ACTIONS") == "true" else DriftFormat.table
+    )
+    if lock is None:
+        _compare(snapshot_ref, against, python, fail_on, fmt)
+        return
+    from envguard import store
+    from envguard.lockfiles import lock_drift, read_lock
+
+    policy, threshold = _policy_and_threshold(fail_on)
+    expected = store.load(snapshot_ref)
+    drift = lock_drift(expected, read_lock(lock, expected), policy=policy, lock=str(lock))
+    _emit_drift(drift, fmt)
+    raise typer.Exit(1 if drift.reaches(threshold) else 0)
 
 
 def main() -> None:

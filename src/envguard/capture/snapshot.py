@@ -44,10 +44,13 @@ class CaptureRequest:
     command: tuple[str, ...] = ()
 
 
-def request_like(snapshot: Snapshot, *, python: Path, cwd: Path | None = None) -> CaptureRequest:
+def request_like(
+    snapshot: Snapshot, *, python: Path, python_label: str | None = None, cwd: Path | None = None
+) -> CaptureRequest:
     """A request that measures the live side exactly as ``snapshot`` was measured."""
     return CaptureRequest(
         python=python,
+        python_label=python_label,
         name=snapshot.name + "-live",
         repos=tuple(Path(r.path) for r in snapshot.repos),
         files=tuple(f.path for f in snapshot.files),

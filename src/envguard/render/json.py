@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from envguard.models import Snapshot
+from envguard.models import Drift, Snapshot
 
 
 def snapshot_list(rows: list[tuple[Path, Snapshot | None, str | None]]) -> str:
@@ -26,3 +26,28 @@ def snapshot_list(rows: list[tuple[Path, Snapshot | None, str | None]]) -> str:
             }
         )
     return json.dumps(out, indent=2, sort_keys=True) + "\n"
+
+
+def drift_json(drift: Drift) -> str:
+    """`{"drift", "max_severity", "changes", "metrics"}` for machines."""
+    level = drift.max_severity
+    doc = {
+        "drift": bool(drift.changes),
+        "max_severity": level.value if level else None,
+        "expected": drift.expected_name,
+        "actual": drift.actual_name,
+        "changes": [
+            {
+                "section": c.section,
+                "kind": c.kind,
+                "name": c.name,
+                "expected": c.expected,
+                "actual": c.actual,
+                "severity": c.severity.value,
+                "message": c.message,
+            }
+            for c in drift.changes
+        ],
+        "metrics": drift.metrics,
+    }
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"

@@ -7,8 +7,10 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from envguard.models import MetricValue, Snapshot
+from envguard.models import Drift, MetricValue, Snapshot
+from envguard.units import human_size
 
 
 def torch_label(snap: Snapshot) -> str:
@@ -39,15 +41,6 @@ def snapshot_summary_line(snap: Snapshot) -> str:
     if snap.warnings:
         parts.append(f"{len(snap.warnings)} warnings")
     return ", ".join(parts)
-
-
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
 
 
 def show_snapshot(snap: Snapshot, console: Console) -> None:
@@ -92,7 +85,7 @@ def show_snapshot(snap: Snapshot, console: Console) -> None:
     if snap.files:
         table = Table("file", "sha256", "size", title="files", title_justify="left")
         for f in snap.files:
-            table.add_row(f.path, (f.sha256 or "-")[:16], _size(f.size or 0))
+            table.add_row(f.path, (f.sha256 or "-")[:16], human_size(f.size or 0))
         console.print(table)
     if snap.caches:
         table = Table(
@@ -100,7 +93,7 @@ def show_snapshot(snap: Snapshot, console: Console) -> None:
         )
         for c in snap.caches:
             state = "missing" if not c.exists else ("unreadable" if not c.readable else "present")
-            table.add_row(c.kind, c.path, state, _size(c.bytes), str(c.files))
+            table.add_row(c.kind, c.path, state, human_size(c.bytes), str(c.files))
         console.print(table)
     for warning in snap.warnings:
         console.print(f"warning: {warning}", markup=False)
@@ -128,3 +121,25 @@ def list_table(rows: list[tuple[Path, Snapshot | None, str | None]], console: Co
             metrics_label(snap.metrics),
         )
     console.print(table)
+
+
+_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def drift_table(drift: Drift, console: Console) -> None:
+    """The rich table printed by `envguard diff`: grouped by severity, then section."""
+    from envguard.diff import iter_sections
+    from envguard.render.text import metrics_footer, summary
+
+    if drift.changes:
+        table = Table("severity", "section", "change", "what", show_lines=False)
+        for level, changes in iter_sections(drift):
+            for c in changes:
+                table.add_row(
+                    f"[{_STYLE[level.value]}]{level.value}[/]", c.section, c.kind, Text(c.message)
+                )
+        console.print(table)
+    console.print(summary(drift), markup=False)
+    footer = metrics_footer(drift)
+    if footer:
+        console.print(footer, markup=False)

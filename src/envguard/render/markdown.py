@@ -1,0 +1,33 @@
+"""Markdown drift report, for PR comments and the GitHub step summary."""
+
+from __future__ import annotations
+
+from envguard.diff import iter_sections
+from envguard.models import Drift
+from envguard.render.text import metrics_footer, summary
+
+_ICON = {"critical": "🔴", "warning": "🟠", "info": "🔵"}
+
+
+def _cell(text: str | None) -> str:
+    return (text or "").replace("|", "\\|").replace("\n", " ")
+
+
+def drift_markdown(drift: Drift) -> str:
+    lines = ["## envguard drift report", "", f"**{summary(drift)}**", ""]
+    for level, changes in iter_sections(drift):
+        lines += [f"### {_ICON[level.value]} {level.value} ({len(changes)})", ""]
+        lines += [
+            "| section | change | name | expected | actual | why |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for c in changes:
+            lines.append(
+                f"| {c.section} | {c.kind} | `{_cell(c.name)}` | {_cell(c.expected)} |"
+                f" {_cell(c.actual)} | {_cell(c.message)} |"
+            )
+        lines.append("")
+    footer = metrics_footer(drift)
+    if footer:
+        lines += [f"_{footer}_", ""]
+    return "\n".join(lines)

@@ -1,0 +1,141 @@
+"""`envguard diff` and `envguard check` end to end on real venvs built offline."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import POLLUTION
+from envguard.cli import app
+from factories import git, make_git_repo, uv_install
+
+runner = CliRunner()
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture
+def good_run(in_tmp: Path, good_venv: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """A known-good run: venv, repo with a model script, a warm inductor cache, a snapshot."""
+    repo = make_git_repo(in_tmp / "code", {"model.py": "def forward(x):\n    return x\n"})
+    cache = in_tmp / "inductor"
+    (cache / "fxgraph").mkdir(parents=True)
+    for i in range(5):
+        (cache / "fxgraph" / f"k{i}").write_bytes(b"compiled" * 100)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
+    code, _, err = invoke(
+        "snapshot",
+        "--python",
+        str(good_venv),
+        "--name",
+        "good",
+        "--repo",
+        str(repo),
+        "--file",
+        str(repo / "model.py"),
+        "--metric",
+        "tok_s=21500",
+    )
+    assert code == 0, err
+    return {"venv": good_venv, "repo": repo, "cache": cache}
+
+
+def test_untouched_environment_has_no_drift(good_run: dict[str, Path]) -> None:
+    code, out, err = invoke("diff", "good", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["changes"] == [] and doc["drift"] is False
+    assert doc["metrics"] == {"tok_s": 21500}
+    code, out, _ = invoke("diff")  # newest snapshot, table
+    assert code == 0 and "no drift" in out and "tok_s=21500" in out
+
+
+def test_seed_drift_replayed(good_run: dict[str, Path], wheelhouse: Path) -> None:
+    venv, repo = good_run["venv"], good_run["repo"]
+    uv_install(venv, wheelhouse, *POLLUTION)
+    uv_install(venv, wheelhouse, "torch==2.11.0+cu130", extra=["--reinstall-package", "torch"])
+    shutil.rmtree(good_run["cache"])
+    (repo / "model.py").write_text("def forward(x):\n    import pdb; return x * 0.5  # hack\n")
+    git(repo, "commit", "-qam", "debugging")
+    code, out, err = invoke("diff", "good", "--format", "json")
+    assert code == 1, err
+    found = {
+        (c["section"], c["kind"], c["name"]): c["severity"] for c in json.loads(out)["changes"]
+    }
+    assert found[("packages", "variant_changed", "torch")] == "critical"
+    assert found[("torch", "cuda", "cuda")] == "critical"
+    assert found[("packages", "added", "sglang")] == "critical"
+    assert found[("packages", "added", "flashinfer-python")] == "critical"
+    assert found[("packages", "added", "orjson")] == "warning"
+    assert found[("caches", "cold", str(good_run["cache"]))] == "warning"
+    assert found[("files", "changed", str(repo / "model.py"))] == "critical"
+    assert found[("repos", "head_moved", str(repo))] == "critical"
+    # --fail-on decides the exit code; the report is the same
+    assert invoke("diff", "good", "--fail-on", "never")[0] == 0
+    code, out, _ = invoke("diff", "good", "--format", "markdown")
+    assert code == 1 and "| packages | variant_changed | `torch` |" in out
+
+
+def test_against_compares_two_snapshots_without_probing(
+    good_run: dict[str, Path], wheelhouse: Path
+) -> None:
+    uv_install(good_run["venv"], wheelhouse, "transformers==4.47.0")
+    assert invoke("snapshot", "--name", "later", "--python", str(good_run["venv"]))[0] == 0
+    shutil.rmtree(good_run["venv"])  # no live environment needed
+    code, out, _ = invoke("diff", "good", "--against", "later", "--format", "json")
+    assert code == 1
+    kinds = {(c["kind"], c["name"]) for c in json.loads(out)["changes"]}
+    assert ("upgraded", "transformers") in kinds
+    code, _, err = invoke("diff", "good")
+    assert code == 2 and "interpreter no longer exists" in err
+
+
+def test_github_format_writes_step_summary(
+    good_run: dict[str, Path], wheelhouse: Path, monkeypatch: pytest.MonkeyPatch, in_tmp: Path
+) -> None:
+    uv_install(good_run["venv"], wheelhouse, "orjson==3.10.0")
+    summary = in_tmp / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    code, out, _ = invoke("check", "good")
+    assert code == 1
+    assert "::warning title=envguard packages/added::orjson 3.10.0 added" in out
+    assert "## envguard drift report" in summary.read_text()
+
+
+def test_pyproject_policy_is_applied(
+    good_run: dict[str, Path], wheelhouse: Path, in_tmp: Path
+) -> None:
+    uv_install(good_run["venv"], wheelhouse, "orjson==3.10.0")
+    (in_tmp / "pyproject.toml").write_text('[tool.envguard]\nignore-packages = ["orjson"]\n')
+    assert invoke("diff", "good")[0] == 0
+    (in_tmp / "pyproject.toml").write_text('[tool.envguard]\nfail-on = "sometimes"\n')
+    code, _, err = invoke("diff", "good")
+    assert code == 2 and "fail-on" in err and "'sometimes'" in err
+    (in_tmp / "pyproject.toml").write_text('[tool.envguard]\nignore-sections = ["bogus"]\n')
+    code, _, err = invoke("diff", "good")
+    assert code == 2 and "unknown section 'bogus'" in err
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "not valid JSON"),
+        ('{"schema_version": 1, "name": "trunc', "not valid JSON"),
+        ('{"schema_version": 7}', "schema_version 7 is newer"),
+        ("\x00\x01binary", "not valid JSON"),
+    ],
+)
+def test_corrupt_snapshot_is_exit_2_one_line(in_tmp: Path, content: str, message: str) -> None:
+    (in_tmp / "bad.json").write_text(content)
+    for command in ("diff", "check", "show"):
+        code, _, err = invoke(command, "bad.json")
+        assert code == 2 and message in err and "Traceback" not in err
+        assert err.splitlines()[0].startswith("error: bad.json")

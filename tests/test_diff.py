@@ -1,0 +1,201 @@
+"""The pure drift engine: properties and default severities."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from envguard.diff import diff
+from envguard.models import Cache, FileDigest, Repo, Severity, Source, TorchBuild
+from envguard.policy import Policy, policy_from_table
+from factories import interpreter, package, snapshot
+
+NAMES = st.sampled_from(
+    [
+        "torch",
+        "numpy",
+        "transformers",
+        "sglang",
+        "wandb",
+        "nvidia-nccl-cu12",
+        "datasets",
+        "boto3",
+        "triton",
+        "safetensors",
+    ]
+)
+VERSIONS = st.sampled_from(["1.0", "1.1", "2.0", "2.0+cu128", "2.0+cu130", "0.9"])
+PACKAGE_SETS = st.dictionaries(NAMES, VERSIONS, max_size=8)
+
+
+def snap_from(pkgs: dict[str, str]) -> object:
+    return snapshot([package(n, v) for n, v in pkgs.items()])
+
+
+@given(PACKAGE_SETS)
+def test_diff_of_a_snapshot_with_itself_is_empty(pkgs: dict[str, str]) -> None:
+    s = snap_from(pkgs)
+    assert diff(s, s).changes == ()  # type: ignore[arg-type]
+
+
+@given(PACKAGE_SETS, PACKAGE_SETS)
+def test_one_sided_packages_reported_exactly_once(a: dict[str, str], b: dict[str, str]) -> None:
+    drift = diff(snap_from(a), snap_from(b))  # type: ignore[arg-type]
+    for name in a.keys() ^ b.keys():
+        hits = [c for c in drift.changes if c.section == "packages" and c.name == name]
+        assert len(hits) == 1
+        assert hits[0].kind == ("removed" if name in a else "added")
+
+
+SWAP = {
+    "added": "removed",
+    "removed": "added",
+    "upgraded": "downgraded",
+    "downgraded": "upgraded",
+    "variant_changed": "variant_changed",
+    "content_changed": "content_changed",
+}
+
+
+@given(PACKAGE_SETS, PACKAGE_SETS)
+def test_swapping_sides_mirrors_kinds(a: dict[str, str], b: dict[str, str]) -> None:
+    forward = {(c.name, c.kind) for c in diff(snap_from(a), snap_from(b)).changes}  # type: ignore[arg-type]
+    backward = {(c.name, c.kind) for c in diff(snap_from(b), snap_from(a)).changes}  # type: ignore[arg-type]
+    assert {(n, SWAP[k]) for n, k in forward} == backward
+
+
+def kinds(drift: object) -> dict[tuple[str, str], Severity]:
+    return {(c.name, c.kind): c.severity for c in drift.changes}  # type: ignore[attr-defined]
+
+
+def test_seed_story_severities() -> None:
+    good = snapshot(
+        [
+            package("torch", "2.11.0+cu128"),
+            package("transformers", "4.46.0"),
+            package("wandb", "0.18.0"),
+        ],
+        torch=TorchBuild(version="2.11.0+cu128", cuda="12.8", nccl="2.21.5"),
+        caches=(
+            Cache(
+                kind="inductor", path="/tmp/torchinductor_root", exists=True, bytes=10_000, files=40
+            ),
+        ),
+        files=(FileDigest(path="/code/model.py", sha256="a" * 64, size=10),),
+        repos=(Repo(path="/code", head="1" * 40, branch="main"),),
+        metrics={"tok_s": 21500},
+    )
+    bad = snapshot(
+        [
+            package("torch", "2.11.0+cu130"),
+            package("transformers", "4.47.0"),
+            package("sglang", "0.4.0"),
+            package("flashinfer-python", "0.2.0"),
+            package("orjson", "3.10.0"),
+        ],
+        torch=TorchBuild(version="2.11.0+cu130", cuda="13.0", nccl="2.27.0"),
+        caches=(Cache(kind="inductor", path="/tmp/torchinductor_root", exists=False),),
+        files=(FileDigest(path="/code/model.py", sha256="b" * 64, size=12),),
+        repos=(Repo(path="/code", head="2" * 40, branch="main", dirty=True, diff_sha256="c"),),
+        env={"NCCL_DEBUG": "INFO"},
+    )
+    drift = diff(good, bad)
+    found = kinds(drift)
+    assert found[("torch", "variant_changed")] is Severity.critical
+    assert found[("cuda", "cuda")] is Severity.critical
+    assert found[("nccl", "nccl")] is Severity.critical
+    assert found[("sglang", "added")] is Severity.critical
+    assert found[("flashinfer-python", "added")] is Severity.critical
+    assert found[("orjson", "added")] is Severity.warning
+    assert found[("transformers", "upgraded")] is Severity.warning
+    assert found[("wandb", "removed")] is Severity.warning
+    assert found[("/tmp/torchinductor_root", "cold")] is Severity.warning
+    assert found[("/code/model.py", "changed")] is Severity.critical
+    assert found[("/code", "head_moved")] is Severity.critical
+    assert found[("/code", "dirty")] is Severity.warning
+    assert found[("NCCL_DEBUG", "added")] is Severity.warning
+    assert drift.changes[0].severity is Severity.critical
+    assert drift.metrics == {"tok_s": 21500}
+    severities = [c.severity.rank for c in drift.changes]
+    assert severities == sorted(severities, reverse=True)
+
+
+def test_interpreter_source_content_and_info_changes() -> None:
+    fp = "f" * 64
+    good = snapshot(
+        [
+            package("numpy", "1.26.4", fingerprint=fp),
+            package("flash-attn", "2.6.3", fingerprint=fp),
+            package("mylib", "0.1", source=Source(kind="index")),
+        ]
+    )
+    bad = snapshot(
+        [
+            package("numpy", "1.26.4", fingerprint="e" * 64, installer="pip"),
+            package("flash-attn", "2.6.3", fingerprint="e" * 64),
+            package("mylib", "0.1", source=Source(kind="editable", url="file:///x", path="/x")),
+        ],
+        interpreter=interpreter("3.12.1", prefix="/other"),
+    )
+    found = kinds(diff(good, bad))
+    assert found[("python", "version")] is Severity.critical
+    assert found[("prefix", "prefix")] is Severity.info
+    assert found[("numpy", "content_changed")] is Severity.warning
+    assert found[("flash-attn", "content_changed")] is Severity.critical
+    assert found[("numpy", "installer_changed")] is Severity.info
+    assert found[("mylib", "source_changed")] is Severity.warning
+    patch = diff(good, snapshot(good.packages, interpreter=interpreter("3.11.9")))
+    assert kinds(patch)[("python", "version")] is Severity.warning
+
+
+def test_caches_shrunk_grown_and_redacted_env() -> None:
+    def cache(n: int) -> Cache:
+        return Cache(kind="triton", path="/c", exists=True, bytes=n, files=max(n // 100, 1))
+
+    assert (
+        kinds(diff(snapshot(caches=(cache(1000),)), snapshot(caches=(cache(400),))))[
+            ("/c", "shrunk")
+        ]
+        is Severity.warning
+    )
+    assert (
+        kinds(diff(snapshot(caches=(cache(1000),)), snapshot(caches=(cache(2000),))))[
+            ("/c", "grown")
+        ]
+        is Severity.info
+    )
+    drift = diff(
+        snapshot(env={"HF_TOKEN": "<redacted:aaaa1111>"}),
+        snapshot(env={"HF_TOKEN": "<redacted:bbbb2222>"}),
+    )
+    (change,) = drift.changes
+    assert change.kind == "changed" and "values redacted" in change.message
+
+
+def test_policy_overrides_ignore_and_extra_critical() -> None:
+    policy = policy_from_table(
+        {
+            "critical-packages": ["My_Kernels"],
+            "ignore-packages": ["wandb"],
+            "ignore-sections": ["env"],
+            "severity": {"caches.cold": "critical"},
+            "fail-on": "critical",
+        },
+        where="pyproject.toml",
+    )
+    good = snapshot(
+        [package("wandb", "1"), package("my-kernels", "1")],
+        caches=(Cache(kind="inductor", path="/c", exists=True, bytes=5, files=1),),
+    )
+    bad = snapshot(
+        [package("wandb", "2"), package("my-kernels", "2")],
+        env={"X_Y": "1"},
+        caches=(Cache(kind="inductor", path="/c", exists=False),),
+    )
+    found = kinds(diff(good, bad, policy))
+    assert found == {
+        ("my-kernels", "upgraded"): Severity.critical,
+        ("/c", "cold"): Severity.critical,
+    }
+    assert policy.fail_on is Severity.critical
+    assert Policy().fail_on is Severity.warning
