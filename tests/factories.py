@@ -354,3 +354,18 @@ def snapshot(packages: Iterable[Package] = (), **changes: Any) -> Snapshot:
     }
     data.update(changes)
     return Snapshot(**data)
+
+
+def make_simple_index(root: Path, variants: Mapping[str, Iterable[Path]]) -> str:
+    """A PEP 503 index per variant (``root/cu128/torch/index.html``); returns its file:// base."""
+    for variant, wheels in variants.items():
+        by_project: dict[str, list[Path]] = {}
+        for wheel in wheels:
+            project = wheel.name.split("-")[0].replace("_", "-").lower()
+            by_project.setdefault(project, []).append(wheel)
+        for project, files in by_project.items():
+            folder = root / variant / project
+            folder.mkdir(parents=True, exist_ok=True)
+            links = "".join(f'<a href="{w.as_uri()}">{w.name}</a>\n' for w in files)
+            (folder / "index.html").write_text(f"<html><body>\n{links}</body></html>\n")
+    return root.as_uri()

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 
 from envguard.errors import UsageError
 
 
 def find_uv() -> str:
-    """The uv binary shipped with the `uv` package, else the first `uv` on PATH."""
+    """$ENVGUARD_UV, else the uv binary shipped with the `uv` package, else `uv` on PATH."""
+    override = os.environ.get("ENVGUARD_UV")
+    if override:
+        return override
     try:
         from uv import find_uv_bin
 

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from envguard.models import Drift, MetricValue, Snapshot
+from envguard.plan import Plan
 from envguard.units import human_size
 
 
@@ -143,3 +144,27 @@ def drift_table(drift: Drift, console: Console) -> None:
     footer = metrics_footer(drift)
     if footer:
         console.print(footer, markup=False)
+
+
+def plan_table(plan: Plan, console: Console) -> None:
+    """The rebuild plan as `envguard rebuild` prints it without --execute."""
+    import shlex
+
+    mode = "in place" if plan.in_place else f"fresh, built in {plan.build} then swapped in"
+    console.print(
+        f"rebuild plan for {plan.venv} from snapshot {plan.snapshot}: {plan.packages}"
+        f" packages, Python {plan.python} ({mode})",
+        markup=False,
+    )
+    table = Table("#", "step", "command")
+    for i, step in enumerate(plan.steps, 1):
+        table.add_row(str(i), Text(step.purpose), Text(shlex.join(step.argv)))
+    console.print(table)
+    for f in plan.files:
+        count = sum(1 for line in f.content.splitlines() if line and not line.startswith("#"))
+        console.print(f"{f.path}: {count} pins", markup=False)
+    for skipped in plan.skipped:
+        console.print(f"skipped: {skipped}", markup=False)
+    for warning in plan.warnings:
+        console.print(f"warning: {warning}", markup=False)
+    console.print("nothing was changed; pass --execute to run it", markup=False)

@@ -1,0 +1,458 @@
+"""Pure rebuild planner: a snapshot becomes argv steps and pinned requirement files.
+
+A snapshot is untrusted input (it may arrive in a pull request), so every name, version,
+URL and path taken from it is validated here before it can reach an argv or a file that
+uv reads. Nothing is ever run through a shell.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from envguard.errors import UsageError
+from envguard.models import Model, Package, Snapshot
+
+DEFAULT_TORCH_INDEX = "https://download.pytorch.org/whl"
+# Distributions the PyTorch indexes publish per variant (+cu128, +cpu, +rocm6.3, +xpu).
+TORCH_FAMILY = frozenset(
+    {
+        "torch",
+        "torchvision",
+        "torchaudio",
+        "torchtext",
+        "torchdata",
+        "torchrec",
+        "torchao",
+        "fbgemm-gpu",
+        "fbgemm-gpu-genai",
+        "pytorch-triton",
+        "pytorch-triton-rocm",
+        "pytorch-triton-xpu",
+    }
+)
+_VARIANT = re.compile(r"^(cu\d{2,3}|cpu|rocm\d+(\.\d+)*|xpu)$")
+# The CUDA that torch's PyPI wheels were built with, per release: a torch whose
+# version.py names another CUDA came from the PyTorch index even without a local label.
+PYPI_TORCH_CUDA = {
+    "2.4": "12.1",
+    "2.5": "12.4",
+    "2.6": "12.4",
+    "2.7": "12.6",
+    "2.8": "12.8",
+    "2.9": "12.8",
+}
+_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
+_PY_VERSION = re.compile(r"^\d+\.\d+\.\d+((a|b|rc)\d+)?$")
+_COMMIT = re.compile(r"^[0-9a-fA-F]{7,64}$")
+_HASH = re.compile(r"^(sha256|sha384|sha512|md5)[=:]([0-9a-fA-F]{32,128})$")
+# RFC 3986 characters only: no whitespace, quotes, backslashes or control characters.
+_URL_CHARS = re.compile(r"^[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+$")
+_SCHEMES = {"https", "http", "file", "ssh"}
+
+
+class PlanError(UsageError):
+    """A snapshot value that cannot be planned safely: exit 2."""
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """Where to build and which package sources uv may use."""
+
+    venv: Path
+    snapshot_ref: str
+    uv: str = "uv"
+    envguard: tuple[str, ...] = ("envguard",)
+    in_place: bool = False
+    build: Path | None = None  # fresh mode: the sibling directory built into
+    workdir: Path | None = None  # where the requirement files are written
+    index_url: str | None = None
+    extra_index_urls: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+    offline: bool = False
+    no_index: bool = False
+    skip_editables: bool = False
+    torch_index: str = DEFAULT_TORCH_INDEX
+    base_python: str | None = None
+    check_paths: bool = True  # editables and local sources must exist (off for a dry print)
+    extra_skip: frozenset[str] = field(default_factory=frozenset)
+
+
+StepKind = Literal["venv", "sync", "install", "verify", "swap"]
+
+
+class Step(Model):
+    kind: StepKind
+    purpose: str
+    argv: tuple[str, ...]
+
+
+class PlanFile(Model):
+    path: str
+    content: str
+
+
+class Plan(Model):
+    snapshot: str
+    venv: str
+    build: str | None
+    in_place: bool
+    python: str
+    files: tuple[PlanFile, ...]
+    steps: tuple[Step, ...]
+    packages: int
+    skipped: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+def _where(pkg: Package, index: int) -> str:
+    return f"snapshot packages[{index}] ({pkg.name!r})"
+
+
+def check_name(name: str, where: str) -> str:
+    if not _NAME.match(name):
+        raise PlanError(f"{where}: name {name!r} is not a valid PEP 508 distribution name")
+    return canonicalize_name(name)
+
+
+def check_version(version: str, where: str) -> str:
+    try:
+        parsed = Version(version)
+    except InvalidVersion:
+        raise PlanError(f"{where}: version {version!r} is not a valid PEP 440 version") from None
+    if version != version.strip() or not re.fullmatch(r"[A-Za-z0-9.+!_-]+", version):
+        raise PlanError(f"{where}: version {version!r} is not a valid PEP 440 version")
+    return str(parsed) if parsed.local is None else version
+
+
+def check_url(url: str, where: str, warnings: list[str], *, vcs: bool = False) -> str:
+    """An URL safe to put in a requirement: allowed scheme, RFC 3986 characters only."""
+    if not url or url.startswith("-") or not _URL_CHARS.match(url):
+        raise PlanError(f"{where}: URL {url!r} contains characters a requirement cannot carry")
+    scheme = urlsplit(url).scheme.lower()
+    base = scheme.split("+", 1)[1] if "+" in scheme else scheme
+    if vcs and "+" in scheme and scheme.split("+", 1)[0] != "git":
+        raise PlanError(f"{where}: only git VCS URLs are supported, not {scheme!r}")
+    if base not in _SCHEMES or (base == "ssh" and not vcs):
+        raise PlanError(
+            f"{where}: URL scheme {scheme!r} is not allowed (https, http, file,"
+            " git+https, git+ssh, git+file)"
+        )
+    if base == "http":
+        warnings.append(f"{where}: plain http URL {url} (not encrypted)")
+    return url
+
+
+def check_path(path: str | None, where: str) -> Path:
+    if not path or "\n" in path or "\r" in path or "\x00" in path or not path.startswith("/"):
+        raise PlanError(f"{where}: path {path!r} is not an absolute local path")
+    return Path(path)
+
+
+def check_python_version(version: str) -> str:
+    if not _PY_VERSION.match(version):
+        raise PlanError(f"snapshot interpreter.version {version!r} is not a Python version")
+    return version
+
+
+def torch_variant(pkg: Package, snapshot: Snapshot) -> str | None:
+    """``cu128``/``cpu``/``rocm6.3``/``xpu`` when ``pkg`` must come from a PyTorch index."""
+    if pkg.name not in TORCH_FAMILY:
+        return None
+    try:
+        local = Version(pkg.version).local
+    except InvalidVersion:
+        return None
+    if local and _VARIANT.match(local):
+        return local
+    torch = snapshot.torch
+    if pkg.name == "torch" and not local and torch is not None and torch.cuda:
+        default = PYPI_TORCH_CUDA.get(".".join(pkg.version.split(".")[:2]))
+        if default is not None and default != torch.cuda:
+            return "cu" + torch.cuda.replace(".", "")
+    return None
+
+
+def requirement(pkg: Package, where: str, warnings: list[str]) -> str:
+    """The pinned requirement line for one package, by its recorded source."""
+    name = check_name(pkg.name, where)
+    version = check_version(pkg.version, where)
+    src = pkg.source
+    if src.kind == "index":
+        return f"{name}=={version}"
+    if src.kind == "editable":
+        return f"-e {check_path(src.path, where).as_uri()}"
+    if src.kind == "dir":
+        return f"{name} @ {check_path(src.path, where).as_uri()}"
+    if src.kind == "vcs":
+        url = check_url(src.url or "", where, warnings, vcs=True)
+        vcs = (src.vcs or "git").lower()
+        if vcs != "git":
+            raise PlanError(f"{where}: only git VCS sources are supported, not {vcs!r}")
+        if not src.commit or not _COMMIT.match(src.commit):
+            raise PlanError(f"{where}: VCS commit {src.commit!r} is not a commit hash")
+        full = url if url.startswith("git+") else f"git+{url}"
+        line = f"{name} @ {full}@{src.commit}"
+        if src.subdirectory:
+            if not re.fullmatch(r"[A-Za-z0-9._/-]+", src.subdirectory) or ".." in src.subdirectory:
+                raise PlanError(f"{where}: subdirectory {src.subdirectory!r} is not safe")
+            line += f"#subdirectory={src.subdirectory}"
+        return line
+    url = check_url(src.url or "", where, warnings)
+    if src.archive_hash and "#" not in url:
+        match = _HASH.match(src.archive_hash)
+        if match is None:
+            raise PlanError(f"{where}: archive hash {src.archive_hash!r} is not ALGO=HEX")
+        url += f"#{match.group(1)}={match.group(2)}"
+    return f"{name} @ {url}"
+
+
+@dataclass
+class Pins:
+    """The snapshot split into what `uv pip sync` installs and what each torch index does."""
+
+    base: list[str] = field(default_factory=list)
+    variants: dict[str, list[str]] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    count: int = 0
+
+
+def pins(snapshot: Snapshot, options: PlanOptions) -> Pins:
+    """Validated requirement lines for every package of ``snapshot``."""
+    out = Pins()
+    for i, pkg in enumerate(p for p in snapshot.packages if not p.shadowed):
+        where = _where(pkg, i)
+        if pkg.name in options.extra_skip:
+            out.skipped.append(f"{pkg.name} (skipped)")
+            continue
+        if pkg.source.kind == "editable":
+            path = check_path(pkg.source.path, where)
+            if options.skip_editables:
+                out.skipped.append(f"{pkg.name} (editable {path}, --skip-editables)")
+                continue
+            if options.check_paths and not path.is_dir():
+                raise PlanError(
+                    f"editable {pkg.name}: {path} no longer exists",
+                    hint="restore the checkout there, or pass --skip-editables",
+                )
+        line = requirement(pkg, where, out.warnings)
+        variant = torch_variant(pkg, snapshot) if pkg.source.kind == "index" else None
+        if variant is not None:
+            out.variants.setdefault(variant, []).append(line)
+        else:
+            out.base.append(line)
+        out.count += 1
+    return out
+
+
+def requirements_text(lines: list[str], *, header: str) -> str:
+    return "\n".join([f"# {header}", *sorted(lines)]) + "\n"
+
+
+def _index_args(options: PlanOptions) -> list[str]:
+    args: list[str] = []
+    if options.no_index:
+        args.append("--no-index")
+    if options.index_url:
+        args += ["--index-url", options.index_url]
+    for url in options.extra_index_urls:
+        args += ["--extra-index-url", url]
+    for link in options.find_links:
+        args += ["--find-links", link]
+    if options.offline:
+        args.append("--offline")
+    return args
+
+
+def python_request(snapshot: Snapshot, options: PlanOptions) -> str:
+    if options.base_python:
+        return options.base_python
+    version = check_python_version(snapshot.interpreter.version)
+    impl = snapshot.interpreter.implementation
+    if impl not in ("cpython", "pypy"):
+        raise PlanError(f"snapshot interpreter.implementation {impl!r} is not supported")
+    return version if impl == "cpython" else f"pypy@{version}"
+
+
+def variant_index(options: PlanOptions, variant: str) -> str:
+    return f"{options.torch_index.rstrip('/')}/{variant}"
+
+
+def plan(snapshot: Snapshot, options: PlanOptions) -> Plan:
+    """The ordered steps that recreate ``snapshot``'s packages in ``options.venv``."""
+    found = pins(snapshot, options)
+    target = options.venv if options.in_place else (options.build or options.venv)
+    workdir = options.workdir or target.parent
+    python_path = str(target / "bin" / "python")
+    uv = options.uv
+    files = [
+        PlanFile(
+            path=str(workdir / "requirements.txt"),
+            content=requirements_text(found.base, header=f"envguard: {snapshot.name}"),
+        )
+    ]
+    steps: list[Step] = []
+    request = python_request(snapshot, options)
+    if not options.in_place:
+        steps.append(
+            Step(
+                kind="venv",
+                purpose=f"create a fresh venv with Python {request}",
+                argv=(uv, "venv", "--relocatable", "--python", request, str(target)),
+            )
+        )
+    steps.append(
+        Step(
+            kind="sync",
+            purpose=f"install exactly the {len(found.base)} pinned packages, removing all else",
+            argv=(uv, "pip", "sync", "--python", python_path, *_index_args(options), files[0].path),
+        )
+    )
+    for variant in sorted(found.variants):
+        path = str(workdir / f"torch-{variant}.txt")
+        files.append(
+            PlanFile(
+                path=path,
+                content=requirements_text(
+                    found.variants[variant], header=f"envguard: {snapshot.name}: {variant} builds"
+                ),
+            )
+        )
+        offline = ["--offline"] if options.offline else []
+        steps.append(
+            Step(
+                kind="install",
+                purpose=f"install the {variant} builds of"
+                f" {', '.join(_names(found.variants[variant]))}"
+                f" from {variant_index(options, variant)} only",
+                argv=(
+                    uv,
+                    "pip",
+                    "install",
+                    "--python",
+                    python_path,
+                    "--no-deps",
+                    "--index-url",
+                    variant_index(options, variant),
+                    *offline,
+                    "-r",
+                    path,
+                ),
+            )
+        )
+    steps.append(
+        Step(
+            kind="verify",
+            purpose="verify packages and interpreter against the snapshot (fingerprints included)",
+            argv=(
+                *options.envguard,
+                "diff",
+                options.snapshot_ref,
+                "--python",
+                str(target),
+                "--only",
+                "packages",
+                "--only",
+                "interpreter",
+                "--fail-on",
+                "warning",
+            ),
+        )
+    )
+    if not options.in_place:
+        steps.append(
+            Step(
+                kind="swap",
+                purpose=f"swap the new venv into {options.venv}, keeping the old one as a backup",
+                argv=("mv", str(target), str(options.venv)),
+            )
+        )
+    return Plan(
+        snapshot=snapshot.name,
+        venv=str(options.venv),
+        build=None if options.in_place else str(target),
+        in_place=options.in_place,
+        python=request,
+        files=tuple(files),
+        steps=tuple(steps),
+        packages=found.count,
+        skipped=tuple(found.skipped),
+        warnings=tuple(found.warnings),
+    )
+
+
+def _names(lines: list[str]) -> list[str]:
+    return sorted(re.split(r"[=@ ]", line, maxsplit=1)[0] for line in lines)
+
+
+def shell_script(p: Plan) -> str:
+    """A standalone bash script doing what ``p`` does, for review and running by hand."""
+    q = shlex.quote
+    out = [
+        "#!/usr/bin/env bash",
+        f"# envguard rebuild plan for snapshot {p.snapshot}",
+        "set -euo pipefail",
+        "",
+    ]
+    dirs = sorted({str(Path(f.path).parent) for f in p.files})
+    out += [f"mkdir -p {q(d)}" for d in dirs]
+    out.append(f"trap {q('rm -rf ' + ' '.join(q(d) for d in dirs))} EXIT")
+    for f in p.files:
+        # Requirement lines were validated: no newline can end the here-document early.
+        out += [f"cat > {q(f.path)} <<'ENVGUARD_EOF'", f.content.rstrip("\n"), "ENVGUARD_EOF"]
+    out.append("")
+    for i, step in enumerate(p.steps, 1):
+        out.append(f"# {i}. {step.purpose}")
+        if step.kind == "swap" and p.build:
+            backup = q(f"{p.venv}.envguard-backup-") + '"$(date -u +%Y%m%d-%H%M%S)"'
+            out.append(f"if [ -e {q(p.venv)} ]; then mv {q(p.venv)} {backup}; fi")
+            out.append(f"mv {q(p.build)} {q(p.venv)}")
+        else:
+            out.append(shlex.join(step.argv))
+    return "\n".join(out) + "\n"
+
+
+def restore_hints(drift_changes: tuple[object, ...], snapshot: Snapshot) -> list[str]:
+    """What a rebuild does not restore, with the commands that would (never run for you)."""
+    from envguard.models import Change
+
+    hints: list[str] = []
+    repos = {r.path: r for r in snapshot.repos}
+    for change in drift_changes:
+        assert isinstance(change, Change)
+        q = shlex.quote
+        if change.section == "repos" and change.kind == "head_moved" and change.expected:
+            hints.append(
+                f"{change.message}; to restore: git -C {q(change.name)} checkout"
+                f" {q(change.expected)}"
+            )
+        elif change.section == "repos" and change.kind in ("dirty", "dirty_differently"):
+            hints.append(
+                f"{change.message}; to set them aside: git -C {q(change.name)} stash"
+                " push --include-untracked"
+            )
+        elif change.section == "files":
+            owner = next(
+                (r for p, r in repos.items() if change.name.startswith(p.rstrip("/") + "/")), None
+            )
+            if owner is not None and owner.head:
+                rel = change.name[len(owner.path.rstrip("/")) + 1 :]
+                hints.append(
+                    f"{change.message}; to restore the committed version: git -C"
+                    f" {q(owner.path)} checkout {q(owner.head)} -- {q(rel)}"
+                )
+            else:
+                hints.append(f"{change.message}; restore it from your own copy")
+        elif change.section == "caches" and change.kind in ("cold", "shrunk"):
+            hints.append(f"{change.message}; warm it with your own warm-up run (or --then CMD)")
+        elif change.section in ("repos", "files", "caches"):
+            hints.append(change.message)
+    return hints

@@ -1,0 +1,280 @@
+"""Execute a rebuild Plan: the only module that installs anything.
+
+Fresh mode never touches the working venv until an atomic swap: it builds into a sibling
+directory, verifies it against the snapshot, then exchanges the two directories in one
+rename (renameat2 RENAME_EXCHANGE where the kernel has it). Any failure or interruption
+before that leaves the working venv as it was and removes the half-built one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from types import FrameType
+
+from envguard.errors import ActionError
+from envguard.models import Drift, Severity, Snapshot
+from envguard.plan import Plan, Step
+
+BUILD_MARK = ".envguard-build-"
+PLAN_MARK = ".envguard-plan-"
+VERIFY_SECTIONS = ("packages", "interpreter")
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived: unwind, clean up, leave the working venv alone."""
+
+
+@dataclass
+class Outcome:
+    venv: Path
+    backup: Path | None = None
+    verified: Drift | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def build_paths(venv: Path, pid: int | None = None) -> tuple[Path, Path]:
+    """(build dir, plan dir): hidden siblings of ``venv`` on the same file system."""
+    pid = os.getpid() if pid is None else pid
+    return (
+        venv.parent / f"{_hidden(venv)}{BUILD_MARK}{pid}",
+        venv.parent / f"{_hidden(venv)}{PLAN_MARK}{pid}",
+    )
+
+
+def _hidden(venv: Path) -> str:
+    return venv.name if venv.name.startswith(".") else f".{venv.name}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale(venv: Path) -> list[Path]:
+    """Remove build dirs left by a rebuild that was killed (its pid is gone)."""
+    removed: list[Path] = []
+    if not venv.parent.is_dir():
+        return removed
+    for mark in (BUILD_MARK, PLAN_MARK):
+        for path in venv.parent.glob(f"{_hidden(venv)}{mark}*"):
+            pid = path.name.rsplit("-", 1)[-1]
+            if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
+    return removed
+
+
+@contextlib.contextmanager
+def _signals_raise() -> Iterator[None]:
+    """Turn SIGTERM (a kill) into an exception so cleanup runs, as SIGINT already does."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def _signals_blocked() -> Iterator[None]:
+    mask = {signal.SIGINT, signal.SIGTERM}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, mask)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two directories (Linux renameat2); False where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    rc = renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: file system cannot exchange
+        return False
+    raise OSError(err, os.strerror(err), str(a))
+
+
+def swap_in(build: Path, venv: Path, *, stamp: str) -> Path | None:
+    """Put ``build`` at ``venv``; the old venv moves to a timestamped backup (returned)."""
+    if not venv.exists():
+        build.rename(venv)
+        return None
+    backup = venv.parent / f"{venv.name}.envguard-backup-{stamp}"
+    if _exchange(build, venv):
+        build.rename(backup)  # ``build`` now holds the old venv
+        return backup
+    with _signals_blocked():  # two renames: never stop between them
+        venv.rename(backup)
+        build.rename(venv)
+    return backup
+
+
+def run_step(step: Step, *, on_line: Callable[[str], None] | None = None) -> None:
+    """Run one argv step, streaming its output; ActionError with uv's own error line."""
+    tail: list[str] = []
+    with subprocess.Popen(
+        list(step.argv),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            for raw in proc.stdout:
+                line = raw.rstrip()
+                if line:
+                    tail = [*tail[-19:], line]
+                    if on_line is not None:
+                        on_line(line)
+            proc.wait()
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+    if proc.returncode != 0:
+        # uv marks its error lines "error:" or with a cross.
+        errors = [ln for ln in tail if ln.lstrip().lower().startswith(("error", "\u00d7"))]
+        cause = [ln for ln in tail if "because" in ln or "not found" in ln or "no " in ln.lower()]
+        last = (errors or cause or tail or ["no output"])[-1].strip()
+        raise ActionError(f"step '{step.purpose}' failed (exit {proc.returncode}): {last}")
+
+
+def verify(snapshot: Snapshot, python: Path, *, ignore: frozenset[str] = frozenset()) -> Drift:
+    """The packages and interpreter of ``python`` against ``snapshot``: no change above info."""
+    from envguard.capture import CaptureRequest, capture_snapshot
+    from envguard.diff import diff
+    from envguard.policy import SECTIONS, Policy
+
+    live = capture_snapshot(
+        CaptureRequest(
+            python=python,
+            name=f"{snapshot.name}-rebuilt",
+            default_caches=False,
+            include_cwd_repo=False,
+        )
+    )
+    policy = Policy(
+        ignore_sections=tuple(s for s in SECTIONS if s not in VERIFY_SECTIONS),
+        ignore_packages=tuple(sorted(ignore)),
+    )
+    return diff(snapshot, live, policy)
+
+
+def execute(
+    p: Plan,
+    snapshot: Snapshot,
+    *,
+    no_backup: bool = False,
+    ignore: frozenset[str] = frozenset(),
+    status: Callable[[str], None] = lambda _: None,
+    on_line: Callable[[str], None] | None = None,
+) -> Outcome:
+    """Run ``p``. Fresh mode: the working venv is untouched unless every step succeeded."""
+    venv = Path(p.venv)
+    build = Path(p.build) if p.build else None
+    outcome = Outcome(venv=venv)
+    plan_dirs = sorted({Path(f.path).parent for f in p.files})
+    total = len(p.steps)
+    current = "prepare"
+    try:
+        with _signals_raise():
+            for folder in plan_dirs:
+                folder.mkdir(parents=True, exist_ok=True)
+            for f in p.files:
+                Path(f.path).write_text(f.content, encoding="utf-8")
+            for i, step in enumerate(p.steps, 1):
+                current = step.purpose
+                status(f"[{i}/{total}] {step.purpose}")
+                if step.kind == "verify":
+                    drift = verify(snapshot, (build or venv) / "bin" / "python", ignore=ignore)
+                    outcome.verified = drift
+                    bad = [c for c in drift.changes if c.severity.rank > Severity.info.rank]
+                    if bad:
+                        raise ActionError(
+                            f"step '{step.purpose}' failed: {len(bad)} differences, first:"
+                            f" {bad[0].message}"
+                        )
+                elif step.kind == "swap":
+                    assert build is not None
+                    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+                    outcome.backup = swap_in(build, venv, stamp=stamp)
+                    build = None  # it is the working venv now: never clean it up
+                    _check_python(venv, outcome)
+                else:
+                    run_step(step, on_line=on_line)
+    except Interrupted as exc:
+        raise ActionError(
+            f"rebuild interrupted ({exc}) during '{current}'",
+            hint=f"{venv} was not touched"
+            if not p.in_place
+            else f"{venv} may be partly synced; run the rebuild again",
+        ) from None
+    except ActionError as exc:
+        if exc.hint is None:
+            exc.hint = (
+                f"{venv} was not touched"
+                if not p.in_place
+                else f"{venv} may be partly synced; run the rebuild again"
+            )
+        raise
+    finally:
+        if build is not None:
+            shutil.rmtree(build, ignore_errors=True)
+        for folder in plan_dirs:
+            if PLAN_MARK in folder.name:
+                shutil.rmtree(folder, ignore_errors=True)
+    if no_backup and outcome.backup is not None:
+        shutil.rmtree(outcome.backup, ignore_errors=True)
+        outcome.notes.append(f"removed the old venv ({outcome.backup})")
+        outcome.backup = None
+    return outcome
+
+
+def _check_python(venv: Path, outcome: Outcome) -> None:
+    """The swapped-in interpreter must start; otherwise swap the backup straight back."""
+    proc = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import sys"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode == 0:
+        return
+    if outcome.backup is not None:
+        failed = venv.parent / f"{venv.name}.envguard-failed"
+        shutil.rmtree(failed, ignore_errors=True)
+        with _signals_blocked():
+            venv.rename(failed)
+            outcome.backup.rename(venv)
+        outcome.backup = None
+    raise ActionError(f"the rebuilt venv's python does not start: {proc.stderr.strip()[-200:]}")

@@ -1,0 +1,311 @@
+"""Real rebuilds, offline from tiny wheels: plan, execute, verify, swap; and failure safety."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import POLLUTION
+from envguard.cli import app
+from factories import make_simple_index, run, uv_freeze, uv_install
+
+runner = CliRunner()
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture
+def torch_index(tmp_path: Path, wheelhouse: Path) -> str:
+    """Local stand-ins for download.pytorch.org/whl/cu128 and /cu130."""
+    return make_simple_index(
+        tmp_path / "torch-index",
+        {
+            "cu128": [next(wheelhouse.glob("torch-2.11.0+cu128-*.whl"))],
+            "cu130": [next(wheelhouse.glob("torch-2.11.0+cu130-*.whl"))],
+        },
+    )
+
+
+def offline_args(wheelhouse: Path, torch_index: str) -> list[str]:
+    return [
+        "--no-index",
+        "--find-links",
+        str(wheelhouse),
+        "--offline",
+        "--torch-index",
+        torch_index,
+    ]
+
+
+@pytest.fixture
+def good(in_tmp: Path, good_venv: Path) -> Path:
+    code, _, err = invoke("snapshot", "--python", str(good_venv), "--name", "good")
+    assert code == 0, err
+    return good_venv
+
+
+def snapshot_pairs(in_tmp: Path) -> set[tuple[str, str]]:
+    data = json.loads((in_tmp / "snapshots" / "good.json").read_text())
+    return {(p["name"], p["version"]) for p in data["packages"]}
+
+
+def test_plan_only_prints_and_changes_nothing(
+    good: Path, wheelhouse: Path, torch_index: str
+) -> None:
+    before = uv_freeze(good)
+    code, out, _ = invoke(
+        "rebuild",
+        "good",
+        "--venv",
+        str(good),
+        "--format",
+        "json",
+        *offline_args(wheelhouse, torch_index),
+    )
+    assert code == 0
+    plan = json.loads(out)
+    kinds = [s["kind"] for s in plan["steps"]]
+    assert kinds == ["venv", "sync", "install", "verify", "swap"]
+    install = next(s for s in plan["steps"] if s["kind"] == "install")
+    assert install["argv"][install["argv"].index("--index-url") + 1] == f"{torch_index}/cu128"
+    files = {Path(f["path"]).name: f["content"] for f in plan["files"]}
+    assert "torch==2.11.0+cu128" in files["torch-cu128.txt"]
+    assert "torch" not in files["requirements.txt"].replace("torch-cu", "")
+    assert uv_freeze(good) == before
+    code, out, _ = invoke("rebuild", "good", "--venv", str(good), "--format", "shell")
+    assert code == 0 and out.startswith("#!/usr/bin/env bash") and "uv pip sync" in out
+
+
+def test_fresh_rebuild_restores_polluted_venv(
+    good: Path, in_tmp: Path, wheelhouse: Path, torch_index: str
+) -> None:
+    uv_install(good, wheelhouse, *POLLUTION)
+    uv_install(good, wheelhouse, "torch==2.11.0+cu130", extra=["--reinstall-package", "torch"])
+    code, out, err = invoke(
+        "rebuild", "good", "--venv", str(good), "--execute", *offline_args(wheelhouse, torch_index)
+    )
+    assert code == 0, err
+    assert uv_freeze(good) == snapshot_pairs(in_tmp)
+    backups = list(in_tmp.glob(".venv.envguard-backup-*"))
+    assert len(backups) == 1 and "kept at" in out
+    assert ("sglang", "0.4.0") in uv_freeze(backups[0])  # the old venv, intact for rollback
+    code, out, err = invoke(
+        "diff", "good", "--format", "json", "--only", "packages", "--only", "interpreter"
+    )
+    assert code == 0, out + err
+    assert [c for c in json.loads(out)["changes"] if c["severity"] != "info"] == []
+    assert not list(in_tmp.glob(".venv.envguard-build-*"))
+    assert not list(in_tmp.glob(".venv.envguard-plan-*"))
+
+
+def test_in_place_removes_pollution(
+    good: Path, in_tmp: Path, wheelhouse: Path, torch_index: str
+) -> None:
+    uv_install(good, wheelhouse, *POLLUTION)
+    code, _, err = invoke(
+        "rebuild",
+        "good",
+        "--venv",
+        str(good),
+        "--execute",
+        "--in-place",
+        *offline_args(wheelhouse, torch_index),
+    )
+    assert code == 0, err
+    assert uv_freeze(good) == snapshot_pairs(in_tmp)
+    assert not list(in_tmp.glob(".venv.envguard-backup-*"))
+
+
+def venv_state(venv: Path) -> dict[str, bytes]:
+    """Every file of a venv, byte for byte (symlinks by target)."""
+    state = {}
+    for path in sorted(venv.rglob("*")):
+        if path.is_symlink():
+            state[str(path)] = os.readlink(path).encode()
+        elif path.is_file() and "__pycache__" not in path.parts:
+            state[str(path)] = path.read_bytes()
+    return state
+
+
+def test_failed_install_leaves_old_venv_byte_for_byte(
+    good: Path, in_tmp: Path, tmp_path: Path, wheelhouse: Path, torch_index: str
+) -> None:
+    uv_install(good, wheelhouse, *POLLUTION)
+    before = venv_state(good)
+    thin = tmp_path / "thin-wheelhouse"  # lacks transformers 4.46.0: the sync must fail
+    thin.mkdir()
+    for wheel in wheelhouse.glob("*.whl"):
+        if not wheel.name.startswith("transformers-4.46.0"):
+            (thin / wheel.name).symlink_to(wheel)
+    code, _, err = invoke(
+        "rebuild", "good", "--venv", str(good), "--execute", *offline_args(thin, torch_index)
+    )
+    assert code == 1
+    first = err.strip().splitlines()
+    line = next(ln for ln in first if ln.startswith("error:"))
+    assert "install exactly the" in line and "transformers" in err
+    assert venv_state(good) == before
+    assert not list(in_tmp.glob(".venv.envguard-*"))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_killed_rebuild_leaves_venv_intact(
+    good: Path, in_tmp: Path, tmp_path: Path, wheelhouse: Path, torch_index: str, sig: int
+) -> None:
+    uv_install(good, wheelhouse, *POLLUTION)
+    before = venv_state(good)
+    marker = tmp_path / "sync-started"
+    slow_uv = tmp_path / "slow-uv"
+    real = run([sys.executable, "-c", "import uv; print(uv.find_uv_bin())"]).stdout.strip()
+    slow_uv.write_text(
+        f'#!/bin/sh\nif [ "$2" = sync ]; then touch {marker}; sleep 30; fi\nexec {real} "$@"\n'
+    )
+    slow_uv.chmod(0o755)
+    env = {**os.environ, "ENVGUARD_UV": str(slow_uv)}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "envguard",
+            "rebuild",
+            "good",
+            "--venv",
+            str(good),
+            "--execute",
+            *offline_args(wheelhouse, torch_index),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert venv_state(good) == before
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 1 and "interrupted" in err and "not touched" in err
+        assert not list(in_tmp.glob(".venv.envguard-build-*"))
+    else:
+        # A SIGKILL cannot be caught: the next rebuild removes what it left.
+        assert list(in_tmp.glob(".venv.envguard-build-*"))
+        code, _, err = invoke(
+            "rebuild",
+            "good",
+            "--venv",
+            str(good),
+            "--execute",
+            *offline_args(wheelhouse, torch_index),
+        )
+        assert code == 0, err
+        assert not list(in_tmp.glob(".venv.envguard-build-*"))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("name", "torch; rm -rf ~", "is not a valid PEP 508 distribution name"),
+        ("name", "--index-url=http://evil", "is not a valid PEP 508 distribution name"),
+        ("name", "torch\n--index-url http://evil", "is not a valid PEP 508 distribution name"),
+        ("version", "2.0\n--extra-index-url http://evil", "is not a valid PEP 440 version"),
+        ("source", {"kind": "url", "url": "https://x/y.whl\n-e /"}, "characters a requirement"),
+        ("source", {"kind": "url", "url": "ftp://evil/x.whl"}, "scheme 'ftp' is not allowed"),
+        ("source", {"kind": "vcs", "url": "https://x/r", "commit": "$(reboot)"}, "not a commit"),
+        ("source", {"kind": "editable", "path": "relative/path"}, "not an absolute local path"),
+    ],
+)
+def test_hostile_snapshot_values_are_refused(
+    in_tmp: Path, field: str, value: object, message: str
+) -> None:
+    from envguard import store
+    from factories import package, snapshot
+
+    data = json.loads(store.dumps(snapshot([package("torch", "2.11.0")])))
+    data["packages"][0][field] = value
+    (in_tmp / "evil.json").write_text(json.dumps(data))
+    for extra in ([], ["--execute"]):
+        code, _, err = invoke("rebuild", "evil.json", "--venv", str(in_tmp / "v"), *extra)
+        assert code == 2, err
+        assert message in err.splitlines()[0]
+    assert not (in_tmp / "v").exists()
+
+
+def test_missing_editable_is_a_clear_error(in_tmp: Path) -> None:
+    from envguard import store
+    from envguard.models import Source
+    from factories import package, snapshot
+
+    gone = str(in_tmp / "gone")
+    snap = snapshot(
+        [package("mine", "0.1", source=Source(kind="editable", path=gone, url=f"file://{gone}"))]
+    )
+    (in_tmp / "s.json").write_text(store.dumps(snap))
+    code, _, err = invoke("rebuild", "s.json", "--venv", str(in_tmp / "v"))
+    assert code == 2 and f"editable mine: {gone} no longer exists" in err
+    assert "--skip-editables" in err
+    code, out, _ = invoke("rebuild", "s.json", "--venv", str(in_tmp / "v"), "--skip-editables")
+    assert code == 0 and "skipped: mine" in out
+
+
+def test_exported_requirements_and_pylock_install_the_exact_set(
+    good: Path, in_tmp: Path, wheelhouse: Path, torch_index: str, venv_factory: object
+) -> None:
+    from factories import UV
+
+    expected = snapshot_pairs(in_tmp)
+    args = [
+        "--no-index",
+        "--find-links",
+        str(wheelhouse),
+        "--offline",
+        "--torch-index",
+        torch_index,
+    ]
+    code, _, err = invoke("export", "good", "--format", "pylock", "-o", "pylock.toml", *args)
+    assert code == 0, err
+    target = venv_factory("from-pylock")  # type: ignore[operator]
+    run([UV, "pip", "sync", "--offline", "--python", str(target), "pylock.toml"])
+    assert uv_freeze(target) == expected
+    code, _out, err = invoke(
+        "export",
+        "good",
+        "-o",
+        "requirements.txt",
+        "--find-links",
+        str(wheelhouse),
+        "--torch-index",
+        torch_index,
+    )
+    assert code == 0, err
+    text = (in_tmp / "requirements.txt").read_text()
+    assert "torch==2.11.0+cu128" in text and f"--extra-index-url {torch_index}/cu128" in text
+    target = venv_factory("from-reqs")  # type: ignore[operator]
+    run(
+        [
+            UV,
+            "pip",
+            "sync",
+            "--offline",
+            "--index-url",
+            f"{torch_index}/empty",
+            "--python",
+            str(target),
+            "requirements.txt",
+        ]
+    )
+    assert uv_freeze(target) == expected
