@@ -1,0 +1,214 @@
+"""Replay the case envguard exists for, end to end, offline, in a few seconds.
+
+A training venv ran at 21.5k tok/s. Then an inference stack was installed into it, torch was
+swapped from its cu128 to its cu130 build, the compile cache was deleted and a debugging hack
+was left in the model script. This script builds that story from tiny fake wheels in a temp
+dir (the fake torch raises on import: nothing here imports it), then recovers with envguard:
+
+    envguard snapshot   after the good run
+    envguard diff       shows what drifted, worst first (exit 1)
+    envguard rebuild    restores the venv atomically and verifies it
+    git checkout        restores the model script, as `rebuild` suggests
+    --then warmup.py    re-warms the compile cache
+    envguard diff       clean (exit 0): the environment is provably the good one
+
+Run: python examples/seed-story/story.py [--keep]
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from envguard.testing import make_simple_index, make_torch_wheel, make_wheel
+from envguard.tools import find_uv
+
+GOOD = {
+    "transformers": "4.46.0",
+    "datasets": "3.1.0",
+    "safetensors": "0.4.5",
+    "wandb": "0.18.7",
+    "boto3": "1.35.0",
+    "nvidia-nccl-cu12": "2.21.5",
+}
+INFERENCE_STACK = {
+    "sglang": "0.4.0",
+    "flashinfer-python": "0.2.0",
+    "orjson": "3.10.12",
+    "uvloop": "0.21.0",
+    "outlines": "0.1.11",
+}
+WARMUP = """\
+import os, pathlib
+cache = pathlib.Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]) / "fxgraph"
+cache.mkdir(parents=True, exist_ok=True)
+for i in range(8):
+    (cache / f"graph{i}.bin").write_bytes(b"compiled kernel " * 256)
+print("warm-up: compiled 8 graphs")
+"""
+
+
+def step(title: str) -> None:
+    print(f"\n=== {title}", flush=True)
+
+
+def sh(*argv: str | Path, cwd: Path, env: dict[str, str], expect: int = 0) -> str:
+    """Run a command, echo it and its output; fail the story on an unexpected exit code."""
+    print("$ " + " ".join(str(a) for a in argv), flush=True)
+    proc = subprocess.run(
+        [str(a) for a in argv], cwd=cwd, env=env, capture_output=True, text=True, check=False
+    )
+    sys.stdout.write(proc.stdout)
+    sys.stdout.write(proc.stderr)
+    if proc.returncode != expect:
+        raise SystemExit(f"story failed: exit {proc.returncode}, expected {expect}")
+    return proc.stdout
+
+
+def main(keep: bool = False) -> int:
+    root = Path(tempfile.mkdtemp(prefix="envguard-seed-story-"))
+    uv = find_uv()
+    envguard = (sys.executable, "-m", "envguard")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PIP_", "UV_INDEX", "UV_EXTRA_INDEX")) and k != "VIRTUAL_ENV"
+    }
+    env.update(
+        UV_OFFLINE="1",
+        UV_NO_CONFIG="1",
+        UV_PYTHON_DOWNLOADS="never",
+        UV_CACHE_DIR=str(root / "uv-cache"),
+        NO_COLOR="1",
+        COLUMNS="120",
+        TORCHINDUCTOR_CACHE_DIR=str(root / "torchinductor"),
+        TRITON_CACHE_DIR=str(root / "triton"),
+    )
+    try:
+        wh = root / "wheelhouse"
+        cu128 = make_torch_wheel(wh, "2.11.0+cu128", "12.8")
+        cu130 = make_torch_wheel(wh, "2.11.0+cu130", "13.0")
+        for name, version in {**GOOD, **INFERENCE_STACK}.items():
+            make_wheel(wh, name, version)
+        torch_index = make_simple_index(
+            root / "pytorch-index", {"cu128": [cu128], "cu130": [cu130]}
+        )
+        offline = ["--no-index", "--find-links", str(wh), "--offline"]
+
+        step("a good training run: venv, model code, warm compile cache")
+        sh(uv, "venv", "--quiet", "--python", sys.executable, ".venv", cwd=root, env=env)
+        sh(
+            uv,
+            "pip",
+            "install",
+            "--quiet",
+            *offline,
+            "--python",
+            ".venv",
+            "torch==2.11.0+cu128",
+            *(f"{n}=={v}" for n, v in GOOD.items()),
+            cwd=root,
+            env=env,
+        )
+        code = root / "code"
+        code.mkdir()
+        (code / "model.py").write_text("def attention(q, k, v):\n    return (q @ k.T) @ v\n")
+        (code / "warmup.py").write_text(WARMUP)
+        git = ["git", "-C", str(code), "-c", "user.name=Trainer", "-c", "user.email=t@example.com"]
+        sh(*git, "init", "--quiet", cwd=root, env=env)
+        sh(*git, "add", "-A", cwd=root, env=env)
+        sh(*git, "commit", "--quiet", "-m", "known-good model", cwd=root, env=env)
+        sh(".venv/bin/python", code / "warmup.py", cwd=root, env=env)
+        sh(
+            *envguard,
+            "snapshot",
+            "--name",
+            "good",
+            "--repo",
+            code,
+            "--file",
+            code / "model.py",
+            "--metric",
+            "tok_s=21500",
+            "--note",
+            "8 GPUs, warm inductor cache",
+            cwd=root,
+            env=env,
+        )
+
+        step("the drift: inference stack, torch swapped to cu130, cache deleted, a hack")
+        sh(
+            uv,
+            "pip",
+            "install",
+            "--quiet",
+            *offline,
+            "--python",
+            ".venv",
+            *(f"{n}=={v}" for n, v in INFERENCE_STACK.items()),
+            cwd=root,
+            env=env,
+        )
+        sh(
+            uv,
+            "pip",
+            "install",
+            "--quiet",
+            "--offline",
+            "--index-url",
+            f"{torch_index}/cu130",
+            "--reinstall-package",
+            "torch",
+            "--python",
+            ".venv",
+            "torch==2.11.0+cu130",
+            cwd=root,
+            env=env,
+        )
+        shutil.rmtree(root / "torchinductor")
+        with (code / "model.py").open("a") as fh:
+            fh.write("\n# debugging monkey-patch\nimport builtins; builtins.DEBUG_ATTN = True\n")
+
+        step("envguard diff: what changed since 21.5k tok/s, worst first")
+        sh(*envguard, "diff", "good", cwd=root, env=env, expect=1)
+
+        step("envguard rebuild: fresh venv, verified, swapped in; cache re-warmed")
+        sh(
+            *envguard,
+            "rebuild",
+            "good",
+            "--venv",
+            ".venv",
+            "--execute",
+            "--no-backup",
+            *offline,
+            "--torch-index",
+            torch_index,
+            "--then",
+            f"python {code / 'warmup.py'}",
+            cwd=root,
+            env=env,
+        )
+
+        step("restore the model script as rebuild suggested")
+        sh(*git, "checkout", "--", "model.py", cwd=root, env=env)
+
+        step("envguard diff: provably the good environment again")
+        out = sh(*envguard, "diff", "good", cwd=root, env=env, expect=0)
+        if "no drift" not in out:
+            raise SystemExit("story failed: the final diff is not clean")
+        print("\nstory complete: any remaining failure is in the code, not the environment")
+        return 0
+    finally:
+        if keep:
+            print(f"(kept {root})")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main(keep="--keep" in sys.argv[1:]))

@@ -1,0 +1,21 @@
+"""examples/seed-story replays the motivating case end to end; it must keep working."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+STORY = Path(__file__).resolve().parents[2] / "examples" / "seed-story" / "story.py"
+
+
+def test_seed_story_runs_offline_and_ends_clean() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(STORY)], capture_output=True, text=True, timeout=300, check=False
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "torch 2.11.0+cu128 -> 2.11.0+cu130" in out
+    assert "sglang 0.4.0 added" in out and "is cold" in out
+    assert "verified against the snapshot" in out and "warm-up: compiled 8 graphs" in out
+    assert out.rstrip().endswith("any remaining failure is in the code, not the environment")
