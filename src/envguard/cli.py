@@ -118,11 +118,22 @@ def _emit_drift(drift: Drift, fmt: DriftFormat) -> None:
         drift_table(drift, console())
 
 
-def _live_snapshot(expected: Snapshot, python: str | None) -> Snapshot:
+def _live_snapshot(expected: Snapshot, python: str | None, via: str | None = None) -> Snapshot:
     """Measure the live environment the way ``expected`` was measured."""
     from envguard.capture import capture_snapshot, request_like
     from envguard.probe import resolve_python
 
+    if via:
+        from envguard.capture.hosts import split_via
+
+        remote = python or expected.interpreter.executable
+        return capture_snapshot(request_like(expected, python=remote, via=split_via(via)))
+    if expected.via:
+        # Never run a command a snapshot file names: it may come from a pull request.
+        raise UsageError(
+            f"{expected.name} was captured --via {expected.via!r}",
+            hint="pass --via yourself to measure that environment again",
+        )
     if python:
         target = resolve_python(python)
     else:
@@ -158,13 +169,14 @@ def _compare(
     fail_on: str | None,
     fmt: DriftFormat,
     only: list[str] | None = None,
+    via: str | None = None,
 ) -> None:
     from envguard import store
     from envguard.diff import diff as compute
 
     policy, threshold = _policy_and_threshold(fail_on, only)
     expected = store.load(snapshot_ref if snapshot_ref else store.newest())
-    actual = store.load(against) if against else _live_snapshot(expected, python)
+    actual = store.load(against) if against else _live_snapshot(expected, python, via)
     drift = compute(expected, actual, policy)
     _emit_drift(drift, fmt)
     raise typer.Exit(1 if drift.reaches(threshold) else 0)
@@ -183,14 +195,16 @@ def snapshot(
     python: Annotated[
         str | None,
         typer.Option(
-            help="Interpreter or venv to measure [default: $VIRTUAL_ENV, ./.venv, python3]."
+            help="Interpreter or venv to measure [default: $VIRTUAL_ENV, ./.venv, python3;"
+            " with --via: python3 on the far side]."
         ),
     ] = None,
     name: Annotated[
         str | None, typer.Option(help="Snapshot name [default: a UTC timestamp].")
     ] = None,
     out: Annotated[
-        str | None, typer.Option("--out", "-o", help="Write here instead ('-': stdout).")
+        str | None,
+        typer.Option("--out", "-o", help="Write here ('-': stdout; {host}: the host name)."),
     ] = None,
     repo: Annotated[
         list[Path] | None, typer.Option(help="A git work tree to record (repeatable).")
@@ -204,46 +218,124 @@ def snapshot(
     ] = None,
     note: Annotated[str | None, typer.Option(help="A free-text note.")] = None,
     force: Annotated[bool, typer.Option(help="Overwrite an existing snapshot.")] = False,
+    via: Annotated[
+        str | None,
+        typer.Option(
+            help="Run the probe through this command prefix ('ssh gpu01', 'docker exec c')."
+        ),
+    ] = None,
+    hosts: Annotated[
+        str | None,
+        typer.Option(help="h1,h2,... or @hostfile: capture each through --via '... {host}'."),
+    ] = None,
+    jobs: Annotated[int, typer.Option(help="Hosts captured at once.")] = 16,
+    timeout: Annotated[float, typer.Option(help="Seconds allowed per host.")] = 120.0,
 ) -> None:
     """Record the whole environment after a good run."""
     from datetime import datetime, timezone
 
     from envguard import store
     from envguard.capture import CaptureRequest, capture_snapshot, parse_metric
+    from envguard.capture.hosts import split_via
     from envguard.probe import resolve_python
 
     snap_name = (
         store.validate_name(name) if name else datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     )
     metrics = dict(parse_metric(m) for m in metric or [])
-    target = Path(out) if out and out != "-" else Path(store.SNAPSHOT_DIR) / f"{snap_name}.json"
-    if out != "-":
-        store.check_target(target, force=force)  # fail before the slow capture
+    prefix = split_via(via) if via else ()
+    if hosts is None and any("{host}" in t for t in prefix):
+        _fail("--via contains {host}: pass --hosts to say which hosts")
+    if prefix:
+        target_python: Path | str = python or "python3"
+    else:
+        target_python = resolve_python(python)
     request = CaptureRequest(
-        python=resolve_python(python),
-        python_label=f"--python {python}" if python else None,
+        python=target_python,
+        python_label=f"--python {python}" if python and not prefix else None,
         name=snap_name,
         repos=tuple(repo or ()),
         files=tuple(file or ()),
         caches=tuple(("user", c) for c in cache or ()),
+        include_cwd_repo=not prefix,
         metrics=metrics,
         note=note,
         command=tuple(["envguard", *sys.argv[1:]]),
+        via=prefix,
+        timeout=timeout if prefix else None,
     )
+    if hosts is not None:
+        _snapshot_hosts(request, hosts, out=out, force=force, jobs=jobs)
+        return
+    target = Path(out) if out and out != "-" else Path(store.SNAPSHOT_DIR) / f"{snap_name}.json"
+    if out != "-" and "{host}" not in str(target):
+        store.check_target(target, force=force)  # fail before the slow capture
     snap = capture_snapshot(request)
     text = store.dumps(snap)
-    err = console(stderr=True)
-    for warning in snap.warnings[:10]:
-        err.print(f"warning: {warning}", markup=False)
-    if len(snap.warnings) > 10:
-        err.print(f"warning: ... {len(snap.warnings) - 10} more, listed in the snapshot")
+    _print_warnings(snap)
     if out == "-":
         sys.stdout.write(text)
         return
+    if "{host}" in str(target):
+        from envguard.capture.hosts import check_host
+
+        target = Path(str(target).replace("{host}", check_host(snap.host)))
     store.write_atomic(target, text, force=force)
     from envguard.render.table import snapshot_summary_line
 
     typer.echo(f"wrote {target}: {snapshot_summary_line(snap)}")
+
+
+def _print_warnings(snap: Snapshot, *, prefix: str = "") -> None:
+    err = console(stderr=True)
+    for warning in snap.warnings[:10]:
+        err.print(f"warning: {prefix}{warning}", markup=False)
+    if len(snap.warnings) > 10:
+        err.print(f"warning: {prefix}... {len(snap.warnings) - 10} more, listed in the snapshot")
+
+
+def _snapshot_hosts(
+    request: Any, hosts_spec: str, *, out: str | None, force: bool, jobs: int
+) -> None:
+    from rich.progress import Progress
+
+    from envguard import store
+    from envguard.capture.hosts import capture_hosts, parse_hosts
+    from envguard.errors import ActionError
+
+    hosts = parse_hosts(hosts_spec)
+    if out == "-":
+        _fail("--out - cannot hold many hosts; give a directory")
+    folder = Path(out) if out else Path(store.SNAPSHOT_DIR) / request.name
+    for host in hosts:
+        store.check_target(folder / f"{host}.json", force=force)
+    failed: list[tuple[str, str]] = []
+    written = 0
+    with Progress(console=console(stderr=True), transient=True) as progress:
+        task = progress.add_task("capturing hosts", total=len(hosts))
+
+        def done(result: Any) -> None:
+            nonlocal written
+            if result.snapshot is not None:
+                store.write_atomic(
+                    folder / f"{result.host}.json", store.dumps(result.snapshot), force=force
+                )
+                written += 1
+            else:
+                failed.append((result.host, result.error))
+            progress.update(
+                task, advance=1, description=f"hosts: {written} done, {len(failed)} failed"
+            )
+
+        capture_hosts(request, hosts, jobs=jobs, on_done=done)
+    typer.echo(f"wrote {written} of {len(hosts)} hosts to {folder}/")
+    for host, error in sorted(failed):
+        sys.stderr.write(f"failed: {host}: {error}\n")
+    if failed:
+        raise ActionError(
+            f"{len(failed)} of {len(hosts)} hosts failed",
+            hint=f"compare the others with: envguard fleet {folder}",
+        )
 
 
 @app.command()
@@ -303,9 +395,12 @@ def diff(
     only: Annotated[
         list[str] | None, typer.Option(help="Compare only this section (repeatable).")
     ] = None,
+    via: Annotated[
+        str | None, typer.Option(help="Measure through this command prefix ('ssh gpu01').")
+    ] = None,
 ) -> None:
     """What drifted since the known-good snapshot, worst first. Exit 1 on drift."""
-    _compare(snapshot_ref, against, python, fail_on, format, only)
+    _compare(snapshot_ref, against, python, fail_on, format, only, via)
 
 
 @app.command()
@@ -572,6 +667,56 @@ def export(
     else:
         store.write_atomic(output, text, force=force)
         typer.echo(f"wrote {output}")
+
+
+class FleetFormat(str, Enum):
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+
+
+@app.command()
+def fleet(
+    refs: Annotated[
+        list[str], typer.Argument(metavar="SNAPSHOTS...|DIR", help="Snapshot files or folders.")
+    ],
+    baseline: Annotated[
+        str | None, typer.Option(help="Mark hosts that differ from this snapshot.")
+    ] = None,
+    format: Annotated[FleetFormat, typer.Option("--format")] = FleetFormat.table,
+) -> None:
+    """Compare many hosts' snapshots: group identical ones, name the odd ones out."""
+    from envguard import store
+    from envguard.fleet import compare
+
+    paths: list[Path] = []
+    for ref in refs:
+        path = Path(ref)
+        if path.is_dir():
+            found = sorted(p for p in path.glob("*.json") if p.is_file())
+            if not found:
+                _fail(f"{ref}: no *.json snapshots in this folder")
+            paths += found
+        else:
+            paths.append(store.resolve(ref))
+    labels = [p.stem for p in paths]
+    if len(set(labels)) != len(labels):
+        labels = [str(p) for p in paths]
+    snapshots = {label: store.load(path) for label, path in zip(labels, paths, strict=True)}
+    report = compare(snapshots, baseline=store.load(baseline) if baseline else None)
+    if format is FleetFormat.json:
+        from envguard.render.json import fleet_json
+
+        sys.stdout.write(fleet_json(report))
+    elif format is FleetFormat.markdown:
+        from envguard.render.markdown import fleet_markdown
+
+        sys.stdout.write(fleet_markdown(report))
+    else:
+        from envguard.render.table import fleet_table
+
+        fleet_table(report, console())
+    raise typer.Exit(0 if report.agree else 1)
 
 
 def main() -> None:

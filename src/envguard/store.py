@@ -31,6 +31,15 @@ def dumps(snapshot: Snapshot) -> str:
 
 def loads(text: str, *, source: str) -> Snapshot:
     """A Snapshot from JSON text; SnapshotError naming ``source`` when it is not one."""
+    from pydantic import ValidationError
+
+    try:  # the fast path: pydantic parses and validates in one pass
+        snap = Snapshot.model_validate_json(text)
+    except ValidationError:
+        pass  # explain it below, in the order a person checks
+    else:
+        if snap.schema_version <= SCHEMA_VERSION:
+            return snap
     try:
         data = json.loads(text)
     except ValueError as exc:
@@ -46,8 +55,6 @@ def loads(text: str, *, source: str) -> Snapshot:
             f" ({SCHEMA_VERSION})",
             hint="upgrade envguard to read it",
         )
-    from pydantic import ValidationError
-
     try:
         return Snapshot.model_validate(data)
     except ValidationError as exc:

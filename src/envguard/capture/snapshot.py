@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,9 +31,11 @@ from envguard.probe.script import redact_url
 class CaptureRequest:
     """What to measure: the interpreter plus the repos, files and caches around it."""
 
-    python: Path
+    python: Path | str
     name: str
     python_label: str | None = None  # how the user named it, for error messages
+    via: tuple[str, ...] = ()  # a command prefix that reaches the target (ssh, docker exec)
+    timeout: float | None = None
     repos: tuple[Path, ...] = ()
     files: tuple[str, ...] = ()
     caches: tuple[tuple[str, str], ...] = ()
@@ -45,12 +48,18 @@ class CaptureRequest:
 
 
 def request_like(
-    snapshot: Snapshot, *, python: Path, python_label: str | None = None, cwd: Path | None = None
+    snapshot: Snapshot,
+    *,
+    python: Path | str,
+    python_label: str | None = None,
+    cwd: Path | None = None,
+    via: tuple[str, ...] = (),
 ) -> CaptureRequest:
     """A request that measures the live side exactly as ``snapshot`` was measured."""
     return CaptureRequest(
         python=python,
         python_label=python_label,
+        via=via,
         name=snapshot.name + "-live",
         repos=tuple(Path(r.path) for r in snapshot.repos),
         files=tuple(f.path for f in snapshot.files),
@@ -87,7 +96,9 @@ def _editable_repos(packages: tuple[Package, ...]) -> list[Path]:
 
 def _user_repos(request: CaptureRequest) -> list[Path]:
     """The work trees named by --repo; UsageError, before anything slow, for a bad one."""
-    tops = []
+    tops: list[Path] = []
+    if request.via:
+        return tops  # remote paths: the probe checks them on the far side
     for path in request.repos:
         full = request.cwd / path
         if not full.is_dir():
@@ -97,6 +108,15 @@ def _user_repos(request: CaptureRequest) -> list[Path]:
             raise UsageError(f"--repo {path}: not a git work tree")
         tops.append(top)
     return tops
+
+
+def _remote_repos(request: CaptureRequest, report: dict[str, Any]) -> tuple[Repo, ...]:
+    repos = []
+    for raw in report.get("repos", []):
+        if raw.get("error"):
+            raise UsageError(f"--repo {raw['path']}: {raw['error']} (on the far side of --via)")
+        repos.append(Repo(**{k: v for k, v in raw.items() if k != "error"}))
+    return tuple(sorted(repos, key=lambda r: r.path))
 
 
 def _repos(
@@ -141,13 +161,30 @@ def probe_args(request: CaptureRequest) -> dict[str, Any]:
         {"kind": kind, "path": path if os.path.isabs(path) else str(request.cwd / path)}
         for kind, path in request.caches
     ]
-    return {"files": files, "caches": caches, "default_caches": request.default_caches}
+    args: dict[str, Any] = {"caches": caches, "default_caches": request.default_caches}
+    if request.via:  # remote paths stay as given: the far side resolves them
+        args.update(
+            files=list(request.files),
+            caches=[{"kind": kind, "path": path} for kind, path in request.caches],
+            git=True,
+            repos=[str(p) for p in request.repos],
+            editable_repos=True,
+        )
+    else:
+        args["files"] = files
+    return args
 
 
 def capture_snapshot(request: CaptureRequest) -> Snapshot:
     """Measure everything ``request`` names and return it as a Snapshot."""
     user_repos = _user_repos(request)
-    report = run_probe(request.python, probe_args(request), label=request.python_label)
+    report = run_probe(
+        request.python,
+        probe_args(request),
+        label=request.python_label,
+        prefix=request.via,
+        timeout=request.timeout,
+    )
     return snapshot_from_report(report, request, user_repos=user_repos)
 
 
@@ -170,13 +207,16 @@ def snapshot_from_report(
         user=report["user"],
         envguard_version=__version__,
         command=tuple(redact_url(arg) for arg in request.command),
+        via=shlex.join(request.via) if request.via else None,
         note=request.note,
         metrics=dict(sorted(request.metrics.items())),
         interpreter=Interpreter(**report["interpreter"]),
         packages=packages,
         torch=torch_from_probe(report["torch"], by_name),
         accelerator=Accelerator(**report["accelerator"]),
-        repos=_repos(request, user_repos, packages),
+        repos=_remote_repos(request, report)
+        if request.via
+        else _repos(request, user_repos, packages),
         files=files,
         caches=_caches(report),
         env=dict(sorted(report["env"].items())),

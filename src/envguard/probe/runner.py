@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -15,14 +19,19 @@ from typing import Any
 from envguard.errors import ProbeError, UsageError
 
 PROBE_TOO_OLD = 3
-# Python-2-compatible syntax: an ancient interpreter must reach the version check.
-BOOTSTRAP = (
+# The whole probe travels on stdin as one program: a version check in syntax that any Python
+# parses, then the probe's source and arguments as string literals. The command line is only
+# `python -I -`, so it survives any prefix unquoted: ssh's remote shell, docker exec, srun.
+_PAYLOAD = (
     "import sys\n"
     "if sys.version_info < (3, 8):\n"
     "    sys.stderr.write('envguard-probe: Python %d.%d is too old\\n' % sys.version_info[:2])\n"
     f"    sys.exit({PROBE_TOO_OLD})\n"
-    "exec(compile(sys.stdin.read(), '<envguard-probe>', 'exec'), {'__name__': '__main__'})\n"
+    "sys.argv = ['envguard-probe', {args!r}]\n"
+    "exec(compile({source!r}, '<envguard-probe>', 'exec'), {{'__name__': '__main__'}})\n"
 )
+# What a remote interpreter path may contain: it may pass through a remote shell unquoted.
+_SAFE_PYTHON = re.compile(r"^[A-Za-z0-9_./+-]+$")
 
 
 @cache
@@ -86,9 +95,16 @@ def resolve_python(
     )
 
 
-def probe_argv(python: str, args: Mapping[str, Any], *, prefix: Sequence[str] = ()) -> list[str]:
-    """The argv that runs the probe; its source goes on stdin."""
-    return [*prefix, python, "-I", "-c", BOOTSTRAP, json.dumps(dict(args), sort_keys=True)]
+def probe_payload(args: Mapping[str, Any]) -> str:
+    """The program sent on stdin: version check, then the probe with its arguments."""
+    return _PAYLOAD.format(args=json.dumps(dict(args), sort_keys=True), source=probe_source())
+
+
+def probe_argv(python: str, *, prefix: Sequence[str] = ()) -> list[str]:
+    """The argv that runs the probe (behind ``prefix`` when remote); the program is stdin."""
+    if prefix and (not _SAFE_PYTHON.match(python) or python.startswith("-")):
+        raise UsageError(f"--python {python!r}: a remote interpreter path must be a plain path")
+    return [*prefix, python, "-I", "-"]
 
 
 def run_probe(
@@ -96,27 +112,38 @@ def run_probe(
     args: Mapping[str, Any],
     *,
     label: str | None = None,
+    prefix: Sequence[str] = (),
     timeout: float | None = None,
 ) -> dict[str, Any]:
-    """Run the probe in ``python`` and return its report; ProbeError when it cannot."""
-    label = label or f"--python {python}"
-    argv = probe_argv(str(python), args)
+    """Run the probe in ``python`` (through ``prefix``) and return its report, or ProbeError."""
+    label = label or (f"--via {shlex.join(prefix)}" if prefix else f"--python {python}")
+    argv = probe_argv(str(python), prefix=prefix)
     try:
-        proc = subprocess.run(
+        # Its own session, so a timeout kills the whole chain (ssh, pct exec, ...) at once.
+        proc = subprocess.Popen(
             argv,
-            input=probe_source(),
-            capture_output=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=timeout,
-            check=False,
+            start_new_session=True,
         )
-    except subprocess.TimeoutExpired:
-        raise ProbeError(f"{label}: the probe did not finish within {timeout:g}s") from None
     except OSError as exc:
-        raise ProbeError(
-            f"{label}: cannot run it as a Python interpreter ({exc.strerror or exc})"
-        ) from None
-    return parse_probe_output(proc.returncode, proc.stdout, proc.stderr, label=label)
+        what = "the prefix" if prefix else "it as a Python interpreter"
+        raise ProbeError(f"{label}: cannot run {what} ({exc.strerror or exc})") from None
+    with proc:
+        try:
+            stdout, stderr = proc.communicate(probe_payload(args), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise ProbeError(f"{label}: no answer within {timeout:g}s") from None
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            raise
+    return parse_probe_output(proc.returncode, stdout, stderr, label=label, remote=bool(prefix))
 
 
 def _last_line(text: str) -> str:
@@ -124,7 +151,9 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else "no output"
 
 
-def parse_probe_output(returncode: int, stdout: str, stderr: str, *, label: str) -> dict[str, Any]:
+def parse_probe_output(
+    returncode: int, stdout: str, stderr: str, *, label: str, remote: bool = False
+) -> dict[str, Any]:
     """The probe's JSON report, or a ProbeError that quotes the target's own last line."""
     if returncode == PROBE_TOO_OLD and "too old" in stderr:
         raise ProbeError(
@@ -132,7 +161,8 @@ def parse_probe_output(returncode: int, stdout: str, stderr: str, *, label: str)
             "; envguard needs Python 3.8 or newer there"
         )
     if returncode != 0:
-        raise ProbeError(f"{label}: not a working Python interpreter ({_last_line(stderr)})")
+        what = f"failed (exit {returncode})" if remote else "not a working Python interpreter"
+        raise ProbeError(f"{label}: {what}: {_last_line(stderr)}")
     try:
         report = json.loads(stdout)
     except ValueError:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from envguard.fleet import FleetReport
 from envguard.models import Drift, Snapshot
 
 
@@ -49,5 +50,25 @@ def drift_json(drift: Drift) -> str:
             for c in drift.changes
         ],
         "metrics": drift.metrics,
+    }
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+def fleet_json(report: FleetReport) -> str:
+    doc = {
+        "agree": report.agree,
+        "hosts": list(report.hosts),
+        "baseline": report.baseline,
+        "groups": [{"fingerprint": g.fingerprint, "hosts": list(g.hosts)} for g in report.groups],
+        "differences": [
+            {
+                "item": d.item,
+                "values": [
+                    {"value": v.value, "hosts": list(v.hosts), "odd": v.odd} for v in d.values
+                ],
+            }
+            for d in report.differences
+        ],
+        "odd_hosts": list(report.odd_hosts),
     }
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"

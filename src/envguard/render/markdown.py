@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from envguard.diff import iter_sections
+from envguard.fleet import FleetReport
 from envguard.models import Drift
 from envguard.render.text import metrics_footer, summary
 
@@ -30,4 +31,31 @@ def drift_markdown(drift: Drift) -> str:
     footer = metrics_footer(drift)
     if footer:
         lines += [f"_{footer}_", ""]
+    return "\n".join(lines)
+
+
+def _hosts(hosts: tuple[str, ...], limit: int = 12) -> str:
+    shown = ", ".join(hosts[:limit])
+    return shown + (f" (+{len(hosts) - limit} more)" if len(hosts) > limit else "")
+
+
+def fleet_markdown(report: FleetReport) -> str:
+    lines = ["## envguard fleet report", ""]
+    if report.agree:
+        lines += [f"**all {len(report.hosts)} hosts agree**", ""]
+        return "\n".join(lines)
+    lines += [
+        f"**{len(report.groups)} distinct environments across {len(report.hosts)} hosts;"
+        f" odd ones out: {_hosts(report.odd_hosts)}**",
+        "",
+        "| item | value | hosts | |",
+        "| --- | --- | --- | --- |",
+    ]
+    for d in report.differences:
+        for v in d.values:
+            mark = "odd one out" if v.odd else ""
+            lines.append(
+                f"| {_cell(d.item)} | {_cell(v.value)} | {_cell(_hosts(v.hosts))} | {mark} |"
+            )
+    lines.append("")
     return "\n".join(lines)

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from envguard.fleet import FleetReport
 from envguard.models import Drift, MetricValue, Snapshot
 from envguard.plan import Plan
 from envguard.units import human_size
@@ -168,3 +169,32 @@ def plan_table(plan: Plan, console: Console) -> None:
     for warning in plan.warnings:
         console.print(f"warning: {warning}", markup=False)
     console.print("nothing was changed; pass --execute to run it", markup=False)
+
+
+def fleet_table(report: FleetReport, console: Console) -> None:
+    """The N-way comparison printed by `envguard fleet`."""
+    from envguard.render.markdown import _hosts
+
+    if report.agree:
+        console.print(f"all {len(report.hosts)} hosts agree", markup=False)
+        return
+    groups = Table("group", "hosts", "count", title="environments", title_justify="left")
+    for g in report.groups:
+        groups.add_row(g.fingerprint, Text(_hosts(g.hosts)), str(len(g.hosts)))
+    console.print(groups)
+    table = Table("item", "value", "hosts", "", title="what differs", title_justify="left")
+    for d in report.differences:
+        for i, v in enumerate(d.values):
+            table.add_row(
+                Text(d.item if i == 0 else ""),
+                Text(v.value),
+                Text(_hosts(v.hosts)),
+                "[bold red]odd one out[/]" if v.odd else "",
+            )
+    console.print(table)
+    against = f" (against {report.baseline})" if report.baseline else ""
+    console.print(
+        f"{len(report.groups)} distinct environments across {len(report.hosts)} hosts;"
+        f" odd ones out{against}: {_hosts(report.odd_hosts)}",
+        markup=False,
+    )

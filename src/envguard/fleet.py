@@ -1,0 +1,132 @@
+"""Pure N-way comparison: group hosts by environment and find the odd ones out."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter, defaultdict
+
+from envguard.models import Model, Snapshot
+
+
+class FleetValue(Model):
+    value: str
+    hosts: tuple[str, ...]
+    odd: bool
+
+
+class FleetItem(Model):
+    item: str
+    values: tuple[FleetValue, ...]
+
+
+class FleetGroup(Model):
+    fingerprint: str
+    hosts: tuple[str, ...]
+
+
+class FleetReport(Model):
+    hosts: tuple[str, ...]
+    groups: tuple[FleetGroup, ...]
+    differences: tuple[FleetItem, ...]
+    odd_hosts: tuple[str, ...]
+    baseline: str | None = None
+
+    @property
+    def agree(self) -> bool:
+        return not self.differences
+
+
+ABSENT = "(absent)"
+# Where the venv lives is not part of what it is (diff rates it info for the same reason).
+PATH_VARS = frozenset({"VIRTUAL_ENV"})
+
+
+def items(snap: Snapshot) -> dict[str, str]:
+    """What must be equal on every node, as item -> value (paths, times and sizes left out)."""
+    i = snap.interpreter
+    out = {
+        "python": f"{i.implementation} {i.version}",
+        "machine": i.machine,
+        "libc": i.libc or ABSENT,
+    }
+    for pkg in snap.packages:
+        if pkg.shadowed:
+            continue
+        value = pkg.version
+        src = pkg.source
+        if src.kind == "vcs":
+            value += f" @ {src.url}@{(src.commit or '')[:12]}"
+        elif src.kind != "index":
+            value += f" ({src.kind})"
+        out[f"package {pkg.name}"] = value
+    if snap.torch is not None:
+        t = snap.torch
+        for key in ("cuda", "hip", "git_version", "cudnn", "nccl", "cublas", "triton"):
+            out[f"torch {key}"] = str(getattr(t, key) or ABSENT)
+    a = snap.accelerator
+    out["driver"] = a.driver or ABSENT
+    out["gpus"] = f"{a.count} x {', '.join(sorted(set(a.gpus)))}" if a.gpus else "0"
+    for name, value in snap.env.items():
+        if name not in PATH_VARS:
+            out[f"env {name}"] = value
+    for repo in snap.repos:
+        state = (repo.head or "no commit")[:12]
+        if repo.dirty:
+            state += f" dirty:{(repo.diff_sha256 or '')[:8]}"
+        out[f"repo {repo.path}"] = state
+    for f in snap.files:
+        out[f"file {f.path}"] = (f.sha256 or "missing")[:12]
+    for c in snap.caches:
+        out[f"cache {c.kind}"] = "warm" if c.exists and c.files else "cold"
+    return out
+
+
+def fingerprint(values: dict[str, str]) -> str:
+    """A stable hash of a host's items: equal environments, equal fingerprints."""
+    digest = hashlib.sha256()
+    for key in sorted(values):
+        digest.update(f"{key}\0{values[key]}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def compare(snapshots: dict[str, Snapshot], *, baseline: Snapshot | None = None) -> FleetReport:
+    """Group hosts and list every item whose value is not the same everywhere."""
+    per_host = {host: items(snap) for host, snap in snapshots.items()}
+    hosts = tuple(sorted(per_host))
+    groups: dict[str, list[str]] = defaultdict(list)
+    for host in hosts:
+        groups[fingerprint(per_host[host])].append(host)
+    base = items(baseline) if baseline is not None else None
+    keys = set().union(*per_host.values()) if per_host else set()
+    if base is not None:
+        keys |= set(base)
+    differences = []
+    odd: set[str] = set()
+    for key in sorted(keys):
+        by_value: dict[str, list[str]] = defaultdict(list)
+        for host in hosts:
+            by_value[per_host[host].get(key, ABSENT)].append(host)
+        expected = base.get(key, ABSENT) if base is not None else None
+        if len(by_value) == 1 and (expected is None or expected in by_value):
+            continue
+        counts = Counter({value: len(members) for value, members in by_value.items()})
+        top = max(counts.values())
+        majority = [v for v, n in counts.items() if n == top]
+        values = []
+        for value, members in sorted(by_value.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            if expected is not None:
+                is_odd = value != expected
+            else:  # a tie has no majority: every side is suspect
+                is_odd = value not in majority or len(majority) > 1
+            if is_odd:
+                odd.update(members)
+            values.append(FleetValue(value=value, hosts=tuple(members), odd=is_odd))
+        differences.append(FleetItem(item=key, values=tuple(values)))
+    ordered_groups = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1]))
+    return FleetReport(
+        hosts=hosts,
+        groups=tuple(FleetGroup(fingerprint=fp, hosts=tuple(m)) for fp, m in ordered_groups),
+        differences=tuple(differences),
+        odd_hosts=tuple(sorted(odd)),
+        baseline=baseline.name if baseline is not None else None,
+    )
