@@ -5,26 +5,45 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from factories import interpreter, package, snapshot
 
 from envguard.models import Source, TorchBuild
 from envguard.plan import PlanError, PlanOptions, plan, requirement, shell_script, torch_variant
+from factories import interpreter, package, snapshot
 
 
 def options(tmp_path: Path, **kw: object) -> PlanOptions:
-    return PlanOptions(venv=tmp_path / ".venv", snapshot_ref="good.json", uv="uv",
-                       build=tmp_path / ".venv.build", workdir=tmp_path / "plan", **kw)  # type: ignore[arg-type]
+    return PlanOptions(
+        venv=tmp_path / ".venv",
+        snapshot_ref="good.json",
+        uv="uv",
+        build=tmp_path / ".venv.build",
+        workdir=tmp_path / "plan",
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
     ("source", "line"),
     [
         (Source(), "demo==1.0+cu128"),
-        (Source(kind="vcs", url="https://github.com/o/demo", vcs="git", commit="a" * 40,
-                subdirectory="pkg"), f"demo @ git+https://github.com/o/demo@{'a' * 40}#subdirectory=pkg"),
-        (Source(kind="url", url="https://files.example/demo-1.0-py3-none-any.whl",
-                archive_hash="sha256=" + "b" * 64),
-         f"demo @ https://files.example/demo-1.0-py3-none-any.whl#sha256={'b' * 64}"),
+        (
+            Source(
+                kind="vcs",
+                url="https://github.com/o/demo",
+                vcs="git",
+                commit="a" * 40,
+                subdirectory="pkg",
+            ),
+            f"demo @ git+https://github.com/o/demo@{'a' * 40}#subdirectory=pkg",
+        ),
+        (
+            Source(
+                kind="url",
+                url="https://files.example/demo-1.0-py3-none-any.whl",
+                archive_hash="sha256=" + "b" * 64,
+            ),
+            f"demo @ https://files.example/demo-1.0-py3-none-any.whl#sha256={'b' * 64}",
+        ),
         (Source(kind="dir", path="/src/my demo"), "demo @ file:///src/my%20demo"),
         (Source(kind="editable", path="/src/demo"), "-e file:///src/demo"),
     ],
@@ -35,27 +54,46 @@ def test_requirement_by_source(source: Source, line: str) -> None:
 
 def test_http_url_is_allowed_with_a_warning() -> None:
     warnings: list[str] = []
-    requirement(package("d", "1", source=Source(kind="url", url="http://mirror/d-1.whl")), "x", warnings)
+    requirement(
+        package("d", "1", source=Source(kind="url", url="http://mirror/d-1.whl")), "x", warnings
+    )
     assert warnings and "plain http" in warnings[0]
 
 
 def test_torch_variants_route_to_their_index_only(tmp_path: Path) -> None:
-    snap = snapshot([package("torch", "2.11.0+cu128"), package("torchvision", "0.26.0+cu128"),
-                     package("torchaudio", "2.11.0+cpu"), package("numpy", "1.26.4"),
-                     package("triton", "3.5.0")])
+    snap = snapshot(
+        [
+            package("torch", "2.11.0+cu128"),
+            package("torchvision", "0.26.0+cu128"),
+            package("torchaudio", "2.11.0+cpu"),
+            package("numpy", "1.26.4"),
+            package("triton", "3.5.0"),
+        ]
+    )
     p = plan(snap, options(tmp_path))
     steps = {s.kind: s for s in p.steps}
     assert [s.kind for s in p.steps] == ["venv", "sync", "install", "install", "verify", "swap"]
     installs = [s for s in p.steps if s.kind == "install"]
     assert [s.argv[s.argv.index("--index-url") + 1] for s in installs] == [
-        "https://download.pytorch.org/whl/cpu", "https://download.pytorch.org/whl/cu128"]
+        "https://download.pytorch.org/whl/cpu",
+        "https://download.pytorch.org/whl/cu128",
+    ]
     assert all("--no-deps" in s.argv for s in installs)
     files = {Path(f.path).name: f.content for f in p.files}
-    assert "numpy==1.26.4" in files["requirements.txt"] and "triton==3.5.0" in files["requirements.txt"]
+    assert (
+        "numpy==1.26.4" in files["requirements.txt"]
+        and "triton==3.5.0" in files["requirements.txt"]
+    )
     assert "torch" not in files["requirements.txt"].split("\n", 1)[1]
     assert "torch==2.11.0+cu128\ntorchvision==0.26.0+cu128" in files["torch-cu128.txt"]
-    assert steps["venv"].argv == ("uv", "venv", "--relocatable", "--python", "3.11.7",
-                                  str(tmp_path / ".venv.build"))
+    assert steps["venv"].argv == (
+        "uv",
+        "venv",
+        "--relocatable",
+        "--python",
+        "3.11.7",
+        str(tmp_path / ".venv.build"),
+    )
     assert all(isinstance(a, str) for s in p.steps for a in s.argv)
 
 
@@ -68,9 +106,17 @@ def test_unlabelled_torch_with_non_default_cuda_goes_to_its_index() -> None:
 
 def test_in_place_and_user_index_options(tmp_path: Path) -> None:
     snap = snapshot([package("numpy", "1.26.4")])
-    p = plan(snap, options(tmp_path, in_place=True, index_url="https://mirror/simple",
-                           extra_index_urls=("https://extra/simple",), find_links=("/wh",),
-                           offline=True))
+    p = plan(
+        snap,
+        options(
+            tmp_path,
+            in_place=True,
+            index_url="https://mirror/simple",
+            extra_index_urls=("https://extra/simple",),
+            find_links=("/wh",),
+            offline=True,
+        ),
+    )
     assert [s.kind for s in p.steps] == ["sync", "verify"]
     sync = p.steps[0].argv
     assert sync[sync.index("--index-url") + 1] == "https://mirror/simple"
@@ -87,9 +133,16 @@ def test_python_version_and_implementation_are_validated(tmp_path: Path) -> None
 
 def test_shell_script_quotes_every_path(tmp_path: Path) -> None:
     odd = tmp_path / "it's a venv"
-    p = plan(snapshot([package("numpy", "1.26.4")]),
-             PlanOptions(venv=odd, snapshot_ref="good.json", uv="uv", build=tmp_path / "b",
-                         workdir=tmp_path / "w"))
+    p = plan(
+        snapshot([package("numpy", "1.26.4")]),
+        PlanOptions(
+            venv=odd,
+            snapshot_ref="good.json",
+            uv="uv",
+            build=tmp_path / "b",
+            workdir=tmp_path / "w",
+        ),
+    )
     script = shell_script(p)
     assert "'" + str(odd).replace("'", "'\"'\"'") + "'" in script
     assert "<<'ENVGUARD_EOF'" in script and "numpy==1.26.4" in script
