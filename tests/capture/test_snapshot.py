@@ -67,7 +67,7 @@ def test_package_set_matches_uv_freeze_with_editable_and_vcs(
 def test_fingerprint_same_wheel_pip_and_uv_equal_rebuilt_wheel_differs(
     tmp_path: Path, venv_factory: Callable[..., Path]
 ) -> None:
-    pytest.importorskip("pip")
+    pytest.importorskip("pip", minversion="22.3")  # pip --python
     wh = tmp_path / "wh"
     wheel = make_wheel(wh, "demo", "1.0", scripts={"demo": "demo:main"})
     rebuilt = make_wheel(tmp_path / "wh2", "demo", "1.0", salt="rebuilt")
