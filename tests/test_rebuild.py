@@ -309,3 +309,47 @@ def test_exported_requirements_and_pylock_install_the_exact_set(
         ]
     )
     assert uv_freeze(target) == expected
+
+
+def test_then_runs_with_the_new_venv_and_bad_then_is_refused_first(
+    good: Path, in_tmp: Path, wheelhouse: Path, torch_index: str
+) -> None:
+    code, _, err = invoke(
+        "rebuild",
+        "good",
+        "--venv",
+        str(good),
+        "--execute",
+        "--then",
+        "python 'unclosed",
+        *offline_args(wheelhouse, torch_index),
+    )
+    assert code == 2 and "--then" in err and "cannot split it" in err
+    assert not list(in_tmp.glob(".venv.envguard-backup-*"))  # refused before building
+    probe = in_tmp / "which.txt"
+    code, _out, err = invoke(
+        "rebuild",
+        "good",
+        "--venv",
+        str(good),
+        "--execute",
+        "--no-backup",
+        "--then",
+        f"python -c \"import sys; open('{probe}', 'w').write(sys.prefix)\"",
+        *offline_args(wheelhouse, torch_index),
+    )
+    assert code == 0, err
+    assert probe.read_text() == str(good)
+    code, _, err = invoke(
+        "rebuild",
+        "good",
+        "--venv",
+        str(good),
+        "--execute",
+        "--no-backup",
+        "--then",
+        "python -c 'raise SystemExit(3)'",
+        *offline_args(wheelhouse, torch_index),
+    )
+    assert code == 1 and "--then command exited 3" in err
+    assert uv_freeze(good) == snapshot_pairs(in_tmp)  # the rebuilt venv stays in place

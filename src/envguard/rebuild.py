@@ -278,3 +278,31 @@ def _check_python(venv: Path, outcome: Outcome) -> None:
             outcome.backup.rename(venv)
         outcome.backup = None
     raise ActionError(f"the rebuilt venv's python does not start: {proc.stderr.strip()[-200:]}")
+
+
+def not_restored(snapshot: Snapshot, venv: Path) -> list[str]:
+    """What the snapshot knows but a rebuild does not restore: repos, files, caches."""
+    from envguard.capture import capture_snapshot, request_like
+    from envguard.diff import diff
+    from envguard.plan import restore_hints
+    from envguard.policy import SECTIONS, Policy
+
+    kept = ("repos", "files", "caches")
+    live = capture_snapshot(request_like(snapshot, python=venv / "bin" / "python"))
+    rest = diff(snapshot, live, Policy(ignore_sections=tuple(s for s in SECTIONS if s not in kept)))
+    return restore_hints(rest.changes, snapshot)
+
+
+def run_then(argv: tuple[str, ...], venv: Path) -> None:
+    """Run the user's --then command with ``venv`` active; ActionError when it fails."""
+    env = {
+        **os.environ,
+        "VIRTUAL_ENV": str(venv),
+        "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    try:
+        code = subprocess.run(list(argv), env=env, check=False).returncode
+    except OSError as exc:
+        raise ActionError(f"--then {argv[0]}: cannot run it ({exc.strerror})") from None
+    if code != 0:
+        raise ActionError(f"--then command exited {code} (the rebuilt venv is in place)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 
 from envguard.errors import UsageError
@@ -23,3 +24,14 @@ def find_uv() -> str:
     if found is None:
         raise UsageError("uv not found", hint="pip install uv, or put uv on PATH")
     return found
+
+
+def split_command(text: str, *, option: str) -> tuple[str, ...]:
+    """A user's command string as argv (shlex rules); it never runs through a shell."""
+    try:
+        argv = tuple(shlex.split(text))
+    except ValueError as exc:
+        raise UsageError(f"{option} {text!r}: cannot split it ({exc})") from None
+    if not argv:
+        raise UsageError(f"{option}: an empty command")
+    return argv

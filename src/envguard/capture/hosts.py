@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
@@ -12,6 +11,7 @@ from pathlib import Path
 from envguard.capture.snapshot import CaptureRequest, capture_snapshot
 from envguard.errors import EnvguardError, UsageError
 from envguard.models import Snapshot
+from envguard.tools import split_command
 
 # A host as ssh, srun, docker or kubectl take it: never an option, never shell syntax.
 _HOST = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@:%\[\]-]{0,252}$")
@@ -19,13 +19,7 @@ _HOST = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@:%\[\]-]{0,252}$")
 
 def split_via(via: str) -> tuple[str, ...]:
     """The --via prefix as argv (shlex rules, no shell ever runs it)."""
-    try:
-        argv = tuple(shlex.split(via))
-    except ValueError as exc:
-        raise UsageError(f"--via {via!r}: cannot split it ({exc})") from None
-    if not argv:
-        raise UsageError("--via: an empty command prefix")
-    return argv
+    return split_command(via, option="--via")
 
 
 def check_host(host: str) -> str:

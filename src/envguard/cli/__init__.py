@@ -1,0 +1,88 @@
+"""The envguard command line: parse, call the core, render, exit. No logic lives here.
+
+One module per family of commands: capture (snapshot, show, list), compare (diff, check,
+fleet), rebuild (rebuild, export). This module holds the app and what they share.
+"""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+from typer.core import TyperGroup
+
+from envguard import __version__
+from envguard.errors import EnvguardError, UsageError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def _report(exc: EnvguardError) -> None:
+    sys.stderr.write(f"error: {exc.message}\n")
+    if exc.hint:
+        sys.stderr.write(f"hint: {exc.hint}\n")
+
+
+class _Group(TyperGroup):
+    """Turns EnvguardError into `error: ...` on stderr and its exit code."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except EnvguardError as exc:
+            _report(exc)
+            raise typer.Exit(exc.exit_code) from None
+
+
+app = typer.Typer(
+    cls=_Group,
+    help="Snapshot, diff and rebuild ML training environments.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+    # Locals in tracebacks would print environment values, secrets included.
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"envguard {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
+    ] = False,
+) -> None:
+    """Snapshot, diff and rebuild ML training environments."""
+
+
+def console(*, stderr: bool = False) -> Console:
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+def fail(message: str) -> NoReturn:
+    raise UsageError(message)
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    json = "json"
+
+
+def main() -> None:
+    """Console entry point."""
+    app(prog_name="envguard")
+
+
+# Registers the commands on ``app`` (after it exists).
+from envguard.cli import capture, compare, rebuild  # noqa: E402, F401

@@ -1,0 +1,235 @@
+"""`envguard diff`, `check` and `fleet`."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from envguard.cli import app, console, fail
+from envguard.errors import UsageError
+
+if TYPE_CHECKING:
+    from envguard.models import Drift, Snapshot
+    from envguard.policy import Policy
+
+
+class DriftFormat(str, Enum):
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+    github = "github"
+
+
+def _emit_drift(drift: Drift, fmt: DriftFormat) -> None:
+    import os
+
+    if fmt is DriftFormat.json:
+        from envguard.render.json import drift_json
+
+        sys.stdout.write(drift_json(drift))
+    elif fmt is DriftFormat.markdown:
+        from envguard.render.markdown import drift_markdown
+
+        sys.stdout.write(drift_markdown(drift))
+    elif fmt is DriftFormat.github:
+        from envguard.render.github import drift_github
+        from envguard.render.markdown import drift_markdown
+        from envguard.render.text import summary
+
+        sys.stdout.write(drift_github(drift))
+        sys.stdout.write(summary(drift) + "\n")
+        step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if step_summary:
+            with open(step_summary, "a", encoding="utf-8") as fh:
+                fh.write(drift_markdown(drift) + "\n")
+    else:
+        from envguard.render.table import drift_table
+
+        drift_table(drift, console())
+
+
+def _live_snapshot(expected: Snapshot, python: str | None, via: str | None = None) -> Snapshot:
+    """Measure the live environment the way ``expected`` was measured."""
+    from envguard.capture import capture_snapshot, request_like
+    from envguard.probe import resolve_python
+
+    if via:
+        from envguard.capture.hosts import split_via
+
+        remote = python or expected.interpreter.executable
+        return capture_snapshot(request_like(expected, python=remote, via=split_via(via)))
+    if expected.via:
+        # Never run a command a snapshot file names: it may come from a pull request.
+        raise UsageError(
+            f"{expected.name} was captured --via {expected.via!r}",
+            hint="pass --via yourself to measure that environment again",
+        )
+    if python:
+        target = resolve_python(python)
+    else:
+        target = Path(expected.interpreter.executable)
+        if not target.exists():
+            raise UsageError(
+                f"{target}: the snapshot's interpreter no longer exists",
+                hint="pass --python PATH to compare another interpreter or venv",
+            )
+    label = f"--python {python}" if python else f"the snapshot's interpreter {target}"
+    return capture_snapshot(request_like(expected, python=target, python_label=label))
+
+
+def _policy_and_threshold(fail_on: str | None, only: list[str] | None = None) -> tuple[Policy, Any]:
+    from dataclasses import replace
+
+    from envguard.policy import SECTIONS, load_policy, parse_fail_on
+
+    policy = load_policy()
+    if only:
+        unknown = [s for s in only if s not in SECTIONS]
+        if unknown:
+            fail(f"--only {unknown[0]}: not a section ({', '.join(SECTIONS)})")
+        policy = replace(policy, ignore_sections=tuple(s for s in SECTIONS if s not in only))
+    threshold = parse_fail_on(fail_on) if fail_on is not None else policy.fail_on
+    return policy, threshold
+
+
+def _compare(
+    snapshot_ref: str | None,
+    against: str | None,
+    python: str | None,
+    fail_on: str | None,
+    fmt: DriftFormat,
+    only: list[str] | None = None,
+    via: str | None = None,
+) -> None:
+    from envguard import store
+    from envguard.diff import diff as compute
+
+    policy, threshold = _policy_and_threshold(fail_on, only)
+    expected = store.load(snapshot_ref if snapshot_ref else store.newest())
+    actual = store.load(against) if against else _live_snapshot(expected, python, via)
+    drift = compute(expected, actual, policy)
+    _emit_drift(drift, fmt)
+    raise typer.Exit(1 if drift.reaches(threshold) else 0)
+
+
+FailOn = Annotated[
+    str | None,
+    typer.Option(
+        "--fail-on", help="critical|warning|info|never [default: warning, or [tool.envguard]]."
+    ),
+]
+
+
+@app.command()
+def diff(
+    snapshot_ref: Annotated[
+        str | None,
+        typer.Argument(metavar="[SNAPSHOT]", help="Path or name [default: newest in snapshots/]."),
+    ] = None,
+    against: Annotated[
+        str | None, typer.Option(help="Compare with this snapshot instead of the live environment.")
+    ] = None,
+    python: Annotated[
+        str | None, typer.Option(help="Measure this interpreter or venv [default: the snapshot's].")
+    ] = None,
+    format: Annotated[DriftFormat, typer.Option("--format")] = DriftFormat.table,
+    fail_on: FailOn = None,
+    only: Annotated[
+        list[str] | None, typer.Option(help="Compare only this section (repeatable).")
+    ] = None,
+    via: Annotated[
+        str | None, typer.Option(help="Measure through this command prefix ('ssh gpu01').")
+    ] = None,
+) -> None:
+    """What drifted since the known-good snapshot, worst first. Exit 1 on drift."""
+    _compare(snapshot_ref, against, python, fail_on, format, only, via)
+
+
+@app.command()
+def check(
+    snapshot_ref: Annotated[str, typer.Argument(metavar="SNAPSHOT", help="Path or name.")],
+    lock: Annotated[
+        Path | None,
+        typer.Option(
+            help="Compare the snapshot's pins with uv.lock, pylock.toml or requirements.txt."
+        ),
+    ] = None,
+    against: Annotated[str | None, typer.Option(help="Compare with this snapshot.")] = None,
+    python: Annotated[str | None, typer.Option(help="Measure this interpreter or venv.")] = None,
+    format: Annotated[
+        DriftFormat | None,
+        typer.Option("--format", help="[default: github under GitHub Actions, else table]"),
+    ] = None,
+    fail_on: FailOn = None,
+) -> None:
+    """The CI gate: fail when the environment or a lockfile drifted from the snapshot."""
+    import os
+
+    fmt = format or (
+        DriftFormat.github if os.environ.get("GITHUB_ACTIONS") == "true" else DriftFormat.table
+    )
+    if lock is None:
+        _compare(snapshot_ref, against, python, fail_on, fmt)
+        return
+    from envguard import store
+    from envguard.lockfiles import lock_drift, read_lock
+
+    policy, threshold = _policy_and_threshold(fail_on)
+    expected = store.load(snapshot_ref)
+    drift = lock_drift(expected, read_lock(lock, expected), policy=policy, lock=str(lock))
+    _emit_drift(drift, fmt)
+    raise typer.Exit(1 if drift.reaches(threshold) else 0)
+
+
+class FleetFormat(str, Enum):
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+
+
+@app.command()
+def fleet(
+    refs: Annotated[
+        list[str], typer.Argument(metavar="SNAPSHOTS...|DIR", help="Snapshot files or folders.")
+    ],
+    baseline: Annotated[
+        str | None, typer.Option(help="Mark hosts that differ from this snapshot.")
+    ] = None,
+    format: Annotated[FleetFormat, typer.Option("--format")] = FleetFormat.table,
+) -> None:
+    """Compare many hosts' snapshots: group identical ones, name the odd ones out."""
+    from envguard import store
+    from envguard.fleet import compare
+
+    paths: list[Path] = []
+    for ref in refs:
+        path = Path(ref)
+        if path.is_dir():
+            found = sorted(p for p in path.glob("*.json") if p.is_file())
+            if not found:
+                fail(f"{ref}: no *.json snapshots in this folder")
+            paths += found
+        else:
+            paths.append(store.resolve(ref))
+    labels = [p.stem for p in paths]
+    if len(set(labels)) != len(labels):
+        labels = [str(p) for p in paths]
+    snapshots = {label: store.load(path) for label, path in zip(labels, paths, strict=True)}
+    report = compare(snapshots, baseline=store.load(baseline) if baseline else None)
+    if format is FleetFormat.json:
+        from envguard.render.json import fleet_json
+
+        sys.stdout.write(fleet_json(report))
+    elif format is FleetFormat.markdown:
+        from envguard.render.markdown import fleet_markdown
+
+        sys.stdout.write(fleet_markdown(report))
+    else:
+        from envguard.render.table import fleet_table
+
+        fleet_table(report, console())
+    raise typer.Exit(0 if report.agree else 1)
