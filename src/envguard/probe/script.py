@@ -15,7 +15,6 @@ import contextlib
 import csv
 import getpass
 import hashlib
-import io
 import json
 import os
 import platform
@@ -147,25 +146,39 @@ def _metadata_headers(path: str) -> Dict[str, str]:
     return found
 
 
+def _record_row(line: str) -> Tuple[str, str]:
+    """(path, hash) of one RECORD line; the csv module only for a quoted path."""
+    if line[0] == '"':
+        row = next(csv.reader([line]), ["", ""])
+        return (row[0], row[1]) if len(row) > 1 else ("", "")
+    head, _, _size = line.rpartition(",")
+    path, _, digest = head.rpartition(",")
+    return path, digest
+
+
 def record_fingerprint(record_text: str, dist_info: str) -> str:
     """sha256 over sorted (path, hash) RECORD rows that two installs of one wheel share.
 
     Left out: bytecode, files outside the package tree (console scripts carry the venv
-    path in their shebang) and the files the installer writes itself.
+    path in their shebang) and the files the installer writes itself. This loop is most
+    of the probe's time (torch's RECORD has ~15k rows), so the common case stays cheap.
     """
+    installer_files = {dist_info + "/" + name for name in _INSTALLER_FILES}
     rows = []
-    for row in csv.reader(io.StringIO(record_text)):
-        if len(row) < 2 or not row[1]:
+    append = rows.append
+    for line in record_text.splitlines():
+        if not line:
             continue
-        path = posixpath.normpath(row[0].replace("\\", "/"))
-        if path.startswith("../") or path.startswith("/") or path == "..":
+        path, digest = _record_row(line)
+        if not digest:
             continue
-        if path.endswith((".pyc", ".pyo")) or "__pycache__" in path.split("/"):
+        if "\\" in path or "./" in path or "//" in path or path.startswith("/"):
+            path = posixpath.normpath(path.replace("\\", "/"))
+            if path.startswith(("../", "/")) or path == "..":
+                continue
+        if path.endswith((".pyc", ".pyo")) or "__pycache__" in path or path in installer_files:
             continue
-        head, _, base = path.rpartition("/")
-        if head == dist_info and base in _INSTALLER_FILES:
-            continue
-        rows.append(path + "\0" + row[1])
+        append(path + "\0" + digest)
     rows.sort()
     return hashlib.sha256("\n".join(rows).encode("utf-8", "surrogateescape")).hexdigest()
 
@@ -218,16 +231,22 @@ def read_distribution(site: str, entry: str, warnings: List[str]) -> Optional[Di
     }
     if not is_dist_info:
         return dist
-    installer = _read_text(os.path.join(path, "INSTALLER"))
+    try:  # one listing instead of a failed open() per optional file
+        present = set(os.listdir(path))
+    except OSError:
+        present = set()
+    installer = _read_text(os.path.join(path, "INSTALLER")) if "INSTALLER" in present else None
     dist["installer"] = installer.strip() or None if installer is not None else None
-    dist["requested"] = os.path.exists(os.path.join(path, "REQUESTED"))
-    raw_url = _read_text(os.path.join(path, "direct_url.json"))
+    dist["requested"] = "REQUESTED" in present
+    raw_url = None
+    if "direct_url.json" in present:
+        raw_url = _read_text(os.path.join(path, "direct_url.json"))
     if raw_url is not None:
         try:
             dist["direct_url"] = _redact_direct_url(json.loads(raw_url))
         except ValueError:
             warnings.append("%s: direct_url.json is not valid JSON; source unknown" % path)
-    record = _read_text(os.path.join(path, "RECORD"))
+    record = _read_text(os.path.join(path, "RECORD")) if "RECORD" in present else None
     if record is None:
         warnings.append("%s: no RECORD; content fingerprint unknown" % path)
     else:
