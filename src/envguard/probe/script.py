@@ -10,23 +10,19 @@ on this side of the pipe, so a secret never travels back to envguard.
 # ruff: noqa: UP006, UP035, UP045
 from __future__ import annotations
 
-import ast
-import contextlib
-import csv
-import getpass
 import hashlib
 import json
 import os
-import platform
 import posixpath
 import re
-import shutil
-import socket
-import subprocess
 import sys
 import sysconfig
-from typing import Any, Dict, List, Optional, Tuple
-from urllib.parse import unquote, urlsplit
+
+# Start-up is most of the probe's cost: modules used on rare paths (csv, ast, subprocess,
+# urllib, platform, typing) are imported where they are needed, not here.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Tuple
 
 PROBE_VERSION = 1
 
@@ -131,24 +127,38 @@ def _read_text(path: str) -> Optional[str]:
         return None
 
 
+def _read_bytes(path: str) -> Optional[bytes]:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
 def _metadata_headers(path: str) -> Dict[str, str]:
     """Name and Version from a METADATA/PKG-INFO header block, reading no further."""
     found: Dict[str, str] = {}
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            if not line.strip():
+    with open(path, "rb") as fh:
+        head = fh.read(8192)  # Name and Version open the header block
+        if b"\nVersion:" not in head or (b"\nName:" not in head and not head.startswith(b"Name:")):
+            head += fh.read()
+    for raw in head.splitlines():
+        if not raw.strip():
+            break
+        key, sep, value = raw.partition(b":")
+        if sep and key in (b"Name", b"Version"):
+            text = value.decode("utf-8", "replace").strip()
+            found.setdefault(key.decode(), text)
+            if len(found) == 2:
                 break
-            key, sep, value = line.partition(":")
-            if sep and key in ("Name", "Version") and key not in found:
-                found[key] = value.strip()
-                if len(found) == 2:
-                    break
     return found
 
 
 def _record_row(line: str) -> Tuple[str, str]:
     """(path, hash) of one RECORD line; the csv module only for a quoted path."""
     if line[0] == '"':
+        import csv
+
         row = next(csv.reader([line]), ["", ""])
         return (row[0], row[1]) if len(row) > 1 else ("", "")
     head, _, _size = line.rpartition(",")
@@ -156,15 +166,17 @@ def _record_row(line: str) -> Tuple[str, str]:
     return path, digest
 
 
-def record_fingerprint(record_text: str, dist_info: str) -> str:
+def record_fingerprint(record: bytes | str, dist_info: str) -> str:
     """sha256 over sorted (path, hash) RECORD rows that two installs of one wheel share.
 
     Left out: bytecode, files outside the package tree (console scripts carry the venv
     path in their shebang) and the files the installer writes itself. This loop is most
     of the probe's time (torch's RECORD has ~15k rows), so the common case stays cheap.
     """
+    # One strict decode of the whole file is far cheaper than a decoding reader.
+    record_text = record if isinstance(record, str) else record.decode("utf-8", "surrogateescape")
     installer_files = {dist_info + "/" + name for name in _INSTALLER_FILES}
-    rows = []
+    rows: List[str] = []
     append = rows.append
     for line in record_text.splitlines():
         if not line:
@@ -246,7 +258,7 @@ def read_distribution(site: str, entry: str, warnings: List[str]) -> Optional[Di
             dist["direct_url"] = _redact_direct_url(json.loads(raw_url))
         except ValueError:
             warnings.append("%s: direct_url.json is not valid JSON; source unknown" % path)
-    record = _read_text(os.path.join(path, "RECORD")) if "RECORD" in present else None
+    record = _read_bytes(os.path.join(path, "RECORD")) if "RECORD" in present else None
     if record is None:
         warnings.append("%s: no RECORD; content fingerprint unknown" % path)
     else:
@@ -299,18 +311,32 @@ def scan_packages(sites: List[str], warnings: List[str]) -> List[Dict[str, Any]]
     return packages
 
 
+_ASSIGN = re.compile(r"^([A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=[ \t]*(.+?)[ \t]*$", re.M)
+_TORCH_KEYS = ("__version__", "debug", "cuda", "git_version", "hip")
+
+
+def _literal(text: str) -> Any:
+    constants = {"None": None, "True": True, "False": False}
+    if text in constants:
+        return constants[text]
+    quote = text[:1]
+    simple = len(text) >= 2 and text[-1] == quote and quote not in text[1:-1]
+    if quote in ("'", '"') and simple and "\\" not in text:
+        return text[1:-1]
+    import ast  # an unusual literal: let Python read it
+
+    return ast.literal_eval(text)
+
+
 def _literal_assignments(source: str) -> Dict[str, Any]:
+    """Top-level ``name = literal`` (or ``name: T = literal``) lines torch's version.py has."""
     values: Dict[str, Any] = {}
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, value = node.targets[0], node.value
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            target, value = node.target, node.value
-        else:
-            continue
-        if isinstance(target, ast.Name):
-            with contextlib.suppress(ValueError):
-                values[target.id] = ast.literal_eval(value)
+    for name, raw in _ASSIGN.findall(source):
+        if name in _TORCH_KEYS and name not in values:
+            try:
+                values[name] = _literal(raw)
+            except (ValueError, SyntaxError):
+                pass
     return values
 
 
@@ -325,10 +351,9 @@ def torch_build(packages: List[Dict[str, Any]], warnings: List[str]) -> Optional
     if source is None:
         warnings.append("%s: missing; torch build details unknown" % path)
     else:
-        try:
-            values = _literal_assignments(source)
-        except SyntaxError:
-            warnings.append("%s: does not parse; torch build details unknown" % path)
+        values = _literal_assignments(source)
+        if "__version__" not in values:
+            warnings.append("%s: no __version__; torch build details unknown" % path)
 
     def text(key: str) -> Optional[str]:
         value = values.get(key)
@@ -344,32 +369,69 @@ def torch_build(packages: List[Dict[str, Any]], warnings: List[str]) -> Optional
     }
 
 
-def _start(argv: List[str]) -> Optional[subprocess.Popen]:  # type: ignore[type-arg]
-    exe = shutil.which(argv[0])
-    if exe is None:
+def _which(name: str) -> Optional[str]:
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        candidate = os.path.join(folder, name)
+        if folder and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _start(argv: List[str]) -> Optional[Tuple[int, int]]:
+    """Start a tool with stdout on a pipe (posix_spawn: no subprocess import); (pid, fd)."""
+    exe = _which(argv[0])
+    if exe is None or not hasattr(os, "posix_spawn"):
         return None
+    read_fd, write_fd = os.pipe()
     try:
-        return subprocess.Popen(
+        pid = os.posix_spawn(
+            exe,
             [exe, *argv[1:]],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            stdin=subprocess.DEVNULL,
-            universal_newlines=True,
+            os.environ,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, write_fd, 1),
+                (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+            ],
         )
     except OSError:
+        os.close(read_fd)
         return None
+    finally:
+        os.close(write_fd)
+    return pid, read_fd
 
 
-def _finish(proc: Optional[subprocess.Popen], timeout: float = 15.0) -> Optional[str]:  # type: ignore[type-arg]
-    if proc is None:
+def _finish(started: Optional[Tuple[int, int]], timeout: float = 15.0) -> Optional[str]:
+    """The tool's stdout when it exits 0 within ``timeout``, else None."""
+    if started is None:
         return None
+    import select
+    import time
+
+    pid, fd = started
+    chunks: List[bytes] = []
+    deadline = time.monotonic() + timeout
+    timed_out = False
     try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                os.kill(pid, 9)
+                break
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if ready:
+                data = os.read(fd, 65536)
+                if not data:
+                    break
+                chunks.append(data)
+    finally:
+        os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    if timed_out or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
         return None
-    return out if proc.returncode == 0 else None
+    return b"".join(chunks).decode("utf-8", "replace")
 
 
 def accelerator(smi: Optional[str], nvcc: Optional[str]) -> Dict[str, Any]:
@@ -475,6 +537,8 @@ def hash_file(path: str) -> Dict[str, Any]:
 
 
 def _git(path: str, *args: str) -> Optional[str]:
+    import subprocess
+
     try:
         proc = subprocess.run(
             ["git", "-C", path, *args],
@@ -534,6 +598,8 @@ def probe_repos(args: Dict[str, Any], packages: List[Dict[str, Any]]) -> List[Di
             url = (pkg.get("direct_url") or {}).get("url", "")
             editable = ((pkg.get("direct_url") or {}).get("dir_info") or {}).get("editable")
             if editable and url.startswith("file://"):
+                from urllib.parse import unquote, urlsplit
+
                 top = git_top(unquote(urlsplit(url).path))
                 if top:
                     paths.append(top)
@@ -547,9 +613,14 @@ def probe_repos(args: Dict[str, Any], packages: List[Dict[str, Any]]) -> List[Di
 
 
 def _user() -> str:
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):  # what getpass.getuser() reads
+        if os.environ.get(name):
+            return os.environ[name]
     try:
-        return getpass.getuser()
-    except Exception:  # no passwd entry inside some containers
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError):  # no passwd entry inside some containers
         return str(os.getuid()) if hasattr(os, "getuid") else "unknown"
 
 
@@ -560,19 +631,30 @@ def _full_version(info: Any) -> str:
     return version
 
 
+def _python_version() -> str:
+    return "%d.%d.%d" % sys.version_info[:3] + (
+        ""
+        if sys.version_info.releaselevel == "final"
+        else sys.version_info.releaselevel[0] + str(sys.version_info.serial)
+    )
+
+
 def marker_environment() -> Dict[str, str]:
     """PEP 508 marker values of this interpreter (as packaging.markers computes them)."""
+    uname = os.uname()
     return {
         "implementation_name": sys.implementation.name,
         "implementation_version": _full_version(sys.implementation.version),
         "os_name": os.name,
-        "platform_machine": platform.machine(),
-        "platform_release": platform.release(),
-        "platform_system": platform.system(),
-        "platform_version": platform.version(),
-        "python_full_version": platform.python_version(),
-        "platform_python_implementation": platform.python_implementation(),
-        "python_version": ".".join(platform.python_version_tuple()[:2]),
+        "platform_machine": uname.machine,
+        "platform_release": uname.release,
+        "platform_system": uname.sysname,
+        "platform_version": uname.version,
+        "python_full_version": _python_version(),
+        "platform_python_implementation": {"cpython": "CPython", "pypy": "PyPy"}.get(
+            sys.implementation.name, sys.implementation.name
+        ),
+        "python_version": "%d.%d" % sys.version_info[:2],
         "sys_platform": sys.platform,
     }
 
@@ -584,21 +666,24 @@ def libc() -> Optional[str]:
         value = None
     if value:
         return value
+    import platform  # musl and others: read the executable
+
     name, version = platform.libc_ver()
     return (name + " " + version).strip() or None
 
 
 def interpreter(sites: List[str]) -> Dict[str, Any]:
     base_prefix = getattr(sys, "base_prefix", sys.prefix)
+    uname = os.uname()
     return {
-        "version": platform.python_version(),
+        "version": _python_version(),
         "implementation": sys.implementation.name,
         "executable": sys.executable,
         "prefix": sys.prefix,
         "base_prefix": base_prefix,
         "is_venv": sys.prefix != base_prefix,
-        "os": platform.system().lower(),
-        "machine": platform.machine(),
+        "os": uname.sysname.lower(),
+        "machine": uname.machine,
         "libc": libc(),
         "site_packages": sites,
         "markers": marker_environment(),
@@ -626,7 +711,7 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
         caches.append(cache)
     return {
         "probe_version": PROBE_VERSION,
-        "host": socket.gethostname(),
+        "host": os.uname().nodename,
         "user": _user(),
         "interpreter": interpreter(sites),
         "packages": packages,
