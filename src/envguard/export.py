@@ -15,6 +15,8 @@ from envguard.plan import (
     check_python_version,
     pins,
     requirements_text,
+    safe_label,
+    variant_args,
     variant_index,
 )
 
@@ -35,9 +37,8 @@ _TRIPLES = {
 def requirements_export(snapshot: Snapshot, options: PlanOptions) -> str:
     """One pinned requirements.txt, with the index lines the torch variants need."""
     found = pins(snapshot, options)
-    head = [
-        f"# envguard export of snapshot {snapshot.name} (Python {snapshot.interpreter.version})"
-    ]
+    python = check_python_version(snapshot.interpreter.version)
+    head = [f"# envguard export of snapshot {safe_label(snapshot.name)} (Python {python})"]
     if options.index_url:
         head.append(f"--index-url {options.index_url}")
     head += [f"--extra-index-url {url}" for url in options.extra_index_urls]
@@ -45,10 +46,12 @@ def requirements_export(snapshot: Snapshot, options: PlanOptions) -> str:
     for variant in sorted(found.variants):
         head.append(f"--extra-index-url {variant_index(options, variant)}")
     if found.variants:
-        head.append(
-            "# the +variant pins exist only on the PyTorch indexes above; for per-package"
-            " index pinning use --format pylock"
-        )
+        head += [
+            "# The +variant pins exist only on the PyTorch index(es) above. pip picks each pin",
+            "# from whichever index has it; uv prefers extra indexes, so install this file with",
+            "# `uv pip sync --index-strategy unsafe-best-match`, or export --format pylock,",
+            "# which pins every package to its own index.",
+        ]
     lines = list(found.base)
     for group in found.variants.values():
         lines += group
@@ -104,9 +107,8 @@ def pylock_text(snapshot: Snapshot, options: PlanOptions) -> str:
     found = pins(snapshot, options)
     with tempfile.TemporaryDirectory(prefix="envguard-export-") as tmp:
         parts = [_compile(found.base, options, snapshot, _index_args(options), Path(tmp), "base")]
-        offline = ["--offline"] if options.offline else []
         for variant in sorted(found.variants):
-            index = ["--index-url", variant_index(options, variant), *offline]
+            index = variant_args(options, variant)
             parts.append(
                 _compile(
                     found.variants[variant], options, snapshot, index, Path(tmp), f"torch-{variant}"

@@ -77,7 +77,9 @@ def items(snap: Snapshot) -> dict[str, str]:
     for f in snap.files:
         out[f"file {f.path}"] = (f.sha256 or "missing")[:12]
     for c in snap.caches:
-        out[f"cache {c.kind}"] = "warm" if c.exists and c.files else "cold"
+        # Default caches by kind (their paths name the user); --cache dirs by path.
+        key = f"cache {c.kind}" if c.kind in ("inductor", "triton") else f"cache {c.path}"
+        out[key] = "warm" if c.exists and c.files else "cold"
     return out
 
 

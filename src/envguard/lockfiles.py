@@ -61,6 +61,8 @@ def _toml(path: Path) -> dict[str, Any]:
     try:
         data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
         return data
+    except OSError as exc:
+        raise LockfileError(f"{path}: cannot read ({exc.strerror})") from None
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise LockfileError(f"{path}: not valid TOML ({exc})") from None
 
@@ -255,13 +257,28 @@ def _same_version(a: str, b: str) -> bool:
         return a == b
 
 
+def _matches(installed: str, pinned: str) -> bool:
+    try:
+        return SpecifierSet(f"=={pinned}").contains(installed, prereleases=True)
+    except (InvalidVersion, ValueError):
+        return False
+
+
 def lock_drift(snapshot: Snapshot, pins: dict[str, Pin], *, policy: Policy, lock: str) -> Drift:
     """Packages whose pin differs, or that are in one of snapshot and lock but not the other."""
     packages = snapshot.package_map()
     changes: list[Change] = []
 
-    def add(kind: str, name: str, expected: str | None, actual: str | None, message: str) -> None:
-        default = Severity.critical if policy.is_critical_package(name) else Severity.warning
+    def add(
+        kind: str,
+        name: str,
+        expected: str | None,
+        actual: str | None,
+        message: str,
+        default: Severity | None = None,
+    ) -> None:
+        if default is None:
+            default = Severity.critical if policy.is_critical_package(name) else Severity.warning
         changes.append(
             Change(
                 section="packages",
@@ -302,6 +319,17 @@ def lock_drift(snapshot: Snapshot, pins: dict[str, Pin], *, policy: Policy, lock
             )
         elif pkg is not None and pin is not None:
             if pin.version is not None and not _same_version(pkg.version, pin.version):
+                if _matches(pkg.version, pin.version):  # ==2.11.0 admits 2.11.0+cu128
+                    add(
+                        "variant_unpinned",
+                        name,
+                        pkg.version,
+                        pin.version,
+                        f"{name}: {lock} pins {pin.version}, which admits the installed"
+                        f" {pkg.version} but not its build variant",
+                        default=Severity.info,
+                    )
+                    continue
                 add(
                     "pin_differs",
                     name,

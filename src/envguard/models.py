@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import Enum
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 SCHEMA_VERSION = 1
 
 MetricValue = int | float | str
+# One line of text: snapshots are untrusted, and these fields end up in messages and files.
+Line = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f]*$")]
 
 
 class Model(BaseModel):
@@ -108,10 +110,10 @@ class Cache(Model):
 
 class Snapshot(Model):
     schema_version: int = SCHEMA_VERSION
-    name: str
+    name: Line
     created: datetime
-    host: str
-    user: str
+    host: Line
+    user: Line
     envguard_version: str
     command: tuple[str, ...] = ()
     via: str | None = None

@@ -79,7 +79,7 @@ class PlanOptions:
     offline: bool = False
     no_index: bool = False
     skip_editables: bool = False
-    torch_index: str = DEFAULT_TORCH_INDEX
+    torch_index: str | None = None  # None: download.pytorch.org (skipped with --no-index)
     base_python: str | None = None
     check_paths: bool = True  # editables and local sources must exist (off for a dry print)
     extra_skip: frozenset[str] = field(default_factory=frozenset)
@@ -110,6 +110,11 @@ class Plan(Model):
     packages: int
     skipped: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+
+
+def safe_label(text: str) -> str:
+    """Snapshot text fit for a comment line: no newline, no control or shell character."""
+    return re.sub(r"[^A-Za-z0-9._@+:/=-]", "_", text)[:128]
 
 
 def _where(pkg: Package, index: int) -> str:
@@ -283,7 +288,17 @@ def python_request(snapshot: Snapshot, options: PlanOptions) -> str:
 
 
 def variant_index(options: PlanOptions, variant: str) -> str:
-    return f"{options.torch_index.rstrip('/')}/{variant}"
+    return f"{(options.torch_index or DEFAULT_TORCH_INDEX).rstrip('/')}/{variant}"
+
+
+def variant_args(options: PlanOptions, variant: str) -> list[str]:
+    """uv's source options for one torch variant: its PyTorch index alone (never the user's
+    indexes, so nothing else resolves there), plus the user's local --find-links wheels;
+    with --no-index and no --torch-index (air-gapped), the --find-links wheels alone."""
+    air_gapped = options.no_index and options.torch_index is None
+    index = ["--no-index"] if air_gapped else ["--index-url", variant_index(options, variant)]
+    links = [arg for link in options.find_links for arg in ("--find-links", link)]
+    return [*index, *links, *(["--offline"] if options.offline else [])]
 
 
 def plan(snapshot: Snapshot, options: PlanOptions) -> Plan:
@@ -296,7 +311,7 @@ def plan(snapshot: Snapshot, options: PlanOptions) -> Plan:
     files = [
         PlanFile(
             path=str(workdir / "requirements.txt"),
-            content=requirements_text(found.base, header=f"envguard: {snapshot.name}"),
+            content=requirements_text(found.base, header="envguard rebuild: pinned packages"),
         )
     ]
     steps: list[Step] = []
@@ -322,17 +337,17 @@ def plan(snapshot: Snapshot, options: PlanOptions) -> Plan:
             PlanFile(
                 path=path,
                 content=requirements_text(
-                    found.variants[variant], header=f"envguard: {snapshot.name}: {variant} builds"
+                    found.variants[variant], header=f"envguard rebuild: the {variant} builds"
                 ),
             )
         )
-        offline = ["--offline"] if options.offline else []
+        source = variant_args(options, variant)
+        where = "--find-links" if "--no-index" in source else variant_index(options, variant)
+        names = ", ".join(_names(found.variants[variant]))
         steps.append(
             Step(
                 kind="install",
-                purpose=f"install the {variant} builds of"
-                f" {', '.join(_names(found.variants[variant]))}"
-                f" from {variant_index(options, variant)} only",
+                purpose=f"install the {variant} builds of {names} from {where} only",
                 argv=(
                     uv,
                     "pip",
@@ -340,9 +355,7 @@ def plan(snapshot: Snapshot, options: PlanOptions) -> Plan:
                     "--python",
                     python_path,
                     "--no-deps",
-                    "--index-url",
-                    variant_index(options, variant),
-                    *offline,
+                    *source,
                     "-r",
                     path,
                 ),
@@ -398,7 +411,7 @@ def shell_script(p: Plan) -> str:
     q = shlex.quote
     out = [
         "#!/usr/bin/env bash",
-        f"# envguard rebuild plan for snapshot {p.snapshot}",
+        f"# envguard rebuild plan for snapshot {safe_label(p.snapshot)}",
         "set -euo pipefail",
         "",
     ]

@@ -132,7 +132,11 @@ def policy_from_table(table: dict[str, Any], *, where: str) -> Policy:
             raise UsageError(f"{where}: [tool.envguard.severity] must be a table")
         levels: dict[str, Severity] = {}
         for key, value in overrides.items():
-            if key.split(".")[0] not in SECTIONS or value not in LEVELS:
+            if (
+                key.split(".")[0] not in SECTIONS
+                or not isinstance(value, str)
+                or value not in LEVELS
+            ):
                 raise UsageError(
                     f"{where}: [tool.envguard.severity] {key} = {value!r}: expected"
                     ' SECTION[.KIND] = "critical"|"warning"|"info"'
@@ -160,7 +164,10 @@ def load_policy(start: Path | None = None) -> Policy:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise UsageError(f"{path}: cannot read it as TOML ({exc})") from None
-    table = data.get("tool", {}).get("envguard")
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise UsageError(f"{path}: [tool] must be a table")
+    table = tool.get("envguard")
     if table is None:
         return Policy()
     if not isinstance(table, dict):

@@ -21,12 +21,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from types import FrameType
 
-from envguard.errors import ActionError
+from envguard.errors import ActionError, UsageError
 from envguard.models import Drift, Severity, Snapshot
 from envguard.plan import Plan, Step
 
 BUILD_MARK = ".envguard-build-"
 PLAN_MARK = ".envguard-plan-"
+# Inside a build dir while it is only a build: taken out just before the swap, so a dir
+# at a build path *without* it is an old venv displaced by a swap that was killed midway.
+MARKER = ".envguard-building"
 VERIFY_SECTIONS = ("packages", "interpreter")
 
 
@@ -55,6 +58,19 @@ def _hidden(venv: Path) -> str:
     return venv.name if venv.name.startswith(".") else f".{venv.name}"
 
 
+def check_target(venv: Path, *, label: str, cwd: Path | None = None) -> None:
+    """Refuse to replace anything but a virtualenv, and never the working directory."""
+    here = (Path.cwd() if cwd is None else cwd).resolve()
+    target = venv.resolve()
+    if target == here or target in here.parents:
+        raise UsageError(f"{label}: is the current directory or one of its parents")
+    if target.exists() and not (target / "pyvenv.cfg").is_file():
+        raise UsageError(
+            f"{label}: {venv} exists and is not a virtualenv (no pyvenv.cfg); refusing to"
+            " replace it"
+        )
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -65,18 +81,29 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def remove_stale(venv: Path) -> list[Path]:
-    """Remove build dirs left by a rebuild that was killed (its pid is gone)."""
-    removed: list[Path] = []
+def remove_stale(venv: Path) -> list[str]:
+    """Clean up after a rebuild that was killed (its pid is gone); what was done, in words."""
+    done: list[str] = []
     if not venv.parent.is_dir():
-        return removed
+        return done
     for mark in (BUILD_MARK, PLAN_MARK):
         for path in venv.parent.glob(f"{_hidden(venv)}{mark}*"):
             pid = path.name.rsplit("-", 1)[-1]
-            if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+                continue
+            displaced = (
+                mark == BUILD_MARK
+                and (path / "pyvenv.cfg").is_file()
+                and not (path / MARKER).exists()
+            )
+            if displaced:  # never delete a venv we did not build: keep it as a backup
+                backup = venv.parent / f"{venv.name}.envguard-backup-recovered-{pid}"
+                path.rename(backup)
+                done.append(f"kept {backup}: a venv left by a rebuild killed during its swap")
+            else:
                 shutil.rmtree(path, ignore_errors=True)
-                removed.append(path)
-    return removed
+                done.append(f"removed {path} left by an interrupted rebuild")
+    return done
 
 
 @contextlib.contextmanager
@@ -129,6 +156,7 @@ def swap_in(build: Path, venv: Path, *, stamp: str) -> Path | None:
         build.rename(venv)
         return None
     backup = venv.parent / f"{venv.name}.envguard-backup-{stamp}"
+    (build / MARKER).unlink(missing_ok=True)
     if _exchange(build, venv):
         build.rename(backup)  # ``build`` now holds the old venv
         return backup
@@ -203,6 +231,7 @@ def execute(
     venv = Path(p.venv)
     build = Path(p.build) if p.build else None
     outcome = Outcome(venv=venv)
+    swapped = False
     plan_dirs = sorted({Path(f.path).parent for f in p.files})
     total = len(p.steps)
     current = "prepare"
@@ -227,12 +256,22 @@ def execute(
                 elif step.kind == "swap":
                     assert build is not None
                     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-                    outcome.backup = swap_in(build, venv, stamp=stamp)
-                    build = None  # it is the working venv now: never clean it up
+                    with _signals_blocked():  # a signal now waits until the books are right
+                        outcome.backup = swap_in(build, venv, stamp=stamp)
+                        build = None  # it is the working venv now: never clean it up
+                        swapped = True
                     _check_python(venv, outcome)
                 else:
                     run_step(step, on_line=on_line)
+                    if step.kind == "venv" and build is not None:
+                        (build / MARKER).touch()
     except Interrupted as exc:
+        if swapped:
+            raise ActionError(
+                f"rebuild interrupted ({exc}) right after the swap",
+                hint=f"{venv} is the rebuilt venv"
+                + (f"; the old one is at {outcome.backup}" if outcome.backup else ""),
+            ) from None
         raise ActionError(
             f"rebuild interrupted ({exc}) during '{current}'",
             hint=f"{venv} was not touched"

@@ -98,12 +98,20 @@ def list_snapshots(*, root: Path | None = None) -> list[Path]:
 
 
 def newest(*, root: Path | None = None) -> Path:
-    found = list_snapshots(root=root)
-    if not found:
+    """The snapshot created last (by its `created` field: a clone resets file times)."""
+    best: tuple[str, Path] | None = None
+    for path in list_snapshots(root=root):
+        try:
+            created = load(path).created.isoformat()
+        except SnapshotError:
+            continue  # an unreadable one is never "the newest good run"
+        if best is None or created > best[0]:
+            best = (created, path)
+    if best is None:
         raise UsageError(
             f"no snapshot in {SNAPSHOT_DIR}/", hint="run `envguard snapshot` after a good run"
         )
-    return found[0]
+    return best[1]
 
 
 def check_target(path: Path, *, force: bool) -> None:

@@ -150,3 +150,34 @@ def test_accelerator_parses_nvidia_smi_and_nvcc() -> None:
     acc = script.accelerator(smi, nvcc)
     assert acc["present"] and acc["count"] == 2 and acc["driver"] == "570.86.15"
     assert acc["gpus"] == ["NVIDIA H200", "NVIDIA H200"] and acc["nvcc"] == "12.8.93"
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("https://user:p@ss@host/x", "https://host/x"),
+        ("https://h/simple?token=abc&x=1", "https://h/simple?token=<redacted>&x=1"),
+        ("https://b.s3/k.whl?X-Amz-Signature=abc", "https://b.s3/k.whl?X-Amz-Signature=<redacted>"),
+    ],
+)
+def test_redact_url_edge_cases(url: str, expected: str) -> None:
+    assert script.redact_url(url) == expected
+
+
+def test_redact_argv_hides_secret_options_and_assignments() -> None:
+    argv = [
+        "envguard",
+        "snapshot",
+        "--via",
+        "env HF_TOKEN=hf_x ssh gpu01",
+        "--token",
+        "abc",
+        "--password=xyz",
+        "--metric",
+        "tok_s=21500",
+        "WANDB_API_KEY=k",
+    ]
+    out = script.redact_argv(argv)
+    text = " ".join(out)
+    assert "hf_x" not in text and "abc" not in text and "xyz" not in text and "=k" not in text
+    assert "ssh gpu01" in text and "tok_s=21500" in text

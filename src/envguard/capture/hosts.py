@@ -11,6 +11,7 @@ from pathlib import Path
 from envguard.capture.snapshot import CaptureRequest, capture_snapshot
 from envguard.errors import EnvguardError, UsageError
 from envguard.models import Snapshot
+from envguard.probe.runner import kill_running
 from envguard.tools import split_command
 
 # A host as ssh, srun, docker or kubectl take it: never an option, never shell syntax.
@@ -88,10 +89,17 @@ def capture_hosts(
         return HostResult(host=host, snapshot=snap)
 
     results: dict[str, HostResult] = {}
-    with ThreadPoolExecutor(max_workers=min(jobs, len(hosts))) as pool:
+    pool = ThreadPoolExecutor(max_workers=min(jobs, len(hosts)))
+    try:
         futures = [pool.submit(one, host) for host in hosts]
         for future in as_completed(futures):
             result = future.result()
             results[result.host] = result
             on_done(result)
+    except BaseException:  # Ctrl-C: start nothing more, stop what runs, then give up
+        pool.shutdown(wait=False, cancel_futures=True)
+        kill_running()
+        raise
+    finally:
+        pool.shutdown(wait=True)
     return [results[h] for h in hosts]

@@ -24,7 +24,7 @@ from envguard.models import (
     Snapshot,
 )
 from envguard.probe.runner import run_probe
-from envguard.probe.script import redact_url
+from envguard.probe.script import redact_argv
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,9 @@ class CaptureRequest:
     python_label: str | None = None  # how the user named it, for error messages
     via: tuple[str, ...] = ()  # a command prefix that reaches the target (ssh, docker exec)
     timeout: float | None = None
+    # strict: a missing --file or --repo is the user's mistake (exit 2); not strict (a live
+    # side measured like a snapshot): it is drift, recorded as missing for diff to report.
+    strict: bool = True
     repos: tuple[Path, ...] = ()
     files: tuple[str, ...] = ()
     caches: tuple[tuple[str, str], ...] = ()
@@ -68,6 +71,7 @@ def request_like(
         include_cwd_repo=False,
         cwd=cwd or Path.cwd(),
         metrics=dict(snapshot.metrics),
+        strict=False,
     )
 
 
@@ -81,6 +85,8 @@ def parse_metric(text: str) -> tuple[str, MetricValue]:
         number = float(value)
     except ValueError:
         return key.strip(), value
+    if number != number or number in (float("inf"), float("-inf")):
+        return key.strip(), value  # NaN and infinities are not JSON numbers
     return key.strip(), int(number) if number.is_integer() and "." not in value else number
 
 
@@ -101,12 +107,12 @@ def _user_repos(request: CaptureRequest) -> list[Path]:
         return tops  # remote paths: the probe checks them on the far side
     for path in request.repos:
         full = request.cwd / path
-        if not full.is_dir():
-            raise UsageError(f"--repo {path}: no such directory")
-        top = find_work_tree(full)
-        if top is None:
-            raise UsageError(f"--repo {path}: not a git work tree")
-        tops.append(top)
+        top = find_work_tree(full) if full.is_dir() else None
+        if top is None and request.strict:
+            what = "no such directory" if not full.is_dir() else "not a git work tree"
+            raise UsageError(f"--repo {path}: {what}")
+        if top is not None:
+            tops.append(top)
     return tops
 
 
@@ -114,6 +120,8 @@ def _remote_repos(request: CaptureRequest, report: dict[str, Any]) -> tuple[Repo
     repos = []
     for raw in report.get("repos", []):
         if raw.get("error"):
+            if not request.strict:
+                continue  # gone: diff reports it missing
             raise UsageError(f"--repo {raw['path']}: {raw['error']} (on the far side of --via)")
         repos.append(Repo(**{k: v for k, v in raw.items() if k != "error"}))
     return tuple(sorted(repos, key=lambda r: r.path))
@@ -132,10 +140,10 @@ def _repos(
     return tuple(capture_repo(p) for p in unique)
 
 
-def _files(report: dict[str, Any]) -> tuple[FileDigest, ...]:
+def _files(report: dict[str, Any], *, strict: bool) -> tuple[FileDigest, ...]:
     out = []
     for raw in report["files"]:
-        if raw.get("error"):
+        if raw.get("error") and strict:
             raise UsageError(f"--file {raw['path']}: {raw['error'].lower()}")
         out.append(FileDigest(path=raw["path"], sha256=raw["sha256"], size=raw["size"]))
     return tuple(sorted(out, key=lambda f: f.path))
@@ -192,7 +200,7 @@ def snapshot_from_report(
     report: dict[str, Any], request: CaptureRequest, *, user_repos: list[Path]
 ) -> Snapshot:
     """Assemble the Snapshot: everything but git comes from the probe's report."""
-    files = _files(report)
+    files = _files(report, strict=request.strict)
     packages = tuple(
         sorted(
             (package_from_probe(raw) for raw in report["packages"]),
@@ -206,8 +214,8 @@ def snapshot_from_report(
         host=report["host"],
         user=report["user"],
         envguard_version=__version__,
-        command=tuple(redact_url(arg) for arg in request.command),
-        via=shlex.join(request.via) if request.via else None,
+        command=tuple(redact_argv(list(request.command))),
+        via=shlex.join(redact_argv(list(request.via))) if request.via else None,
         note=request.note,
         metrics=dict(sorted(request.metrics.items())),
         interpreter=Interpreter(**report["interpreter"]),

@@ -55,12 +55,12 @@ def _emit_drift(drift: Drift, fmt: DriftFormat) -> None:
 def _live_snapshot(expected: Snapshot, python: str | None, via: str | None = None) -> Snapshot:
     """Measure the live environment the way ``expected`` was measured."""
     from envguard.capture import capture_snapshot, request_like
-    from envguard.probe import resolve_python
+    from envguard.probe import recorded_python, resolve_python
 
     if via:
         from envguard.capture.hosts import split_via
 
-        remote = python or expected.interpreter.executable
+        remote = python or str(recorded_python(expected.interpreter.executable, remote=True))
         return capture_snapshot(request_like(expected, python=remote, via=split_via(via)))
     if expected.via:
         # Never run a command a snapshot file names: it may come from a pull request.
@@ -68,15 +68,7 @@ def _live_snapshot(expected: Snapshot, python: str | None, via: str | None = Non
             f"{expected.name} was captured --via {expected.via!r}",
             hint="pass --via yourself to measure that environment again",
         )
-    if python:
-        target = resolve_python(python)
-    else:
-        target = Path(expected.interpreter.executable)
-        if not target.exists():
-            raise UsageError(
-                f"{target}: the snapshot's interpreter no longer exists",
-                hint="pass --python PATH to compare another interpreter or venv",
-            )
+    target = resolve_python(python) if python else recorded_python(expected.interpreter.executable)
     label = f"--python {python}" if python else f"the snapshot's interpreter {target}"
     return capture_snapshot(request_like(expected, python=target, python_label=label))
 

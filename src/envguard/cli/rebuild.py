@@ -41,7 +41,7 @@ def _plan_options(
     base_python: str | None,
     check_paths: bool,
 ) -> Any:
-    from envguard.plan import DEFAULT_TORCH_INDEX, PlanOptions
+    from envguard.plan import PlanOptions
     from envguard.rebuild import build_paths
     from envguard.tools import find_uv
 
@@ -63,7 +63,7 @@ def _plan_options(
         offline=offline,
         no_index=no_index,
         skip_editables=skip_editables,
-        torch_index=torch_index or DEFAULT_TORCH_INDEX,
+        torch_index=torch_index,
         base_python=base_python,
         check_paths=check_paths,
     )
@@ -125,6 +125,10 @@ def rebuild(
     )
     if in_place and not options.venv.is_dir():
         fail(f"--venv {venv}: no such venv to sync in place")
+    if execute:
+        from envguard.rebuild import check_target
+
+        check_target(options.venv, label=f"--venv {venv}")
     the_plan = make_plan(snap, options)
     if not execute:
         if format is PlanFormat.json:
@@ -150,8 +154,8 @@ def _execute_rebuild(
 
     err = console(stderr=True)
     venv = Path(the_plan.venv)
-    for stale in remove_stale(venv):
-        err.print(f"removed {stale} left by an interrupted rebuild", markup=False)
+    for line in remove_stale(venv):
+        err.print(line, markup=False)
     skipped = frozenset(s.split(" ", 1)[0] for s in the_plan.skipped)
     with err.status("rebuilding") as status:
         outcome = execute(

@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
@@ -30,6 +31,20 @@ _PAYLOAD = (
     "sys.argv = ['envguard-probe', {args!r}]\n"
     "exec(compile({source!r}, '<envguard-probe>', 'exec'), {{'__name__': '__main__'}})\n"
 )
+# Probes running now (their process group ids), so an interrupt can stop them all.
+_RUNNING: set[int] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+def kill_running() -> None:
+    """Kill every probe still running (and whatever its prefix started): Ctrl-C on a fleet."""
+    with _RUNNING_LOCK:
+        groups = list(_RUNNING)
+    for pgid in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
 # What a remote interpreter path may contain: it may pass through a remote shell unquoted.
 _SAFE_PYTHON = re.compile(r"^[A-Za-z0-9_./+-]+$")
 
@@ -95,6 +110,46 @@ def resolve_python(
     )
 
 
+_PYTHON_NAME = re.compile(r"^(python|pypy)[0-9.]*$")
+
+
+def recorded_python(
+    executable: str,
+    *,
+    remote: bool = False,
+    cwd: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Path:
+    """The interpreter a snapshot names, if it is safe to run without the user naming it.
+
+    A snapshot may come from a pull request, so the path it records must look like a
+    Python, and locally must not lie inside the current directory (a checkout an attacker
+    could fill) unless it is the interpreter envguard would pick by default anyway.
+    """
+    path = Path(executable)
+    hint = "pass --python PATH to say which interpreter to measure"
+    if not path.is_absolute() or not _PYTHON_NAME.match(path.name):
+        raise UsageError(
+            f"{executable!r}: the snapshot's interpreter is not a python path", hint=hint
+        )
+    if remote:
+        return path
+    if not path.exists():
+        raise UsageError(f"{path}: the snapshot's interpreter no longer exists", hint=hint)
+    cwd = (Path.cwd() if cwd is None else cwd).absolute()
+    if path.absolute().is_relative_to(cwd):
+        try:
+            default = resolve_python(None, environ=environ, cwd=cwd)
+        except UsageError:
+            default = None
+        if default is None or os.path.abspath(default) != os.path.abspath(path):
+            raise UsageError(
+                f"{path}: the snapshot names an interpreter inside this directory",
+                hint=f"pass --python {path} if you trust it",
+            )
+    return path
+
+
 def probe_payload(args: Mapping[str, Any]) -> str:
     """The program sent on stdin: version check, then the probe with its arguments."""
     return _PAYLOAD.format(args=json.dumps(dict(args), sort_keys=True), source=probe_source())
@@ -131,6 +186,8 @@ def run_probe(
     except OSError as exc:
         what = "the prefix" if prefix else "it as a Python interpreter"
         raise ProbeError(f"{label}: cannot run {what} ({exc.strerror or exc})") from None
+    with _RUNNING_LOCK:
+        _RUNNING.add(proc.pid)
     with proc:
         try:
             stdout, stderr = proc.communicate(probe_payload(args), timeout=timeout)
@@ -143,6 +200,9 @@ def run_probe(
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             raise
+        finally:
+            with _RUNNING_LOCK:
+                _RUNNING.discard(proc.pid)
     return parse_probe_output(proc.returncode, stdout, stderr, label=label, remote=bool(prefix))
 
 

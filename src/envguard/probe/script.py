@@ -75,7 +75,14 @@ SECRET_WORDS = (
 )
 REDACTED = "<redacted>"
 
-_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^@/\s]*)@")
+# Greedy up to the last "@" of the authority: a password may itself contain "@".
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s?#]*)@")
+# Query parameters that carry credentials (?token=..., S3's X-Amz-Signature=...).
+_SECRET_QUERY = re.compile(
+    r"(?P<key>[?&][^=&#\s]*(?:token|key|secret|passw|signature|sig|credential|auth)"
+    r"[^=&#\s]*=)[^&#\s]*",
+    re.IGNORECASE,
+)
 # Files an installer writes itself: they differ between two installs of one wheel.
 _INSTALLER_FILES = frozenset(
     ("INSTALLER", "REQUESTED", "RECORD", "direct_url.json", "uv_cache.json")
@@ -96,7 +103,32 @@ def redact_url(url: str) -> str:
             return str(match.group(0))
         return scheme
 
-    return _URL_USERINFO.sub(_strip, url)
+    url = _URL_USERINFO.sub(_strip, url)
+    return _SECRET_QUERY.sub(lambda m: m.group("key") + REDACTED, url) if "=" in url else url
+
+
+def redact_argv(argv: List[str]) -> List[str]:
+    """A command line fit to record: URL credentials, NAME=secret and --secret VALUE hidden."""
+    out: List[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        if " " in arg:  # a quoted command line inside one argument (--via, --then)
+            out.append(" ".join(redact_argv(arg.split(" "))))
+            continue
+        name, sep, _value = arg.partition("=")
+        bare = name.lstrip("-")
+        if sep and bare and is_secret_name(bare.replace("-", "_")):
+            out.append(name + "=" + REDACTED)
+        elif arg.startswith("-") and not sep and is_secret_name(bare.replace("-", "_")):
+            out.append(arg)
+            hide_next = True
+        else:
+            out.append(redact_url(arg))
+    return out
 
 
 def secret_digest(name: str, value: str) -> str:

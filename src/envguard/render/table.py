@@ -15,6 +15,11 @@ from envguard.plan import Plan
 from envguard.units import human_size
 
 
+def _row(table: Table, *cells: str | Text) -> None:
+    """Add a row whose strings are shown as written: snapshot text is never rich markup."""
+    table.add_row(*(Text(c) if isinstance(c, str) else c for c in cells))
+
+
 def torch_label(snap: Snapshot) -> str:
     """``2.11.0+cu128 (cuda 12.8)``, or ``-`` without torch."""
     if snap.torch is None:
@@ -51,30 +56,28 @@ def show_snapshot(snap: Snapshot, console: Console) -> None:
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
     head.add_column()
-    head.add_row("snapshot", f"{snap.name}  ({snap.created.isoformat()}, {snap.user}@{snap.host})")
-    head.add_row(
-        "interpreter", f"{i.implementation} {i.version} {i.machine} {i.libc or ''}".rstrip()
-    )
-    head.add_row("", i.executable + ("  (venv)" if i.is_venv else ""))
-    head.add_row("packages", str(sum(not p.shadowed for p in snap.packages)))
-    head.add_row("torch", torch_label(snap))
+    _row(head, "snapshot", f"{snap.name}  ({snap.created.isoformat()}, {snap.user}@{snap.host})")
+    _row(head, "interpreter", f"{i.implementation} {i.version} {i.machine} {i.libc or ''}".rstrip())
+    _row(head, "", i.executable + ("  (venv)" if i.is_venv else ""))
+    _row(head, "packages", str(sum(not p.shadowed for p in snap.packages)))
+    _row(head, "torch", torch_label(snap))
     if snap.torch is not None:
         stack = [
             f"{k} {v}"
             for k in ("cudnn", "nccl", "cublas", "triton")
             if (v := getattr(snap.torch, k))
         ]
-        head.add_row("", ", ".join(stack) or "no cudnn/nccl/triton distributions")
+        _row(head, "", ", ".join(stack) or "no cudnn/nccl/triton distributions")
     a = snap.accelerator
     accel = (
         f"driver {a.driver}, {a.count} x {a.gpus[0]}"
         if a.gpus
         else (f"driver {a.driver}" if a.driver else "none")
     )
-    head.add_row("accelerator", accel + (f", nvcc {a.nvcc}" if a.nvcc else ""))
-    head.add_row("metrics", metrics_label(snap.metrics))
+    _row(head, "accelerator", accel + (f", nvcc {a.nvcc}" if a.nvcc else ""))
+    _row(head, "metrics", metrics_label(snap.metrics))
     if snap.note:
-        head.add_row("note", snap.note)
+        _row(head, "note", snap.note)
     console.print(head)
     if snap.repos:
         table = Table("repo", "head", "branch", "state", title="repos", title_justify="left")
@@ -82,12 +85,12 @@ def show_snapshot(snap: Snapshot, console: Console) -> None:
             state = "dirty" if r.dirty else "clean"
             if r.untracked:
                 state += f", {r.untracked} untracked"
-            table.add_row(r.path, (r.head or "-")[:12], r.branch or "(detached)", state)
+            _row(table, r.path, (r.head or "-")[:12], r.branch or "(detached)", state)
         console.print(table)
     if snap.files:
         table = Table("file", "sha256", "size", title="files", title_justify="left")
         for f in snap.files:
-            table.add_row(f.path, (f.sha256 or "-")[:16], human_size(f.size or 0))
+            _row(table, f.path, (f.sha256 or "-")[:16], human_size(f.size or 0))
         console.print(table)
     if snap.caches:
         table = Table(
@@ -95,7 +98,7 @@ def show_snapshot(snap: Snapshot, console: Console) -> None:
         )
         for c in snap.caches:
             state = "missing" if not c.exists else ("unreadable" if not c.readable else "present")
-            table.add_row(c.kind, c.path, state, human_size(c.bytes), str(c.files))
+            _row(table, c.kind, c.path, state, human_size(c.bytes), str(c.files))
         console.print(table)
     for warning in snap.warnings:
         console.print(f"warning: {warning}", markup=False)
@@ -113,9 +116,10 @@ def list_table(rows: list[tuple[Path, Snapshot | None, str | None]], console: Co
     table = Table("name", "created", "torch", "packages", "metrics")
     for path, snap, error in rows:
         if snap is None:
-            table.add_row(path.stem, "-", f"unreadable: {error}", "-", "-")
+            _row(table, path.stem, "-", f"unreadable: {error}", "-", "-")
             continue
-        table.add_row(
+        _row(
+            table,
             snap.name,
             _age(snap.created),
             torch_label(snap),
@@ -137,8 +141,12 @@ def drift_table(drift: Drift, console: Console) -> None:
         table = Table("severity", "section", "change", "what", show_lines=False)
         for level, changes in iter_sections(drift):
             for c in changes:
-                table.add_row(
-                    f"[{_STYLE[level.value]}]{level.value}[/]", c.section, c.kind, Text(c.message)
+                _row(
+                    table,
+                    Text(level.value, style=_STYLE[level.value]),
+                    c.section,
+                    c.kind,
+                    Text(c.message),
                 )
         console.print(table)
     console.print(summary(drift), markup=False)
@@ -159,7 +167,7 @@ def plan_table(plan: Plan, console: Console) -> None:
     )
     table = Table("#", "step", "command")
     for i, step in enumerate(plan.steps, 1):
-        table.add_row(str(i), Text(step.purpose), Text(shlex.join(step.argv)))
+        _row(table, str(i), Text(step.purpose), Text(shlex.join(step.argv)))
     console.print(table)
     for f in plan.files:
         count = sum(1 for line in f.content.splitlines() if line and not line.startswith("#"))
@@ -180,16 +188,17 @@ def fleet_table(report: FleetReport, console: Console) -> None:
         return
     groups = Table("group", "hosts", "count", title="environments", title_justify="left")
     for g in report.groups:
-        groups.add_row(g.fingerprint, Text(_hosts(g.hosts)), str(len(g.hosts)))
+        _row(groups, g.fingerprint, Text(_hosts(g.hosts)), str(len(g.hosts)))
     console.print(groups)
     table = Table("item", "value", "hosts", "", title="what differs", title_justify="left")
     for d in report.differences:
         for i, v in enumerate(d.values):
-            table.add_row(
+            _row(
+                table,
                 Text(d.item if i == 0 else ""),
                 Text(v.value),
                 Text(_hosts(v.hosts)),
-                "[bold red]odd one out[/]" if v.odd else "",
+                Text("odd one out", style="bold red") if v.odd else "",
             )
     console.print(table)
     against = f" (against {report.baseline})" if report.baseline else ""
