@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
+# envguard uses no pydantic plugin; looking for them costs an entry-point scan per start.
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
 from datetime import datetime
 from enum import Enum
 from typing import Annotated, Literal
@@ -16,7 +21,8 @@ Line = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f]*$")]
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: a schema is built when a model is first used, not at every start-up.
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class Interpreter(Model):

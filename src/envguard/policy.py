@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from fnmatch import fnmatchcase
+from fnmatch import translate
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -68,14 +71,22 @@ class Policy:
     source: str | None = None  # the pyproject.toml it came from
 
     def is_critical_package(self, name: str) -> bool:
-        return any(fnmatchcase(name, pattern) for pattern in self.critical_packages)
+        return _matcher(self.critical_packages)(name) is not None
 
     def ignores_package(self, name: str) -> bool:
-        return any(fnmatchcase(name, pattern) for pattern in self.ignore_packages)
+        return bool(self.ignore_packages) and _matcher(self.ignore_packages)(name) is not None
 
     def level(self, section: str, kind: str, default: Severity) -> Severity:
         """The severity for a change, after user overrides."""
         return self.severity.get(f"{section}.{kind}", self.severity.get(section, default))
+
+
+@lru_cache(maxsize=32)
+def _matcher(patterns: tuple[str, ...]) -> Callable[[str], re.Match[str] | None]:
+    """One compiled regex for a list of fnmatch patterns (a diff asks once per package)."""
+    if not patterns:
+        return lambda _name: None
+    return re.compile("|".join(f"(?:{translate(p)})" for p in patterns)).match
 
 
 def parse_fail_on(value: str, *, where: str = "--fail-on") -> Severity | None:

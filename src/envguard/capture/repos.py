@@ -10,8 +10,16 @@ from envguard.models import Repo
 from envguard.probe.script import redact_url
 
 
+def _inside_git(path: Path) -> bool:
+    """A cheap look for a .git entry upward, so gitpython is imported only when it is used."""
+    here = path.absolute()
+    return any((folder / ".git").exists() for folder in (here, *here.parents))
+
+
 def find_work_tree(path: Path) -> Path | None:
     """The top of the git work tree holding ``path``, or None."""
+    if not _inside_git(path):
+        return None
     import git
 
     try:

@@ -112,6 +112,8 @@ def snapshot(
 
 
 def _print_warnings(snap: Snapshot, *, prefix: str = "") -> None:
+    if not snap.warnings:
+        return  # no rich import on the common path
     err = console(stderr=True)
     for warning in snap.warnings[:10]:
         err.print(f"warning: {prefix}{warning}", markup=False)
