@@ -42,6 +42,7 @@ class Outcome:
     venv: Path
     backup: Path | None = None
     verified: Drift | None = None
+    live: Snapshot | None = None  # the rebuilt venv as verification measured it
     notes: list[str] = field(default_factory=list)
 
 
@@ -197,25 +198,31 @@ def run_step(step: Step, *, on_line: Callable[[str], None] | None = None) -> Non
         raise ActionError(f"step '{step.purpose}' failed (exit {proc.returncode}): {last}")
 
 
-def verify(snapshot: Snapshot, python: Path, *, ignore: frozenset[str] = frozenset()) -> Drift:
-    """The packages and interpreter of ``python`` against ``snapshot``: no change above info."""
-    from envguard.capture import CaptureRequest, capture_snapshot
+def verify(
+    snapshot: Snapshot, python: Path, *, ignore: frozenset[str] = frozenset()
+) -> tuple[Drift, Snapshot]:
+    """The packages and interpreter of ``python`` against ``snapshot`` (must be info at most),
+    and the live measurement itself, which also holds the snapshot's repos, files and caches.
+    """
+    from envguard.capture import capture_snapshot, request_like
     from envguard.diff import diff
     from envguard.policy import SECTIONS, Policy
 
-    live = capture_snapshot(
-        CaptureRequest(
-            python=python,
-            name=f"{snapshot.name}-rebuilt",
-            default_caches=False,
-            include_cwd_repo=False,
-        )
-    )
+    live = capture_snapshot(request_like(snapshot, python=python))
     policy = Policy(
         ignore_sections=tuple(s for s in SECTIONS if s not in VERIFY_SECTIONS),
         ignore_packages=tuple(sorted(ignore)),
     )
-    return diff(snapshot, live, policy)
+    drift = diff(snapshot, live, policy)
+    # Built from source here (VCS, local dir): bytes differ between builds, so only a
+    # wheel from an index must match its fingerprint.
+    built = {p.name for p in snapshot.packages if p.source.kind in ("vcs", "dir", "editable")}
+    kept = tuple(
+        c
+        for c in drift.changes
+        if not (c.section == "packages" and c.kind == "content_changed" and c.name in built)
+    )
+    return drift.model_copy(update={"changes": kept}), live
 
 
 def execute(
@@ -245,7 +252,9 @@ def execute(
                 current = step.purpose
                 status(f"[{i}/{total}] {step.purpose}")
                 if step.kind == "verify":
-                    drift = verify(snapshot, (build or venv) / "bin" / "python", ignore=ignore)
+                    drift, outcome.live = verify(
+                        snapshot, (build or venv) / "bin" / "python", ignore=ignore
+                    )
                     outcome.verified = drift
                     bad = [c for c in drift.changes if c.severity.rank > Severity.info.rank]
                     if bad:
@@ -319,15 +328,13 @@ def _check_python(venv: Path, outcome: Outcome) -> None:
     raise ActionError(f"the rebuilt venv's python does not start: {proc.stderr.strip()[-200:]}")
 
 
-def not_restored(snapshot: Snapshot, venv: Path) -> list[str]:
+def not_restored(snapshot: Snapshot, live: Snapshot) -> list[str]:
     """What the snapshot knows but a rebuild does not restore: repos, files, caches."""
-    from envguard.capture import capture_snapshot, request_like
     from envguard.diff import diff
     from envguard.plan import restore_hints
     from envguard.policy import SECTIONS, Policy
 
     kept = ("repos", "files", "caches")
-    live = capture_snapshot(request_like(snapshot, python=venv / "bin" / "python"))
     rest = diff(snapshot, live, Policy(ignore_sections=tuple(s for s in SECTIONS if s not in kept)))
     return restore_hints(rest.changes, snapshot)
 

@@ -174,7 +174,7 @@ def _execute_rebuild(
         typer.echo(f"the previous venv is kept at {outcome.backup}")
     for note in outcome.notes:
         typer.echo(note)
-    for hint in not_restored(snap, venv):
+    for hint in not_restored(snap, outcome.live) if outcome.live else ():
         typer.echo(f"not restored: {hint}")
     if then:
         typer.echo(f"running: {shlex.join(then)}")
