@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-SCHEMA_VERSION = 1
+from envguard import SCHEMA_VERSION
 
 MetricValue = int | float | str
 # One line of text: snapshots are untrusted, and these fields end up in messages and files.

@@ -204,7 +204,7 @@ def verify(
     """The packages and interpreter of ``python`` against ``snapshot`` (must be info at most),
     and the live measurement itself, which also holds the snapshot's repos, files and caches.
     """
-    from envguard.capture import capture_snapshot, request_like
+    from envguard.capture.snapshot import capture_snapshot, request_like
     from envguard.diff import diff
     from envguard.policy import SECTIONS, Policy
 

@@ -7,9 +7,13 @@ import os
 import re
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from envguard import SCHEMA_VERSION
 from envguard.errors import SnapshotError, UsageError
-from envguard.models import SCHEMA_VERSION, Snapshot
+
+if TYPE_CHECKING:
+    from envguard.models import Snapshot
 
 SNAPSHOT_DIR = "snapshots"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -32,6 +36,8 @@ def dumps(snapshot: Snapshot) -> str:
 def loads(text: str, *, source: str) -> Snapshot:
     """A Snapshot from JSON text; SnapshotError naming ``source`` when it is not one."""
     from pydantic import ValidationError
+
+    from envguard.models import Snapshot
 
     try:  # the fast path: pydantic parses and validates in one pass
         snap = Snapshot.model_validate_json(text)

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from envguard import store
-from envguard.capture import CaptureRequest, capture_snapshot
+from envguard.capture.request import CaptureRequest
+from envguard.capture.snapshot import capture_snapshot
 from envguard.errors import UsageError
 from envguard.models import Snapshot
 from factories import (

@@ -1,10 +1,6 @@
-"""Turn probe output plus git, files and caches into a Snapshot."""
+"""Turn probe output plus git, files and caches into a Snapshot.
 
-from envguard.capture.snapshot import (
-    CaptureRequest,
-    capture_snapshot,
-    parse_metric,
-    request_like,
-)
-
-__all__ = ["CaptureRequest", "capture_snapshot", "parse_metric", "request_like"]
+request.py checks what to capture and starts the probe (no pydantic import, so the probe
+runs while the models load); snapshot.py assembles the Snapshot; hosts.py captures through
+command prefixes and many hosts at once.
+"""

@@ -8,7 +8,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from envguard.capture.snapshot import CaptureRequest, capture_snapshot
+from envguard.capture.request import CaptureRequest
+from envguard.capture.snapshot import capture_snapshot
 from envguard.errors import EnvguardError, UsageError
 from envguard.models import Snapshot
 from envguard.probe.runner import kill_running

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from envguard.errors import UsageError
-from envguard.models import Repo
+
+if TYPE_CHECKING:
+    from envguard.models import Repo
 from envguard.probe.script import redact_url
 
 
@@ -34,6 +37,8 @@ def find_work_tree(path: Path) -> Path | None:
 def capture_repo(path: Path) -> Repo:
     """A Repo model for the work tree at ``path``; UsageError if it is not one."""
     import git
+
+    from envguard.models import Repo
 
     try:
         repo = git.Repo(path)

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import shlex
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from envguard import __version__
 from envguard.capture.repos import capture_repo, find_work_tree
+from envguard.capture.request import CaptureRequest, StartedCapture, start_capture
 from envguard.capture.sources import package_from_probe, torch_from_probe
 from envguard.errors import UsageError
 from envguard.models import (
@@ -18,36 +17,11 @@ from envguard.models import (
     Cache,
     FileDigest,
     Interpreter,
-    MetricValue,
     Package,
     Repo,
     Snapshot,
 )
-from envguard.probe.runner import run_probe
 from envguard.probe.script import redact_argv
-
-
-@dataclass(frozen=True)
-class CaptureRequest:
-    """What to measure: the interpreter plus the repos, files and caches around it."""
-
-    python: Path | str
-    name: str
-    python_label: str | None = None  # how the user named it, for error messages
-    via: tuple[str, ...] = ()  # a command prefix that reaches the target (ssh, docker exec)
-    timeout: float | None = None
-    # strict: a missing --file or --repo is the user's mistake (exit 2); not strict (a live
-    # side measured like a snapshot): it is drift, recorded as missing for diff to report.
-    strict: bool = True
-    repos: tuple[Path, ...] = ()
-    files: tuple[str, ...] = ()
-    caches: tuple[tuple[str, str], ...] = ()
-    default_caches: bool = True
-    include_cwd_repo: bool = True
-    cwd: Path = field(default_factory=Path.cwd)
-    metrics: dict[str, MetricValue] = field(default_factory=dict)
-    note: str | None = None
-    command: tuple[str, ...] = ()
 
 
 def request_like(
@@ -75,21 +49,6 @@ def request_like(
     )
 
 
-def parse_metric(text: str) -> tuple[str, MetricValue]:
-    """``KEY=VALUE`` from --metric; numbers become numbers."""
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise UsageError(f"--metric {text!r}: expected KEY=VALUE, e.g. tok_s=21500")
-    value = value.strip()
-    try:
-        number = float(value)
-    except ValueError:
-        return key.strip(), value
-    if number != number or number in (float("inf"), float("-inf")):
-        return key.strip(), value  # NaN and infinities are not JSON numbers
-    return key.strip(), int(number) if number.is_integer() and "." not in value else number
-
-
 def _editable_repos(packages: tuple[Package, ...]) -> list[Path]:
     found = []
     for pkg in packages:
@@ -98,22 +57,6 @@ def _editable_repos(packages: tuple[Package, ...]) -> list[Path]:
             if top is not None:
                 found.append(top)
     return found
-
-
-def _user_repos(request: CaptureRequest) -> list[Path]:
-    """The work trees named by --repo; UsageError, before anything slow, for a bad one."""
-    tops: list[Path] = []
-    if request.via:
-        return tops  # remote paths: the probe checks them on the far side
-    for path in request.repos:
-        full = request.cwd / path
-        top = find_work_tree(full) if full.is_dir() else None
-        if top is None and request.strict:
-            what = "no such directory" if not full.is_dir() else "not a git work tree"
-            raise UsageError(f"--repo {path}: {what}")
-        if top is not None:
-            tops.append(top)
-    return tops
 
 
 def _remote_repos(request: CaptureRequest, report: dict[str, Any]) -> tuple[Repo, ...]:
@@ -158,42 +101,15 @@ def _caches(report: dict[str, Any]) -> tuple[Cache, ...]:
     return tuple(caches[key] for key in sorted(caches))
 
 
-def probe_args(request: CaptureRequest) -> dict[str, Any]:
-    """The probe's one argument: which files to hash and which caches to walk."""
-    files = []
-    for path in request.files:
-        if not os.path.isabs(os.path.expanduser(path)):
-            path = str(request.cwd / path)
-        files.append(path)
-    caches = [
-        {"kind": kind, "path": path if os.path.isabs(path) else str(request.cwd / path)}
-        for kind, path in request.caches
-    ]
-    args: dict[str, Any] = {"caches": caches, "default_caches": request.default_caches}
-    if request.via:  # remote paths stay as given: the far side resolves them
-        args.update(
-            files=list(request.files),
-            caches=[{"kind": kind, "path": path} for kind, path in request.caches],
-            git=True,
-            repos=[str(p) for p in request.repos],
-            editable_repos=True,
-        )
-    else:
-        args["files"] = files
-    return args
-
-
 def capture_snapshot(request: CaptureRequest) -> Snapshot:
     """Measure everything ``request`` names and return it as a Snapshot."""
-    user_repos = _user_repos(request)
-    report = run_probe(
-        request.python,
-        probe_args(request),
-        label=request.python_label,
-        prefix=request.via,
-        timeout=request.timeout,
-    )
-    return snapshot_from_report(report, request, user_repos=user_repos)
+    return finish_capture(start_capture(request))
+
+
+def finish_capture(started: StartedCapture) -> Snapshot:
+    """Wait for a started capture's probe and assemble its Snapshot."""
+    report = started.probe.result()
+    return snapshot_from_report(report, started.request, user_repos=started.user_repos)
 
 
 def snapshot_from_report(

@@ -60,15 +60,15 @@ def snapshot(
     from datetime import datetime, timezone
 
     from envguard import store
-    from envguard.capture import CaptureRequest, capture_snapshot, parse_metric
-    from envguard.capture.hosts import split_via
+    from envguard.capture.request import CaptureRequest, parse_metric, start_capture
     from envguard.probe import resolve_python
+    from envguard.tools import split_command
 
     snap_name = (
         store.validate_name(name) if name else datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     )
     metrics = dict(parse_metric(m) for m in metric or [])
-    prefix = split_via(via) if via else ()
+    prefix = split_command(via, option="--via") if via else ()
     if hosts is None and any("{host}" in t for t in prefix):
         fail("--via contains {host}: pass --hosts to say which hosts")
     if prefix:
@@ -95,7 +95,11 @@ def snapshot(
     target = Path(out) if out and out != "-" else Path(store.SNAPSHOT_DIR) / f"{snap_name}.json"
     if out != "-" and "{host}" not in str(target):
         store.check_target(target, force=force)  # fail before the slow capture
-    snap = capture_snapshot(request)
+    started = start_capture(request)
+    # The probe runs while the models (pydantic) load: that import is most of our start-up.
+    from envguard.capture.snapshot import finish_capture
+
+    snap = finish_capture(started)
     text = store.dumps(snap)
     _print_warnings(snap)
     if out == "-":

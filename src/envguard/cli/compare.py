@@ -54,7 +54,7 @@ def _emit_drift(drift: Drift, fmt: DriftFormat) -> None:
 
 def _live_snapshot(expected: Snapshot, python: str | None, via: str | None = None) -> Snapshot:
     """Measure the live environment the way ``expected`` was measured."""
-    from envguard.capture import capture_snapshot, request_like
+    from envguard.capture.snapshot import capture_snapshot, request_like
     from envguard.probe import recorded_python, resolve_python
 
     if via:

@@ -162,6 +162,81 @@ def probe_argv(python: str, *, prefix: Sequence[str] = ()) -> list[str]:
     return [*prefix, python, "-I", "-"]
 
 
+class ProbeRun:
+    """A probe started in the background, so it works while envguard imports its own heavy
+    modules; ``result()`` waits for its report (or raises ProbeError)."""
+
+    def __init__(
+        self,
+        python: Path | str,
+        args: Mapping[str, Any],
+        *,
+        label: str | None = None,
+        prefix: Sequence[str] = (),
+        timeout: float | None = None,
+    ) -> None:
+        self.label = label or (f"--via {shlex.join(prefix)}" if prefix else f"--python {python}")
+        self.remote = bool(prefix)
+        self.timeout = timeout
+        argv = probe_argv(str(python), prefix=prefix)
+        try:
+            # Its own session, so a timeout kills the whole chain (ssh, pct exec, ...) at once.
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            what = "the prefix" if prefix else "it as a Python interpreter"
+            raise ProbeError(f"{self.label}: cannot run {what} ({exc.strerror or exc})") from None
+        with _RUNNING_LOCK:
+            _RUNNING.add(self.proc.pid)
+        self._feeder = threading.Thread(target=self._feed, args=(probe_payload(args),), daemon=True)
+        self._feeder.start()
+
+    def _feed(self, payload: str) -> None:
+        stdin = self.proc.stdin
+        assert stdin is not None
+        try:
+            stdin.write(payload)
+        except (OSError, ValueError):
+            pass  # the target ended early: result() reports what it said
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                stdin.close()
+
+    def _kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def result(self) -> dict[str, Any]:
+        """Wait for the report; ProbeError quoting the target's own last line."""
+        proc = self.proc
+        try:
+            self._feeder.join(self.timeout)
+            if self._feeder.is_alive():
+                raise subprocess.TimeoutExpired(proc.args, self.timeout or 0)
+            proc.stdin = None  # fed and closed by the feeder
+            stdout, stderr = proc.communicate(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            self._kill()
+            proc.communicate()
+            raise ProbeError(f"{self.label}: no answer within {self.timeout:g}s") from None
+        except BaseException:
+            self._kill()
+            proc.communicate()
+            raise
+        finally:
+            with _RUNNING_LOCK:
+                _RUNNING.discard(proc.pid)
+        return parse_probe_output(
+            proc.returncode, stdout, stderr, label=self.label, remote=self.remote
+        )
+
+
 def run_probe(
     python: Path | str,
     args: Mapping[str, Any],
@@ -171,39 +246,7 @@ def run_probe(
     timeout: float | None = None,
 ) -> dict[str, Any]:
     """Run the probe in ``python`` (through ``prefix``) and return its report, or ProbeError."""
-    label = label or (f"--via {shlex.join(prefix)}" if prefix else f"--python {python}")
-    argv = probe_argv(str(python), prefix=prefix)
-    try:
-        # Its own session, so a timeout kills the whole chain (ssh, pct exec, ...) at once.
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        what = "the prefix" if prefix else "it as a Python interpreter"
-        raise ProbeError(f"{label}: cannot run {what} ({exc.strerror or exc})") from None
-    with _RUNNING_LOCK:
-        _RUNNING.add(proc.pid)
-    with proc:
-        try:
-            stdout, stderr = proc.communicate(probe_payload(args), timeout=timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            raise ProbeError(f"{label}: no answer within {timeout:g}s") from None
-        except BaseException:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            raise
-        finally:
-            with _RUNNING_LOCK:
-                _RUNNING.discard(proc.pid)
-    return parse_probe_output(proc.returncode, stdout, stderr, label=label, remote=bool(prefix))
+    return ProbeRun(python, args, label=label, prefix=prefix, timeout=timeout).result()
 
 
 def _last_line(text: str) -> str:
