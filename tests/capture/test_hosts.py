@@ -21,7 +21,7 @@ set -o pipefail
 host="$1"; shift
 case "$host" in
   gpu-down) echo "ssh: connect to host $host port 22: Connection refused" >&2; exit 255;;
-  gpu-hang) exec sleep 60;;
+  gpu-hang*) exec sleep 60;;
 esac
 home="$FAKE_HOSTS/$host"
 [ -d "$home" ] || { echo "ssh: Could not resolve hostname $host" >&2; exit 255; }
@@ -186,3 +186,40 @@ def test_hostfile_and_placeholder_rules(fake_hosts: Path, in_tmp: Path) -> None:
     assert code == 2 and "pass --hosts" in err
     code, _, err = invoke("snapshot", "--via", "ssh gpu01", "--hosts", "gpu01", "--name", "z")
     assert code == 2 and "needs {host} in --via" in err
+
+
+def test_ctrl_c_stops_a_fleet_capture_promptly(fake_hosts: Path, in_tmp: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "envguard",
+            "snapshot",
+            "--via",
+            "ssh {host}",
+            "--hosts",
+            "gpu-hang,gpu-hang2,gpu-hang3",
+            "--jobs",
+            "2",
+            "--timeout",
+            "60",
+            "--name",
+            "c",
+        ],
+        env={**os.environ, "FAKE_HOSTS": str(fake_hosts)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.5)
+    start = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=30)
+    assert time.monotonic() - start < 10  # not the hosts' 60 s timeout
+    assert proc.returncode != 0
+    assert not list(in_tmp.glob("snapshots/c/*.json"))  # no host finished: nothing written
