@@ -294,6 +294,8 @@ def execute(
                 if not p.in_place
                 else f"{venv} may be partly synced; run the rebuild again"
             )
+            if current.startswith("create a fresh venv"):
+                exc.hint += f"; --base-python PATH picks another Python {p.python} interpreter"
         raise
     finally:
         if build is not None:

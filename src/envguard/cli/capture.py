@@ -199,6 +199,8 @@ def list_(
             rows.append((path, store.load(path), None))
         except EnvguardError as exc:
             rows.append((path, None, exc.message))
+    # Newest first by when each run was recorded (a clone resets file times); unreadable last.
+    rows.sort(key=lambda row: row[1].created.timestamp() if row[1] else float("-inf"), reverse=True)
     if format is OutputFormat.json:
         from envguard.render.json import snapshot_list
 
