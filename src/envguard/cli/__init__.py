@@ -4,8 +4,6 @@ One module per family of commands: capture (snapshot, show, list), compare (diff
 fleet), rebuild (rebuild, export). This module holds the app and what they share.
 """
 
-from __future__ import annotations
-
 import sys
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -64,7 +62,7 @@ def _root(
     """Snapshot, diff and rebuild ML training environments."""
 
 
-def console(*, stderr: bool = False) -> Console:
+def console(*, stderr: bool = False) -> "Console":
     from rich.console import Console
 
     return Console(stderr=stderr, highlight=False, soft_wrap=False)

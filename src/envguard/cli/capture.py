@@ -1,7 +1,5 @@
 """`envguard snapshot`, `show` and `list`."""
 
-from __future__ import annotations
-
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -115,7 +113,7 @@ def snapshot(
     typer.echo(f"wrote {target}: {snapshot_summary_line(snap)}")
 
 
-def _print_warnings(snap: Snapshot, *, prefix: str = "") -> None:
+def _print_warnings(snap: "Snapshot", *, prefix: str = "") -> None:
     if not snap.warnings:
         return  # no rich import on the common path
     err = console(stderr=True)

@@ -1,7 +1,5 @@
 """`envguard diff`, `check` and `fleet`."""
 
-from __future__ import annotations
-
 import sys
 from enum import Enum
 from pathlib import Path
@@ -24,7 +22,7 @@ class DriftFormat(str, Enum):
     github = "github"
 
 
-def _emit_drift(drift: Drift, fmt: DriftFormat) -> None:
+def _emit_drift(drift: "Drift", fmt: DriftFormat) -> None:
     import os
 
     if fmt is DriftFormat.json:
@@ -52,7 +50,7 @@ def _emit_drift(drift: Drift, fmt: DriftFormat) -> None:
         drift_table(drift, console())
 
 
-def _live_snapshot(expected: Snapshot, python: str | None, via: str | None = None) -> Snapshot:
+def _live_snapshot(expected: "Snapshot", python: str | None, via: str | None = None) -> "Snapshot":
     """Measure the live environment the way ``expected`` was measured."""
     from envguard.capture.snapshot import capture_snapshot, request_like
     from envguard.probe import recorded_python, resolve_python
@@ -73,7 +71,9 @@ def _live_snapshot(expected: Snapshot, python: str | None, via: str | None = Non
     return capture_snapshot(request_like(expected, python=target, python_label=label))
 
 
-def _policy_and_threshold(fail_on: str | None, only: list[str] | None = None) -> tuple[Policy, Any]:
+def _policy_and_threshold(
+    fail_on: str | None, only: list[str] | None = None
+) -> tuple["Policy", Any]:
     from dataclasses import replace
 
     from envguard.policy import SECTIONS, load_policy, parse_fail_on

@@ -1,7 +1,5 @@
 """`envguard rebuild` and `export`."""
 
-from __future__ import annotations
-
 import sys
 from enum import Enum
 from pathlib import Path
@@ -146,7 +144,7 @@ def rebuild(
 
 
 def _execute_rebuild(
-    the_plan: Any, snap: Snapshot, *, no_backup: bool, then: tuple[str, ...] | None
+    the_plan: Any, snap: "Snapshot", *, no_backup: bool, then: tuple[str, ...] | None
 ) -> None:
     import shlex
 
