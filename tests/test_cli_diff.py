@@ -158,9 +158,14 @@ def test_recorded_interpreter_is_only_run_when_it_is_safe(
     evil.parent.mkdir()
     evil.write_text("#!/bin/sh\ntouch pwned\n")
     evil.chmod(0o755)
+    alias = in_tmp.parent / f"{in_tmp.name}-alias"  # a spelling from outside, same files
+    alias.symlink_to(in_tmp)
     for executable, message in [
-        (str(evil), "is not a python path"),
-        (str(in_tmp / "tools" / "python"), "inside this directory"),
+        (f"{alias}/tools/python", "inside this checkout"),
+        (str(evil), "is not a plain python path"),
+        (str(in_tmp / "tools" / "python"), "inside this checkout"),
+        ("/proc/self/cwd/tools/python", "is not a plain python path"),
+        (f"{in_tmp}/tools/../tools/python", "is not a plain python path"),
     ]:
         (in_tmp / "tools" / "python").write_text("#!/bin/sh\ntouch pwned\n")
         (in_tmp / "tools" / "python").chmod(0o755)

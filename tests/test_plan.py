@@ -90,6 +90,7 @@ def test_torch_variants_route_to_their_index_only(tmp_path: Path) -> None:
         "uv",
         "venv",
         "--relocatable",
+        "--allow-existing",
         "--python",
         "3.11.7",
         str(tmp_path / ".venv.build"),

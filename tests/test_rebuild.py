@@ -385,20 +385,25 @@ def test_execute_refuses_a_target_that_is_not_a_venv(good: Path, in_tmp: Path) -
 
 
 def test_a_venv_displaced_by_a_killed_swap_is_kept_not_deleted(in_tmp: Path) -> None:
+    import os
+
     from envguard.rebuild import MARKER, remove_stale
 
     venv = in_tmp / ".venv"
     venv.mkdir()
     dead = 2**22 + 12345  # no such pid
-    displaced = in_tmp / f".venv.envguard-build-{dead}"
+    host = os.uname().nodename
+    other_node = in_tmp / f".venv.envguard-build-{dead + 2}@another-node"
+    other_node.mkdir()  # a rebuild running on another node sharing this file system
+    displaced = in_tmp / f".venv.envguard-build-{dead}@{host}"
     displaced.mkdir()
     (displaced / "pyvenv.cfg").write_text("home = /usr/bin\n")
-    half_built = in_tmp / f".venv.envguard-build-{dead + 1}"
+    half_built = in_tmp / f".venv.envguard-build-{dead + 1}@{host}"
     half_built.mkdir()
     (half_built / "pyvenv.cfg").write_text("home = /usr/bin\n")
     (half_built / MARKER).touch()
     lines = remove_stale(venv)
-    assert not half_built.exists() and not displaced.exists()
+    assert not half_built.exists() and not displaced.exists() and other_node.exists()
     kept = in_tmp / f".venv.envguard-backup-recovered-{dead}"
     assert (kept / "pyvenv.cfg").is_file()
     assert any("kept" in line for line in lines)

@@ -49,6 +49,17 @@ PYPI_TORCH_CUDA = {
     "2.8": "12.8",
     "2.9": "12.8",
 }
+# Index settings from the environment that would add sources to the torch variant step.
+INDEX_VARIABLES = (
+    "UV_INDEX",
+    "UV_INDEX_URL",
+    "UV_DEFAULT_INDEX",
+    "UV_EXTRA_INDEX_URL",
+    "UV_FIND_LINKS",
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "PIP_FIND_LINKS",
+)
 _NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 _PY_VERSION = re.compile(r"^\d+\.\d+\.\d+((a|b|rc)\d+)?$")
 _COMMIT = re.compile(r"^[0-9a-fA-F]{7,64}$")
@@ -92,6 +103,7 @@ class Step(Model):
     kind: StepKind
     purpose: str
     argv: tuple[str, ...]
+    unset_env: tuple[str, ...] = ()  # variables removed from the step's environment
 
 
 class PlanFile(Model):
@@ -321,7 +333,16 @@ def plan(snapshot: Snapshot, options: PlanOptions) -> Plan:
             Step(
                 kind="venv",
                 purpose=f"create a fresh venv with Python {request}",
-                argv=(uv, "venv", "--relocatable", "--python", request, str(target)),
+                # --allow-existing: the executor marks the build dir as its own first.
+                argv=(
+                    uv,
+                    "venv",
+                    "--relocatable",
+                    "--allow-existing",
+                    "--python",
+                    request,
+                    str(target),
+                ),
             )
         )
     steps.append(
@@ -429,7 +450,8 @@ def shell_script(p: Plan) -> str:
             out.append(f"if [ -e {q(p.venv)} ]; then mv {q(p.venv)} {backup}; fi")
             out.append(f"mv {q(p.build)} {q(p.venv)}")
         else:
-            out.append(shlex.join(step.argv))
+            unset = [arg for var in step.unset_env for arg in ("-u", var)]
+            out.append(shlex.join(["env", *unset, *step.argv] if unset else step.argv))
     return "\n".join(out) + "\n"
 
 

@@ -47,12 +47,16 @@ class Outcome:
 
 
 def build_paths(venv: Path, pid: int | None = None) -> tuple[Path, Path]:
-    """(build dir, plan dir): hidden siblings of ``venv`` on the same file system."""
-    pid = os.getpid() if pid is None else pid
+    """(build dir, plan dir): hidden siblings of ``venv`` on the same file system, named
+    by pid and host (a home on NFS is shared: another node's pid means nothing here)."""
+    owner = f"{os.getpid() if pid is None else pid}@{_HOST}"
     return (
-        venv.parent / f"{_hidden(venv)}{BUILD_MARK}{pid}",
-        venv.parent / f"{_hidden(venv)}{PLAN_MARK}{pid}",
+        venv.parent / f"{_hidden(venv)}{BUILD_MARK}{owner}",
+        venv.parent / f"{_hidden(venv)}{PLAN_MARK}{owner}",
     )
+
+
+_HOST = os.uname().nodename
 
 
 def _hidden(venv: Path) -> str:
@@ -88,9 +92,10 @@ def remove_stale(venv: Path) -> list[str]:
     if not venv.parent.is_dir():
         return done
     for mark in (BUILD_MARK, PLAN_MARK):
-        for path in venv.parent.glob(f"{_hidden(venv)}{mark}*"):
-            pid = path.name.rsplit("-", 1)[-1]
-            if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+        prefix = f"{_hidden(venv)}{mark}"
+        for path in venv.parent.glob(f"{prefix}*"):
+            pid, _, host = path.name[len(prefix) :].partition("@")
+            if host != _HOST or not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
                 continue
             displaced = (
                 mark == BUILD_MARK
@@ -107,29 +112,43 @@ def remove_stale(venv: Path) -> list[str]:
     return done
 
 
-@contextlib.contextmanager
-def _signals_raise() -> Iterator[None]:
-    """Turn SIGTERM (a kill) into an exception so cleanup runs, as SIGINT already does."""
+class _SignalGate:
+    """SIGINT and SIGTERM raise Interrupted, except inside critical(), where they wait for
+    its end. Blocking them with pthread_sigmask would not do: another thread (rich's status
+    refresher) can take the signal, and Python still runs the handler in the main thread."""
 
-    def handler(signum: int, frame: FrameType | None) -> None:
+    def __init__(self) -> None:
+        self.depth = 0
+        self.pending: int | None = None
+
+    def handler(self, signum: int, frame: FrameType | None) -> None:
+        if self.depth:
+            self.pending = signum
+            return
         raise Interrupted(signal.Signals(signum).name)
 
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    @contextlib.contextmanager
+    def critical(self) -> Iterator[None]:
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+        if not self.depth and self.pending is not None:
+            signum, self.pending = self.pending, None
+            raise Interrupted(signal.Signals(signum).name)
+
+
+@contextlib.contextmanager
+def _signals_raise() -> Iterator[_SignalGate]:
+    """Turn SIGTERM (a kill) into an exception so cleanup runs, as SIGINT already does."""
+    gate = _SignalGate()
+    previous = {s: signal.signal(s, gate.handler) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        yield
+        yield gate
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
-
-
-@contextlib.contextmanager
-def _signals_blocked() -> Iterator[None]:
-    mask = {signal.SIGINT, signal.SIGTERM}
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, mask)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -152,7 +171,8 @@ def _exchange(a: Path, b: Path) -> bool:
 
 
 def swap_in(build: Path, venv: Path, *, stamp: str) -> Path | None:
-    """Put ``build`` at ``venv``; the old venv moves to a timestamped backup (returned)."""
+    """Put ``build`` at ``venv``; the old venv moves to a timestamped backup (returned).
+    Call it inside _SignalGate.critical(): nothing may stop it halfway."""
     if not venv.exists():
         build.rename(venv)
         return None
@@ -161,17 +181,18 @@ def swap_in(build: Path, venv: Path, *, stamp: str) -> Path | None:
     if _exchange(build, venv):
         build.rename(backup)  # ``build`` now holds the old venv
         return backup
-    with _signals_blocked():  # two renames: never stop between them
-        venv.rename(backup)
-        build.rename(venv)
+    venv.rename(backup)  # no atomic exchange here: two renames (callers hold signals)
+    build.rename(venv)
     return backup
 
 
 def run_step(step: Step, *, on_line: Callable[[str], None] | None = None) -> None:
     """Run one argv step, streaming its output; ActionError with uv's own error line."""
     tail: list[str] = []
+    env = {k: v for k, v in os.environ.items() if k not in step.unset_env}
     with subprocess.Popen(
         list(step.argv),
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -243,7 +264,7 @@ def execute(
     total = len(p.steps)
     current = "prepare"
     try:
-        with _signals_raise():
+        with _signals_raise() as gate:
             for folder in plan_dirs:
                 folder.mkdir(parents=True, exist_ok=True)
             for f in p.files:
@@ -265,15 +286,16 @@ def execute(
                 elif step.kind == "swap":
                     assert build is not None
                     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-                    with _signals_blocked():  # a signal now waits until the books are right
+                    with gate.critical():  # a signal now waits until the books are right
                         outcome.backup = swap_in(build, venv, stamp=stamp)
                         build = None  # it is the working venv now: never clean it up
                         swapped = True
-                    _check_python(venv, outcome)
+                        _check_python(venv, outcome)
                 else:
-                    run_step(step, on_line=on_line)
                     if step.kind == "venv" and build is not None:
+                        build.mkdir(parents=True)  # ours from the first moment: marked
                         (build / MARKER).touch()
+                    run_step(step, on_line=on_line)
     except Interrupted as exc:
         if swapped:
             raise ActionError(
@@ -298,7 +320,7 @@ def execute(
                 exc.hint += f"; --base-python PATH picks another Python {p.python} interpreter"
         raise
     finally:
-        if build is not None:
+        if build is not None and (build / MARKER).exists():  # only ever a build of ours
             shutil.rmtree(build, ignore_errors=True)
         for folder in plan_dirs:
             if PLAN_MARK in folder.name:
@@ -323,9 +345,8 @@ def _check_python(venv: Path, outcome: Outcome) -> None:
     if outcome.backup is not None:
         failed = venv.parent / f"{venv.name}.envguard-failed"
         shutil.rmtree(failed, ignore_errors=True)
-        with _signals_blocked():
-            venv.rename(failed)
-            outcome.backup.rename(venv)
+        venv.rename(failed)  # inside the caller's critical section
+        outcome.backup.rename(venv)
         outcome.backup = None
     raise ActionError(f"the rebuilt venv's python does not start: {proc.stderr.strip()[-200:]}")
 

@@ -128,23 +128,40 @@ def recorded_python(
     """
     path = Path(executable)
     hint = "pass --python PATH to say which interpreter to measure"
-    if not path.is_absolute() or not _PYTHON_NAME.match(path.name):
+    if (
+        not path.is_absolute()
+        or not _PYTHON_NAME.match(path.name)
+        or ".." in path.parts
+        or path.parts[1:2] == ("proc",)
+    ):
         raise UsageError(
-            f"{executable!r}: the snapshot's interpreter is not a python path", hint=hint
+            f"{executable!r}: the snapshot's interpreter is not a plain python path", hint=hint
         )
     if remote:
         return path
     if not path.exists():
         raise UsageError(f"{path}: the snapshot's interpreter no longer exists", hint=hint)
     cwd = (Path.cwd() if cwd is None else cwd).absolute()
-    if path.absolute().is_relative_to(cwd):
+    # The places a checkout (a pull request) can fill: this directory and its git work tree,
+    # compared on resolved paths so a symlinked spelling cannot slip past.
+    roots = {os.path.realpath(cwd)}
+    from envguard.capture.repos import find_work_tree
+
+    top = find_work_tree(cwd)
+    if top is not None:
+        roots.add(os.path.realpath(top))
+    spellings = {os.path.normpath(os.path.abspath(path)), os.path.realpath(path)}
+    inside = any(s == r or s.startswith(r.rstrip("/") + "/") for s in spellings for r in roots)
+    if inside:
         try:
             default = resolve_python(None, environ=environ, cwd=cwd)
         except UsageError:
             default = None
-        if default is None or os.path.abspath(default) != os.path.abspath(path):
+        if default is None or os.path.normpath(os.path.abspath(default)) != os.path.normpath(
+            os.path.abspath(path)
+        ):
             raise UsageError(
-                f"{path}: the snapshot names an interpreter inside this directory",
+                f"{path}: the snapshot names an interpreter inside this checkout",
                 hint=f"pass --python {path} if you trust it",
             )
     return path
@@ -187,6 +204,7 @@ class ProbeRun:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
+                errors="replace",  # an ssh banner or a shell error need not be UTF-8
                 start_new_session=True,
             )
         except OSError as exc:
@@ -212,6 +230,17 @@ class ProbeRun:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
 
+    def _reap(self) -> None:
+        """Kill the probe's group and collect it, never waiting long on inherited pipes."""
+        self._kill()
+        try:
+            self.proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:  # a descendant in another session holds the pipes
+            for pipe in (self.proc.stdout, self.proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+            self.proc.wait()
+
     def result(self) -> dict[str, Any]:
         """Wait for the report; ProbeError quoting the target's own last line."""
         proc = self.proc
@@ -222,12 +251,10 @@ class ProbeRun:
             proc.stdin = None  # fed and closed by the feeder
             stdout, stderr = proc.communicate(timeout=self.timeout)
         except subprocess.TimeoutExpired:
-            self._kill()
-            proc.communicate()
+            self._reap()
             raise ProbeError(f"{self.label}: no answer within {self.timeout:g}s") from None
         except BaseException:
-            self._kill()
-            proc.communicate()
+            self._reap()
             raise
         finally:
             with _RUNNING_LOCK:

@@ -77,9 +77,10 @@ REDACTED = "<redacted>"
 
 # Greedy up to the last "@" of the authority: a password may itself contain "@".
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s?#]*)@")
+_BARE_USERINFO = re.compile(r"(?<![\w/:@.-])[^\s:/@]+:[^\s/@]+@(?=[\w.\[-])")
 # Query parameters that carry credentials (?token=..., S3's X-Amz-Signature=...).
 _SECRET_QUERY = re.compile(
-    r"(?P<key>[?&][^=&#\s]*(?:token|key|secret|passw|signature|sig|credential|auth)"
+    r"(?P<key>[?&#][^=&#\s]*(?:token|key|secret|passw|signature|sig|credential|auth)"
     r"[^=&#\s]*=)[^&#\s]*",
     re.IGNORECASE,
 )
@@ -104,6 +105,8 @@ def redact_url(url: str) -> str:
         return scheme
 
     url = _URL_USERINFO.sub(_strip, url)
+    if "@" in url and ":" in url:  # a proxy written without a scheme: user:password@host
+        url = _BARE_USERINFO.sub("", url)
     return _SECRET_QUERY.sub(lambda m: m.group("key") + REDACTED, url) if "=" in url else url
 
 
@@ -111,11 +114,24 @@ def redact_argv(argv: List[str]) -> List[str]:
     """A command line fit to record: URL credentials, NAME=secret and --secret VALUE hidden."""
     out: List[str] = []
     hide_next = False
+    previous = ""
     for arg in argv:
         if hide_next:
             out.append(REDACTED)
             hide_next = False
+            previous = arg
             continue
+        # sshpass -p PASSWORD, an HTTP "Authorization: Bearer TOKEN" header
+        if (previous.endswith("sshpass") and arg == "-p") or arg.strip("'\"").lower() in (
+            "bearer",
+            "basic",
+            "token",
+        ):
+            out.append(arg)
+            hide_next = True
+            previous = arg
+            continue
+        previous = arg
         if " " in arg:  # a quoted command line inside one argument (--via, --then)
             out.append(" ".join(redact_argv(arg.split(" "))))
             continue
@@ -367,7 +383,7 @@ def _literal_assignments(source: str) -> Dict[str, Any]:
         if name in _TORCH_KEYS and name not in values:
             try:
                 values[name] = _literal(raw)
-            except (ValueError, SyntaxError):
+            except Exception:  # an odd version.py must not stop the snapshot
                 pass
     return values
 
@@ -460,7 +476,16 @@ def _finish(started: Optional[Tuple[int, int]], timeout: float = 15.0) -> Option
                 chunks.append(data)
     finally:
         os.close(fd)
-    _, status = os.waitpid(pid, 0)
+    while True:  # stdout is closed; the tool may still hang: wait no longer than the deadline
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            timed_out = True
+            os.kill(pid, 9)
+            _, status = os.waitpid(pid, 0)
+            break
+        time.sleep(0.005)
     if timed_out or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
         return None
     return b"".join(chunks).decode("utf-8", "replace")
