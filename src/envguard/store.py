@@ -82,16 +82,20 @@ def resolve(ref: str, *, root: Path | None = None) -> Path:
     raise SnapshotError(f"{ref}: no such snapshot file or name in {SNAPSHOT_DIR}/")
 
 
-def load(ref: str | Path, *, root: Path | None = None) -> Snapshot:
-    """Load a snapshot by path or name."""
-    path = resolve(str(ref), root=root)
+def read(path: Path) -> str:
+    """A snapshot file's text; SnapshotError naming it when it cannot be read."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise SnapshotError(
             f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})"
         ) from None
-    return loads(text, source=str(path))
+
+
+def load(ref: str | Path, *, root: Path | None = None) -> Snapshot:
+    """Load a snapshot by path or name."""
+    path = resolve(str(ref), root=root)
+    return loads(read(path), source=str(path))
 
 
 def list_snapshots(*, root: Path | None = None) -> list[Path]:
@@ -105,12 +109,17 @@ def list_snapshots(*, root: Path | None = None) -> list[Path]:
 
 def newest(*, root: Path | None = None) -> Path:
     """The snapshot created last (by its `created` field: a clone resets file times)."""
-    best: tuple[str, Path] | None = None
+    from datetime import datetime, timezone
+
+    best: tuple[datetime, Path] | None = None
     for path in list_snapshots(root=root):
-        try:
-            created = load(path).created.isoformat()
-        except SnapshotError:
+        try:  # plain JSON: no model needed to read one timestamp
+            raw = json.loads(read(path))
+            created = datetime.fromisoformat(str(raw["created"]).replace("Z", "+00:00"))
+        except (SnapshotError, ValueError, KeyError, TypeError):
             continue  # an unreadable one is never "the newest good run"
+        if created.tzinfo is None:
+            created = created.replace(tzinfo=timezone.utc)
         if best is None or created > best[0]:
             best = (created, path)
     if best is None:

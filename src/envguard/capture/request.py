@@ -16,7 +16,7 @@ from envguard.errors import UsageError
 from envguard.probe.runner import ProbeRun
 
 if TYPE_CHECKING:
-    from envguard.models import MetricValue
+    from envguard.models import MetricValue, Snapshot
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,82 @@ def probe_args(request: CaptureRequest) -> dict[str, Any]:
     else:
         args["files"] = files
     return args
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What a snapshot says about how it was measured: enough to measure again.
+
+    Built from a validated Snapshot, or straight from its JSON so that `envguard diff` can
+    start the probe before pydantic loads (the file is still validated in full after).
+    """
+
+    name: str
+    executable: str
+    via: str | None = None
+    repos: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+    caches: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, snapshot: Snapshot) -> Recorded:
+        return cls(
+            name=snapshot.name,
+            executable=snapshot.interpreter.executable,
+            via=snapshot.via,
+            repos=tuple(r.path for r in snapshot.repos),
+            files=tuple(f.path for f in snapshot.files),
+            caches=tuple((c.kind, c.path) for c in snapshot.caches),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Recorded | None:
+        """The same from raw JSON; None when it is not plainly shaped (validation explains)."""
+        import json
+
+        try:
+            raw = json.loads(text)
+            recorded = cls(
+                name=_text(raw["name"]),
+                executable=_text(raw["interpreter"]["executable"]),
+                via=None if raw.get("via") is None else _text(raw["via"]),
+                repos=tuple(_text(r["path"]) for r in raw.get("repos", [])),
+                files=tuple(_text(f["path"]) for f in raw.get("files", [])),
+                caches=tuple((_text(c["kind"]), _text(c["path"])) for c in raw.get("caches", [])),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+        return recorded
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(value)
+    return value
+
+
+def request_like(
+    recorded: Recorded,
+    *,
+    python: Path | str,
+    python_label: str | None = None,
+    cwd: Path | None = None,
+    via: tuple[str, ...] = (),
+) -> CaptureRequest:
+    """A request that measures the live side exactly as the snapshot was measured."""
+    return CaptureRequest(
+        python=python,
+        python_label=python_label,
+        via=via,
+        name=recorded.name + "-live",
+        repos=tuple(Path(r) for r in recorded.repos),
+        files=recorded.files,
+        caches=recorded.caches,
+        default_caches=False,
+        include_cwd_repo=False,
+        cwd=cwd or Path.cwd(),
+        strict=False,
+    )
 
 
 @dataclass

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from envguard import __version__
+from envguard.capture import request
 from envguard.capture.repos import capture_repo, find_work_tree
-from envguard.capture.request import CaptureRequest, StartedCapture, start_capture
+from envguard.capture.request import CaptureRequest, Recorded, StartedCapture, start_capture
 from envguard.capture.sources import package_from_probe, torch_from_probe
 from envguard.errors import UsageError
 from envguard.models import (
@@ -33,19 +34,8 @@ def request_like(
     via: tuple[str, ...] = (),
 ) -> CaptureRequest:
     """A request that measures the live side exactly as ``snapshot`` was measured."""
-    return CaptureRequest(
-        python=python,
-        python_label=python_label,
-        via=via,
-        name=snapshot.name + "-live",
-        repos=tuple(Path(r.path) for r in snapshot.repos),
-        files=tuple(f.path for f in snapshot.files),
-        caches=tuple((c.kind, c.path) for c in snapshot.caches),
-        default_caches=False,
-        include_cwd_repo=False,
-        cwd=cwd or Path.cwd(),
-        metrics=dict(snapshot.metrics),
-        strict=False,
+    return request.request_like(
+        Recorded.of(snapshot), python=python, python_label=python_label, cwd=cwd, via=via
     )
 
 

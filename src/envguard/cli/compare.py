@@ -50,25 +50,47 @@ def _emit_drift(drift: "Drift", fmt: DriftFormat) -> None:
         drift_table(drift, console())
 
 
-def _live_snapshot(expected: "Snapshot", python: str | None, via: str | None = None) -> "Snapshot":
-    """Measure the live environment the way ``expected`` was measured."""
-    from envguard.capture.snapshot import capture_snapshot, request_like
+def _live_request(recorded: Any, python: str | None, via: str | None) -> Any:
+    """How to measure the live side as ``recorded`` was measured (a CaptureRequest)."""
+    from envguard.capture.request import request_like
     from envguard.probe import recorded_python, resolve_python
+    from envguard.tools import split_command
 
     if via:
-        from envguard.capture.hosts import split_via
-
-        remote = python or str(recorded_python(expected.interpreter.executable, remote=True))
-        return capture_snapshot(request_like(expected, python=remote, via=split_via(via)))
-    if expected.via:
+        remote = python or str(recorded_python(recorded.executable, remote=True))
+        return request_like(recorded, python=remote, via=split_command(via, option="--via"))
+    if recorded.via:
         # Never run a command a snapshot file names: it may come from a pull request.
         raise UsageError(
-            f"{expected.name} was captured --via {expected.via!r}",
+            f"{recorded.name} was captured --via {recorded.via!r}",
             hint="pass --via yourself to measure that environment again",
         )
-    target = resolve_python(python) if python else recorded_python(expected.interpreter.executable)
+    target = resolve_python(python) if python else recorded_python(recorded.executable)
     label = f"--python {python}" if python else f"the snapshot's interpreter {target}"
-    return capture_snapshot(request_like(expected, python=target, python_label=label))
+    return request_like(recorded, python=target, python_label=label)
+
+
+def _expected_and_live(
+    path: Path, python: str | None, via: str | None
+) -> tuple["Snapshot", "Snapshot"]:
+    """Load the snapshot and measure the live side, the probe running while pydantic loads."""
+    from envguard import store
+    from envguard.capture.request import Recorded, start_capture
+
+    text = store.read(path)
+    recorded = Recorded.from_json(text)
+    started = start_capture(_live_request(recorded, python, via)) if recorded else None
+    try:
+        expected = store.loads(text, source=str(path))
+        if started is None:
+            started = start_capture(_live_request(Recorded.of(expected), python, via))
+        from envguard.capture.snapshot import finish_capture
+
+        return expected, finish_capture(started)
+    except BaseException:
+        if started is not None:
+            started.probe.cancel()
+        raise
 
 
 def _policy_and_threshold(
@@ -98,11 +120,15 @@ def _compare(
     via: str | None = None,
 ) -> None:
     from envguard import store
+
+    path = store.resolve(snapshot_ref) if snapshot_ref else store.newest()
+    if against:
+        expected, actual = store.load(path), store.load(against)
+    else:
+        expected, actual = _expected_and_live(path, python, via)
     from envguard.diff import diff as compute
 
     policy, threshold = _policy_and_threshold(fail_on, only)
-    expected = store.load(snapshot_ref if snapshot_ref else store.newest())
-    actual = store.load(against) if against else _live_snapshot(expected, python, via)
     drift = compute(expected, actual, policy)
     _emit_drift(drift, fmt)
     raise typer.Exit(1 if drift.reaches(threshold) else 0)

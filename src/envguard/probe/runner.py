@@ -230,6 +230,14 @@ class ProbeRun:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
 
+    def cancel(self) -> None:
+        """Stop the probe: its result is no longer wanted."""
+        try:
+            self._reap()
+        finally:
+            with _RUNNING_LOCK:
+                _RUNNING.discard(self.proc.pid)
+
     def _reap(self) -> None:
         """Kill the probe's group and collect it, never waiting long on inherited pipes."""
         self._kill()
