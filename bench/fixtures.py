@@ -273,3 +273,53 @@ def snapshot_pair(n: int = 5000, changed: float = 0.05) -> tuple[Snapshot, Snaps
             if kind == 3:
                 actual.append(package(n + i, "0.1.0", f"fp-new-{i}"))  # added
     return snap("good", expected), snap("live", actual)
+
+
+def fleet_snapshots(folder: Path, hosts: int = 1000, packages: int = 400) -> int:
+    """``hosts`` snapshot files of ``packages`` packages each, three hosts odd (another NCCL,
+    an extra package, another env value); returns how many were written."""
+    from envguard import store
+    from envguard.models import Package
+
+    base, _ = snapshot_pair(packages, 0.05)  # the first of the pair: unchanged packages
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(hosts):
+        snap = base.model_copy(
+            update={"name": f"node{i:04d}", "host": f"node{i:04d}", "env": {"NCCL_ALGO": "Ring"}}
+        )
+        if i == 17:
+            snap = snap.model_copy(update={"env": {"NCCL_ALGO": "Tree"}})
+        if i == 404:
+            extra = Package(
+                name="sglang",
+                display_name="sglang",
+                version="0.4.0",
+                location="/venv/lib/python3.11/site-packages",
+            )
+            snap = snap.model_copy(update={"packages": (*snap.packages, extra)})
+        if i == 911:
+            bumped = tuple(
+                p.model_copy(update={"version": "9.9"}) if p.name == "pkg-00007" else p
+                for p in snap.packages
+            )
+            snap = snap.model_copy(update={"packages": bumped})
+        (folder / f"node{i:04d}.json").write_text(store.dumps(snap))
+    return hosts
+
+
+FAKE_SSH = """#!/bin/sh
+# ssh HOST COMMAND...: host N answers after a latency of its own, then runs the command.
+host="$1"; shift
+n="${host#node}"
+sleep "0.$(( (n % 16) * 3 + 5 ))"
+exec sh -c "$*"
+"""
+
+
+def fake_ssh(folder: Path, hosts: int) -> tuple[Path, float, float]:
+    """A fake `ssh` on a PATH folder; returns (folder, slowest latency, sum of latencies)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "ssh").write_text(FAKE_SSH)
+    (folder / "ssh").chmod(0o755)
+    latencies = [((n % 16) * 3 + 5) / 100 for n in range(hosts)]
+    return folder, max(latencies), sum(latencies)

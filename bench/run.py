@@ -40,7 +40,7 @@ from measure import (
 )
 
 T = TypeVar("T")
-GROUPS = ("inspect", "walk", "diff", "rebuild")
+GROUPS = ("inspect", "walk", "diff", "rebuild", "fleet")
 PROBE_ARGS = {"files": [], "caches": [], "default_caches": False}
 
 
@@ -103,6 +103,15 @@ TARGETS = (
         "uv sync",
         "ratio_at_most",
         1.3,
+    ),
+    Target("fleet", "fleet of 1,000 x 400 packages", "envguard fleet", None, "seconds_under", 3.0),
+    Target(
+        "fleet",
+        "capture 64 hosts, --jobs 16, vs the sum of their latencies",
+        "envguard snapshot --hosts",
+        "sum of host latencies",
+        "ratio_at_most",
+        0.25,
     ),
     Target(
         "rebuild",
@@ -223,6 +232,61 @@ def diff_group(repeats: int, report: Report) -> None:
     changes = len(diff(expected, actual).changes)
     report.notes.append(f"in-process diff: 5,000 packages, {changes} changes found")
     report.timings["diff()"] = measure_call("diff()", lambda: diff(expected, actual), repeats)
+
+
+def fleet_group(tools: Tools, work: Path, repeats: int, report: Report) -> None:
+    """`envguard fleet` over 1,000 snapshots; parallel capture of 64 fake ssh hosts."""
+    folder = work / "fleet"
+    fixtures.fleet_snapshots(folder)
+    env = fixtures.bench_env(work, tools)
+    fleet = static(
+        "envguard fleet",
+        [tools.envguard, "fleet", str(folder), "--format", "json"],
+        cwd=work,
+        env=env,
+        ok=(1,),
+    )
+    found = subprocess.run(
+        [tools.envguard, "fleet", str(folder), "--format", "json"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    odd = json.loads(found.stdout)["odd_hosts"]  # exit 1: the hosts disagree, as built
+    report.notes.append(f"fleet: 1,000 snapshots, odd ones out found: {', '.join(odd)}")
+    bindir, slowest, total = fixtures.fake_ssh(work / "fake-bin", 64)
+    hosts = ",".join(f"node{i:02d}" for i in range(64))
+    ssh_env = {**env, "PATH": f"{bindir}:{env['PATH']}"}
+    python = str(tools.base_python)
+
+    def capture_steps(i: int) -> list[list[str]]:
+        return [
+            [
+                tools.envguard,
+                "snapshot",
+                "--via",
+                "ssh {host}",
+                "--python",
+                python,
+                "--hosts",
+                hosts,
+                "--jobs",
+                "16",
+                "--name",
+                f"run{i + 1}",
+            ]
+        ]
+
+    capture = Command("envguard snapshot --hosts", capture_steps, work, ssh_env)
+    report.timings.update(measure([fleet, capture], repeats, log=report.log))
+    # Not run: what one-at-a-time capture would cost in latency alone (a floor for it).
+    report.timings["sum of host latencies"] = Timing("sum of host latencies", [total])
+    report.notes.append(
+        f"fleet capture: 64 fake ssh hosts, latencies 0.05-{slowest:.2f} s (sum {total:.1f} s),"
+        " probes of this machine's python3; all 64 share its 2 cores"
+    )
 
 
 def _plan(
@@ -396,6 +460,9 @@ def main(argv: list[str] | None = None) -> int:
         if "diff" in groups:
             report.log("diff: in-process diff of two 5,000-package snapshots")
             attempt(report, "diff", lambda: diff_group(repeats, report))
+        if "fleet" in groups:
+            report.log("fleet: 1,000-snapshot comparison, 64-host parallel capture")
+            attempt(report, "fleet", lambda: fleet_group(tools, work, repeats, report))
         if "rebuild" in groups and tv is not None and snap is not None:
             report.log("rebuild: envguard rebuild vs uv venv + sync vs venv + pip install")
             attempt(

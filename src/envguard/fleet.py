@@ -93,21 +93,41 @@ def fingerprint(values: dict[str, str]) -> str:
 
 def compare(snapshots: dict[str, Snapshot], *, baseline: Snapshot | None = None) -> FleetReport:
     """Group hosts and list every item whose value is not the same everywhere."""
-    per_host = {host: items(snap) for host, snap in snapshots.items()}
+    return compare_items(
+        {host: items(snap) for host, snap in snapshots.items()},
+        baseline=items(baseline) if baseline is not None else None,
+        baseline_name=baseline.name if baseline is not None else None,
+    )
+
+
+def compare_items(
+    per_host: dict[str, dict[str, str]],
+    *,
+    baseline: dict[str, str] | None = None,
+    baseline_name: str | None = None,
+    fingerprints: dict[str, str] | None = None,
+) -> FleetReport:
+    """compare() over already-extracted items (a large fleet never holds all snapshots).
+
+    Hosts with one fingerprint hold the same items, so each item is read once per distinct
+    environment, not once per host: 1,000 nodes in a handful of groups cost a handful.
+    """
     hosts = tuple(sorted(per_host))
     groups: dict[str, list[str]] = defaultdict(list)
     for host in hosts:
-        groups[fingerprint(per_host[host])].append(host)
-    base = items(baseline) if baseline is not None else None
-    keys = set().union(*per_host.values()) if per_host else set()
+        fp = fingerprints[host] if fingerprints else fingerprint(per_host[host])
+        groups[fp].append(host)
+    sample = {fp: per_host[members[0]] for fp, members in groups.items()}
+    base = baseline
+    keys = set().union(*sample.values()) if sample else set()
     if base is not None:
         keys |= set(base)
     differences = []
     odd: set[str] = set()
     for key in sorted(keys):
         by_value: dict[str, list[str]] = defaultdict(list)
-        for host in hosts:
-            by_value[per_host[host].get(key, ABSENT)].append(host)
+        for fp, members in groups.items():
+            by_value[sample[fp].get(key, ABSENT)].extend(members)
         expected = base.get(key, ABSENT) if base is not None else None
         if len(by_value) == 1 and (expected is None or expected in by_value):
             continue
@@ -116,6 +136,7 @@ def compare(snapshots: dict[str, Snapshot], *, baseline: Snapshot | None = None)
         majority = [v for v, n in counts.items() if n == top]
         values = []
         for value, members in sorted(by_value.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            members.sort()
             if expected is not None:
                 is_odd = value != expected
             else:  # a tie has no majority: every side is suspect
@@ -130,5 +151,14 @@ def compare(snapshots: dict[str, Snapshot], *, baseline: Snapshot | None = None)
         groups=tuple(FleetGroup(fingerprint=fp, hosts=tuple(m)) for fp, m in ordered_groups),
         differences=tuple(differences),
         odd_hosts=tuple(sorted(odd)),
-        baseline=baseline.name if baseline is not None else None,
+        baseline=baseline_name,
     )
+
+
+def load_items(path: str) -> tuple[dict[str, str], str]:
+    """The fleet items of one snapshot file (loaded, validated, then let go) and their
+    fingerprint: what a worker process sends back, instead of a whole Snapshot."""
+    from envguard import store
+
+    found = items(store.load(path))
+    return found, fingerprint(found)

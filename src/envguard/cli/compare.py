@@ -93,6 +93,22 @@ def _expected_and_live(
         raise
 
 
+def _fleet_items(paths: list[Path]) -> list[tuple[dict[str, str], str]]:
+    """Each snapshot's fleet items; a big fleet is read by one process per core."""
+    import os
+
+    from envguard.fleet import load_items
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if len(paths) < 100 or not cores or cores < 2:
+        return [load_items(str(p)) for p in paths]
+    from concurrent.futures import ProcessPoolExecutor
+
+    first = load_items(str(paths[0]))  # builds the model schemas once, before the fork
+    with ProcessPoolExecutor(max_workers=min(cores, 8)) as pool:
+        return [first, *pool.map(load_items, [str(p) for p in paths[1:]], chunksize=32)]
+
+
 def _policy_and_threshold(
     fail_on: str | None, only: list[str] | None = None
 ) -> tuple["Policy", Any]:
@@ -221,7 +237,7 @@ def fleet(
 ) -> None:
     """Compare many hosts' snapshots: group identical ones, name the odd ones out."""
     from envguard import store
-    from envguard.fleet import compare
+    from envguard.fleet import compare_items, items
 
     paths: list[Path] = []
     for ref in refs:
@@ -236,8 +252,14 @@ def fleet(
     labels = [p.stem for p in paths]
     if len(set(labels)) != len(labels):
         labels = [str(p) for p in paths]
-    snapshots = {label: store.load(path) for label, path in zip(labels, paths, strict=True)}
-    report = compare(snapshots, baseline=store.load(baseline) if baseline else None)
+    loaded = dict(zip(labels, _fleet_items(paths), strict=True))
+    base = store.load(baseline) if baseline else None
+    report = compare_items(
+        {label: found for label, (found, _) in loaded.items()},
+        fingerprints={label: fp for label, (_, fp) in loaded.items()},
+        baseline=items(base) if base is not None else None,
+        baseline_name=base.name if base is not None else None,
+    )
     if format is FleetFormat.json:
         from envguard.render.json import fleet_json
 
