@@ -147,3 +147,15 @@ def test_shell_script_quotes_every_path(tmp_path: Path) -> None:
     script = shell_script(p)
     assert "'" + str(odd).replace("'", "'\"'\"'") + "'" in script
     assert "<<'ENVGUARD_EOF'" in script and "numpy==1.26.4" in script
+
+
+def test_shell_script_is_valid_bash(tmp_path: Path) -> None:
+    import subprocess
+
+    snap = snapshot([package("torch", "2.11.0+cu128"), package("numpy", "1.26.4")])
+    script = tmp_path / "rebuild.sh"
+    script.write_text(shell_script(plan(snap, options(tmp_path))))
+    proc = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    text = script.read_text()
+    assert "env -u UV_INDEX" in text and "--no-deps" in text  # the variant step stays pinned
