@@ -369,10 +369,12 @@ def plan(snapshot: Snapshot, options: PlanOptions) -> Plan:
             Step(
                 kind="install",
                 purpose=f"install the {variant} builds of {names} from {where} only",
+                # --no-config and no index variables: only the source named here applies.
                 argv=(
                     uv,
                     "pip",
                     "install",
+                    "--no-config",
                     "--python",
                     python_path,
                     "--no-deps",
@@ -380,6 +382,7 @@ def plan(snapshot: Snapshot, options: PlanOptions) -> Plan:
                     "-r",
                     path,
                 ),
+                unset_env=INDEX_VARIABLES,
             )
         )
     steps.append(
