@@ -101,7 +101,8 @@ def resolve_python(
         candidate = shutil.which("python3", path=entry) if entry else None
         if candidate is None:
             continue
-        if own is not None and Path(candidate).resolve().is_relative_to(own):
+        # The folder, resolved; not the file: a venv's python links out to its base Python.
+        if own is not None and Path(candidate).parent.resolve().is_relative_to(own):
             continue
         return Path(candidate)
     raise UsageError(

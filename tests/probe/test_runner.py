@@ -1,0 +1,59 @@
+"""Which interpreter envguard measures by default, and how the probe's answer is read."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from envguard.errors import ProbeError, UsageError
+from envguard.probe.runner import parse_probe_output, resolve_python
+
+
+def fake_python(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    exe = folder / "python3"
+    exe.write_text("#!/bin/sh\nexit 0\n")
+    exe.chmod(0o755)
+    return exe
+
+
+def test_envguards_own_venv_is_never_the_default_target(tmp_path: Path) -> None:
+    if sys.prefix == sys.base_prefix:
+        pytest.skip("the tests run outside a venv: there is no own venv to skip")
+    other = fake_python(tmp_path / "system-bin")
+    own_bin = Path(sys.prefix) / "bin"
+    environ = {"PATH": f"{own_bin}:{other.parent}"}
+    assert resolve_python(None, environ=environ, cwd=tmp_path) == other
+    # ... unless it is the active venv
+    active = {**environ, "VIRTUAL_ENV": sys.prefix}
+    assert resolve_python(None, environ=active, cwd=tmp_path).parent == own_bin
+
+
+def test_order_virtual_env_then_dot_venv_then_path(tmp_path: Path) -> None:
+    on_path = fake_python(tmp_path / "bin")
+    dot = fake_python(tmp_path / ".venv" / "bin")
+    active = fake_python(tmp_path / "active" / "bin")
+    environ = {"PATH": str(on_path.parent)}
+    assert (
+        resolve_python(None, environ=environ, cwd=tmp_path)
+        == tmp_path / ".venv" / "bin" / "python3"
+    )
+    assert (
+        resolve_python(
+            None, environ={**environ, "VIRTUAL_ENV": str(active.parent.parent)}, cwd=tmp_path
+        )
+        == active
+    )
+    dot.unlink()
+    assert resolve_python(None, environ=environ, cwd=tmp_path) == on_path
+    with pytest.raises(UsageError, match="no Python interpreter found"):
+        resolve_python(None, environ={"PATH": ""}, cwd=tmp_path / "bin")
+
+
+def test_probe_output_errors_quote_the_target() -> None:
+    with pytest.raises(ProbeError, match=r"--via ssh x: failed \(exit 255\): ssh: refused"):
+        parse_probe_output(255, "", "ssh: refused\n", label="--via ssh x", remote=True)
+    with pytest.raises(ProbeError, match="did not answer the probe"):
+        parse_probe_output(0, "hello", "", label="--python p")
