@@ -160,3 +160,14 @@ def test_the_probe_refuses_an_old_python_itself(in_tmp: Path, good_venv: Path) -
     code, _, err = invoke("snapshot", "--python", str(old), "--name", "old")
     assert code == 2 and "Python 3.7 is too old" in err
     assert not (in_tmp / "snapshots" / "old.json").exists()
+
+
+def test_out_with_host_placeholder_names_the_file_after_the_host(
+    in_tmp: Path, good_venv: Path
+) -> None:
+    import os
+
+    code, out, err = invoke("snapshot", "--out", "run/{host}.json")
+    assert code == 0, err
+    path = in_tmp / "run" / f"{os.uname().nodename}.json"
+    assert path.is_file() and f"wrote {path.relative_to(in_tmp)}" in out
