@@ -44,6 +44,13 @@ def _emit_drift(drift: "Drift", fmt: DriftFormat) -> None:
         if step_summary:
             with open(step_summary, "a", encoding="utf-8") as fh:
                 fh.write(drift_markdown(drift) + "\n")
+    elif not drift.changes:  # the common, clean case needs no table (nor rich's import)
+        from envguard.render.text import metrics_footer, summary
+
+        typer.echo(summary(drift))
+        footer = metrics_footer(drift)
+        if footer:
+            typer.echo(footer)
     else:
         from envguard.render.table import drift_table
 

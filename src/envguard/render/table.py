@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from envguard.fleet import FleetReport
-from envguard.models import Drift, MetricValue, Snapshot
-from envguard.plan import Plan
 from envguard.units import human_size
+
+if TYPE_CHECKING:
+    from envguard.fleet import FleetReport
+    from envguard.models import Drift, MetricValue, Snapshot
+    from envguard.plan import Plan
 
 
 def _row(table: Table, *cells: str | Text) -> None:
