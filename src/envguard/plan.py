@@ -320,10 +320,11 @@ def plan(snapshot: Snapshot, options: PlanOptions) -> Plan:
     workdir = options.workdir or target.parent
     python_path = str(target / "bin" / "python")
     uv = options.uv
+    every_pin = found.base + [line for group in found.variants.values() for line in group]
     files = [
         PlanFile(
             path=str(workdir / "requirements.txt"),
-            content=requirements_text(found.base, header="envguard rebuild: pinned packages"),
+            content=requirements_text(every_pin, header="envguard rebuild: pinned packages"),
         )
     ]
     steps: list[Step] = []
@@ -345,13 +346,6 @@ def plan(snapshot: Snapshot, options: PlanOptions) -> Plan:
                 ),
             )
         )
-    steps.append(
-        Step(
-            kind="sync",
-            purpose=f"install exactly the {len(found.base)} pinned packages, removing all else",
-            argv=(uv, "pip", "sync", "--python", python_path, *_index_args(options), files[0].path),
-        )
-    )
     for variant in sorted(found.variants):
         path = str(workdir / f"torch-{variant}.txt")
         files.append(
@@ -362,6 +356,8 @@ def plan(snapshot: Snapshot, options: PlanOptions) -> Plan:
                 ),
             )
         )
+        # First, and --no-deps from their own index: the sync after it finds them already
+        # installed at their pinned versions and keeps them; nothing else comes from here.
         source = variant_args(options, variant)
         where = "--find-links" if "--no-index" in source else variant_index(options, variant)
         names = ", ".join(_names(found.variants[variant]))
@@ -385,6 +381,13 @@ def plan(snapshot: Snapshot, options: PlanOptions) -> Plan:
                 unset_env=INDEX_VARIABLES,
             )
         )
+    steps.append(
+        Step(
+            kind="sync",
+            purpose=f"install exactly the {found.count} pinned packages, removing all else",
+            argv=(uv, "pip", "sync", "--python", python_path, *_index_args(options), files[0].path),
+        )
+    )
     steps.append(
         Step(
             kind="verify",
