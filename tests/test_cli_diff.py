@@ -188,3 +188,25 @@ def test_policy_values_of_the_wrong_type_are_exit_2(
         (in_tmp / "pyproject.toml").write_text(text)
         code, _, err = invoke("diff", "good")
         assert code == 2 and err.startswith("error: ") and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"schema_version": 99}, {"surprise": 1}, {"name": "bad\nname"}],
+)
+def test_plainly_shaped_but_invalid_snapshot_is_exit_2(
+    good_run: dict[str, Path], in_tmp: Path, change: dict[str, object]
+) -> None:
+    data = json.loads((in_tmp / "snapshots" / "good.json").read_text())
+    data.update(change)
+    (in_tmp / "odd.json").write_text(json.dumps(data))
+    code, _, err = invoke("diff", "odd.json")
+    assert code == 2, err
+    assert err.startswith("error: odd.json") and "Traceback" not in err
+
+
+def test_deeply_nested_json_is_exit_2(in_tmp: Path) -> None:
+    (in_tmp / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    for command in ("diff", "show"):
+        code, _, err = invoke(command, "deep.json")
+        assert code == 2 and "Traceback" not in err

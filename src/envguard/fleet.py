@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import Counter, defaultdict
 
 from envguard.models import Model, Snapshot
@@ -85,10 +86,9 @@ def items(snap: Snapshot) -> dict[str, str]:
 
 def fingerprint(values: dict[str, str]) -> str:
     """A stable hash of a host's items: equal environments, equal fingerprints."""
-    digest = hashlib.sha256()
-    for key in sorted(values):
-        digest.update(f"{key}\0{values[key]}\n".encode())
-    return digest.hexdigest()[:16]
+    # JSON, not a hand-made separator: no value can imitate another item.
+    text = json.dumps(sorted(values.items()), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
 def compare(snapshots: dict[str, Snapshot], *, baseline: Snapshot | None = None) -> FleetReport:

@@ -41,13 +41,15 @@ def loads(text: str, *, source: str) -> Snapshot:
 
     try:  # the fast path: pydantic parses and validates in one pass
         snap = Snapshot.model_validate_json(text)
-    except ValidationError:
+    except (ValidationError, RecursionError):
         pass  # explain it below, in the order a person checks
     else:
         if snap.schema_version <= SCHEMA_VERSION:
             return snap
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise SnapshotError(f"{source}: not a snapshot (JSON nested too deeply)") from None
     except ValueError as exc:
         raise SnapshotError(f"{source}: not valid JSON ({exc})") from None
     if not isinstance(data, dict):
@@ -116,7 +118,7 @@ def newest(*, root: Path | None = None) -> Path:
         try:  # plain JSON: no model needed to read one timestamp
             raw = json.loads(read(path))
             created = datetime.fromisoformat(str(raw["created"]).replace("Z", "+00:00"))
-        except (SnapshotError, ValueError, KeyError, TypeError):
+        except (SnapshotError, ValueError, KeyError, TypeError, RecursionError):
             continue  # an unreadable one is never "the newest good run"
         if created.tzinfo is None:
             created = created.replace(tzinfo=timezone.utc)

@@ -139,8 +139,10 @@ class Recorded:
                 files=tuple(_text(f["path"]) for f in raw.get("files", [])),
                 caches=tuple((_text(c["kind"]), _text(c["path"])) for c in raw.get("caches", [])),
             )
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return None
+        if any(ord(c) < 32 or c == "\x7f" for c in recorded.name + (recorded.via or "")):
+            return None  # not one line: let full validation say so
         return recorded
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from envguard.cli import app, console, fail
-from envguard.errors import UsageError
+from envguard.errors import EnvguardError, UsageError
 
 if TYPE_CHECKING:
     from envguard.models import Drift, Snapshot
@@ -86,9 +86,17 @@ def _expected_and_live(
 
     text = store.read(path)
     recorded = Recorded.from_json(text)
-    started = start_capture(_live_request(recorded, python, via)) if recorded else None
+    started = None
+    early: EnvguardError | None = None
+    if recorded is not None:
+        try:
+            started = start_capture(_live_request(recorded, python, via))
+        except EnvguardError as exc:
+            early = exc  # reported only if the file itself is valid: its errors come first
     try:
         expected = store.loads(text, source=str(path))
+        if early is not None:
+            raise early
         if started is None:
             started = start_capture(_live_request(Recorded.of(expected), python, via))
         from envguard.capture.snapshot import finish_capture
@@ -113,7 +121,11 @@ def _fleet_items(paths: list[Path]) -> list[tuple[dict[str, str], str]]:
 
     first = load_items(str(paths[0]))  # builds the model schemas once, before the fork
     with ProcessPoolExecutor(max_workers=min(cores, 8)) as pool:
-        return [first, *pool.map(load_items, [str(p) for p in paths[1:]], chunksize=32)]
+        try:
+            return [first, *pool.map(load_items, [str(p) for p in paths[1:]], chunksize=32)]
+        except BaseException:  # one bad file: stop reading the rest
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
 
 
 def _policy_and_threshold(

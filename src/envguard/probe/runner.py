@@ -232,9 +232,15 @@ class ProbeRun:
             os.killpg(self.proc.pid, signal.SIGKILL)
 
     def cancel(self) -> None:
-        """Stop the probe: its result is no longer wanted."""
+        """Stop the probe: its result is no longer wanted (a no-op once it was collected)."""
+        if self.proc.returncode is not None:
+            return  # reaped already: its pid may belong to someone else now
         try:
+            self._feeder.join(1)
+            self.proc.stdin = None  # the feeder owns and closes it
             self._reap()
+        except (OSError, ValueError):
+            pass  # the caller is already on its way out with the error that matters
         finally:
             with _RUNNING_LOCK:
                 _RUNNING.discard(self.proc.pid)
