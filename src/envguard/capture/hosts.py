@@ -13,15 +13,9 @@ from envguard.capture.snapshot import capture_snapshot
 from envguard.errors import EnvguardError, UsageError
 from envguard.models import Snapshot
 from envguard.probe.runner import kill_running
-from envguard.tools import split_command
 
 # A host as ssh, srun, docker or kubectl take it: never an option, never shell syntax.
 _HOST = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@:%\[\]-]{0,252}$")
-
-
-def split_via(via: str) -> tuple[str, ...]:
-    """The --via prefix as argv (shlex rules, no shell ever runs it)."""
-    return split_command(via, option="--via")
 
 
 def check_host(host: str) -> str:
