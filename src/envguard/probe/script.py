@@ -1,7 +1,8 @@
 """The envguard probe: measures the interpreter it runs in and prints one JSON document.
 
-This file is sent as source text to the *target* interpreter (``python -I -c BOOTSTRAP``
-with this text on stdin), so it must stay standard-library only and run on Python 3.8+.
+This file is sent as source text to the *target* interpreter (``python -I -``, wrapped in a
+version check by probe/runner.py and read from stdin), so it must stay standard-library only
+and run on Python 3.8+.
 It never imports any installed distribution (importing torch costs seconds and can
 initialise CUDA). Its only input is one JSON argument; everything it reports is redacted
 on this side of the pipe, so a secret never travels back to envguard.
