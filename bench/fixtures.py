@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from envguard.models import Snapshot
+    from envguard.snapshots.models import Snapshot
 
 BENCH = Path(__file__).resolve().parent
 CACHE = BENCH / ".cache"
@@ -223,7 +223,7 @@ def snapshot_pair(n: int = 5000, changed: float = 0.05) -> tuple[Snapshot, Snaps
     rebuilt with the same version, removed or added)."""
     from datetime import datetime, timezone
 
-    from envguard.models import Interpreter, Package, Snapshot
+    from envguard.snapshots.models import Interpreter, Package, Snapshot
 
     def package(i: int, version: str, fingerprint: str) -> Package:
         name = f"pkg-{i:05d}"
@@ -278,8 +278,8 @@ def snapshot_pair(n: int = 5000, changed: float = 0.05) -> tuple[Snapshot, Snaps
 def fleet_snapshots(folder: Path, hosts: int = 1000, packages: int = 400) -> int:
     """``hosts`` snapshot files of ``packages`` packages each, three hosts odd (another NCCL,
     an extra package, another env value); returns how many were written."""
-    from envguard import store
-    from envguard.models import Package
+    from envguard.snapshots import store
+    from envguard.snapshots.models import Package
 
     base, _ = snapshot_pair(packages, 0.05)  # the first of the pair: unchanged packages
     folder.mkdir(parents=True, exist_ok=True)

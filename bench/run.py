@@ -225,8 +225,8 @@ def walk_group(tools: Tools, python: Path, work: Path, repeats: int, report: Rep
 
 
 def diff_group(repeats: int, report: Report) -> None:
-    """envguard.diff.diff() on two synthetic 5,000-package snapshots, in process."""
-    from envguard.diff import diff
+    """envguard.compare.engine.diff() on two synthetic 5,000-package snapshots, in process."""
+    from envguard.compare.engine import diff
 
     expected, actual = fixtures.snapshot_pair(5000, 0.05)
     changes = len(diff(expected, actual).changes)
@@ -323,7 +323,7 @@ def rebuild_group(
     tools: Tools, tv: TorchVenv, snap: Path, work: Path, repeats: int, report: Report
 ) -> None:
     """Recreating the venv with a warm uv cache: envguard rebuild vs raw uv vs pip."""
-    from envguard.plan import DEFAULT_TORCH_INDEX
+    from envguard.recovery.plan import DEFAULT_TORCH_INDEX
 
     env = fixtures.bench_env(work, tools)
     scratch = Path(tempfile.mkdtemp(prefix="scratch-", dir=CACHE))  # beside the uv cache

@@ -8,9 +8,10 @@ import sys
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
-from envguard.models import Interpreter, Package, Snapshot, Source
+from envguard.snapshots.models import Interpreter, Package, Snapshot, Source
 from envguard.testing import (  # re-exported for the tests
     dist_name,
     make_simple_index,  # noqa: F401
@@ -283,3 +284,19 @@ def snapshot(packages: Iterable[Package] = (), **changes: Any) -> Snapshot:
     }
     data.update(changes)
     return Snapshot(**data)
+
+
+def load_target() -> SimpleNamespace:
+    """The probe's target package, installed in-process exactly as the payload installs it
+    on the target (a package of its own, never imported from envguard), its functions
+    gathered in one namespace."""
+    from envguard.probe.payload import LOADER, target_sources
+
+    namespace: dict[str, Any] = {"sys": sys}
+    exec(LOADER, namespace)
+    package = namespace["_envguard_install"]("envguard_probe_under_test", target_sources())
+    members: dict[str, Any] = {}
+    for name, _source in target_sources():
+        module = getattr(package, name)
+        members.update({k: v for k, v in vars(module).items() if not k.startswith("__")})
+    return SimpleNamespace(**members)

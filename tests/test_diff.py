@@ -5,9 +5,10 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from envguard.diff import diff
-from envguard.models import Cache, FileDigest, Repo, Severity, Source, TorchBuild
-from envguard.policy import Policy, policy_from_table
+from envguard.compare.engine import diff
+from envguard.compare.models import Severity
+from envguard.snapshots.models import Cache, FileDigest, Repo, Source, TorchBuild
+from envguard.compare.policy import Policy, policy_from_table
 from factories import interpreter, package, snapshot
 
 NAMES = st.sampled_from(

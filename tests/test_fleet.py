@@ -11,10 +11,10 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from envguard import store
+from envguard.snapshots import store
 from envguard.cli import app
-from envguard.fleet import compare
-from envguard.models import Accelerator
+from envguard.compare.fleet import compare
+from envguard.snapshots.models import Accelerator
 from factories import package, snapshot
 
 runner = CliRunner()

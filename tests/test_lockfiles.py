@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from envguard import store
+from envguard.snapshots import store
 from envguard.cli import app
 from envguard.errors import UsageError
-from envguard.lockfiles import lock_drift, read_lock
-from envguard.models import Source
-from envguard.policy import Policy
+from envguard.compare.lockfiles import lock_drift, read_lock
+from envguard.snapshots.models import Source
+from envguard.compare.policy import Policy
 from factories import UV, make_torch_wheel, make_wheel, package, run, snapshot
 
 runner = CliRunner()

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from envguard.models import Source, TorchBuild
-from envguard.plan import PlanError, PlanOptions, plan, requirement, shell_script, torch_variant
+from envguard.snapshots.models import Source, TorchBuild
+from envguard.recovery.plan import PlanError, PlanOptions, RunStep, Sources, plan, requirement, torch_variant
+from envguard.render.shell import shell_script
 from factories import interpreter, package, snapshot
 
 
@@ -97,7 +98,7 @@ def test_torch_variants_route_to_their_index_only(tmp_path: Path) -> None:
         "3.11.7",
         str(tmp_path / ".venv.build"),
     )
-    assert all(isinstance(a, str) for s in p.steps for a in s.argv)
+    assert all(isinstance(a, str) for s in p.steps if isinstance(s, RunStep) for a in s.argv)
 
 
 def test_unlabelled_torch_with_non_default_cuda_goes_to_its_index() -> None:
@@ -114,10 +115,12 @@ def test_in_place_and_user_index_options(tmp_path: Path) -> None:
         options(
             tmp_path,
             in_place=True,
-            index_url="https://mirror/simple",
-            extra_index_urls=("https://extra/simple",),
-            find_links=("/wh",),
-            offline=True,
+            sources=Sources(
+                index_url="https://mirror/simple",
+                extra_index_urls=("https://extra/simple",),
+                find_links=("/wh",),
+                offline=True,
+            ),
         ),
     )
     assert [s.kind for s in p.steps] == ["sync", "verify"]

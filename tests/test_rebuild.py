@@ -244,7 +244,7 @@ def test_killed_rebuild_leaves_venv_intact(
 def test_hostile_snapshot_values_are_refused(
     in_tmp: Path, field: str, value: object, message: str
 ) -> None:
-    from envguard import store
+    from envguard.snapshots import store
     from factories import package, snapshot
 
     data = json.loads(store.dumps(snapshot([package("torch", "2.11.0")])))
@@ -258,8 +258,8 @@ def test_hostile_snapshot_values_are_refused(
 
 
 def test_missing_editable_is_a_clear_error(in_tmp: Path) -> None:
-    from envguard import store
-    from envguard.models import Source
+    from envguard.snapshots import store
+    from envguard.snapshots.models import Source
     from factories import package, snapshot
 
     gone = str(in_tmp / "gone")
@@ -368,7 +368,7 @@ def test_then_runs_with_the_new_venv_and_bad_then_is_refused_first(
 
 
 def test_snapshot_text_never_reaches_a_requirements_file_or_script(in_tmp: Path) -> None:
-    from envguard import store
+    from envguard.snapshots import store
     from factories import package, snapshot
 
     data = json.loads(store.dumps(snapshot([package("numpy", "1.26.4")])))
@@ -399,7 +399,7 @@ def test_execute_refuses_a_target_that_is_not_a_venv(good: Path, in_tmp: Path) -
 def test_a_venv_displaced_by_a_killed_swap_is_kept_not_deleted(in_tmp: Path) -> None:
     import os
 
-    from envguard.rebuild import MARKER, remove_stale
+    from envguard.recovery.execute import MARKER, remove_stale
 
     venv = in_tmp / ".venv"
     venv.mkdir()

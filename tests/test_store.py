@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from envguard import store
+from envguard.snapshots import store
 from envguard.errors import SnapshotError, UsageError
 from factories import package, snapshot
 

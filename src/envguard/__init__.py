@@ -1,5 +1,99 @@
-"""envguard: snapshot, diff and rebuild ML training environments."""
+"""envguard: snapshot, diff and rebuild ML training environments.
+
+The operations are in :mod:`envguard.api` and re-exported here (loaded on first use, so
+``import envguard`` stays cheap): ``envguard.snapshot()``, ``envguard.diff()``, ...
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 # The snapshot file format (bumped on an incompatible change; older envguards refuse newer).
 SCHEMA_VERSION = 1
+
+if TYPE_CHECKING:
+    from envguard.api import (
+        check,
+        diff,
+        export,
+        fleet,
+        list_snapshots,
+        load,
+        load_policy,
+        newest,
+        plan_rebuild,
+        rebuild,
+        run_then,
+        save,
+        snapshot,
+        snapshot_hosts,
+        sources,
+    )
+    from envguard.compare.models import Change, Drift, FleetReport, Severity
+    from envguard.errors import EnvguardError
+    from envguard.recovery.plan import Plan
+    from envguard.snapshots.models import Snapshot
+
+_API = (
+    "check",
+    "diff",
+    "export",
+    "fleet",
+    "list_snapshots",
+    "load",
+    "load_policy",
+    "newest",
+    "plan_rebuild",
+    "rebuild",
+    "run_then",
+    "save",
+    "snapshot",
+    "snapshot_hosts",
+    "sources",
+)
+_MODELS = {
+    "Change": "envguard.compare.models",
+    "Drift": "envguard.compare.models",
+    "FleetReport": "envguard.compare.models",
+    "Severity": "envguard.compare.models",
+    "EnvguardError": "envguard.errors",
+    "Plan": "envguard.recovery.plan",
+    "Snapshot": "envguard.snapshots.models",
+}
+__all__ = [
+    "SCHEMA_VERSION",
+    "Change",
+    "Drift",
+    "EnvguardError",
+    "FleetReport",
+    "Plan",
+    "Severity",
+    "Snapshot",
+    "__version__",
+    "check",
+    "diff",
+    "export",
+    "fleet",
+    "list_snapshots",
+    "load",
+    "load_policy",
+    "newest",
+    "plan_rebuild",
+    "rebuild",
+    "run_then",
+    "save",
+    "snapshot",
+    "snapshot_hosts",
+    "sources",
+]
+
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    if name in _API:
+        return getattr(importlib.import_module("envguard.api"), name)
+    if name in _MODELS:
+        return getattr(importlib.import_module(_MODELS[name]), name)
+    raise AttributeError(f"module 'envguard' has no attribute {name!r}")

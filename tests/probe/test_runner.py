@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from envguard.errors import ProbeError, UsageError
-from envguard.probe.runner import parse_probe_output, resolve_python
+from envguard.probe.interpreters import resolve_python
+from envguard.probe.report import parse_report
 
 
 def fake_python(folder: Path) -> Path:
@@ -54,6 +55,8 @@ def test_order_virtual_env_then_dot_venv_then_path(tmp_path: Path) -> None:
 
 def test_probe_output_errors_quote_the_target() -> None:
     with pytest.raises(ProbeError, match=r"--via ssh x: failed \(exit 255\): ssh: refused"):
-        parse_probe_output(255, "", "ssh: refused\n", label="--via ssh x", remote=True)
+        parse_report(
+            b"", returncode=255, stderr_tail="ssh: refused\n", label="--via ssh x", remote=True
+        )
     with pytest.raises(ProbeError, match="did not answer the probe"):
-        parse_probe_output(0, "hello", "", label="--python p")
+        parse_report(b"hello", returncode=0, stderr_tail="", label="--python p")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from envguard.models import Change, Drift, Severity
+from envguard.compare.models import Change, Drift, Severity
 from envguard.render.github import drift_github
 from envguard.render.json import drift_json
 from envguard.render.markdown import drift_markdown

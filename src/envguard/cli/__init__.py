@@ -83,4 +83,4 @@ def main() -> None:
 
 
 # Registers the commands on ``app`` (after it exists).
-from envguard.cli import capture, compare, rebuild  # noqa: E402, F401
+from envguard.cli import capture, compare, restore  # noqa: E402, F401

@@ -2,15 +2,15 @@
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from envguard.cli import OutputFormat, app, console, fail
-from envguard.errors import EnvguardError
 
 if TYPE_CHECKING:
-    from envguard.models import Snapshot
+    from envguard.snapshots.hosts import HostResult
+    from envguard.snapshots.models import Snapshot
 
 
 @app.command()
@@ -55,62 +55,63 @@ def snapshot(
     timeout: Annotated[float, typer.Option(help="Seconds allowed per host.")] = 120.0,
 ) -> None:
     """Record the whole environment after a good run."""
-    from datetime import datetime, timezone
+    from envguard import api
+    from envguard.snapshots.request import parse_metric
 
-    from envguard import store
-    from envguard.capture.request import CaptureRequest, parse_metric, start_capture
-    from envguard.probe import resolve_python
-    from envguard.tools import split_command
-
-    snap_name = (
-        store.validate_name(name) if name else datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    )
     metrics = dict(parse_metric(m) for m in metric or [])
-    prefix = split_command(via, option="--via") if via else ()
-    if hosts is None and any("{host}" in t for t in prefix):
-        fail("--via contains {host}: pass --hosts to say which hosts")
-    if prefix:
-        target_python: Path | str = python or "python3"
-    else:
-        target_python = resolve_python(python)
-    request = CaptureRequest(
-        python=target_python,
-        python_label=f"--python {python}" if python and not prefix else None,
-        name=snap_name,
-        repos=tuple(repo or ()),
-        files=tuple(file or ()),
-        caches=tuple(("user", c) for c in cache or ()),
-        include_cwd_repo=not prefix,
+    command = ("envguard", *sys.argv[1:])
+    if hosts is not None:
+        if out == "-":
+            fail("--out - cannot hold many hosts; give a directory")
+        if via is None:
+            fail("--hosts needs {host} in --via, e.g. --via 'ssh {host}'")
+        progress = _HostProgress()
+        with progress:
+            results = api.snapshot_hosts(
+                hosts,
+                via=via,
+                folder=out,
+                python=python,
+                name=name,
+                repos=repo or (),
+                files=file or (),
+                caches=cache or (),
+                metrics=metrics,
+                note=note,
+                jobs=jobs,
+                timeout=timeout,
+                force=force,
+                command=command,
+                on_done=progress.advance,
+            )
+        _report_hosts(results, out=out)
+        return
+    if out not in (None, "-") and "{host}" not in out:
+        api.check_writable(out, force=force)  # fail before the slow capture
+    elif out is None and name:
+        api.check_writable(api.default_path(name), force=force)
+    snap = api.snapshot(
+        python=python,
+        name=name,
+        repos=repo or (),
+        files=file or (),
+        caches=cache or (),
         metrics=metrics,
         note=note,
-        command=tuple(["envguard", *sys.argv[1:]]),
-        via=prefix,
-        timeout=timeout if prefix else None,
+        via=via,
+        timeout=timeout,
+        command=command,
     )
-    if hosts is not None:
-        _snapshot_hosts(request, hosts, out=out, force=force, jobs=jobs)
-        return
-    target = Path(out) if out and out != "-" else Path(store.SNAPSHOT_DIR) / f"{snap_name}.json"
-    if out != "-" and "{host}" not in str(target):
-        store.check_target(target, force=force)  # fail before the slow capture
-    started = start_capture(request)
-    # The probe runs while the models (pydantic) load: that import is most of our start-up.
-    from envguard.capture.snapshot import finish_capture
-
-    snap = finish_capture(started)
-    text = store.dumps(snap)
     _print_warnings(snap)
     if out == "-":
-        sys.stdout.write(text)
-        return
-    if "{host}" in str(target):
-        from envguard.capture.hosts import check_host
+        from envguard.snapshots.store import dumps
 
-        target = Path(str(target).replace("{host}", check_host(snap.host)))
-    store.write_atomic(target, text, force=force)
+        sys.stdout.write(dumps(snap))
+        return
+    written = api.save(snap, out, force=force)
     from envguard.render.table import snapshot_summary_line
 
-    typer.echo(f"wrote {target}: {snapshot_summary_line(snap)}")
+    typer.echo(f"wrote {written}: {snapshot_summary_line(snap)}")
 
 
 def _print_warnings(snap: "Snapshot", *, prefix: str = "") -> None:
@@ -123,47 +124,45 @@ def _print_warnings(snap: "Snapshot", *, prefix: str = "") -> None:
         err.print(f"warning: {prefix}... {len(snap.warnings) - 10} more, listed in the snapshot")
 
 
-def _snapshot_hosts(
-    request: Any, hosts_spec: str, *, out: str | None, force: bool, jobs: int
-) -> None:
-    from rich.progress import Progress
+class _HostProgress:
+    """A transient progress bar on stderr: hosts done and failed so far."""
 
-    from envguard import store
-    from envguard.capture.hosts import capture_hosts, parse_hosts
+    def __init__(self) -> None:
+        from rich.progress import Progress
+
+        self.progress = Progress(console=console(stderr=True), transient=True)
+        self.task = self.progress.add_task("capturing hosts", total=None)
+        self.done = self.failed = 0
+
+    def __enter__(self) -> None:
+        self.progress.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def advance(self, result: "HostResult") -> None:
+        if result.snapshot is not None:
+            self.done += 1
+        else:
+            self.failed += 1
+        self.progress.update(
+            self.task, description=f"hosts: {self.done} done, {self.failed} failed"
+        )
+
+
+def _report_hosts(results: "list[HostResult]", *, out: str | None) -> None:
     from envguard.errors import ActionError
 
-    hosts = parse_hosts(hosts_spec)
-    if out == "-":
-        fail("--out - cannot hold many hosts; give a directory")
-    folder = Path(out) if out else Path(store.SNAPSHOT_DIR) / request.name
-    for host in hosts:
-        store.check_target(folder / f"{host}.json", force=force)
-    failed: list[tuple[str, str]] = []
-    written = 0
-    with Progress(console=console(stderr=True), transient=True) as progress:
-        task = progress.add_task("capturing hosts", total=len(hosts))
-
-        def done(result: Any) -> None:
-            nonlocal written
-            if result.snapshot is not None:
-                store.write_atomic(
-                    folder / f"{result.host}.json", store.dumps(result.snapshot), force=force
-                )
-                written += 1
-            else:
-                failed.append((result.host, result.error))
-            progress.update(
-                task, advance=1, description=f"hosts: {written} done, {len(failed)} failed"
-            )
-
-        capture_hosts(request, hosts, jobs=jobs, on_done=done)
-    typer.echo(f"wrote {written} of {len(hosts)} hosts to {folder}/")
-    for host, error in sorted(failed):
+    written = [r for r in results if r.path is not None]
+    folder = written[0].path.parent if written and written[0].path else out
+    typer.echo(f"wrote {len(written)} of {len(results)} hosts to {folder or '-'}/")
+    failed = sorted((r.host, r.error or "failed") for r in results if r.snapshot is None)
+    for host, error in failed:
         sys.stderr.write(f"failed: {host}: {error}\n")
     if failed:
         raise ActionError(
-            f"{len(failed)} of {len(hosts)} hosts failed",
-            hint=f"compare the others with: envguard fleet {folder}",
+            f"{len(failed)} of {len(results)} hosts failed",
+            hint=f"compare the others with: envguard fleet {folder}" if written else None,
         )
 
 
@@ -173,11 +172,13 @@ def show(
     format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.table,
 ) -> None:
     """Summarise one snapshot."""
-    from envguard import store
+    from envguard import api
 
-    snap = store.load(snapshot_ref)
+    snap = api.load(snapshot_ref)
     if format is OutputFormat.json:
-        sys.stdout.write(store.dumps(snap))
+        from envguard.snapshots.store import dumps
+
+        sys.stdout.write(dumps(snap))
         return
     from envguard.render.table import show_snapshot
 
@@ -189,16 +190,9 @@ def list_(
     format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.table,
 ) -> None:
     """Snapshots in snapshots/, newest first."""
-    from envguard import store
+    from envguard import api
 
-    rows: list[tuple[Path, Snapshot | None, str | None]] = []
-    for path in store.list_snapshots():
-        try:
-            rows.append((path, store.load(path), None))
-        except EnvguardError as exc:
-            rows.append((path, None, exc.message))
-    # Newest first by when each run was recorded (a clone resets file times); unreadable last.
-    rows.sort(key=lambda row: row[1].created.timestamp() if row[1] else float("-inf"), reverse=True)
+    rows = api.list_snapshots()
     if format is OutputFormat.json:
         from envguard.render.json import snapshot_list
 

@@ -1,5 +1,2 @@
-"""The stdlib-only probe sent to the target interpreter, and the code that runs it."""
-
-from envguard.probe.runner import recorded_python, resolve_python, run_probe
-
-__all__ = ["recorded_python", "resolve_python", "run_probe"]
+"""Measure an interpreter: the target-side probe (target/), the payload that carries it,
+the runner that starts it, and the typed report it returns."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from envguard.models import Drift
+from envguard.compare.models import Drift
 
 _COMMAND = {"critical": "error", "warning": "warning", "info": "notice"}
 

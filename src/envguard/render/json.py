@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from envguard.fleet import FleetReport
-from envguard.models import Drift, Snapshot
+from envguard.compare.models import Drift, FleetReport
+
+if TYPE_CHECKING:
+    from envguard.snapshots.store import Listed
 
 
-def snapshot_list(rows: list[tuple[Path, Snapshot | None, str | None]]) -> str:
+def snapshot_list(rows: list[Listed]) -> str:
     out: list[dict[str, Any]] = []
-    for path, snap, error in rows:
+    for row in rows:
+        path, snap, error = row.path, row.snapshot, row.error
         if snap is None:
             out.append({"path": str(path), "error": error})
             continue

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from envguard.diff import iter_sections
-from envguard.fleet import FleetReport
-from envguard.models import Drift
-from envguard.render.text import metrics_footer, summary
+from envguard.compare.engine import iter_sections
+from envguard.compare.models import Drift, FleetReport
+from envguard.render.text import host_list, metrics_footer, summary
 
 _ICON = {"critical": "🔴", "warning": "🟠", "info": "🔵"}
 
@@ -34,11 +33,6 @@ def drift_markdown(drift: Drift) -> str:
     return "\n".join(lines)
 
 
-def _hosts(hosts: tuple[str, ...], limit: int = 12) -> str:
-    shown = ", ".join(hosts[:limit])
-    return shown + (f" (+{len(hosts) - limit} more)" if len(hosts) > limit else "")
-
-
 def fleet_markdown(report: FleetReport) -> str:
     lines = ["## envguard fleet report", ""]
     if report.agree:
@@ -46,7 +40,7 @@ def fleet_markdown(report: FleetReport) -> str:
         return "\n".join(lines)
     lines += [
         f"**{len(report.groups)} distinct environments across {len(report.hosts)} hosts;"
-        f" odd ones out: {_hosts(report.odd_hosts)}**",
+        f" odd ones out: {host_list(report.odd_hosts)}**",
         "",
         "| item | value | hosts | |",
         "| --- | --- | --- | --- |",
@@ -55,7 +49,7 @@ def fleet_markdown(report: FleetReport) -> str:
         for v in d.values:
             mark = "odd one out" if v.odd else ""
             lines.append(
-                f"| {_cell(d.item)} | {_cell(v.value)} | {_cell(_hosts(v.hosts))} | {mark} |"
+                f"| {_cell(d.item)} | {_cell(v.value)} | {_cell(host_list(v.hosts))} | {mark} |"
             )
     lines.append("")
     return "\n".join(lines)

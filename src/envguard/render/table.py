@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -13,9 +12,10 @@ from rich.text import Text
 from envguard.units import human_size
 
 if TYPE_CHECKING:
-    from envguard.fleet import FleetReport
-    from envguard.models import Drift, MetricValue, Snapshot
-    from envguard.plan import Plan
+    from envguard.compare.models import Drift, FleetReport
+    from envguard.recovery.plan import Plan
+    from envguard.snapshots.models import MetricValue, Snapshot
+    from envguard.snapshots.store import Listed
 
 
 def _row(table: Table, *cells: str | Text) -> None:
@@ -65,11 +65,9 @@ def show_snapshot(snap: Snapshot, console: Console) -> None:
     _row(head, "packages", str(sum(not p.shadowed for p in snap.packages)))
     _row(head, "torch", torch_label(snap))
     if snap.torch is not None:
-        stack = [
-            f"{k} {v}"
-            for k in ("cudnn", "nccl", "cublas", "triton")
-            if (v := getattr(snap.torch, k))
-        ]
+        from envguard.compare.sections.torch import STACK_FIELDS
+
+        stack = [f"{k} {v}" for k in STACK_FIELDS if (v := getattr(snap.torch, k))]
         _row(head, "", ", ".join(stack) or "no cudnn/nccl/triton distributions")
     a = snap.accelerator
     accel = (
@@ -111,13 +109,14 @@ def _age(created: datetime) -> str:
     return created.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def list_table(rows: list[tuple[Path, Snapshot | None, str | None]], console: Console) -> None:
+def list_table(rows: list[Listed], console: Console) -> None:
     """The table printed by `envguard list`."""
     if not rows:
         console.print("no snapshots in snapshots/ (run `envguard snapshot` after a good run)")
         return
     table = Table("name", "created", "torch", "packages", "metrics")
-    for path, snap, error in rows:
+    for row in rows:
+        path, snap, error = row.path, row.snapshot, row.error
         if snap is None:
             _row(table, path.stem, "-", f"unreadable: {error}", "-", "-")
             continue
@@ -137,7 +136,7 @@ _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
 def drift_table(drift: Drift, console: Console) -> None:
     """The rich table printed by `envguard diff`: grouped by severity, then section."""
-    from envguard.diff import iter_sections
+    from envguard.compare.engine import iter_sections
     from envguard.render.text import metrics_footer, summary
 
     if drift.changes:
@@ -160,7 +159,7 @@ def drift_table(drift: Drift, console: Console) -> None:
 
 def plan_table(plan: Plan, console: Console) -> None:
     """The rebuild plan as `envguard rebuild` prints it without --execute."""
-    import shlex
+    from envguard.render.shell import step_command
 
     mode = "in place" if plan.in_place else f"fresh, built in {plan.build} then swapped in"
     console.print(
@@ -170,7 +169,7 @@ def plan_table(plan: Plan, console: Console) -> None:
     )
     table = Table("#", "step", "command")
     for i, step in enumerate(plan.steps, 1):
-        _row(table, str(i), Text(step.purpose), Text(shlex.join(step.argv)))
+        _row(table, str(i), Text(step.purpose), Text(step_command(plan, step)))
     console.print(table)
     for f in plan.files:
         count = sum(1 for line in f.content.splitlines() if line and not line.startswith("#"))
@@ -184,14 +183,14 @@ def plan_table(plan: Plan, console: Console) -> None:
 
 def fleet_table(report: FleetReport, console: Console) -> None:
     """The N-way comparison printed by `envguard fleet`."""
-    from envguard.render.markdown import _hosts
+    from envguard.render.text import host_list
 
     if report.agree:
         console.print(f"all {len(report.hosts)} hosts agree", markup=False)
         return
     groups = Table("group", "hosts", "count", title="environments", title_justify="left")
     for g in report.groups:
-        _row(groups, g.fingerprint, Text(_hosts(g.hosts)), str(len(g.hosts)))
+        _row(groups, g.fingerprint, Text(host_list(g.hosts)), str(len(g.hosts)))
     console.print(groups)
     table = Table("item", "value", "hosts", "", title="what differs", title_justify="left")
     for d in report.differences:
@@ -200,13 +199,13 @@ def fleet_table(report: FleetReport, console: Console) -> None:
                 table,
                 Text(d.item if i == 0 else ""),
                 Text(v.value),
-                Text(_hosts(v.hosts)),
+                Text(host_list(v.hosts)),
                 Text("odd one out", style="bold red") if v.odd else "",
             )
     console.print(table)
     against = f" (against {report.baseline})" if report.baseline else ""
     console.print(
         f"{len(report.groups)} distinct environments across {len(report.hosts)} hosts;"
-        f" odd ones out{against}: {_hosts(report.odd_hosts)}",
+        f" odd ones out{against}: {host_list(report.odd_hosts)}",
         markup=False,
     )

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from envguard.models import Drift, Severity
+from typing import TYPE_CHECKING
+
+from envguard.compare.models import Drift, Severity
+
+if TYPE_CHECKING:
+    from envguard.recovery.execute import Outcome
 
 
 def summary(drift: Drift) -> str:
@@ -24,3 +29,22 @@ def metrics_footer(drift: Drift) -> str | None:
     if not drift.metrics:
         return None
     return "last good run: " + ", ".join(f"{k}={v}" for k, v in drift.metrics.items())
+
+
+def rebuild_report(outcome: Outcome) -> str:
+    """What `rebuild --execute` says when it is done."""
+    lines = [
+        f"rebuilt {outcome.venv} from {outcome.snapshot}: {outcome.packages} packages,"
+        " verified against the snapshot"
+    ]
+    if outcome.backup is not None:
+        lines.append(f"the previous venv is kept at {outcome.backup}")
+    lines += outcome.notes
+    lines += [f"not restored: {hint}" for hint in outcome.not_restored]
+    return "\n".join(lines)
+
+
+def host_list(hosts: tuple[str, ...], limit: int = 12) -> str:
+    """``a, b, c (+N more)``: a long list of hosts kept to one readable line."""
+    shown = ", ".join(hosts[:limit])
+    return shown + (f" (+{len(hosts) - limit} more)" if len(hosts) > limit else "")

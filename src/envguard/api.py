@@ -1,0 +1,451 @@
+"""envguard's operations as typed Python functions: what the CLI, the tests and your own
+scripts call.
+
+Each function takes plain arguments and returns a model (Snapshot, Drift, Plan, Outcome,
+FleetReport); none prints and none exits. Failures raise EnvguardError (``.message``,
+``.hint``, ``.exit_code``). Heavy modules (pydantic, rich, git) load inside the functions,
+so importing this module stays cheap.
+
+    import envguard
+
+    snap = envguard.snapshot(name="good", metrics={"tok_s": 21500})
+    envguard.save(snap)
+    drift = envguard.diff("good")          # the live environment against the snapshot
+    if drift.reaches(envguard.Severity.warning): ...
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from envguard.compare.models import Drift, FleetReport
+    from envguard.compare.policy import Policy
+    from envguard.recovery.execute import Outcome
+    from envguard.recovery.plan import Plan, Sources
+    from envguard.snapshots.hosts import HostResult
+    from envguard.snapshots.models import MetricValue, Snapshot
+    from envguard.snapshots.request import CaptureRequest
+    from envguard.snapshots.store import Listed
+
+
+def _request(
+    *,
+    python: str | Path | None,
+    name: str | None,
+    repos: Sequence[str | Path],
+    files: Sequence[str],
+    caches: Sequence[str],
+    metrics: Mapping[str, MetricValue] | None,
+    note: str | None,
+    via: str | Sequence[str] | None,
+    timeout: float | None,
+    command: Sequence[str] | None,
+) -> CaptureRequest:
+    from datetime import datetime, timezone
+
+    from envguard.errors import UsageError
+    from envguard.probe.interpreters import resolve_python
+    from envguard.snapshots import store
+    from envguard.snapshots.request import CaptureRequest
+    from envguard.tools import split_command
+
+    snap_name = (
+        store.validate_name(name) if name else datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    )
+    prefix = (
+        split_command(via, option="--via") if isinstance(via, str) else tuple(via) if via else ()
+    )
+    if prefix:
+        target: Path | str = str(python) if python else "python3"
+    else:
+        target = resolve_python(str(python) if python else None)
+    if not prefix and timeout is not None and timeout <= 0:
+        raise UsageError(f"--timeout {timeout:g}: must be positive")
+    return CaptureRequest(
+        python=target,
+        python_label=f"--python {python}" if python and not prefix else None,
+        name=snap_name,
+        repos=tuple(Path(r) for r in repos),
+        files=tuple(files),
+        caches=tuple(("user", c) for c in caches),
+        include_cwd_repo=not prefix,
+        metrics=dict(metrics or {}),
+        note=note,
+        command=tuple(command) if command is not None else ("python", *sys.argv),
+        via=prefix,
+        timeout=timeout if prefix else None,
+    )
+
+
+def snapshot(
+    *,
+    python: str | Path | None = None,
+    name: str | None = None,
+    repos: Sequence[str | Path] = (),
+    files: Sequence[str] = (),
+    caches: Sequence[str] = (),
+    metrics: Mapping[str, MetricValue] | None = None,
+    note: str | None = None,
+    via: str | Sequence[str] | None = None,
+    timeout: float | None = 120.0,
+    command: Sequence[str] | None = None,
+) -> Snapshot:
+    """Measure an environment: the interpreter (default: $VIRTUAL_ENV, ./.venv, python3),
+    its packages, torch's build, the GPU, git repos, files, caches and environment."""
+    from envguard.errors import UsageError
+    from envguard.snapshots.request import start_capture
+
+    request = _request(
+        python=python,
+        name=name,
+        repos=repos,
+        files=files,
+        caches=caches,
+        metrics=metrics,
+        note=note,
+        via=via,
+        timeout=timeout,
+        command=command,
+    )
+    if any("{host}" in token for token in request.via):
+        raise UsageError("--via contains {host}: pass --hosts to say which hosts")
+    started = start_capture(request)
+    # The probe runs while the models (pydantic) load: that import is most of the start-up.
+    from envguard.snapshots.capture import finish_capture
+
+    return finish_capture(started)
+
+
+def snapshot_hosts(
+    hosts: str | Sequence[str],
+    *,
+    via: str | Sequence[str],
+    folder: str | Path | None = None,
+    python: str | None = None,
+    name: str | None = None,
+    repos: Sequence[str | Path] = (),
+    files: Sequence[str] = (),
+    caches: Sequence[str] = (),
+    metrics: Mapping[str, MetricValue] | None = None,
+    note: str | None = None,
+    jobs: int = 16,
+    timeout: float = 120.0,
+    force: bool = False,
+    command: Sequence[str] | None = None,
+    on_done: Callable[[HostResult], None] | None = None,
+) -> list[HostResult]:
+    """Capture many hosts through ``via`` (with ``{host}`` in it), writing each one's
+    snapshot to ``folder/HOST.json`` as it arrives; failed hosts are results too."""
+    from envguard.snapshots import store
+    from envguard.snapshots.hosts import capture_hosts, parse_hosts
+
+    host_list = parse_hosts(hosts) if isinstance(hosts, str) else list(hosts)
+    request = _request(
+        python=python,
+        name=name,
+        repos=repos,
+        files=files,
+        caches=caches,
+        metrics=metrics,
+        note=note,
+        via=via,
+        timeout=timeout,
+        command=command,
+    )
+    target = Path(folder) if folder else store.default_path(request.name).with_suffix("")
+    for host in host_list:
+        store.check_target(target / f"{host}.json", force=force)
+
+    def done(result: HostResult) -> None:
+        if result.snapshot is not None:
+            path = target / f"{result.host}.json"
+            store.write_atomic(path, store.dumps(result.snapshot), force=force)
+            result.path = path
+        if on_done is not None:
+            on_done(result)
+
+    return capture_hosts(request, host_list, jobs=jobs, on_done=done)
+
+
+def save(snap: Snapshot, path: str | Path | None = None, *, force: bool = False) -> Path:
+    """Write ``snap`` atomically (default: snapshots/NAME.json; ``{host}`` in the path is
+    the snapshot's host); never overwrites without ``force``. Returns the path written."""
+    from envguard.snapshots import store
+    from envguard.snapshots.hosts import check_host
+
+    target = store.default_path(snap.name) if path is None else Path(path)
+    if "{host}" in str(target):
+        target = Path(str(target).replace("{host}", check_host(snap.host)))
+    store.write_atomic(target, store.dumps(snap), force=force)
+    return target
+
+
+def default_path(name: str) -> Path:
+    """Where a snapshot named ``name`` is saved by default: snapshots/NAME.json."""
+    from envguard.snapshots import store
+
+    return store.default_path(store.validate_name(name))
+
+
+def check_writable(path: str | Path, *, force: bool = False) -> None:
+    """UsageError now, before a slow capture, if ``path`` exists and ``force`` is not set."""
+    from envguard.snapshots import store
+
+    store.check_target(Path(path), force=force)
+
+
+def load(ref: str | Path) -> Snapshot:
+    """A snapshot by path or by name in snapshots/, validated in full."""
+    from envguard.snapshots import store
+
+    return store.load(ref)
+
+
+def newest() -> Path:
+    """The snapshot file in snapshots/ whose run was recorded last."""
+    from envguard.snapshots import store
+
+    return store.newest()
+
+
+def list_snapshots() -> list[Listed]:
+    """Every snapshot in snapshots/, newest run first; unreadable ones last, with why."""
+    from envguard.snapshots import store
+
+    return store.listing()
+
+
+def load_policy(
+    *, fail_on: str | None = None, only: Sequence[str] = (), start: Path | None = None
+) -> Policy:
+    """The nearest pyproject.toml's [tool.envguard] policy, with --fail-on and --only."""
+    from dataclasses import replace
+
+    from envguard.compare import policy as rules
+
+    found = rules.load_policy(start)
+    if only:
+        found = rules.only_sections(found, only)
+    if fail_on is not None:
+        found = replace(found, fail_on=rules.parse_fail_on(fail_on))
+    return found
+
+
+def _load(ref: str | Path | Snapshot) -> Snapshot:
+    from envguard.snapshots.models import Snapshot
+
+    return ref if isinstance(ref, Snapshot) else load(ref)
+
+
+def diff(
+    good: str | Path | Snapshot | None = None,
+    against: str | Path | Snapshot | None = None,
+    *,
+    python: str | None = None,
+    via: str | None = None,
+    policy: Policy | None = None,
+) -> Drift:
+    """What drifted from ``good`` (default: the newest snapshot) to ``against``, or to the
+    live environment measured as ``good`` was (``python``/``via`` say where)."""
+    from envguard.compare.engine import diff as compute
+    from envguard.snapshots import store
+    from envguard.snapshots.models import Snapshot
+
+    rules = policy if policy is not None else load_policy()
+    if against is not None:
+        return compute(_load(good if good is not None else newest()), _load(against), rules)
+    if isinstance(good, Snapshot):
+        from envguard.snapshots.capture import capture_snapshot
+        from envguard.snapshots.live import Recorded, live_request
+
+        live = capture_snapshot(live_request(Recorded.of(good), python=python, via=via))
+        return compute(good, live, rules)
+    from envguard.snapshots.live import measure_like
+
+    path = store.resolve(str(good)) if good is not None else newest()
+    expected, live = measure_like(store.read(path), source=str(path), python=python, via=via)
+    return compute(expected, live, rules)
+
+
+def check(
+    good: str | Path | Snapshot,
+    *,
+    lock: str | Path | None = None,
+    against: str | Path | Snapshot | None = None,
+    python: str | None = None,
+    policy: Policy | None = None,
+) -> Drift:
+    """The CI gate: the snapshot against a lockfile (uv.lock, pylock.toml, requirements.txt),
+    or against another snapshot or the live environment as diff() does."""
+    if lock is None:
+        return diff(good, against, python=python, policy=policy)
+    from envguard.compare.lockfiles import lock_drift, read_lock
+
+    rules = policy if policy is not None else load_policy()
+    expected = _load(good)
+    return lock_drift(expected, read_lock(Path(lock), expected), policy=rules, lock=str(lock))
+
+
+def sources(
+    *,
+    index_url: str | None = None,
+    extra_index_urls: Sequence[str] = (),
+    find_links: Sequence[str] = (),
+    offline: bool = False,
+    no_index: bool = False,
+    torch_index: str | None = None,
+) -> Sources:
+    """uv's package sources for rebuild and export (local --find-links made absolute)."""
+    from envguard.recovery.plan import Sources
+
+    return Sources(
+        index_url=index_url,
+        extra_index_urls=tuple(extra_index_urls),
+        find_links=tuple(str(Path(f).absolute()) if "://" not in f else f for f in find_links),
+        offline=offline,
+        no_index=no_index,
+        torch_index=torch_index,
+    )
+
+
+def _planned(
+    good: str | Path | None,
+    *,
+    venv: str | Path,
+    in_place: bool,
+    sources: Sources | None,
+    skip_editables: bool,
+    base_python: str | None,
+) -> tuple[Snapshot, Plan]:
+    from envguard.errors import UsageError
+    from envguard.recovery.execute import build_paths
+    from envguard.recovery.plan import PlanOptions, Sources, plan
+    from envguard.snapshots import store
+    from envguard.tools import find_uv
+
+    path = store.resolve(str(good)) if good is not None else newest()
+    snap = store.load(path)
+    target = Path(venv).expanduser().absolute()
+    if in_place and not target.is_dir():
+        raise UsageError(f"--venv {venv}: no such venv to sync in place")
+    build, workdir = build_paths(target)
+    options = PlanOptions(
+        venv=target,
+        snapshot_ref=str(path),
+        sources=sources or Sources(),
+        uv=find_uv(),
+        envguard=(sys.executable, "-m", "envguard"),
+        in_place=in_place,
+        build=None if in_place else build,
+        workdir=workdir,
+        skip_editables=skip_editables,
+        base_python=base_python,
+    )
+    return snap, plan(snap, options)
+
+
+def plan_rebuild(
+    good: str | Path | None = None,
+    *,
+    venv: str | Path = ".venv",
+    in_place: bool = False,
+    sources: Sources | None = None,
+    skip_editables: bool = False,
+    base_python: str | None = None,
+) -> Plan:
+    """The steps that recreate ``good``'s packages in ``venv`` (nothing is changed)."""
+    return _planned(
+        good,
+        venv=venv,
+        in_place=in_place,
+        sources=sources,
+        skip_editables=skip_editables,
+        base_python=base_python,
+    )[1]
+
+
+def rebuild(
+    good: str | Path | None = None,
+    *,
+    venv: str | Path = ".venv",
+    in_place: bool = False,
+    sources: Sources | None = None,
+    skip_editables: bool = False,
+    base_python: str | None = None,
+    no_backup: bool = False,
+    status: Callable[[str], None] = lambda _: None,
+    on_line: Callable[[str], None] | None = None,
+) -> Outcome:
+    """Recreate ``good``'s packages in ``venv``: build beside it, verify, swap atomically.
+    The working venv is untouched unless every step succeeded."""
+    from envguard.recovery.execute import check_target, execute, not_restored, remove_stale
+
+    snap, the_plan = _planned(
+        good,
+        venv=venv,
+        in_place=in_place,
+        sources=sources,
+        skip_editables=skip_editables,
+        base_python=base_python,
+    )
+    target = Path(the_plan.venv)
+    check_target(target, label=f"--venv {venv}")
+    cleaned = remove_stale(target)
+    skipped = frozenset(s.split(" ", 1)[0] for s in the_plan.skipped)
+    outcome = execute(
+        the_plan, snap, no_backup=no_backup, ignore=skipped, status=status, on_line=on_line
+    )
+    outcome.notes[:0] = cleaned
+    if outcome.live is not None:
+        outcome.not_restored = not_restored(snap, outcome.live)
+    return outcome
+
+
+def export(
+    good: str | Path,
+    *,
+    format: Literal["requirements", "pylock"] = "requirements",
+    sources: Sources | None = None,
+    skip_editables: bool = False,
+    output: str | Path | None = None,
+    force: bool = False,
+) -> str:
+    """``good`` as a pinned requirements.txt or a PEP 751 pylock.toml (uv resolves the
+    latter's hashes and indexes); written atomically to ``output`` when given."""
+    from envguard.recovery.export import pylock_text, requirements_export
+    from envguard.recovery.plan import Sources
+    from envguard.snapshots import store
+
+    snap = load(good)
+    if output is not None:
+        store.check_target(Path(output), force=force)
+    if format == "requirements":
+        text = requirements_export(snap, sources or Sources(), skip_editables=skip_editables)
+    else:
+        from envguard.tools import find_uv
+
+        text = pylock_text(snap, sources or Sources(), uv=find_uv(), skip_editables=skip_editables)
+    if output is not None:
+        store.write_atomic(Path(output), text, force=force)
+    return text
+
+
+def fleet(refs: Sequence[str | Path], *, baseline: str | Path | None = None) -> FleetReport:
+    """Compare many hosts' snapshots (files, names or folders of them): group identical
+    environments and name the odd ones out (against ``baseline`` when given)."""
+    from envguard.compare.fleet import compare_files
+    from envguard.snapshots import store
+
+    paths = store.expand([str(r) for r in refs])
+    return compare_files(paths, baseline=load(baseline) if baseline is not None else None)
+
+
+def run_then(argv: Sequence[str], venv: str | Path) -> None:
+    """Run a command with ``venv`` active (after a rebuild); ActionError when it fails."""
+    from envguard.recovery.execute import run_then as run
+
+    run(tuple(argv), Path(venv))

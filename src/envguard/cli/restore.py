@@ -1,0 +1,147 @@
+"""`envguard rebuild` and `export`."""
+
+import shlex
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from envguard.cli import app, console
+
+
+class PlanFormat(str, Enum):
+    table = "table"
+    json = "json"
+    shell = "shell"
+
+
+class ExportFormat(str, Enum):
+    requirements = "requirements"
+    pylock = "pylock"
+
+
+@app.command()
+def rebuild(
+    snapshot_ref: Annotated[
+        str | None, typer.Argument(metavar="[SNAPSHOT]", help="[default: newest in snapshots/]")
+    ] = None,
+    venv: Annotated[Path, typer.Option(help="The venv to recreate.")] = Path(".venv"),
+    execute: Annotated[bool, typer.Option(help="Run the plan (default: only print it).")] = False,
+    in_place: Annotated[
+        bool, typer.Option(help="uv pip sync straight into the venv (fastest, not atomic).")
+    ] = False,
+    no_backup: Annotated[
+        bool, typer.Option(help="Delete the old venv after a successful swap.")
+    ] = False,
+    format: Annotated[PlanFormat, typer.Option("--format")] = PlanFormat.table,
+    index_url: Annotated[str | None, typer.Option(help="Passed to uv.")] = None,
+    extra_index_url: Annotated[list[str] | None, typer.Option(help="Passed to uv.")] = None,
+    find_links: Annotated[list[str] | None, typer.Option(help="Passed to uv.")] = None,
+    offline: Annotated[bool, typer.Option(help="Passed to uv.")] = False,
+    no_index: Annotated[bool, typer.Option(help="Passed to uv.")] = False,
+    skip_editables: Annotated[
+        bool, typer.Option(help="Leave out editable installs whose path is gone.")
+    ] = False,
+    torch_index: Annotated[
+        str | None, typer.Option(help="Base of the PyTorch variant indexes (a mirror).")
+    ] = None,
+    base_python: Annotated[
+        str | None, typer.Option(help="Interpreter for the new venv [default: snapshot's X.Y.Z].")
+    ] = None,
+    then: Annotated[
+        str | None, typer.Option(help="After a successful swap, run CMD with the new venv active.")
+    ] = None,
+) -> None:
+    """Recreate the snapshot's environment with uv: plan, build, verify, swap."""
+    from envguard import api
+    from envguard.tools import split_command
+
+    then_argv = split_command(then, option="--then") if then else None  # check before building
+    sources = api.sources(
+        index_url=index_url,
+        extra_index_urls=extra_index_url or (),
+        find_links=find_links or (),
+        offline=offline,
+        no_index=no_index,
+        torch_index=torch_index,
+    )
+    if not execute:
+        the_plan = api.plan_rebuild(
+            snapshot_ref,
+            venv=venv,
+            in_place=in_place,
+            sources=sources,
+            skip_editables=skip_editables,
+            base_python=base_python,
+        )
+        if format is PlanFormat.json:
+            sys.stdout.write(the_plan.model_dump_json(indent=2) + "\n")
+        elif format is PlanFormat.shell:
+            from envguard.render.shell import shell_script
+
+            sys.stdout.write(shell_script(the_plan))
+        else:
+            from envguard.render.table import plan_table
+
+            plan_table(the_plan, console())
+        return
+    err = console(stderr=True)
+    with err.status("rebuilding") as status:
+        outcome = api.rebuild(
+            snapshot_ref,
+            venv=venv,
+            in_place=in_place,
+            sources=sources,
+            skip_editables=skip_editables,
+            base_python=base_python,
+            no_backup=no_backup,
+            status=status.update,
+            on_line=lambda line: err.print(f"  {line}", markup=False, style="dim"),
+        )
+    from envguard.render.text import rebuild_report
+
+    typer.echo(rebuild_report(outcome))
+    if then_argv:
+        typer.echo(f"running: {shlex.join(then_argv)}")
+        api.run_then(then_argv, outcome.venv)
+
+
+@app.command()
+def export(
+    snapshot_ref: Annotated[str, typer.Argument(metavar="SNAPSHOT", help="Path or name.")],
+    format: Annotated[ExportFormat, typer.Option("--format")] = ExportFormat.requirements,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="[default: stdout]")] = None,
+    index_url: Annotated[str | None, typer.Option(help="Passed to uv (pylock).")] = None,
+    extra_index_url: Annotated[list[str] | None, typer.Option(help="Passed to uv.")] = None,
+    find_links: Annotated[list[str] | None, typer.Option(help="Passed to uv.")] = None,
+    offline: Annotated[bool, typer.Option(help="Passed to uv.")] = False,
+    no_index: Annotated[bool, typer.Option(help="Passed to uv.")] = False,
+    skip_editables: Annotated[bool, typer.Option(help="Leave out editable installs.")] = False,
+    torch_index: Annotated[str | None, typer.Option(help="PyTorch index base.")] = None,
+    force: Annotated[bool, typer.Option(help="Overwrite --output.")] = False,
+) -> None:
+    """Write the snapshot as a pinned requirements.txt or a PEP 751 pylock.toml."""
+    from envguard import api
+
+    sources = api.sources(
+        index_url=index_url,
+        extra_index_urls=extra_index_url or (),
+        find_links=find_links or (),
+        offline=offline,
+        no_index=no_index,
+        torch_index=torch_index,
+    )
+    text = api.export(
+        snapshot_ref,
+        format=format.value,
+        sources=sources,
+        skip_editables=skip_editables,
+        output=output,
+        force=force,
+    )
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        typer.echo(f"wrote {output}")

@@ -1,0 +1,1 @@
+"""Comparison: the change engine, its sections, the policy, lockfiles and fleets."""

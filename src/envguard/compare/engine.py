@@ -1,0 +1,88 @@
+"""The one change engine: every section's comparison, collected under one policy."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from envguard.compare.models import Change, Drift, Severity
+from envguard.compare.policy import Policy
+from envguard.compare.sections import BY_NAME, REGISTRY, SECTIONS
+from envguard.snapshots.models import Snapshot
+
+
+class Collector:
+    """Collects one section's changes, applying the policy's severity overrides."""
+
+    def __init__(self, policy: Policy, *, section: str) -> None:
+        self.policy = policy
+        self.section = section
+        self.changes: list[Change] = []
+
+    def add(
+        self,
+        kind: str,
+        name: str,
+        *,
+        expected: object = None,
+        actual: object = None,
+        severity: Severity,
+        message: str,
+    ) -> None:
+        """One change; ``severity`` is the default that ``[tool.envguard.severity]`` may
+        override for this section or section.kind."""
+        self.changes.append(
+            Change(
+                section=self.section,
+                kind=kind,
+                name=name,
+                expected=None if expected is None else str(expected),
+                actual=None if actual is None else str(actual),
+                severity=self.policy.level(self.section, kind, severity),
+                message=message,
+            )
+        )
+
+
+def sort_changes(changes: Iterable[Change]) -> tuple[Change, ...]:
+    """Critical first, then by section order and name: stable, deterministic output."""
+    order = {s: i for i, s in enumerate(SECTIONS)}
+    return tuple(
+        sorted(changes, key=lambda c: (-c.severity.rank, order.get(c.section, 99), c.name, c.kind))
+    )
+
+
+def diff(expected: Snapshot, actual: Snapshot, policy: Policy | None = None) -> Drift:
+    """Every change from ``expected`` (the good run) to ``actual``, worst first."""
+    policy = policy or Policy()
+    changes: list[Change] = []
+    for section in REGISTRY:
+        if section.name not in policy.ignore_sections:
+            collector = Collector(policy, section=section.name)
+            section.compare(collector, expected, actual)
+            changes += collector.changes
+    return Drift(
+        changes=sort_changes(changes),
+        metrics=dict(expected.metrics),
+        expected_name=expected.name,
+        actual_name=actual.name,
+    )
+
+
+def iter_sections(drift: Drift) -> Iterator[tuple[Severity, list[Change]]]:
+    """Changes grouped by severity, critical first."""
+    for level in (Severity.critical, Severity.warning, Severity.info):
+        group = [c for c in drift.changes if c.severity is level]
+        if group:
+            yield level, group
+
+
+def restore_hints(changes: Iterable[Change], snapshot: Snapshot) -> list[str]:
+    """What a package rebuild does not restore, each with the command that would (as text,
+    never run): the sections' own restore hints."""
+    hints = []
+    for change in changes:
+        section = BY_NAME.get(change.section)
+        hint = section.restore_hint(change, snapshot) if section is not None else None
+        if hint is not None:
+            hints.append(hint)
+    return hints

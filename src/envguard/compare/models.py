@@ -1,0 +1,76 @@
+"""Frozen pydantic models of what a comparison finds: drift between two environments (or a
+snapshot and a lockfile) and the N-way comparison of a fleet."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import Field
+
+from envguard.snapshots.models import MetricValue, Model
+
+
+class Severity(str, Enum):
+    info = "info"
+    warning = "warning"
+    critical = "critical"
+
+    @property
+    def rank(self) -> int:
+        return _SEVERITY_RANK[self]
+
+
+_SEVERITY_RANK = {Severity.info: 1, Severity.warning: 2, Severity.critical: 3}
+
+
+class Change(Model):
+    section: str
+    kind: str
+    name: str
+    expected: str | None = None
+    actual: str | None = None
+    severity: Severity
+    message: str
+
+
+class Drift(Model):
+    changes: tuple[Change, ...] = ()
+    metrics: dict[str, MetricValue] = Field(default_factory=dict)
+    expected_name: str | None = None
+    actual_name: str | None = None
+
+    @property
+    def max_severity(self) -> Severity | None:
+        return max((c.severity for c in self.changes), key=lambda s: s.rank, default=None)
+
+    def reaches(self, level: Severity | None) -> bool:
+        """True when some change is at ``level`` or above (None: never)."""
+        return level is not None and any(c.severity.rank >= level.rank for c in self.changes)
+
+
+class FleetValue(Model):
+    value: str
+    hosts: tuple[str, ...]
+    odd: bool
+
+
+class FleetItem(Model):
+    item: str
+    values: tuple[FleetValue, ...]
+
+
+class FleetGroup(Model):
+    fingerprint: str
+    hosts: tuple[str, ...]
+
+
+class FleetReport(Model):
+    hosts: tuple[str, ...]
+    groups: tuple[FleetGroup, ...]
+    differences: tuple[FleetItem, ...]
+    odd_hosts: tuple[str, ...]
+    baseline: str | None = None
+
+    @property
+    def agree(self) -> bool:
+        return not self.differences

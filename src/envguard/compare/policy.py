@@ -1,0 +1,195 @@
+"""Severity policy: defaults that fit GPU training, and `[tool.envguard]` overrides."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from fnmatch import translate
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+from envguard.compare.models import Severity
+from envguard.compare.sections import SECTIONS
+from envguard.errors import UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+# Distributions whose change (added, removed, any version or build) breaks GPU training.
+GPU_STACK = (
+    "torch",
+    "torchvision",
+    "torchaudio",
+    "triton",
+    "pytorch-triton*",
+    "nvidia-*",
+    "cuda-*",
+    "cupy-cuda*",
+    "flash-attn*",
+    "flash-attention*",
+    "flashinfer*",
+    "xformers",
+    "deepspeed",
+    "apex",
+    "transformer-engine*",
+    "bitsandbytes",
+    "vllm*",
+    "sglang*",
+    "liger-kernel*",
+    "mamba-ssm",
+    "causal-conv1d",
+    "tensorrt*",
+    "onnxruntime-gpu",
+    "jax-cuda*",
+    "jaxlib",
+    "megatron-core",
+    "torchao",
+    "fbgemm-gpu*",
+    "nvtx",
+)
+
+LEVELS = {"critical": Severity.critical, "warning": Severity.warning, "info": Severity.info}
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How much each change matters, and which changes to ignore."""
+
+    critical_packages: tuple[str, ...] = GPU_STACK
+    ignore_packages: tuple[str, ...] = ()
+    ignore_sections: tuple[str, ...] = ()
+    # "section.kind" (or "section") -> severity, overriding the defaults.
+    severity: dict[str, Severity] = field(default_factory=dict)
+    fail_on: Severity | None = Severity.warning
+    source: str | None = None  # the pyproject.toml it came from
+
+    def is_critical_package(self, name: str) -> bool:
+        return _matcher(self.critical_packages)(name) is not None
+
+    def ignores_package(self, name: str) -> bool:
+        return bool(self.ignore_packages) and _matcher(self.ignore_packages)(name) is not None
+
+    def level(self, section: str, kind: str, default: Severity) -> Severity:
+        """The severity for a change, after user overrides."""
+        return self.severity.get(f"{section}.{kind}", self.severity.get(section, default))
+
+
+@lru_cache(maxsize=32)
+def _matcher(patterns: tuple[str, ...]) -> Callable[[str], re.Match[str] | None]:
+    """One compiled regex for a list of fnmatch patterns (a diff asks once per package)."""
+    if not patterns:
+        return lambda _name: None
+    return re.compile("|".join(f"(?:{translate(p)})" for p in patterns)).match
+
+
+def parse_fail_on(value: str, *, where: str = "--fail-on") -> Severity | None:
+    if value == "never":
+        return None
+    if value not in LEVELS:
+        raise UsageError(f"{where}: {value!r} is not one of critical, warning, info, never")
+    return LEVELS[value]
+
+
+def _names(value: Any, *, key: str, where: str, patterns: bool = True) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UsageError(f"{where}: [tool.envguard] {key} must be a list of strings")
+    return tuple(canonicalize_name(v) if patterns and "*" not in v else v.lower() for v in value)
+
+
+def policy_from_table(table: dict[str, Any], *, where: str) -> Policy:
+    """A Policy from a `[tool.envguard]` table; UsageError naming the bad key."""
+    known = {"fail-on", "critical-packages", "ignore-packages", "ignore-sections", "severity"}
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise UsageError(
+            f"{where}: unknown key [tool.envguard] {unknown[0]}",
+            hint=f"known keys: {', '.join(sorted(known))}",
+        )
+    policy = Policy(source=where)
+    if "fail-on" in table:
+        value = table["fail-on"]
+        if not isinstance(value, str):
+            raise UsageError(f"{where}: [tool.envguard] fail-on must be a string")
+        policy = replace(policy, fail_on=parse_fail_on(value, where=f"{where}: fail-on"))
+    if "critical-packages" in table:
+        extra = _names(table["critical-packages"], key="critical-packages", where=where)
+        policy = replace(policy, critical_packages=GPU_STACK + extra)
+    if "ignore-packages" in table:
+        policy = replace(
+            policy,
+            ignore_packages=_names(table["ignore-packages"], key="ignore-packages", where=where),
+        )
+    if "ignore-sections" in table:
+        sections = _names(
+            table["ignore-sections"], key="ignore-sections", where=where, patterns=False
+        )
+        bad = [s for s in sections if s not in SECTIONS]
+        if bad:
+            raise UsageError(
+                f"{where}: [tool.envguard] ignore-sections: unknown section {bad[0]!r}",
+                hint=f"sections: {', '.join(SECTIONS)}",
+            )
+        policy = replace(policy, ignore_sections=sections)
+    if "severity" in table:
+        overrides = table["severity"]
+        if not isinstance(overrides, dict):
+            raise UsageError(f"{where}: [tool.envguard.severity] must be a table")
+        levels: dict[str, Severity] = {}
+        for key, value in overrides.items():
+            if (
+                key.split(".")[0] not in SECTIONS
+                or not isinstance(value, str)
+                or value not in LEVELS
+            ):
+                raise UsageError(
+                    f"{where}: [tool.envguard.severity] {key} = {value!r}: expected"
+                    ' SECTION[.KIND] = "critical"|"warning"|"info"'
+                )
+            levels[key] = LEVELS[value]
+        policy = replace(policy, severity=levels)
+    return policy
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest pyproject.toml from ``start`` upward."""
+    for folder in (start, *start.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_policy(start: Path | None = None) -> Policy:
+    """The policy of the nearest pyproject.toml's [tool.envguard], else the defaults."""
+    path = find_pyproject(Path.cwd() if start is None else start)
+    if path is None:
+        return Policy()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read it as TOML ({exc})") from None
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise UsageError(f"{path}: [tool] must be a table")
+    table = tool.get("envguard")
+    if table is None:
+        return Policy()
+    if not isinstance(table, dict):
+        raise UsageError(f"{path}: [tool.envguard] must be a table")
+    return policy_from_table(table, where=str(path))
+
+
+def only_sections(policy: Policy, sections: Iterable[str]) -> Policy:
+    """``policy`` narrowed to ``sections`` (--only); UsageError naming an unknown one."""
+    wanted = tuple(sections)
+    unknown = [s for s in wanted if s not in SECTIONS]
+    if unknown:
+        raise UsageError(f"--only {unknown[0]}: not a section ({', '.join(SECTIONS)})")
+    return replace(policy, ignore_sections=tuple(s for s in SECTIONS if s not in wanted))

@@ -1,0 +1,92 @@
+"""Compile caches (torch inductor, triton, --cache): cold, shrunk, unreadable."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from envguard.compare.models import Severity
+from envguard.compare.sections.base import Section
+from envguard.units import human_size
+
+if TYPE_CHECKING:
+    from envguard.compare.engine import Collector
+    from envguard.compare.models import Change
+    from envguard.snapshots.models import Cache, Snapshot
+
+W, I = Severity.warning, Severity.info  # noqa: E741
+# Default caches are keyed by kind in a fleet (their paths name the user); --cache by path.
+DEFAULT_KINDS = ("inductor", "triton")
+
+
+def _cache(b: Collector, ec: Cache, ac: Cache | None) -> None:
+    label = f"{ec.kind} cache {ec.path}"
+    was = f"{human_size(ec.bytes)}, {ec.files} files"
+    if ac is None or not ac.exists or (ac.files == 0 and ec.files > 0):
+        if ec.bytes > 0 or ec.files > 0:
+            state = "missing" if ac is None or not ac.exists else "empty"
+            b.add(
+                "cold",
+                ec.path,
+                expected=was,
+                actual=state,
+                severity=W,
+                message=f"{label} is cold ({state}; was {was}): first steps will recompile,"
+                " expect a slow warm-up",
+            )
+        return
+    if not ac.readable and ec.readable:
+        b.add(
+            "unreadable",
+            ec.path,
+            expected="readable",
+            actual="unreadable",
+            severity=W,
+            message=f"{label} is no longer readable",
+        )
+    elif ac.bytes * 2 < ec.bytes:
+        b.add(
+            "shrunk",
+            ec.path,
+            expected=was,
+            actual=f"{human_size(ac.bytes)}, {ac.files} files",
+            severity=W,
+            message=f"{label} lost more than half its size ({was} -> {human_size(ac.bytes)}):"
+            " expect recompilation",
+        )
+    elif ac.bytes > ec.bytes:
+        b.add(
+            "grown",
+            ec.path,
+            expected=human_size(ec.bytes),
+            actual=human_size(ac.bytes),
+            severity=I,
+            message=f"{label} grew {human_size(ec.bytes)} -> {human_size(ac.bytes)}",
+        )
+
+
+def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
+    actual = {(c.kind, c.path): c for c in a.caches}
+    for ec in e.caches:
+        _cache(b, ec, actual.get((ec.kind, ec.path)))
+
+
+def identity(snap: Snapshot) -> Iterator[tuple[str, str]]:
+    for c in snap.caches:
+        key = f"cache {c.kind}" if c.kind in DEFAULT_KINDS else f"cache {c.path}"
+        yield key, "warm" if c.exists and c.files else "cold"
+
+
+def restore_hint(change: Change, snapshot: Snapshot) -> str | None:
+    if change.kind in ("cold", "shrunk"):
+        return f"{change.message}; warm it with your own warm-up run (or --then CMD)"
+    return change.message
+
+
+SECTION = Section(
+    name="caches",
+    title="compile caches",
+    compare=compare,
+    identity=identity,
+    restore_hint=restore_hint,
+)

@@ -1,0 +1,66 @@
+"""Tracked files (model scripts, configs): their sha256."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from envguard.compare.models import Severity
+from envguard.compare.sections.base import Section
+
+if TYPE_CHECKING:
+    from envguard.compare.engine import Collector
+    from envguard.compare.models import Change
+    from envguard.snapshots.models import Snapshot
+
+
+def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
+    actual = {f.path: f for f in a.files}
+    for ef in e.files:
+        af = actual.get(ef.path)
+        if af is None or af.sha256 is None:
+            b.add(
+                "missing",
+                ef.path,
+                expected=(ef.sha256 or "")[:12],
+                severity=Severity.critical,
+                message=f"tracked file {ef.path} is missing",
+            )
+        elif af.sha256 != ef.sha256:
+            b.add(
+                "changed",
+                ef.path,
+                expected=(ef.sha256 or "")[:12],
+                actual=af.sha256[:12],
+                severity=Severity.critical,
+                message=f"tracked file {ef.path} changed ({ef.size} -> {af.size} bytes)",
+            )
+
+
+def identity(snap: Snapshot) -> Iterator[tuple[str, str]]:
+    for f in snap.files:
+        yield f"file {f.path}", (f.sha256 or "missing")[:12]
+
+
+def restore_hint(change: Change, snapshot: Snapshot) -> str | None:
+    owner = next(
+        (r for r in snapshot.repos if change.name.startswith(r.path.rstrip("/") + "/")), None
+    )
+    if owner is None or not owner.head:
+        return f"{change.message}; restore it from your own copy"
+    q = shlex.quote
+    rel = change.name[len(owner.path.rstrip("/")) + 1 :]
+    return (
+        f"{change.message}; to restore the committed version: git -C {q(owner.path)}"
+        f" checkout {q(owner.head)} -- {q(rel)}"
+    )
+
+
+SECTION = Section(
+    name="files",
+    title="tracked files",
+    compare=compare,
+    identity=identity,
+    restore_hint=restore_hint,
+)

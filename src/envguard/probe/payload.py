@@ -1,0 +1,75 @@
+"""The program sent to the target interpreter on stdin: the target package, then a call.
+
+The command line stays ``python -I -S -``, so it survives any prefix unquoted (ssh's remote
+shell, pct exec, docker exec, srun). The payload opens with a version check that any Python
+parses, then installs each module of probe/target/ (and envguard/redact.py, which both sides
+use) as the package ``envguard_probe`` from string literals, and runs ``main.main``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+# Dependency order: a module is installed after everything it imports.
+TARGET_MODULES = (
+    "redact",
+    "reading",
+    "system",
+    "dists",
+    "torchbuild",
+    "trees",
+    "gitrepos",
+    "env",
+    "main",
+)
+PACKAGE = "envguard_probe"
+_VERSION_CHECK = (
+    "import sys\n"
+    "if sys.version_info < (3, 8):\n"
+    '    sys.stdout.write(\'{"error": {"kind": "python_too_old", "message":'
+    ' "Python %d.%d is too old; envguard needs Python 3.8 or newer there"}}\''
+    " % sys.version_info[:2])\n"
+    "    sys.exit(1)\n"
+)
+# Installs (name, source) pairs as submodules of one package, so `from .x import y` works.
+LOADER = (
+    "import types\n"
+    "def _envguard_install(package, sources):\n"
+    "    pkg = types.ModuleType(package)\n"
+    "    pkg.__path__ = []\n"
+    "    sys.modules[package] = pkg\n"
+    "    for name, source in sources:\n"
+    "        mod = types.ModuleType(package + '.' + name)\n"
+    "        mod.__package__ = package\n"
+    "        mod.__file__ = '<' + package + '/' + name + '.py>'\n"
+    "        sys.modules[mod.__name__] = mod\n"
+    "        setattr(pkg, name, mod)\n"
+    "        exec(compile(source, mod.__file__, 'exec'), mod.__dict__)\n"
+    "    return pkg\n"
+)
+
+
+@cache
+def target_sources() -> tuple[tuple[str, str], ...]:
+    """(module name, source) of every target module, in install order."""
+    here = Path(__file__).parent
+    out = []
+    for name in TARGET_MODULES:
+        path = here.parent / "redact.py" if name == "redact" else here / "target" / f"{name}.py"
+        out.append((name, path.read_text(encoding="utf-8")))
+    return tuple(out)
+
+
+def probe_payload(args: Mapping[str, Any]) -> str:
+    """The whole program: version check, the target package, then ``main(args)``."""
+    arg_text = json.dumps(dict(args), sort_keys=True)
+    return (
+        _VERSION_CHECK
+        + LOADER
+        + f"_pkg = _envguard_install({PACKAGE!r}, {target_sources()!r})\n"
+        + f"sys.exit(_pkg.main.main(__import__('json').loads({arg_text!r})))\n"
+    )

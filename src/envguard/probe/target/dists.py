@@ -1,0 +1,224 @@
+"""Installed distributions: .dist-info/.egg-info metadata, PEP 610 sources, RECORD hashes."""
+
+# ruff: noqa: UP006, UP035, UP045
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import posixpath
+import re
+import sys
+import sysconfig
+
+from .reading import METADATA_CAP, RECORD_CAP, SMALL_CAP, open_regular, read_bytes, read_text
+from .redact import redact_url
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Tuple
+
+# Files an installer writes itself: they differ between two installs of one wheel.
+_INSTALLER_FILES = frozenset(
+    ("INSTALLER", "REQUESTED", "RECORD", "direct_url.json", "uv_cache.json")
+)
+
+
+def canonical_name(name: str) -> str:
+    """PEP 503 normalisation (repeated here: the probe may not import packaging)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def metadata_headers(path: str) -> Dict[str, str]:
+    """Name and Version from a METADATA/PKG-INFO header block, reading no further."""
+    found: Dict[str, str] = {}
+    fd = open_regular(path)
+    try:
+        head = os.read(fd, 8192)  # Name and Version open the header block
+        if b"\nVersion:" not in head or (b"\nName:" not in head and not head.startswith(b"Name:")):
+            rest = []
+            total = len(head)
+            while total <= METADATA_CAP:
+                block = os.read(fd, 1 << 20)
+                if not block:
+                    break
+                rest.append(block)
+                total += len(block)
+            head += b"".join(rest)[: max(0, METADATA_CAP - len(head))]
+    finally:
+        os.close(fd)
+    for raw in head.splitlines():
+        if not raw.strip():
+            break
+        key, sep, value = raw.partition(b":")
+        if sep and key in (b"Name", b"Version"):
+            text = value.decode("utf-8", "replace").strip()
+            found.setdefault(key.decode(), text)
+            if len(found) == 2:
+                break
+    return found
+
+
+def _record_row(line: str) -> Tuple[str, str]:
+    """(path, hash) of one RECORD line; the csv module only for a quoted path."""
+    if line[0] == '"':
+        import csv
+
+        row = next(csv.reader([line]), ["", ""])
+        return (row[0], row[1]) if len(row) > 1 else ("", "")
+    head, _, _size = line.rpartition(",")
+    path, _, digest = head.rpartition(",")
+    return path, digest
+
+
+def record_fingerprint(record: bytes | str, dist_info: str) -> str:
+    """sha256 over sorted (path, hash) RECORD rows that two installs of one wheel share.
+
+    Left out: bytecode, files outside the package tree (console scripts carry the venv
+    path in their shebang) and the files the installer writes itself. This loop is most
+    of the probe's time (torch's RECORD has ~15k rows), so the common case stays cheap.
+    """
+    # One decode of the whole file is far cheaper than a decoding reader.
+    record_text = record if isinstance(record, str) else record.decode("utf-8", "surrogateescape")
+    installer_files = {dist_info + "/" + name for name in _INSTALLER_FILES}
+    rows: List[str] = []
+    append = rows.append
+    for line in record_text.splitlines():
+        if not line:
+            continue
+        path, digest = _record_row(line)
+        if not digest:
+            continue
+        if "\\" in path or "./" in path or "//" in path or path.startswith("/"):
+            path = posixpath.normpath(path.replace("\\", "/"))
+            if path.startswith(("../", "/")) or path == "..":
+                continue
+        if path.endswith((".pyc", ".pyo")) or "__pycache__" in path or path in installer_files:
+            continue
+        append(path + "\0" + digest)
+    rows.sort()
+    return hashlib.sha256("\n".join(rows).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _redact_direct_url(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {k: _redact_direct_url(v) for k, v in data.items()}
+    if isinstance(data, str):
+        return redact_url(data)
+    return data
+
+
+def _dist_from_dir_name(entry: str) -> Tuple[str, str]:
+    stem = entry.rsplit(".", 1)[0]
+    name, _, version = stem.partition("-")
+    return name, version.split("-py")[0]
+
+
+def read_distribution(site: str, entry: str, warnings: List[str]) -> Optional[Dict[str, Any]]:
+    """One installed distribution from its .dist-info or .egg-info; None if unreadable."""
+    path = os.path.join(site, entry)
+    is_dist_info = entry.endswith(".dist-info")
+    if is_dist_info:
+        meta_path = os.path.join(path, "METADATA")
+    elif os.path.isdir(path):
+        meta_path = os.path.join(path, "PKG-INFO")
+    else:
+        meta_path = path
+    dir_name, dir_version = _dist_from_dir_name(entry)
+    try:
+        headers = metadata_headers(meta_path)
+    except OSError as exc:
+        headers = {}
+        warnings.append("%s: metadata unreadable (%s)" % (path, exc.strerror or exc))
+    display = headers.get("Name") or dir_name
+    version = headers.get("Version") or dir_version
+    if not display or not version:
+        warnings.append("%s: broken metadata (no name or version); skipped" % path)
+        return None
+    dist: Dict[str, Any] = {
+        "name": canonical_name(display),
+        "display_name": display,
+        "version": version,
+        "location": site,
+        "metadata_dir": entry,
+        "installer": None,
+        "requested": False,
+        "direct_url": None,
+        "fingerprint": None,
+    }
+    if not is_dist_info:
+        return dist
+    try:  # one listing instead of a failed open() per optional file
+        present = set(os.listdir(path))
+    except OSError:
+        present = set()
+    installer = read_text(os.path.join(path, "INSTALLER")) if "INSTALLER" in present else None
+    dist["installer"] = installer.strip() or None if installer is not None else None
+    dist["requested"] = "REQUESTED" in present
+    raw_url = None
+    if "direct_url.json" in present:
+        raw_url = read_text(os.path.join(path, "direct_url.json"), SMALL_CAP)
+    if raw_url is not None:
+        try:
+            dist["direct_url"] = _redact_direct_url(json.loads(raw_url))
+        except (ValueError, RecursionError):
+            warnings.append("%s: direct_url.json is not valid JSON; source unknown" % path)
+    record = None
+    if "RECORD" in present:
+        try:
+            record = read_bytes(os.path.join(path, "RECORD"), RECORD_CAP)
+        except OSError as exc:
+            warnings.append("%s: RECORD unreadable (%s)" % (path, exc.strerror or exc))
+    if record is None:
+        if "RECORD" not in present:
+            warnings.append("%s: no RECORD; content fingerprint unknown" % path)
+    else:
+        dist["fingerprint"] = record_fingerprint(record, entry)
+    return dist
+
+
+def site_dirs() -> List[str]:
+    """purelib and platlib of this interpreter (the set `uv pip freeze` reports)."""
+    # The prefixes passed explicitly: sysconfig may have read sys.prefix before enter_venv().
+    paths = sysconfig.get_paths(vars={"base": sys.prefix, "platbase": sys.exec_prefix})
+    out: List[str] = []
+    for key in ("purelib", "platlib"):
+        path = paths.get(key)
+        if path and path not in out:
+            out.append(path)
+    return out
+
+
+def scan_packages(sites: List[str], warnings: List[str]) -> List[Dict[str, Any]]:
+    """Every distribution in ``sites``; a name seen again later is kept but marked shadowed."""
+    packages: List[Dict[str, Any]] = []
+    seen: Dict[str, Dict[str, Any]] = {}
+    for site in sites:
+        try:
+            entries = sorted(os.listdir(site))
+        except OSError:
+            continue
+        for entry in entries:
+            if not entry.endswith((".dist-info", ".egg-info")):
+                continue
+            dist = read_distribution(site, entry, warnings)
+            if dist is None:
+                continue
+            first = seen.get(dist["name"])
+            dist["shadowed"] = first is not None
+            if first is None:
+                seen[dist["name"]] = dist
+            else:
+                warnings.append(
+                    "%s %s in %s is shadowed by %s %s in %s"
+                    % (
+                        dist["name"],
+                        dist["version"],
+                        site,
+                        first["name"],
+                        first["version"],
+                        first["location"],
+                    )
+                )
+            packages.append(dist)
+    return packages

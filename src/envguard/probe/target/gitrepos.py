@@ -1,0 +1,90 @@
+"""Git state through the `git` command, on the far side of --via (no gitpython there)."""
+
+# ruff: noqa: UP006, UP035, UP045
+from __future__ import annotations
+
+import hashlib
+import os
+
+from .redact import redact_url
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional
+
+
+def _git(path: str, *args: str) -> Optional[str]:
+    import subprocess
+
+    try:
+        proc = subprocess.run(
+            ["git", "-C", path, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode != 0:
+        return None
+    return proc.stdout.decode("utf-8", "surrogateescape")
+
+
+def git_top(path: str) -> Optional[str]:
+    out = _git(path, "rev-parse", "--show-toplevel")
+    return out.strip() if out else None
+
+
+def git_repo(path: str) -> Dict[str, Any]:
+    """A repo record: HEAD, branch, dirtiness, the hash of `git diff HEAD`, the remote."""
+    top = git_top(path)
+    if top is None:
+        error = "no such directory" if not os.path.isdir(path) else "not a git work tree"
+        return {"path": path, "error": error}
+    head = (_git(top, "rev-parse", "--verify", "-q", "HEAD") or "").strip() or None
+    branch = (_git(top, "symbolic-ref", "--short", "-q", "HEAD") or "").strip() or None
+    diff = _git(top, "diff", "HEAD", "--no-color", "--no-ext-diff", "--binary") or ""
+    diff = diff.rstrip("\n") if head else ""
+    dirty = bool(diff) or bool((_git(top, "status", "--porcelain", "-uno") or "").strip())
+    untracked = _git(top, "ls-files", "--others", "--exclude-standard", "-z") or ""
+    remotes = (_git(top, "remote") or "").split()
+    remote = None
+    if remotes:
+        name = "origin" if "origin" in remotes else remotes[0]
+        url = (_git(top, "remote", "get-url", name) or "").strip()
+        remote = redact_url(url) if url else None
+    return {
+        "path": top,
+        "head": head,
+        "branch": branch,
+        "dirty": dirty,
+        "diff_sha256": hashlib.sha256(diff.encode("utf-8", "surrogateescape")).hexdigest()
+        if dirty
+        else None,
+        "untracked": len([p for p in untracked.split("\0") if p]),
+        "remote": remote,
+        "error": None,
+    }
+
+
+def probe_repos(args: Dict[str, Any], packages: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The repos named in ``args`` plus the work trees of editable installs."""
+    paths = [os.path.abspath(os.path.expanduser(p)) for p in args.get("repos", [])]
+    if args.get("editable_repos"):
+        for pkg in packages:
+            url = (pkg.get("direct_url") or {}).get("url", "")
+            editable = ((pkg.get("direct_url") or {}).get("dir_info") or {}).get("editable")
+            if editable and isinstance(url, str) and url.startswith("file://"):
+                from urllib.parse import unquote, urlsplit
+
+                top = git_top(unquote(urlsplit(url).path))
+                if top:
+                    paths.append(top)
+    seen, out = set(), []
+    for path in paths:
+        record = git_repo(path)
+        if record["path"] not in seen:
+            seen.add(record["path"])
+            out.append(record)
+    return out

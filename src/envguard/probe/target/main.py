@@ -1,0 +1,86 @@
+"""The probe's entry point: measure this interpreter, print one JSON document on stdout.
+
+The document is the report (see envguard/probe/report.py, which validates it on the host),
+or ``{"error": {"kind": ..., "message": ...}}`` when the probe itself failed. Its only input
+is one JSON argument. It never imports an installed distribution (importing torch costs
+seconds and can initialise CUDA), and the interpreter runs with ``-I -S``: no .pth file of
+the target is executed.
+"""
+
+# ruff: noqa: UP006, UP035
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from .dists import scan_packages, site_dirs
+from .env import capture_env
+from .gitrepos import probe_repos
+from .system import accelerator, enter_venv, finish_tool, interpreter, start_tool, user
+from .torchbuild import torch_build
+from .trees import default_caches, hash_file, walk_tree
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List
+
+# Bumped when the report's shape changes; the host checks it (envguard/probe/report.py).
+PROBE_VERSION = 2
+
+
+def probe(args: Dict[str, Any]) -> Dict[str, Any]:
+    """Everything the snapshot needs from this side, as plain JSON-able data."""
+    enter_venv()  # before sysconfig computes any path
+    environ = dict(os.environ)
+    # Slow external tools run while the file system is read.
+    smi = start_tool(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
+    nvcc = start_tool(["nvcc", "--version"])
+    warnings: List[str] = []
+    sites = site_dirs()
+    packages = scan_packages(sites, warnings)
+    caches = []
+    wanted = default_caches(environ) if args.get("default_caches", True) else []
+    wanted += [(c["kind"], c["path"]) for c in args.get("caches", [])]
+    for kind, path in wanted:
+        cache = walk_tree(os.path.abspath(os.path.expanduser(path)))
+        cache["kind"] = kind
+        if cache["unreadable_dirs"]:
+            warnings.append(
+                "%s: %d unreadable entries not counted" % (cache["path"], cache["unreadable_dirs"])
+            )
+        caches.append(cache)
+    return {
+        "probe_version": PROBE_VERSION,
+        "host": os.uname().nodename,
+        "user": user(),
+        "interpreter": interpreter(sites),
+        "packages": packages,
+        "torch": torch_build(packages, warnings),
+        "files": [hash_file(p) for p in args.get("files", [])],
+        "repos": probe_repos(args, packages) if args.get("git") else [],
+        "caches": caches,
+        "env": capture_env(environ) if args.get("env", True) else {},
+        "accelerator": accelerator(finish_tool(smi), finish_tool(nvcc)),
+        "warnings": warnings,
+    }
+
+
+def error(kind: str, message: str) -> str:
+    """The one JSON error object the host reads instead of a report."""
+    return json.dumps({"probe_version": PROBE_VERSION, "error": {"kind": kind, "message": message}})
+
+
+def main(args: Dict[str, Any]) -> int:
+    """Print the report (exit 0) or a JSON error object (exit 1)."""
+    try:
+        text = json.dumps(probe(args))
+    except MemoryError:
+        text, code = error("memory", "ran out of memory while measuring"), 1
+    except Exception as exc:  # reported to the host as data, never as a traceback
+        text, code = error("failed", "%s: %s" % (type(exc).__name__, exc)), 1
+    else:
+        code = 0
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    return code

@@ -1,0 +1,59 @@
+"""Reading files on behalf of untrusted input: regular files only, never blocking, capped."""
+
+# ruff: noqa: UP045
+from __future__ import annotations
+
+import os
+import stat
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional
+
+# Caps per kind of file: a damaged or hostile site-packages must not exhaust memory.
+METADATA_CAP = 16 << 20
+RECORD_CAP = 64 << 20
+SMALL_CAP = 1 << 20  # INSTALLER, direct_url.json, torch/version.py
+
+
+class NotRegular(OSError):
+    """A FIFO, socket, device or directory where a regular file was expected."""
+
+
+def open_regular(path: str) -> int:
+    """An fd for ``path`` if it is a regular file; never blocks on a FIFO or a device."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegular(0, "not a regular file", path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_bytes(path: str, cap: int) -> bytes:
+    """At most ``cap`` bytes of a regular file; OSError (incl. NotRegular, EFBIG) otherwise."""
+    fd = open_regular(path)
+    try:
+        chunks = []
+        total = 0
+        while True:
+            block = os.read(fd, min(1 << 20, cap + 1 - total))
+            if not block:
+                break
+            chunks.append(block)
+            total += len(block)
+            if total > cap:
+                raise OSError(27, "larger than %d bytes" % cap, path)  # EFBIG
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_text(path: str, cap: int = SMALL_CAP) -> Optional[str]:
+    """A small regular file as text (bad bytes replaced), or None when it cannot be read."""
+    try:
+        return read_bytes(path, cap).decode("utf-8", "replace")
+    except OSError:
+        return None

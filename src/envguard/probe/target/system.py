@@ -1,0 +1,203 @@
+"""The interpreter, the user and the accelerator: facts about the machine, not packages."""
+
+# ruff: noqa: UP006, UP035, UP045
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+from .reading import read_text
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Tuple
+
+
+def enter_venv() -> None:
+    """Set sys.prefix as site.py would for a venv (``-S`` skips site.py, and with it its
+    pyvenv.cfg lookup): the directory above the executable's, when pyvenv.cfg is there."""
+    exe_dir = os.path.dirname(os.path.abspath(sys.executable))
+    site_prefix = os.path.dirname(exe_dir)
+    for candidate in (os.path.join(exe_dir, "pyvenv.cfg"), os.path.join(site_prefix, "pyvenv.cfg")):
+        if os.path.isfile(candidate):
+            sys.prefix = sys.exec_prefix = site_prefix
+            return
+
+
+def user() -> str:
+    """The user name as getpass.getuser() finds it, without importing getpass."""
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        if os.environ.get(name):
+            return os.environ[name]
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError):  # no passwd entry inside some containers
+        return str(os.getuid()) if hasattr(os, "getuid") else "unknown"
+
+
+def _full_version(info: Any) -> str:
+    version = "%d.%d.%d" % (info.major, info.minor, info.micro)
+    if info.releaselevel != "final":
+        version += info.releaselevel[0] + str(info.serial)
+    return version
+
+
+def marker_environment() -> Dict[str, str]:
+    """PEP 508 marker values of this interpreter (as packaging.markers computes them)."""
+    uname = os.uname()
+    return {
+        "implementation_name": sys.implementation.name,
+        "implementation_version": _full_version(sys.implementation.version),
+        "os_name": os.name,
+        "platform_machine": uname.machine,
+        "platform_release": uname.release,
+        "platform_system": uname.sysname,
+        "platform_version": uname.version,
+        "python_full_version": _full_version(sys.version_info),
+        "platform_python_implementation": {"cpython": "CPython", "pypy": "PyPy"}.get(
+            sys.implementation.name, sys.implementation.name
+        ),
+        "python_version": "%d.%d" % sys.version_info[:2],
+        "sys_platform": sys.platform,
+    }
+
+
+def libc() -> Optional[str]:
+    try:
+        value = os.confstr("CS_GNU_LIBC_VERSION")
+    except (AttributeError, ValueError, OSError):
+        value = None
+    if value:
+        return value
+    import platform  # musl and others: read the executable
+
+    name, version = platform.libc_ver()
+    return (name + " " + version).strip() or None
+
+
+def interpreter(sites: List[str]) -> Dict[str, Any]:
+    base_prefix = getattr(sys, "base_prefix", sys.prefix)
+    uname = os.uname()
+    return {
+        "version": _full_version(sys.version_info),
+        "implementation": sys.implementation.name,
+        "executable": sys.executable,
+        "prefix": sys.prefix,
+        "base_prefix": base_prefix,
+        "is_venv": sys.prefix != base_prefix,
+        "os": uname.sysname.lower(),
+        "machine": uname.machine,
+        "libc": libc(),
+        "site_packages": sites,
+        "markers": marker_environment(),
+    }
+
+
+def _which(name: str) -> Optional[str]:
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        candidate = os.path.join(folder, name)
+        if folder and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def start_tool(argv: List[str]) -> Optional[Tuple[int, int]]:
+    """Start a tool with stdout on a pipe (posix_spawn: no subprocess import); (pid, fd)."""
+    exe = _which(argv[0])
+    if exe is None or not hasattr(os, "posix_spawn"):
+        return None
+    read_fd, write_fd = os.pipe()
+    try:
+        pid = os.posix_spawn(
+            exe,
+            [exe, *argv[1:]],
+            os.environ,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, write_fd, 1),
+                (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+            ],
+        )
+    except OSError:
+        os.close(read_fd)
+        return None
+    finally:
+        os.close(write_fd)
+    return pid, read_fd
+
+
+def finish_tool(started: Optional[Tuple[int, int]], timeout: float = 15.0) -> Optional[str]:
+    """The tool's stdout (at most 1 MiB) when it exits 0 within ``timeout``, else None."""
+    if started is None:
+        return None
+    import select
+    import time
+
+    pid, fd = started
+    chunks: List[bytes] = []
+    total = 0
+    deadline = time.monotonic() + timeout
+    timed_out = False
+    try:
+        while total <= 1 << 20:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                os.kill(pid, 9)
+                break
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if ready:
+                data = os.read(fd, 65536)
+                if not data:
+                    break
+                chunks.append(data)
+                total += len(data)
+    finally:
+        os.close(fd)
+    while True:  # stdout is closed; the tool may still hang: wait no longer than the deadline
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            timed_out = True
+            os.kill(pid, 9)
+            _, status = os.waitpid(pid, 0)
+            break
+        time.sleep(0.005)
+    if timed_out or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+        return None
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def accelerator(smi: Optional[str], nvcc: Optional[str]) -> Dict[str, Any]:
+    """GPUs and driver from nvidia-smi's CSV (else the kernel module), and nvcc's release."""
+    gpus: List[str] = []
+    driver = None
+    source = None
+    if smi:
+        for line in smi.splitlines():
+            parts = [p.strip() for p in line.split(",")]
+            if len(parts) >= 2 and parts[0]:
+                gpus.append(parts[0])
+                driver = driver or parts[1]
+        source = "nvidia-smi" if gpus else None
+    if driver is None:
+        text = read_text("/proc/driver/nvidia/version")
+        match = re.search(r"Kernel Module(?: for [\w]+)?\s+([0-9][0-9.]+)", text or "")
+        if match:
+            driver, source = match.group(1), "/proc/driver/nvidia/version"
+    nvcc_version = None
+    if nvcc:
+        match = re.search(r"release [0-9.]+, V([0-9.]+)", nvcc)
+        nvcc_version = match.group(1) if match else None
+    return {
+        "present": bool(gpus) or driver is not None,
+        "driver": driver,
+        "gpus": gpus,
+        "count": len(gpus),
+        "nvcc": nvcc_version,
+        "source": source,
+    }

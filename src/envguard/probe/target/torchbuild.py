@@ -1,0 +1,70 @@
+"""torch's build facts from torch/version.py, parsed and never imported."""
+
+# ruff: noqa: UP006, UP035, UP045
+from __future__ import annotations
+
+import os
+import re
+
+from .reading import read_text
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional
+
+_ASSIGN = re.compile(r"^([A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=[ \t]*(.+?)[ \t]*$", re.M)
+_TORCH_KEYS = ("__version__", "debug", "cuda", "git_version", "hip")
+
+
+def _literal(text: str) -> Any:
+    constants = {"None": None, "True": True, "False": False}
+    if text in constants:
+        return constants[text]
+    quote = text[:1]
+    simple = len(text) >= 2 and text[-1] == quote and quote not in text[1:-1]
+    if quote in ("'", '"') and simple and "\\" not in text:
+        return text[1:-1]
+    import ast  # an unusual literal: let Python read it
+
+    return ast.literal_eval(text)
+
+
+def literal_assignments(source: str) -> Dict[str, Any]:
+    """Top-level ``name = literal`` (or ``name: T = literal``) lines torch's version.py has."""
+    values: Dict[str, Any] = {}
+    for name, raw in _ASSIGN.findall(source):
+        if name in _TORCH_KEYS and name not in values:
+            try:
+                values[name] = _literal(raw)
+            except Exception:  # an odd version.py must not stop the snapshot
+                pass
+    return values
+
+
+def torch_build(packages: List[Dict[str, Any]], warnings: List[str]) -> Optional[Dict[str, Any]]:
+    """version, cuda, git_version, hip and debug of the torch the interpreter imports."""
+    torch = next((p for p in packages if p["name"] == "torch" and not p["shadowed"]), None)
+    if torch is None:
+        return None
+    path = os.path.join(torch["location"], "torch", "version.py")
+    source = read_text(path)
+    values: Dict[str, Any] = {}
+    if source is None:
+        warnings.append("%s: missing; torch build details unknown" % path)
+    else:
+        values = literal_assignments(source)
+        if "__version__" not in values:
+            warnings.append("%s: no __version__; torch build details unknown" % path)
+
+    def text(key: str) -> Optional[str]:
+        value = values.get(key)
+        return None if value is None else str(value)
+
+    debug = values.get("debug")
+    return {
+        "version": text("__version__") or torch["version"],
+        "cuda": text("cuda"),
+        "git_version": text("git_version"),
+        "hip": text("hip"),
+        "debug": debug if isinstance(debug, bool) else None,
+    }

@@ -1,0 +1,382 @@
+"""Execute a rebuild Plan: the only module that installs anything.
+
+Fresh mode never touches the working venv until an atomic swap: it builds into a sibling
+directory, verifies it against the snapshot, then exchanges the two directories in one
+rename (renameat2 RENAME_EXCHANGE where the kernel has it). Any failure or interruption
+before that leaves the working venv as it was and removes the half-built one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from types import FrameType
+
+from envguard.compare.models import Drift, Severity
+from envguard.errors import ActionError, UsageError
+from envguard.recovery.plan import Plan, RunStep, SwapStep, VerifyStep
+from envguard.snapshots.models import Snapshot
+
+BUILD_MARK = ".envguard-build-"
+PLAN_MARK = ".envguard-plan-"
+# Inside a build dir while it is only a build: taken out just before the swap, so a dir
+# at a build path *without* it is an old venv displaced by a swap that was killed midway.
+MARKER = ".envguard-building"
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived: unwind, clean up, leave the working venv alone."""
+
+
+@dataclass
+class Outcome:
+    """What a rebuild did: where the new and old venvs are, and what it verified."""
+
+    venv: Path
+    snapshot: str = ""
+    packages: int = 0
+    backup: Path | None = None
+    verified: Drift | None = None
+    live: Snapshot | None = None  # the rebuilt venv as verification measured it
+    notes: list[str] = field(default_factory=list)
+    not_restored: list[str] = field(default_factory=list)  # repos, files, caches
+
+
+def build_paths(venv: Path, pid: int | None = None) -> tuple[Path, Path]:
+    """(build dir, plan dir): hidden siblings of ``venv`` on the same file system, named
+    by pid and host (a home on NFS is shared: another node's pid means nothing here)."""
+    owner = f"{os.getpid() if pid is None else pid}@{_HOST}"
+    return (
+        venv.parent / f"{_hidden(venv)}{BUILD_MARK}{owner}",
+        venv.parent / f"{_hidden(venv)}{PLAN_MARK}{owner}",
+    )
+
+
+_HOST = os.uname().nodename
+
+
+def _hidden(venv: Path) -> str:
+    return venv.name if venv.name.startswith(".") else f".{venv.name}"
+
+
+def check_target(venv: Path, *, label: str, cwd: Path | None = None) -> None:
+    """Refuse to replace anything but a virtualenv, and never the working directory."""
+    here = (Path.cwd() if cwd is None else cwd).resolve()
+    target = venv.resolve()
+    if target == here or target in here.parents:
+        raise UsageError(f"{label}: is the current directory or one of its parents")
+    if target.exists() and not (target / "pyvenv.cfg").is_file():
+        raise UsageError(
+            f"{label}: {venv} exists and is not a virtualenv (no pyvenv.cfg); refusing to"
+            " replace it"
+        )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale(venv: Path) -> list[str]:
+    """Clean up after a rebuild that was killed (its pid is gone); what was done, in words."""
+    done: list[str] = []
+    if not venv.parent.is_dir():
+        return done
+    for mark in (BUILD_MARK, PLAN_MARK):
+        prefix = f"{_hidden(venv)}{mark}"
+        for path in venv.parent.glob(f"{prefix}*"):
+            pid, _, host = path.name[len(prefix) :].partition("@")
+            if host != _HOST or not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+                continue
+            displaced = (
+                mark == BUILD_MARK
+                and (path / "pyvenv.cfg").is_file()
+                and not (path / MARKER).exists()
+            )
+            if displaced:  # never delete a venv we did not build: keep it as a backup
+                backup = venv.parent / f"{venv.name}.envguard-backup-recovered-{pid}"
+                path.rename(backup)
+                done.append(f"kept {backup}: a venv left by a rebuild killed during its swap")
+            else:
+                shutil.rmtree(path, ignore_errors=True)
+                done.append(f"removed {path} left by an interrupted rebuild")
+    return done
+
+
+class _SignalGate:
+    """SIGINT and SIGTERM raise Interrupted, except inside critical(), where they wait for
+    its end. Blocking them with pthread_sigmask would not do: another thread (rich's status
+    refresher) can take the signal, and Python still runs the handler in the main thread."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.pending: int | None = None
+
+    def handler(self, signum: int, frame: FrameType | None) -> None:
+        if self.depth:
+            self.pending = signum
+            return
+        raise Interrupted(signal.Signals(signum).name)
+
+    @contextlib.contextmanager
+    def critical(self) -> Iterator[None]:
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+        if not self.depth and self.pending is not None:
+            signum, self.pending = self.pending, None
+            raise Interrupted(signal.Signals(signum).name)
+
+
+@contextlib.contextmanager
+def _signals_raise() -> Iterator[_SignalGate]:
+    """Turn SIGTERM (a kill) into an exception so cleanup runs, as SIGINT already does."""
+    gate = _SignalGate()
+    previous = {s: signal.signal(s, gate.handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield gate
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two directories (Linux renameat2); False where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    rc = renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: file system cannot exchange
+        return False
+    raise OSError(err, os.strerror(err), str(a))
+
+
+def swap_in(build: Path, venv: Path, *, stamp: str) -> Path | None:
+    """Put ``build`` at ``venv``; the old venv moves to a timestamped backup (returned).
+    Call it inside _SignalGate.critical(): nothing may stop it halfway."""
+    if not venv.exists():
+        build.rename(venv)
+        return None
+    backup = venv.parent / f"{venv.name}.envguard-backup-{stamp}"
+    (build / MARKER).unlink(missing_ok=True)
+    if _exchange(build, venv):
+        build.rename(backup)  # ``build`` now holds the old venv
+        return backup
+    venv.rename(backup)  # no atomic exchange here: two renames (callers hold signals)
+    build.rename(venv)
+    return backup
+
+
+def run_step(step: RunStep, *, on_line: Callable[[str], None] | None = None) -> None:
+    """Run one argv step, streaming its output; ActionError with uv's own error line."""
+    tail: list[str] = []
+    env = {k: v for k, v in os.environ.items() if k not in step.unset_env}
+    with subprocess.Popen(
+        list(step.argv),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            for raw in proc.stdout:
+                line = raw.rstrip()
+                if line:
+                    tail = [*tail[-19:], line]
+                    if on_line is not None:
+                        on_line(line)
+            proc.wait()
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+    if proc.returncode != 0:
+        # uv marks its error lines "error:" or with a cross.
+        errors = [ln for ln in tail if ln.lstrip().lower().startswith(("error", "\u00d7"))]
+        cause = [ln for ln in tail if "because" in ln or "not found" in ln or "no " in ln.lower()]
+        last = (errors or cause or tail or ["no output"])[-1].strip()
+        raise ActionError(f"step '{step.purpose}' failed (exit {proc.returncode}): {last}")
+
+
+def verify(
+    snapshot: Snapshot,
+    python: Path,
+    *,
+    sections: tuple[str, ...] = ("packages", "interpreter"),
+    ignore: frozenset[str] = frozenset(),
+) -> tuple[Drift, Snapshot]:
+    """``sections`` of ``python`` against ``snapshot`` (must be info at most), and the live
+    measurement itself, which also holds the snapshot's repos, files and caches."""
+    from envguard.compare.engine import diff
+    from envguard.compare.policy import Policy, only_sections
+    from envguard.snapshots.capture import capture_snapshot
+    from envguard.snapshots.live import Recorded, request_like
+
+    live = capture_snapshot(request_like(Recorded.of(snapshot), python=python))
+    policy = only_sections(Policy(ignore_packages=tuple(sorted(ignore))), sections)
+    drift = diff(snapshot, live, policy)
+    # Built from source here (VCS, local dir): bytes differ between builds, so only a
+    # wheel from an index must match its fingerprint.
+    built = {p.name for p in snapshot.packages if p.source.kind in ("vcs", "dir", "editable")}
+    kept = tuple(
+        c
+        for c in drift.changes
+        if not (c.section == "packages" and c.kind == "content_changed" and c.name in built)
+    )
+    return drift.model_copy(update={"changes": kept}), live
+
+
+def execute(
+    p: Plan,
+    snapshot: Snapshot,
+    *,
+    no_backup: bool = False,
+    ignore: frozenset[str] = frozenset(),
+    status: Callable[[str], None] = lambda _: None,
+    on_line: Callable[[str], None] | None = None,
+) -> Outcome:
+    """Run ``p``. Fresh mode: the working venv is untouched unless every step succeeded."""
+    venv = Path(p.venv)
+    build = Path(p.build) if p.build else None
+    outcome = Outcome(venv=venv, snapshot=p.snapshot, packages=p.packages)
+    swapped = False
+    plan_dirs = sorted({Path(f.path).parent for f in p.files})
+    total = len(p.steps)
+    current = "prepare"
+    try:
+        with _signals_raise() as gate:
+            for folder in plan_dirs:
+                folder.mkdir(parents=True, exist_ok=True)
+            for f in p.files:
+                Path(f.path).write_text(f.content, encoding="utf-8")
+            for i, step in enumerate(p.steps, 1):
+                current = step.purpose
+                status(f"[{i}/{total}] {step.purpose}")
+                if isinstance(step, VerifyStep):
+                    drift, outcome.live = verify(
+                        snapshot, Path(step.python), sections=step.sections, ignore=ignore
+                    )
+                    outcome.verified = drift
+                    bad = [c for c in drift.changes if c.severity.rank > Severity.info.rank]
+                    if bad:
+                        raise ActionError(
+                            f"step '{step.purpose}' failed: {len(bad)} differences, first:"
+                            f" {bad[0].message}"
+                        )
+                elif isinstance(step, SwapStep):
+                    assert build is not None and Path(step.build) == build
+                    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+                    with gate.critical():  # a signal now waits until the books are right
+                        outcome.backup = swap_in(build, venv, stamp=stamp)
+                        build = None  # it is the working venv now: never clean it up
+                        swapped = True
+                        _check_python(venv, outcome)
+                elif isinstance(step, RunStep):
+                    if step.kind == "venv" and build is not None:
+                        build.mkdir(parents=True)  # ours from the first moment: marked
+                        (build / MARKER).touch()
+                    run_step(step, on_line=on_line)
+    except Interrupted as exc:
+        if swapped:
+            raise ActionError(
+                f"rebuild interrupted ({exc}) right after the swap",
+                hint=f"{venv} is the rebuilt venv"
+                + (f"; the old one is at {outcome.backup}" if outcome.backup else ""),
+            ) from None
+        raise ActionError(
+            f"rebuild interrupted ({exc}) during '{current}'",
+            hint=f"{venv} was not touched"
+            if not p.in_place
+            else f"{venv} may be partly synced; run the rebuild again",
+        ) from None
+    except ActionError as exc:
+        if exc.hint is None:
+            exc.hint = (
+                f"{venv} was not touched"
+                if not p.in_place
+                else f"{venv} may be partly synced; run the rebuild again"
+            )
+            if current.startswith("create a fresh venv"):
+                exc.hint += f"; --base-python PATH picks another Python {p.python} interpreter"
+        raise
+    finally:
+        if build is not None and (build / MARKER).exists():  # only ever a build of ours
+            shutil.rmtree(build, ignore_errors=True)
+        for folder in plan_dirs:
+            if PLAN_MARK in folder.name:
+                shutil.rmtree(folder, ignore_errors=True)
+    if no_backup and outcome.backup is not None:
+        shutil.rmtree(outcome.backup, ignore_errors=True)
+        outcome.notes.append(f"removed the old venv ({outcome.backup})")
+        outcome.backup = None
+    return outcome
+
+
+def _check_python(venv: Path, outcome: Outcome) -> None:
+    """The swapped-in interpreter must start; otherwise swap the backup straight back."""
+    proc = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import sys"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode == 0:
+        return
+    if outcome.backup is not None:
+        failed = venv.parent / f"{venv.name}.envguard-failed"
+        shutil.rmtree(failed, ignore_errors=True)
+        venv.rename(failed)  # inside the caller's critical section
+        outcome.backup.rename(venv)
+        outcome.backup = None
+    raise ActionError(f"the rebuilt venv's python does not start: {proc.stderr.strip()[-200:]}")
+
+
+def not_restored(snapshot: Snapshot, live: Snapshot) -> list[str]:
+    """What the snapshot knows but a rebuild does not restore: repos, files, caches."""
+    from envguard.compare.engine import diff, restore_hints
+    from envguard.compare.policy import Policy, only_sections
+
+    kept = ("repos", "files", "caches")
+    rest = diff(snapshot, live, only_sections(Policy(), kept))
+    return restore_hints(rest.changes, snapshot)
+
+
+def run_then(argv: tuple[str, ...], venv: Path) -> None:
+    """Run the user's --then command with ``venv`` active; ActionError when it fails."""
+    env = {
+        **os.environ,
+        "VIRTUAL_ENV": str(venv),
+        "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    try:
+        code = subprocess.run(list(argv), env=env, check=False).returncode
+    except OSError as exc:
+        raise ActionError(f"--then {argv[0]}: cannot run it ({exc.strerror})") from None
+    if code != 0:
+        raise ActionError(f"--then command exited {code} (the rebuilt venv is in place)")

@@ -1,0 +1,124 @@
+"""Assemble a Snapshot from the probe's validated report, git and the user's options."""
+
+from __future__ import annotations
+
+import shlex
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from envguard import __version__
+from envguard.errors import ProbeError, UsageError
+from envguard.probe.report import ProbeReport, ReportFile, ReportRepo
+from envguard.redact import redact_argv
+from envguard.snapshots.models import (
+    Accelerator,
+    Cache,
+    FileDigest,
+    Interpreter,
+    Package,
+    Repo,
+    Snapshot,
+)
+from envguard.snapshots.repos import capture_repo, find_work_tree
+from envguard.snapshots.request import CaptureRequest, StartedCapture, start_capture
+from envguard.snapshots.sources import package_from_probe, torch_from_probe
+
+
+def _editable_repos(packages: tuple[Package, ...]) -> list[Path]:
+    found = []
+    for pkg in packages:
+        if pkg.source.kind == "editable" and pkg.source.path:
+            top = find_work_tree(Path(pkg.source.path))
+            if top is not None:
+                found.append(top)
+    return found
+
+
+def _remote_repos(request: CaptureRequest, raw: tuple[ReportRepo, ...]) -> tuple[Repo, ...]:
+    repos = []
+    for repo in raw:
+        if repo.error:
+            if not request.strict:
+                continue  # gone: diff reports it missing
+            raise UsageError(f"--repo {repo.path}: {repo.error} (on the far side of --via)")
+        repos.append(Repo(**repo.model_dump(exclude={"error"})))
+    return tuple(sorted(repos, key=lambda r: r.path))
+
+
+def _repos(
+    request: CaptureRequest, user_repos: list[Path], packages: tuple[Package, ...]
+) -> tuple[Repo, ...]:
+    paths = [p.resolve() for p in user_repos]
+    if request.include_cwd_repo:
+        top = find_work_tree(request.cwd)
+        if top is not None:
+            paths.append(top.resolve())
+    paths.extend(p.resolve() for p in _editable_repos(packages))
+    return tuple(capture_repo(p) for p in sorted(set(paths)))
+
+
+def _files(raw: tuple[ReportFile, ...], *, strict: bool) -> tuple[FileDigest, ...]:
+    out = []
+    for f in raw:
+        if f.error and strict:
+            raise UsageError(f"--file {f.path}: {f.error.lower()}")
+        out.append(FileDigest(path=f.path, sha256=f.sha256, size=f.size))
+    return tuple(sorted(out, key=lambda f: f.path))
+
+
+def capture_snapshot(request: CaptureRequest) -> Snapshot:
+    """Measure everything ``request`` names and return it as a Snapshot."""
+    return finish_capture(start_capture(request))
+
+
+def finish_capture(started: StartedCapture) -> Snapshot:
+    """Wait for a started capture's probe and assemble its Snapshot."""
+    report = started.probe.result()
+    try:
+        return snapshot_from_report(report, started.request, user_repos=started.user_repos)
+    except ValidationError as exc:  # a report that validated but does not fit a snapshot
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "top level"
+        raise ProbeError(
+            f"{started.probe.label}: the probe's report does not fit a snapshot at {where}:"
+            f" {first['msg']}"
+        ) from None
+
+
+def snapshot_from_report(
+    report: ProbeReport, request: CaptureRequest, *, user_repos: list[Path]
+) -> Snapshot:
+    """Assemble the Snapshot: everything but local git comes from the probe's report."""
+    packages = tuple(
+        sorted(
+            (package_from_probe(raw) for raw in report.packages),
+            key=lambda p: (p.name, p.shadowed, p.location),
+        )
+    )
+    by_name = {p.name: p for p in packages if not p.shadowed}
+    cache_fields = set(Cache.model_fields)
+    caches = {(c.kind, c.path): Cache(**c.model_dump(include=cache_fields)) for c in report.caches}
+    return Snapshot(
+        name=request.name,
+        created=datetime.now(timezone.utc).replace(microsecond=0),
+        host=report.host,
+        user=report.user,
+        envguard_version=__version__,
+        command=tuple(redact_argv(list(request.command))),
+        via=shlex.join(redact_argv(list(request.via))) if request.via else None,
+        note=request.note,
+        metrics=dict(sorted(request.metrics.items())),
+        interpreter=Interpreter(**report.interpreter.model_dump()),
+        packages=packages,
+        torch=torch_from_probe(report.torch, by_name),
+        accelerator=Accelerator(**report.accelerator.model_dump()),
+        repos=_remote_repos(request, report.repos)
+        if request.via
+        else _repos(request, user_repos, packages),
+        files=_files(report.files, strict=request.strict),
+        caches=tuple(caches[key] for key in sorted(caches)),
+        env=dict(sorted(report.env.items())),
+        warnings=report.warnings,
+    )

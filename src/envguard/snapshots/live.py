@@ -1,0 +1,202 @@
+"""Measure the live side of a diff exactly as a snapshot was measured, and decide what of
+the snapshot may be trusted to do so (a snapshot may come from a pull request).
+
+`envguard diff` starts the probe from the snapshot's raw JSON, before pydantic has loaded,
+then validates the file in full while the probe runs; an invalid file stops the probe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from envguard.errors import EnvguardError, UsageError
+from envguard.probe.interpreters import resolve_python
+from envguard.snapshots.repos import find_work_tree
+from envguard.snapshots.request import CaptureRequest, StartedCapture, start_capture
+from envguard.tools import split_command
+
+if TYPE_CHECKING:
+    from envguard.snapshots.models import Snapshot
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What a snapshot says about how it was measured: enough to measure again.
+
+    Built from a validated Snapshot, or straight from its JSON so that `envguard diff` can
+    start the probe before pydantic loads (the file is still validated in full after).
+    """
+
+    name: str
+    executable: str
+    via: str | None = None
+    repos: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+    caches: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, snapshot: Snapshot) -> Recorded:
+        return cls(
+            name=snapshot.name,
+            executable=snapshot.interpreter.executable,
+            via=snapshot.via,
+            repos=tuple(r.path for r in snapshot.repos),
+            files=tuple(f.path for f in snapshot.files),
+            caches=tuple((c.kind, c.path) for c in snapshot.caches),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Recorded | None:
+        """The same from raw JSON; None when it is not plainly shaped (validation explains)."""
+        try:
+            raw = json.loads(text)
+            recorded = cls(
+                name=_text(raw["name"]),
+                executable=_text(raw["interpreter"]["executable"]),
+                via=None if raw.get("via") is None else _text(raw["via"]),
+                repos=tuple(_text(r["path"]) for r in raw.get("repos", [])),
+                files=tuple(_text(f["path"]) for f in raw.get("files", [])),
+                caches=tuple((_text(c["kind"]), _text(c["path"])) for c in raw.get("caches", [])),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            return None
+        if any(ord(c) < 32 or c == "\x7f" for c in recorded.name + (recorded.via or "")):
+            return None  # not one line: let full validation say so
+        return recorded
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(value)
+    return value
+
+
+def request_like(
+    recorded: Recorded,
+    *,
+    python: Path | str,
+    python_label: str | None = None,
+    cwd: Path | None = None,
+    via: tuple[str, ...] = (),
+) -> CaptureRequest:
+    """A request that measures the live side exactly as the snapshot was measured."""
+    return CaptureRequest(
+        python=python,
+        python_label=python_label,
+        via=via,
+        name=recorded.name + "-live",
+        repos=tuple(Path(r) for r in recorded.repos),
+        files=recorded.files,
+        caches=recorded.caches,
+        default_caches=False,
+        include_cwd_repo=False,
+        cwd=cwd or Path.cwd(),
+        strict=False,
+    )
+
+
+_PYTHON_NAME = re.compile(r"^(python|pypy)[0-9.]*$")
+
+
+def recorded_python(
+    executable: str,
+    *,
+    remote: bool = False,
+    cwd: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Path:
+    """The interpreter a snapshot names, if it is safe to run without the user naming it.
+
+    A snapshot may come from a pull request, so the path it records must look like a
+    Python, and locally must not lie inside the current directory (a checkout an attacker
+    could fill) unless it is the interpreter envguard would pick by default anyway.
+    """
+    path = Path(executable)
+    hint = "pass --python PATH to say which interpreter to measure"
+    if (
+        not path.is_absolute()
+        or not _PYTHON_NAME.match(path.name)
+        or ".." in path.parts
+        or path.parts[1:2] == ("proc",)
+    ):
+        raise UsageError(
+            f"{executable!r}: the snapshot's interpreter is not a plain python path", hint=hint
+        )
+    if remote:
+        return path
+    if not path.exists():
+        raise UsageError(f"{path}: the snapshot's interpreter no longer exists", hint=hint)
+    cwd = (Path.cwd() if cwd is None else cwd).absolute()
+    # The places a checkout (a pull request) can fill: this directory and its git work tree,
+    # compared on resolved paths so a symlinked spelling cannot slip past.
+    roots = {os.path.realpath(cwd)}
+    top = find_work_tree(cwd)
+    if top is not None:
+        roots.add(os.path.realpath(top))
+    spellings = {os.path.normpath(os.path.abspath(path)), os.path.realpath(path)}
+    inside = any(s == r or s.startswith(r.rstrip("/") + "/") for s in spellings for r in roots)
+    if inside:
+        try:
+            default = resolve_python(None, environ=environ, cwd=cwd)
+        except UsageError:
+            default = None
+        if default is None or os.path.normpath(os.path.abspath(default)) != os.path.normpath(
+            os.path.abspath(path)
+        ):
+            raise UsageError(
+                f"{path}: the snapshot names an interpreter inside this checkout",
+                hint=f"pass --python {path} if you trust it",
+            )
+    return path
+
+
+def live_request(recorded: Recorded, *, python: str | None, via: str | None) -> CaptureRequest:
+    """How to measure the live side as ``recorded`` was measured: the user's --python and
+    --via win; otherwise the snapshot's interpreter, if recorded_python() trusts it. A `via`
+    stored in a snapshot is never run."""
+    if via:
+        remote = python or str(recorded_python(recorded.executable, remote=True))
+        return request_like(recorded, python=remote, via=split_command(via, option="--via"))
+    if recorded.via:
+        raise UsageError(
+            f"{recorded.name} was captured --via {recorded.via!r}",
+            hint="pass --via yourself to measure that environment again",
+        )
+    target = resolve_python(python) if python else recorded_python(recorded.executable)
+    label = f"--python {python}" if python else f"the snapshot's interpreter {target}"
+    return request_like(recorded, python=target, python_label=label)
+
+
+def measure_like(
+    text: str, *, source: str, python: str | None, via: str | None
+) -> tuple[Snapshot, Snapshot]:
+    """(the snapshot in ``text``, the live environment measured as it was)."""
+    from envguard.snapshots import store
+
+    recorded = Recorded.from_json(text)
+    started: StartedCapture | None = None
+    early: EnvguardError | None = None
+    if recorded is not None:
+        try:
+            started = start_capture(live_request(recorded, python=python, via=via))
+        except EnvguardError as exc:
+            early = exc  # reported only if the file itself is valid: its errors come first
+    try:
+        expected = store.loads(text, source=source)
+        if early is not None:
+            raise early
+        if started is None:
+            started = start_capture(live_request(Recorded.of(expected), python=python, via=via))
+        from envguard.snapshots.capture import finish_capture
+
+        return expected, finish_capture(started)
+    except BaseException:
+        if started is not None:
+            started.probe.cancel()
+        raise

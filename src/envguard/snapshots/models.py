@@ -1,0 +1,134 @@
+"""Frozen pydantic models of what a snapshot holds (the file format, schema_version 1)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from envguard import SCHEMA_VERSION
+
+MetricValue = int | float | str
+# One line of text: snapshots are untrusted, and these fields end up in messages and files.
+Line = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f]*$")]
+
+
+class Model(BaseModel):
+    # defer_build: a schema is built when a model is first used, not at every start-up.
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+
+class Interpreter(Model):
+    version: str
+    implementation: str
+    executable: str
+    prefix: str
+    base_prefix: str
+    is_venv: bool
+    os: str
+    machine: str
+    libc: str | None = None
+    site_packages: tuple[str, ...] = ()
+    markers: dict[str, str] = Field(default_factory=dict)
+
+
+SourceKind = Literal["index", "url", "vcs", "dir", "editable"]
+
+
+class Source(Model):
+    """Where a distribution came from (PEP 610 direct_url.json; ``index`` when absent)."""
+
+    kind: SourceKind = "index"
+    url: str | None = None
+    vcs: str | None = None
+    commit: str | None = None
+    requested_revision: str | None = None
+    path: str | None = None
+    archive_hash: str | None = None
+    subdirectory: str | None = None
+
+
+class Package(Model):
+    name: str
+    display_name: str
+    version: str
+    installer: str | None = None
+    requested: bool = False
+    location: str
+    source: Source = Source()
+    fingerprint: str | None = None
+    shadowed: bool = False
+
+
+class TorchBuild(Model):
+    version: str
+    cuda: str | None = None
+    git_version: str | None = None
+    hip: str | None = None
+    debug: bool | None = None
+    cudnn: str | None = None
+    nccl: str | None = None
+    cublas: str | None = None
+    triton: str | None = None
+
+
+class Accelerator(Model):
+    present: bool = False
+    driver: str | None = None
+    gpus: tuple[str, ...] = ()
+    count: int = 0
+    nvcc: str | None = None
+    source: str | None = None
+
+
+class Repo(Model):
+    path: str
+    head: str | None = None
+    branch: str | None = None
+    dirty: bool = False
+    diff_sha256: str | None = None
+    untracked: int = 0
+    remote: str | None = None
+
+
+class FileDigest(Model):
+    path: str
+    sha256: str | None = None
+    size: int | None = None
+
+
+class Cache(Model):
+    kind: str
+    path: str
+    exists: bool
+    readable: bool = True
+    bytes: int = 0
+    files: int = 0
+    newest_mtime: float | None = None
+
+
+class Snapshot(Model):
+    schema_version: int = SCHEMA_VERSION
+    name: Line
+    created: datetime
+    host: Line
+    user: Line
+    envguard_version: str
+    command: tuple[str, ...] = ()
+    via: str | None = None
+    note: str | None = None
+    metrics: dict[str, MetricValue] = Field(default_factory=dict)
+    interpreter: Interpreter
+    packages: tuple[Package, ...] = ()
+    torch: TorchBuild | None = None
+    accelerator: Accelerator = Accelerator()
+    repos: tuple[Repo, ...] = ()
+    files: tuple[FileDigest, ...] = ()
+    caches: tuple[Cache, ...] = ()
+    env: dict[str, str] = Field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+    def package_map(self) -> dict[str, Package]:
+        """Packages by canonical name, the one the interpreter imports (not shadowed)."""
+        return {p.name: p for p in self.packages if not p.shadowed}

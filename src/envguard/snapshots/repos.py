@@ -1,0 +1,74 @@
+"""Git state of the code that trains: HEAD, branch, dirtiness and the shape of the diff."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from envguard.errors import UsageError
+from envguard.redact import redact_url
+
+if TYPE_CHECKING:
+    from envguard.snapshots.models import Repo
+
+
+def _inside_git(path: Path) -> bool:
+    """A cheap look for a .git entry upward, so gitpython is imported only when it is used."""
+    here = path.absolute()
+    return any((folder / ".git").exists() for folder in (here, *here.parents))
+
+
+def find_work_tree(path: Path) -> Path | None:
+    """The top of the git work tree holding ``path``, or None."""
+    if not _inside_git(path):
+        return None
+    import git
+
+    try:
+        repo = git.Repo(path, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return None
+    if repo.bare or repo.working_tree_dir is None:
+        return None
+    return Path(repo.working_tree_dir)
+
+
+def capture_repo(path: Path) -> Repo:
+    """A Repo model for the work tree at ``path``; UsageError if it is not one."""
+    import git
+
+    from envguard.snapshots.models import Repo
+
+    try:
+        repo = git.Repo(path)
+    except git.NoSuchPathError:
+        raise UsageError(f"--repo {path}: no such directory") from None
+    except git.InvalidGitRepositoryError:
+        raise UsageError(f"--repo {path}: not a git work tree") from None
+    if repo.bare:
+        raise UsageError(f"--repo {path}: a bare repository has no work tree")
+    try:
+        head: str | None = repo.head.commit.hexsha
+    except ValueError:  # a repository with no commit yet
+        head = None
+    branch = None if repo.head.is_detached else repo.active_branch.name
+    args = ["--no-color", "--no-ext-diff", "--binary"]
+    diff = repo.git.diff("HEAD", *args) if head else ""
+    dirty = bool(diff) or repo.is_dirty(untracked_files=False)
+    remote = None
+    if repo.remotes:
+        chosen = next((r for r in repo.remotes if r.name == "origin"), repo.remotes[0])
+        urls = list(chosen.urls)
+        remote = redact_url(urls[0]) if urls else None
+    return Repo(
+        path=str(path),
+        head=head,
+        branch=branch,
+        dirty=dirty,
+        diff_sha256=hashlib.sha256(diff.encode("utf-8", "surrogateescape")).hexdigest()
+        if dirty
+        else None,
+        untracked=len(repo.untracked_files),
+        remote=remote,
+    )

@@ -1,0 +1,120 @@
+"""What to capture, checked and sent to the probe before envguard's heavy imports.
+
+Nothing here imports pydantic: the snapshot command starts the probe first, so the target
+interpreter works while envguard loads its models (snapshot.capture assembles the result).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from envguard.errors import UsageError
+from envguard.probe.runner import ProbeRun
+from envguard.snapshots.repos import find_work_tree
+
+if TYPE_CHECKING:
+    from envguard.snapshots.models import MetricValue
+
+
+@dataclass(frozen=True)
+class CaptureRequest:
+    """What to measure: the interpreter plus the repos, files and caches around it."""
+
+    python: Path | str
+    name: str
+    python_label: str | None = None  # how the user named it, for error messages
+    via: tuple[str, ...] = ()  # a command prefix that reaches the target (ssh, docker exec)
+    timeout: float | None = None
+    # strict: a missing --file or --repo is the user's mistake (exit 2); not strict (a live
+    # side measured like a snapshot): it is drift, recorded as missing for diff to report.
+    strict: bool = True
+    repos: tuple[Path, ...] = ()
+    files: tuple[str, ...] = ()
+    caches: tuple[tuple[str, str], ...] = ()
+    default_caches: bool = True
+    include_cwd_repo: bool = True
+    cwd: Path = field(default_factory=Path.cwd)
+    metrics: dict[str, MetricValue] = field(default_factory=dict)
+    note: str | None = None
+    command: tuple[str, ...] = ()
+
+
+def parse_metric(text: str) -> tuple[str, MetricValue]:
+    """``KEY=VALUE`` from --metric; numbers become numbers."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise UsageError(f"--metric {text!r}: expected KEY=VALUE, e.g. tok_s=21500")
+    value = value.strip()
+    try:
+        number = float(value)
+    except ValueError:
+        return key.strip(), value
+    if number != number or number in (float("inf"), float("-inf")):
+        return key.strip(), value  # NaN and infinities are not JSON numbers
+    return key.strip(), int(number) if number.is_integer() and "." not in value else number
+
+
+def _user_repos(request: CaptureRequest) -> list[Path]:
+    """The work trees named by --repo; UsageError, before anything slow, for a bad one."""
+    tops: list[Path] = []
+    if request.via:
+        return tops  # remote paths: the probe checks them on the far side
+    for path in request.repos:
+        full = request.cwd / path
+        top = find_work_tree(full) if full.is_dir() else None
+        if top is None and request.strict:
+            what = "no such directory" if not full.is_dir() else "not a git work tree"
+            raise UsageError(f"--repo {path}: {what}")
+        if top is not None:
+            tops.append(top)
+    return tops
+
+
+def probe_args(request: CaptureRequest) -> dict[str, Any]:
+    """The probe's one argument: which files to hash and which caches to walk."""
+    files = []
+    for path in request.files:
+        if not os.path.isabs(os.path.expanduser(path)):
+            path = str(request.cwd / path)
+        files.append(path)
+    caches = [
+        {"kind": kind, "path": path if os.path.isabs(path) else str(request.cwd / path)}
+        for kind, path in request.caches
+    ]
+    args: dict[str, Any] = {"caches": caches, "default_caches": request.default_caches}
+    if request.via:  # remote paths stay as given: the far side resolves them
+        args.update(
+            files=list(request.files),
+            caches=[{"kind": kind, "path": path} for kind, path in request.caches],
+            git=True,
+            repos=[str(p) for p in request.repos],
+            editable_repos=True,
+        )
+    else:
+        args["files"] = files
+    return args
+
+
+@dataclass
+class StartedCapture:
+    """A capture whose probe is running; snapshot.capture.finish_capture completes it."""
+
+    request: CaptureRequest
+    probe: ProbeRun
+    user_repos: list[Path]
+
+
+def start_capture(request: CaptureRequest) -> StartedCapture:
+    """Check the request (UsageError before anything slow) and start the probe."""
+    user_repos = _user_repos(request)
+    probe = ProbeRun(
+        request.python,
+        probe_args(request),
+        label=request.python_label,
+        prefix=request.via,
+        timeout=request.timeout,
+    )
+    return StartedCapture(request=request, probe=probe, user_repos=user_repos)

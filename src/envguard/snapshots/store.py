@@ -1,0 +1,212 @@
+"""Load and save snapshots: schema checks, name lookup, atomic writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from envguard import SCHEMA_VERSION
+from envguard.errors import SnapshotError, UsageError
+
+if TYPE_CHECKING:
+    from envguard.snapshots.models import Snapshot
+
+SNAPSHOT_DIR = "snapshots"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def validate_name(name: str) -> str:
+    """A snapshot name that is safe as a file name."""
+    if not _NAME.match(name):
+        raise UsageError(
+            f"--name {name!r}: use letters, digits, '.', '_' and '-' (no path separators)"
+        )
+    return name
+
+
+def dumps(snapshot: Snapshot) -> str:
+    """Indented JSON with sorted keys, so snapshots diff well in git."""
+    return json.dumps(snapshot.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+
+
+def loads(text: str, *, source: str) -> Snapshot:
+    """A Snapshot from JSON text; SnapshotError naming ``source`` when it is not one."""
+    from pydantic import ValidationError
+
+    from envguard.snapshots.models import Snapshot
+
+    try:  # the fast path: pydantic parses and validates in one pass
+        snap = Snapshot.model_validate_json(text)
+    except (ValidationError, RecursionError):
+        pass  # explain it below, in the order a person checks
+    else:
+        if snap.schema_version <= SCHEMA_VERSION:
+            return snap
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise SnapshotError(f"{source}: not a snapshot (JSON nested too deeply)") from None
+    except ValueError as exc:
+        raise SnapshotError(f"{source}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise SnapshotError(f"{source}: not an envguard snapshot (top level is not an object)")
+    version = data.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise SnapshotError(f"{source}: not an envguard snapshot (no schema_version)")
+    if version > SCHEMA_VERSION:
+        raise SnapshotError(
+            f"{source}: schema_version {version} is newer than this envguard reads"
+            f" ({SCHEMA_VERSION})",
+            hint="upgrade envguard to read it",
+        )
+    try:
+        return Snapshot.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "top level"
+        raise SnapshotError(f"{source}: invalid snapshot at {where}: {first['msg']}") from None
+
+
+def resolve(ref: str, *, root: Path | None = None) -> Path:
+    """A snapshot path from a path or a name in snapshots/."""
+    root = Path.cwd() if root is None else root
+    path = Path(ref).expanduser()
+    if path.is_file():
+        return path
+    if _NAME.match(ref):
+        for candidate in (root / SNAPSHOT_DIR / f"{ref}.json", root / SNAPSHOT_DIR / ref):
+            if candidate.is_file():
+                return candidate
+    raise SnapshotError(f"{ref}: no such snapshot file or name in {SNAPSHOT_DIR}/")
+
+
+def read(path: Path) -> str:
+    """A snapshot file's text; SnapshotError naming it when it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SnapshotError(
+            f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})"
+        ) from None
+
+
+def load(ref: str | Path, *, root: Path | None = None) -> Snapshot:
+    """Load a snapshot by path or name."""
+    path = resolve(str(ref), root=root)
+    return loads(read(path), source=str(path))
+
+
+def expand(refs: list[str]) -> list[Path]:
+    """Snapshot files from paths, names and folders (each folder's *.json, sorted)."""
+    paths: list[Path] = []
+    for ref in refs:
+        path = Path(ref)
+        if path.is_dir():
+            found = sorted(p for p in path.glob("*.json") if p.is_file())
+            if not found:
+                raise UsageError(f"{ref}: no *.json snapshots in this folder")
+            paths += found
+        else:
+            paths.append(resolve(ref))
+    return paths
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One file of snapshots/: its snapshot, or why it could not be read."""
+
+    path: Path
+    snapshot: Snapshot | None = None
+    error: str | None = None
+
+
+def listing(*, root: Path | None = None) -> list[Listed]:
+    """Every snapshot in snapshots/, newest run first (by `created`), unreadable ones last."""
+    rows = []
+    for path in list_snapshots(root=root):
+        try:
+            rows.append(Listed(path, load(path)))
+        except SnapshotError as exc:
+            rows.append(Listed(path, error=exc.message))
+    # A clone resets file times: order by when each run was recorded.
+    rows.sort(
+        key=lambda r: r.snapshot.created.timestamp() if r.snapshot else float("-inf"),
+        reverse=True,
+    )
+    return rows
+
+
+def default_path(name: str, *, root: Path | None = None) -> Path:
+    """Where a snapshot named ``name`` is written by default."""
+    return (Path(SNAPSHOT_DIR) if root is None else root / SNAPSHOT_DIR) / f"{name}.json"
+
+
+def list_snapshots(*, root: Path | None = None) -> list[Path]:
+    """Snapshot files in snapshots/, newest modification first."""
+    folder = (Path.cwd() if root is None else root) / SNAPSHOT_DIR
+    if not folder.is_dir():
+        return []
+    files = [p for p in folder.glob("*.json") if p.is_file()]
+    return sorted(files, key=lambda p: (p.stat().st_mtime, p.name), reverse=True)
+
+
+def newest(*, root: Path | None = None) -> Path:
+    """The snapshot created last (by its `created` field: a clone resets file times)."""
+    from datetime import datetime, timezone
+
+    best: tuple[datetime, Path] | None = None
+    for path in list_snapshots(root=root):
+        try:  # plain JSON: no model needed to read one timestamp
+            raw = json.loads(read(path))
+            created = datetime.fromisoformat(str(raw["created"]).replace("Z", "+00:00"))
+        except (SnapshotError, ValueError, KeyError, TypeError, RecursionError):
+            continue  # an unreadable one is never "the newest good run"
+        if created.tzinfo is None:
+            created = created.replace(tzinfo=timezone.utc)
+        if best is None or created > best[0]:
+            best = (created, path)
+    if best is None:
+        raise UsageError(
+            f"no snapshot in {SNAPSHOT_DIR}/", hint="run `envguard snapshot` after a good run"
+        )
+    return best[1]
+
+
+def check_target(path: Path, *, force: bool) -> None:
+    """Refuse to overwrite ``path`` unless forced (checked again at the rename)."""
+    if path.exists() and not force:
+        raise UsageError(f"{path}: already exists", hint="pass --force to overwrite it")
+
+
+def write_atomic(path: Path, text: str, *, force: bool) -> None:
+    """Write ``text`` to ``path`` via a temp file and rename; never a half-written file."""
+    check_target(path, force=force)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp's 0600 would hide a shared snapshot
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if force:
+            os.replace(tmp, path)
+        else:
+            try:  # link() refuses an existing target: no race with a concurrent writer
+                os.link(tmp, path)
+            except FileExistsError:
+                raise UsageError(
+                    f"{path}: already exists", hint="pass --force to overwrite it"
+                ) from None
+            except OSError:
+                os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

@@ -1,0 +1,184 @@
+"""The probe's target-side helpers, installed in-process as the payload installs them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from factories import load_target, make_dist_info
+
+script = load_target()
+
+
+def test_fingerprint_ignores_what_installers_write_differently() -> None:
+    info = "demo-1.0.dist-info"
+    base = f"demo/__init__.py,sha256=AAA,10\n{info}/METADATA,sha256=BBB,20\n"
+    pip_style = base + (
+        "demo/__pycache__/__init__.cpython-311.pyc,sha256=CCC,30\n"
+        "../../../bin/demo,sha256=DDD,40\n"
+        f"{info}/INSTALLER,sha256=EEE,4\n"
+        f"{info}/REQUESTED,sha256=FFF,0\n"
+        f"{info}/direct_url.json,sha256=GGG,50\n"
+        f"{info}/RECORD,,\n"
+    )
+    uv_style = f"{info}/METADATA,sha256=BBB,20\n../../bin/demo,sha256=XXX,41\ndemo/__init__.py,sha256=AAA,10\n"
+    assert script.record_fingerprint(pip_style, info) == script.record_fingerprint(uv_style, info)
+    changed = base.replace("AAA", "ZZZ")
+    assert script.record_fingerprint(changed, info) != script.record_fingerprint(base, info)
+
+
+def test_redact_url_removes_credentials_but_keeps_ssh_user() -> None:
+    assert script.redact_url("https://user:s3cret@host/simple") == "https://host/simple"
+    assert script.redact_url("https://ghp_token@github.com/o/r.git") == "https://github.com/o/r.git"
+    assert script.redact_url("git+ssh://git@github.com/o/r") == "git+ssh://git@github.com/o/r"
+    assert "pw" not in script.redact_url("ssh://git:pw@host/r")
+    assert script.redact_url("no url here") == "no url here"
+
+
+def test_env_capture_keeps_training_vars_and_redacts_secrets() -> None:
+    env = {
+        "NCCL_DEBUG": "INFO",
+        "CUDA_VISIBLE_DEVICES": "0,1",
+        "HF_TOKEN": "hf_supersecretvalue",
+        "WANDB_API_KEY": "0123456789abcdef",
+        "HF_ENDPOINT": "https://me:pw@hub.example",
+        "HOME": "/root",
+        "LD_LIBRARY_PATH": "/usr/local/cuda/lib64",
+    }
+    out = script.capture_env(env)
+    assert out["NCCL_DEBUG"] == "INFO"
+    assert out["LD_LIBRARY_PATH"] == "/usr/local/cuda/lib64"
+    assert "HOME" not in out
+    assert out["HF_TOKEN"].startswith("<redacted:") and "supersecret" not in out["HF_TOKEN"]
+    assert "0123456789abcdef" not in out["WANDB_API_KEY"]
+    assert out["HF_ENDPOINT"] == "https://hub.example"
+    # the same value gives the same digest, a different one another
+    again = script.capture_env({"HF_TOKEN": "hf_supersecretvalue"})["HF_TOKEN"]
+    other = script.capture_env({"HF_TOKEN": "hf_other"})["HF_TOKEN"]
+    assert again == out["HF_TOKEN"] != other
+
+
+def test_walk_tree_counts_files_and_never_follows_symlinks(tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "one").write_bytes(b"x" * 10)
+    (root / "a" / "b" / "two").write_bytes(b"y" * 5)
+    (root / "a" / "loop").symlink_to(root)  # a loop a follower would never leave
+    outside = tmp_path / "big"
+    outside.write_bytes(b"z" * 1000)
+    (root / "link").symlink_to(outside)
+    result = script.walk_tree(str(root))
+    assert result["exists"] and result["readable"]
+    assert (result["bytes"], result["files"]) == (15, 2)
+    assert result["newest_mtime"] is not None
+
+
+def test_walk_tree_missing_and_unreadable(tmp_path: Path) -> None:
+    assert script.walk_tree(str(tmp_path / "nope"))["exists"] is False
+    locked = tmp_path / "locked"
+    (locked / "sub").mkdir(parents=True)
+    (locked / "f").write_text("data")
+    (locked / "sub").chmod(0)
+    try:
+        result = script.walk_tree(str(locked))
+        if os.geteuid() != 0:  # root reads everything
+            assert result["unreadable_dirs"] == 1
+        assert result["files"] == 1
+    finally:
+        (locked / "sub").chmod(0o755)
+
+
+def test_scan_packages_survives_broken_and_duplicate_metadata(tmp_path: Path) -> None:
+    site1, site2 = tmp_path / "site1", tmp_path / "site2"
+    make_dist_info(
+        site1, "Good_Pkg", "1.0", requested=True, record="good_pkg/__init__.py,sha256=A,1\n"
+    )
+    make_dist_info(site2, "good-pkg", "0.9")
+    make_dist_info(site1, "nometa", "1.0", metadata="")
+    broken = site1 / "broken-2.0.dist-info"
+    broken.mkdir()  # no METADATA at all: version from the directory name
+    (site1 / "bad_url-1.0.dist-info").mkdir()
+    (site1 / "bad_url-1.0.dist-info" / "METADATA").write_text("Name: bad-url\nVersion: 1.0\n\n")
+    (site1 / "bad_url-1.0.dist-info" / "direct_url.json").write_text("{not json")
+    warnings: list[str] = []
+    found = script.scan_packages([str(site1), str(site2)], warnings)
+    by = {(p["name"], p["location"]): p for p in found}
+    good = by[("good-pkg", str(site1))]
+    assert good["display_name"] == "Good_Pkg" and good["requested"] and not good["shadowed"]
+    assert good["fingerprint"] is not None
+    assert by[("good-pkg", str(site2))]["shadowed"] is True
+    assert by[("broken", str(site1))]["version"] == "2.0"
+    assert by[("nometa", str(site1))]["version"] == "1.0"
+    assert any("shadowed" in w for w in warnings)
+    assert any("direct_url.json is not valid JSON" in w for w in warnings)
+    assert any("metadata unreadable" in w for w in warnings)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (
+            "__version__ = '2.11.0+cu128'\ndebug = False\ncuda: Optional[str] = '12.8'\n"
+            "git_version = 'abc'\nhip: Optional[str] = None\n",
+            {
+                "version": "2.11.0+cu128",
+                "cuda": "12.8",
+                "git_version": "abc",
+                "hip": None,
+                "debug": False,
+            },
+        ),
+        ("this is not python (", {"version": "2.0", "cuda": None}),
+    ],
+)
+def test_torch_build_parses_version_py(
+    tmp_path: Path, source: str, expected: dict[str, object]
+) -> None:
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "version.py").write_text(source)
+    pkg = {"name": "torch", "version": "2.0", "location": str(tmp_path), "shadowed": False}
+    warnings: list[str] = []
+    build = script.torch_build([pkg], warnings)
+    assert build is not None
+    assert {k: build[k] for k in expected} == expected
+
+
+def test_accelerator_parses_nvidia_smi_and_nvcc() -> None:
+    smi = "NVIDIA H200, 570.86.15\nNVIDIA H200, 570.86.15\n"
+    nvcc = "Cuda compilation tools, release 12.8, V12.8.93\n"
+    acc = script.accelerator(smi, nvcc)
+    assert acc["present"] and acc["count"] == 2 and acc["driver"] == "570.86.15"
+    assert acc["gpus"] == ["NVIDIA H200", "NVIDIA H200"] and acc["nvcc"] == "12.8.93"
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("https://user:p@ss@host/x", "https://host/x"),
+        ("https://h/simple?token=abc&x=1", "https://h/simple?token=<redacted>&x=1"),
+        ("https://b.s3/k.whl?X-Amz-Signature=abc", "https://b.s3/k.whl?X-Amz-Signature=<redacted>"),
+    ],
+)
+def test_redact_url_edge_cases(url: str, expected: str) -> None:
+    assert script.redact_url(url) == expected
+
+
+def test_redact_argv_hides_secret_options_and_assignments() -> None:
+    argv = [
+        "envguard",
+        "snapshot",
+        "--via",
+        "env HF_TOKEN=hf_x ssh gpu01",
+        "--token",
+        "abc",
+        "--password=xyz",
+        "--metric",
+        "tok_s=21500",
+        "WANDB_API_KEY=k",
+    ]
+    out = script.redact_argv(argv)
+    text = " ".join(out)
+    assert "hf_x" not in text and "abc" not in text and "xyz" not in text and "=k" not in text
+    assert "ssh gpu01" in text and "tok_s=21500" in text
