@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from envguard.compare.models import Drift, FleetReport
     from envguard.compare.policy import Policy
-    from envguard.recovery.execute import Outcome
+    from envguard.recovery.outcome import Outcome
     from envguard.recovery.plan import Plan, Sources
     from envguard.snapshots.hosts import HostResult
     from envguard.snapshots.models import MetricValue, Snapshot

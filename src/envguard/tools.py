@@ -35,3 +35,19 @@ def split_command(text: str, *, option: str) -> tuple[str, ...]:
     if not argv:
         raise UsageError(f"{option}: an empty command")
     return argv
+
+
+# Variables envguard set in its own process (not the user's): left out of user_environ().
+_OWN: set[str] = set()
+
+
+def own_variable(name: str, value: str) -> None:
+    """Set ``name`` for envguard's own process unless the user already set it."""
+    if name not in os.environ:
+        os.environ[name] = value
+        _OWN.add(name)
+
+
+def user_environ() -> dict[str, str]:
+    """The environment as the user gave it: for commands run on the user's behalf."""
+    return {k: v for k, v in os.environ.items() if k not in _OWN}

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from envguard.snapshots import store
-from envguard.snapshots.request import CaptureRequest
-from envguard.snapshots.capture import capture_snapshot
 from envguard.errors import UsageError
+from envguard.snapshots import store
+from envguard.snapshots.capture import capture_snapshot
 from envguard.snapshots.models import Snapshot
+from envguard.snapshots.request import CaptureRequest
 from factories import (
     git,
     make_git_repo,

@@ -6,16 +6,18 @@ fleet), rebuild (rebuild, export). This module holds the app and what they share
 
 import sys
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from typer.core import TyperGroup
 
 from envguard import __version__
 from envguard.errors import EnvguardError, UsageError
+from envguard.tools import own_variable
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from typer._click import Context  # typer's vendored click (click itself before 0.16)
 
 
 def _report(exc: EnvguardError) -> None:
@@ -27,7 +29,7 @@ def _report(exc: EnvguardError) -> None:
 class _Group(TyperGroup):
     """Turns EnvguardError into `error: ...` on stderr and its exit code."""
 
-    def invoke(self, ctx: Any) -> Any:
+    def invoke(self, ctx: "Context") -> object:
         try:
             return super().invoke(ctx)
         except EnvguardError as exc:
@@ -79,6 +81,10 @@ class OutputFormat(str, Enum):
 
 def main() -> None:
     """Console entry point."""
+    # envguard uses no pydantic plugin, and looking for them costs an entry-point scan at
+    # every start. Set for this process only: commands envguard runs for the user (--then)
+    # get the environment as it was (tools.user_environ).
+    own_variable("PYDANTIC_DISABLE_PLUGINS", "__all__")
     app(prog_name="envguard")
 
 

@@ -144,11 +144,14 @@ def parse_report(
     """The validated report, or ProbeError: the target's own error, or what is wrong."""
     if len(stdout) > MAX_REPORT_BYTES:
         raise ProbeError(f"{label}: the probe's report is larger than {MAX_REPORT_BYTES} bytes")
+    invalid: ValidationError | None = None
     if returncode == 0:
-        try:  # the fast path: one pass parses and validates
+        try:  # one pass parses and validates (JSON mode: arrays are tuples here)
             report = ProbeReport.model_validate_json(stdout)
-        except (ValidationError, ValueError, RecursionError):
-            pass  # explained below
+        except ValidationError as exc:
+            invalid = exc  # explained below, after what a person checks first
+        except (ValueError, RecursionError):
+            pass
         else:
             _check_version(report.probe_version, label=label)
             return report
@@ -158,7 +161,7 @@ def parse_report(
         doc = None
     if isinstance(doc, dict) and "error" in doc:
         try:
-            failure = ProbeFailure.model_validate(doc)
+            failure = ProbeFailure.model_validate_json(stdout)
         except ValidationError:
             raise ProbeError(f"{label}: the probe failed with a malformed error object") from None
         message = _one_line(failure.error.message)
@@ -171,14 +174,10 @@ def parse_report(
         raise ProbeError(f"{label}: {what}: {last or 'no output'}")
     if not isinstance(doc, dict) or "packages" not in doc:
         raise ProbeError(f"{label}: not a Python interpreter (it did not answer the probe)")
-    if doc.get("probe_version") != PROBE_VERSION:
-        _check_version(doc.get("probe_version"), label=label)
-    try:
-        return ProbeReport.model_validate(doc)
-    except ValidationError as exc:
-        raise ProbeError(f"{label}: invalid probe report at {_one_line(_where(exc))}") from None
-    except RecursionError:
-        raise ProbeError(f"{label}: invalid probe report (nested too deeply)") from None
+    _check_version(doc.get("probe_version"), label=label)
+    if invalid is not None:
+        raise ProbeError(f"{label}: invalid probe report at {_one_line(_where(invalid))}")
+    raise ProbeError(f"{label}: invalid probe report (nested too deeply)")
 
 
 def _check_version(found: object, *, label: str) -> None:

@@ -16,13 +16,13 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from types import FrameType
 
 from envguard.compare.models import Drift, Severity
 from envguard.errors import ActionError, UsageError
+from envguard.recovery.outcome import Outcome
 from envguard.recovery.plan import Plan, RunStep, SwapStep, VerifyStep
 from envguard.snapshots.models import Snapshot
 
@@ -35,20 +35,6 @@ MARKER = ".envguard-building"
 
 class Interrupted(BaseException):
     """SIGINT or SIGTERM arrived: unwind, clean up, leave the working venv alone."""
-
-
-@dataclass
-class Outcome:
-    """What a rebuild did: where the new and old venvs are, and what it verified."""
-
-    venv: Path
-    snapshot: str = ""
-    packages: int = 0
-    backup: Path | None = None
-    verified: Drift | None = None
-    live: Snapshot | None = None  # the rebuilt venv as verification measured it
-    notes: list[str] = field(default_factory=list)
-    not_restored: list[str] = field(default_factory=list)  # repos, files, caches
 
 
 def build_paths(venv: Path, pid: int | None = None) -> tuple[Path, Path]:
@@ -369,8 +355,10 @@ def not_restored(snapshot: Snapshot, live: Snapshot) -> list[str]:
 
 def run_then(argv: tuple[str, ...], venv: Path) -> None:
     """Run the user's --then command with ``venv`` active; ActionError when it fails."""
+    from envguard.tools import user_environ
+
     env = {
-        **os.environ,
+        **user_environ(),
         "VIRTUAL_ENV": str(venv),
         "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
     }

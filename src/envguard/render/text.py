@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from envguard.compare.models import Drift, Severity
 
 if TYPE_CHECKING:
-    from envguard.recovery.execute import Outcome
+    from envguard.recovery.outcome import Outcome
 
 
 def summary(drift: Drift) -> str:

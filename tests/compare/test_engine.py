@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 
 from envguard.compare.engine import diff
 from envguard.compare.models import Severity
-from envguard.snapshots.models import Cache, FileDigest, Repo, Source, TorchBuild
 from envguard.compare.policy import Policy, policy_from_table
+from envguard.snapshots.models import Cache, FileDigest, Repo, Source, TorchBuild
 from factories import interpreter, package, snapshot
 
 NAMES = st.sampled_from(

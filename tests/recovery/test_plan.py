@@ -6,9 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from envguard.snapshots.models import Source, TorchBuild
-from envguard.recovery.plan import PlanError, PlanOptions, RunStep, Sources, plan, requirement, torch_variant
+from envguard.recovery.plan import (
+    PlanError,
+    PlanOptions,
+    RunStep,
+    Sources,
+    plan,
+    requirement,
+    torch_variant,
+)
 from envguard.render.shell import shell_script
+from envguard.snapshots.models import Source, TorchBuild
 from factories import interpreter, package, snapshot
 
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from envguard.snapshots import store
 from envguard.cli import app
-from envguard.errors import UsageError
 from envguard.compare.lockfiles import lock_drift, read_lock
-from envguard.snapshots.models import Source
 from envguard.compare.policy import Policy
+from envguard.errors import UsageError
+from envguard.snapshots import store
+from envguard.snapshots.models import Source
 from factories import UV, make_torch_wheel, make_wheel, package, run, snapshot
 
 runner = CliRunner()

@@ -11,14 +11,14 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from envguard.snapshots import store
 from envguard.cli import app
 from envguard.compare.fleet import compare
+from envguard.snapshots import store
 from envguard.snapshots.models import Accelerator
 from factories import package, snapshot
 
 runner = CliRunner()
-RECIPES = Path(__file__).resolve().parents[1] / "examples" / "fleet"
+RECIPES = Path(__file__).resolve().parents[2] / "examples" / "fleet"
 
 
 def node(

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from envguard.snapshots import store
 from envguard.errors import SnapshotError, UsageError
+from envguard.snapshots import store
 from factories import package, snapshot
 
 
