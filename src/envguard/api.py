@@ -251,24 +251,29 @@ def diff(
 ) -> Drift:
     """What drifted from ``good`` (default: the newest snapshot) to ``against``, or to the
     live environment measured as ``good`` was (``python``/``via`` say where)."""
-    from envguard.compare.engine import diff as compute
+    # Nothing heavy (pydantic) is imported before the probe starts: it works meanwhile.
     from envguard.snapshots import store
-    from envguard.snapshots.models import Snapshot
 
-    rules = policy if policy is not None else load_policy()
-    if against is not None:
-        return compute(_load(good if good is not None else newest()), _load(against), rules)
-    if isinstance(good, Snapshot):
+    if against is not None or (good is not None and not isinstance(good, (str, Path))):
+        from envguard.compare.engine import diff as compute
+
+        rules = policy if policy is not None else load_policy()
+        if against is not None:
+            return compute(_load(good if good is not None else newest()), _load(against), rules)
         from envguard.snapshots.capture import capture_snapshot
         from envguard.snapshots.live import Recorded, live_request
 
-        live = capture_snapshot(live_request(Recorded.of(good), python=python, via=via))
-        return compute(good, live, rules)
+        assert good is not None  # a Snapshot: measure the live side as it was measured
+        snap = _load(good)
+        live = capture_snapshot(live_request(Recorded.of(snap), python=python, via=via))
+        return compute(snap, live, rules)
     from envguard.snapshots.live import measure_like
 
     path = store.resolve(str(good)) if good is not None else newest()
     expected, live = measure_like(store.read(path), source=str(path), python=python, via=via)
-    return compute(expected, live, rules)
+    from envguard.compare.engine import diff as compute
+
+    return compute(expected, live, policy if policy is not None else load_policy())
 
 
 def check(

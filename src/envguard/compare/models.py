@@ -3,24 +3,12 @@ snapshot and a lockfile) and the N-way comparison of a fleet."""
 
 from __future__ import annotations
 
-from enum import Enum
-
 from pydantic import Field
 
+from envguard.compare.severity import Severity
 from envguard.snapshots.models import MetricValue, Model
 
-
-class Severity(str, Enum):
-    info = "info"
-    warning = "warning"
-    critical = "critical"
-
-    @property
-    def rank(self) -> int:
-        return _SEVERITY_RANK[self]
-
-
-_SEVERITY_RANK = {Severity.info: 1, Severity.warning: 2, Severity.critical: 3}
+__all__ = ["Change", "Drift", "FleetGroup", "FleetItem", "FleetReport", "FleetValue", "Severity"]
 
 
 class Change(Model):

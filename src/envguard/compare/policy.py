@@ -13,8 +13,8 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from envguard.compare.models import Severity
 from envguard.compare.sections import SECTIONS
+from envguard.compare.severity import Severity
 from envguard.errors import UsageError
 
 if sys.version_info >= (3, 11):

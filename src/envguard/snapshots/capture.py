@@ -36,14 +36,16 @@ def _editable_repos(packages: tuple[Package, ...]) -> list[Path]:
     return found
 
 
-def _remote_repos(request: CaptureRequest, raw: tuple[ReportRepo, ...]) -> tuple[Repo, ...]:
+def _remote_repos(request: CaptureRequest, raw: list[ReportRepo]) -> tuple[Repo, ...]:
     repos = []
     for repo in raw:
-        if repo.error:
+        if repo.get("error"):
             if not request.strict:
                 continue  # gone: diff reports it missing
-            raise UsageError(f"--repo {repo.path}: {repo.error} (on the far side of --via)")
-        repos.append(Repo(**repo.model_dump(exclude={"error"})))
+            raise UsageError(
+                f"--repo {repo['path']}: {repo.get('error')} (on the far side of --via)"
+            )
+        repos.append(Repo(**{k: v for k, v in repo.items() if k != "error"}))
     return tuple(sorted(repos, key=lambda r: r.path))
 
 
@@ -59,12 +61,13 @@ def _repos(
     return tuple(capture_repo(p) for p in sorted(set(paths)))
 
 
-def _files(raw: tuple[ReportFile, ...], *, strict: bool) -> tuple[FileDigest, ...]:
+def _files(raw: list[ReportFile], *, strict: bool) -> tuple[FileDigest, ...]:
     out = []
     for f in raw:
-        if f.error and strict:
-            raise UsageError(f"--file {f.path}: {f.error.lower()}")
-        out.append(FileDigest(path=f.path, sha256=f.sha256, size=f.size))
+        error = f["error"]
+        if error and strict:
+            raise UsageError(f"--file {f['path']}: {error.lower()}")
+        out.append(FileDigest(path=f["path"], sha256=f["sha256"], size=f["size"]))
     return tuple(sorted(out, key=lambda f: f.path))
 
 
@@ -93,32 +96,35 @@ def snapshot_from_report(
     """Assemble the Snapshot: everything but local git comes from the probe's report."""
     packages = tuple(
         sorted(
-            (package_from_probe(raw) for raw in report.packages),
+            (package_from_probe(raw) for raw in report["packages"]),
             key=lambda p: (p.name, p.shadowed, p.location),
         )
     )
     by_name = {p.name: p for p in packages if not p.shadowed}
     cache_fields = set(Cache.model_fields)
-    caches = {(c.kind, c.path): Cache(**c.model_dump(include=cache_fields)) for c in report.caches}
+    caches = {
+        (c["kind"], c["path"]): Cache(**{k: v for k, v in c.items() if k in cache_fields})
+        for c in report["caches"]
+    }
     return Snapshot(
         name=request.name,
         created=datetime.now(timezone.utc).replace(microsecond=0),
-        host=report.host,
-        user=report.user,
+        host=report["host"],
+        user=report["user"],
         envguard_version=__version__,
         command=tuple(redact_argv(list(request.command))),
         via=shlex.join(redact_argv(list(request.via))) if request.via else None,
         note=request.note,
         metrics=dict(sorted(request.metrics.items())),
-        interpreter=Interpreter(**report.interpreter.model_dump()),
+        interpreter=Interpreter(**report["interpreter"]),
         packages=packages,
-        torch=torch_from_probe(report.torch, by_name),
-        accelerator=Accelerator(**report.accelerator.model_dump()),
-        repos=_remote_repos(request, report.repos)
+        torch=torch_from_probe(report["torch"], by_name),
+        accelerator=Accelerator(**report["accelerator"]),
+        repos=_remote_repos(request, report["repos"])
         if request.via
         else _repos(request, user_repos, packages),
-        files=_files(report.files, strict=request.strict),
+        files=_files(report["files"], strict=request.strict),
         caches=tuple(caches[key] for key in sorted(caches)),
-        env=dict(sorted(report.env.items())),
-        warnings=report.warnings,
+        env=dict(sorted(report["env"].items())),
+        warnings=tuple(report["warnings"]),
     )

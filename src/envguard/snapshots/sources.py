@@ -69,15 +69,15 @@ def source_from_direct_url(data: Any) -> Source:
 
 def package_from_probe(raw: ReportDist) -> Package:
     return Package(
-        name=raw.name,
-        display_name=raw.display_name,
-        version=raw.version,
-        installer=raw.installer,
-        requested=raw.requested,
-        location=raw.location,
-        source=source_from_direct_url(raw.direct_url),
-        fingerprint=raw.fingerprint,
-        shadowed=raw.shadowed,
+        name=raw["name"],
+        display_name=raw["display_name"],
+        version=raw["version"],
+        installer=raw["installer"],
+        requested=raw["requested"],
+        location=raw["location"],
+        source=source_from_direct_url(raw["direct_url"]),
+        fingerprint=raw["fingerprint"],
+        shadowed=raw["shadowed"],
     )
 
 
@@ -96,4 +96,4 @@ def stack_versions(packages: dict[str, Package]) -> dict[str, str | None]:
 def torch_from_probe(raw: ReportTorch | None, packages: dict[str, Package]) -> TorchBuild | None:
     if raw is None:
         return None
-    return TorchBuild(**raw.model_dump(), **stack_versions(packages))
+    return TorchBuild(**raw, **stack_versions(packages))

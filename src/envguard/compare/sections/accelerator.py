@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from envguard.compare.models import Severity
 from envguard.compare.sections.base import Section
 from envguard.compare.sections.interpreter import ABSENT
+from envguard.compare.severity import Severity
 
 if TYPE_CHECKING:
     from envguard.compare.engine import Collector

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from envguard.compare.models import Severity
 from envguard.compare.sections.base import Section
+from envguard.compare.severity import Severity
 from envguard.units import human_size
 
 if TYPE_CHECKING:

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
-from envguard.compare.models import Severity
 from envguard.compare.sections.base import Section
+from envguard.compare.severity import Severity
 
 if TYPE_CHECKING:
     from envguard.compare.engine import Collector

@@ -6,8 +6,8 @@ import shlex
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from envguard.compare.models import Severity
 from envguard.compare.sections.base import Section
+from envguard.compare.severity import Severity
 
 if TYPE_CHECKING:
     from envguard.compare.engine import Collector
