@@ -46,24 +46,25 @@ PROBE_ARGS = {"files": [], "caches": [], "default_caches": False}
 
 def probe_command(python: str, args: dict[str, object]) -> tuple[list[str], str]:
     """(argv, stdin) that run the probe exactly as envguard.probe.runner does."""
-    from envguard.probe import runner
+    from envguard.probe.payload import probe_payload
+    from envguard.probe.runner import probe_argv
 
-    return runner.probe_argv(python), runner.probe_payload(args)
+    return probe_argv(python), probe_payload(args)
 
 
 def walk_command(python: str, tree: Path) -> tuple[list[str], str]:
-    """The probe's delivery (`python -I -`, its source compiled from stdin) calling only
-    walk_tree(): interpreter start-up and the probe's imports are counted, the package scan
-    is not."""
-    from envguard.probe.runner import probe_source
+    """The probe's delivery (`python -I -S -`, the target package installed from stdin)
+    calling only walk_tree(): interpreter start-up and the probe's imports are counted, the
+    package scan is not."""
+    from envguard.probe.payload import LOADER, PACKAGE, target_sources
 
     program = (
         "import sys\n"
-        "g = {'__name__': 'envguard_probe'}\n"
-        f"exec(compile({probe_source()!r}, '<envguard-probe>', 'exec'), g)\n"
-        f"sys.stdout.write(g['json'].dumps(g['walk_tree']({str(tree)!r})))\n"
+        + LOADER
+        + f"pkg = _envguard_install({PACKAGE!r}, {target_sources()!r})\n"
+        + f"sys.stdout.write(__import__('json').dumps(pkg.trees.walk_tree({str(tree)!r})))\n"
     )
-    return [python, "-I", "-"], program
+    return [python, "-I", "-S", "-"], program
 
 
 TARGETS = (

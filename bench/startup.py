@@ -51,7 +51,16 @@ def main() -> int:
             env = {**base, "PYTHONPATH": str(tree)}
             out = work / f"{label}.json"
             subprocess.run(
-                [sys.executable, "-m", "envguard", "snapshot", "--python", str(venv), "-o", str(out)],
+                [
+                    sys.executable,
+                    "-m",
+                    "envguard",
+                    "snapshot",
+                    "--python",
+                    str(venv),
+                    "-o",
+                    str(out),
+                ],
                 env=env,
                 cwd=work,
                 check=True,
@@ -62,7 +71,7 @@ def main() -> int:
             "envguard --help": lambda tree, label: ["--help"],
             "clean envguard diff": lambda tree, label: ["diff", str(snaps[label])],
         }
-        print(f"| what | old (median) | new (median) | new/old | pairs |\n|---|---|---|---|---|")
+        print("| what | old (median) | new (median) | new/old | pairs |\n|---|---|---|---|---|")
         for name, argv_of in cases.items():
             times: dict[str, list[float]] = {"old": [], "new": []}
             for _ in range(args.repeats):
