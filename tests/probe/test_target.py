@@ -182,3 +182,21 @@ def test_redact_argv_hides_secret_options_and_assignments() -> None:
     text = " ".join(out)
     assert "hf_x" not in text and "abc" not in text and "xyz" not in text and "=k" not in text
     assert "ssh gpu01" in text and "tok_s=21500" in text
+
+
+def test_damaged_dist_info_is_a_warning_never_a_hang(tmp_path: Path) -> None:
+    """METADATA as a FIFO or a link to /dev/zero, direct_url.json nested 100,000 deep."""
+    site = tmp_path / "site"
+    fifo = make_dist_info(site, "fifo-meta", "1.0")
+    (fifo / "METADATA").unlink()
+    os.mkfifo(fifo / "METADATA")
+    zero = make_dist_info(site, "zero-meta", "1.0")
+    (zero / "METADATA").unlink()
+    (zero / "METADATA").symlink_to("/dev/zero")
+    make_dist_info(site, "deep-url", "1.0", direct_url="[" * 100_000 + "]" * 100_000)
+    warnings: list[str] = []
+    found = {p["name"]: p for p in script.scan_packages([str(site)], warnings)}
+    assert set(found) == {"fifo-meta", "zero-meta", "deep-url"}  # names from the folder
+    assert found["deep-url"]["direct_url"] is None
+    assert sum("metadata unreadable (not a regular file)" in w for w in warnings) == 2
+    assert any("direct_url.json is not valid JSON" in w for w in warnings)
