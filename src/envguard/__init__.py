@@ -35,23 +35,6 @@ if TYPE_CHECKING:
     from envguard.recovery.plan import Plan
     from envguard.snapshots.models import Snapshot
 
-_API = (
-    "check",
-    "diff",
-    "export",
-    "fleet",
-    "list_snapshots",
-    "load",
-    "load_policy",
-    "newest",
-    "plan_rebuild",
-    "rebuild",
-    "run_then",
-    "save",
-    "snapshot",
-    "snapshot_hosts",
-    "sources",
-)
 _MODELS = {
     "Change": "envguard.compare.models",
     "Drift": "envguard.compare.models",
@@ -92,8 +75,8 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     import importlib
 
-    if name in _API:
-        return getattr(importlib.import_module("envguard.api"), name)
     if name in _MODELS:
         return getattr(importlib.import_module(_MODELS[name]), name)
+    if name in __all__ and not name.startswith(("_", "SCHEMA")):  # the operations
+        return getattr(importlib.import_module("envguard.api"), name)
     raise AttributeError(f"module 'envguard' has no attribute {name!r}")
