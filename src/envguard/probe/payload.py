@@ -2,8 +2,8 @@
 
 The command line stays ``python -I -S -``, so it survives any prefix unquoted (ssh's remote
 shell, pct exec, docker exec, srun). The payload opens with a version check that any Python
-parses, then installs each module of probe/target/ (and envguard/redact.py, which both sides
-use) as the package ``envguard_probe`` from string literals, and runs ``main.main``.
+parses, then installs each module of probe/target/ (and envguard/redact.py and
+envguard/reading.py, which both sides use) as the package ``envguard_probe`` from string literals, and runs ``main.main``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ TARGET_MODULES = (
     "env",
     "main",
 )
+# Modules of envguard/ itself that both sides use (they ship beside the target modules).
+SHARED_MODULES = ("redact", "reading")
 PACKAGE = "envguard_probe"
 _VERSION_CHECK = (
     "import sys\n"
@@ -59,7 +61,8 @@ def target_sources() -> tuple[tuple[str, str], ...]:
     here = Path(__file__).parent
     out = []
     for name in TARGET_MODULES:
-        path = here.parent / "redact.py" if name == "redact" else here / "target" / f"{name}.py"
+        shared = name in SHARED_MODULES
+        path = here.parent / f"{name}.py" if shared else here / "target" / f"{name}.py"
         out.append((name, path.read_text(encoding="utf-8")))
     return tuple(out)
 

@@ -1,0 +1,9 @@
+# For type checkers only. On the target, envguard/reading.py is installed as this module by
+# probe/payload.py; envguard itself never imports the target package.
+from envguard.reading import METADATA_CAP as METADATA_CAP
+from envguard.reading import RECORD_CAP as RECORD_CAP
+from envguard.reading import SMALL_CAP as SMALL_CAP
+from envguard.reading import NotRegular as NotRegular
+from envguard.reading import open_regular as open_regular
+from envguard.reading import read_bytes as read_bytes
+from envguard.reading import read_text as read_text
