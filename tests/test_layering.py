@@ -106,7 +106,10 @@ def test_target_side_is_stdlib_only_and_parses_as_python_38() -> None:
             elif isinstance(node, ast.ImportFrom):
                 if node.level:  # a sibling in the target package
                     sibling = TARGET / f"{node.module}.py"
-                    assert sibling.exists() or node.module in ("redact", "reading"), (path, node.module)
+                    assert sibling.exists() or node.module in ("redact", "reading"), (
+                        path,
+                        node.module,
+                    )
                     continue
                 names = [node.module or ""]
             else:

@@ -1,6 +1,5 @@
 """Reading files on behalf of untrusted input: regular files only, never blocking, capped."""
 
-# ruff: noqa: UP045
 from __future__ import annotations
 
 import os
@@ -57,3 +56,6 @@ def read_text(path: str, cap: int = SMALL_CAP) -> Optional[str]:
         return read_bytes(path, cap).decode("utf-8", "replace")
     except OSError:
         return None
+
+
+LOCKFILE_CAP = 64 << 20  # uv.lock of a large monorepo is a few MB; 64 MiB is not a lockfile

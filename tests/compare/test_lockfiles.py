@@ -123,7 +123,7 @@ def test_requirements_txt_pins_urls_editables_and_markers(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [
-        ("requirements.txt", "torch===\n", "requirements.txt:1: invalid requirement"),
+        ("requirements.txt", "torch===\n", "requirements.txt:1: not a valid requirement"),
         ("requirements.txt", "ok==1\nfoo ; python_version >>> '3'\n", "requirements.txt:2"),
         ("uv.lock", "[[package]\nname=", "not valid TOML"),
         ("uv.lock", "version = 1\n", "no [[package]] entries"),

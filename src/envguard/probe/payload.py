@@ -3,7 +3,8 @@
 The command line stays ``python -I -S -``, so it survives any prefix unquoted (ssh's remote
 shell, pct exec, docker exec, srun). The payload opens with a version check that any Python
 parses, then installs each module of probe/target/ (and envguard/redact.py and
-envguard/reading.py, which both sides use) as the package ``envguard_probe`` from string literals, and runs ``main.main``.
+envguard/reading.py, which both sides use) as the package ``envguard_probe`` from string
+literals, and runs ``main.main``.
 """
 
 from __future__ import annotations

@@ -17,8 +17,10 @@ __all__ = ["LockfileError", "Pin", "lock_drift", "read_lock"]
 
 def read_lock(path: Path, snapshot: Snapshot) -> dict[str, Pin]:
     """Pins from any supported lockfile, evaluated for the snapshot's interpreter."""
-    if not path.is_file():
+    if not path.exists():
         raise LockfileError(f"--lock {path}: no such file")
+    if not path.is_file():
+        raise LockfileError(f"--lock {path}: not a regular file")
     env = marker_env(snapshot)
     if path.name == "uv.lock":
         return read_uv_lock(path, env)

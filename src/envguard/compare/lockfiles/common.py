@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 from packaging.markers import InvalidMarker, Marker
 
 from envguard.errors import UsageError
+from envguard.reading import LOCKFILE_CAP, NotRegular, read_bytes
 from envguard.snapshots.models import Snapshot
 
 if sys.version_info >= (3, 11):
@@ -46,15 +48,44 @@ def applies(marker: str | None, env: dict[str, str], *, where: str) -> bool:
         return True
     try:
         return Marker(marker).evaluate(env)
-    except InvalidMarker as exc:
-        raise LockfileError(f"{where}: invalid marker {marker!r} ({exc})") from None
+    except (InvalidMarker, ValueError) as exc:  # UndefinedEnvironmentName is a ValueError
+        raise LockfileError(f"{where}: a marker envguard cannot evaluate ({reason(exc)})") from None
+
+
+def reason(exc: Exception) -> str:
+    """Why a parser refused some text, never the text itself: lockfiles come from pull
+    requests, and packaging quotes its input (on later lines, and in quotes)."""
+    lines = str(exc).splitlines()
+    first = re.sub(r"'[^']*'|\"[^\"]*\"", "'...'", lines[0]) if lines else type(exc).__name__
+    return first[:200]
+
+
+def read_lockfile_text(path: Path) -> str:
+    """A lockfile's text: a regular file only (never a FIFO or /dev/...), capped, UTF-8.
+
+    Lockfiles come from pull requests: errors name the file and the reason, never its
+    contents."""
+    try:
+        data = read_bytes(str(path), LOCKFILE_CAP)
+    except NotRegular:
+        raise LockfileError(f"{path}: not a regular file") from None
+    except FileNotFoundError:
+        raise LockfileError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise LockfileError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LockfileError(f"{path}: not UTF-8 text (bad byte at offset {exc.start})") from None
 
 
 def read_toml(path: Path) -> dict[str, Any]:
+    text = read_lockfile_text(path)
     try:
-        data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
+        data: dict[str, Any] = tomllib.loads(text)
         return data
-    except OSError as exc:
-        raise LockfileError(f"{path}: cannot read ({exc.strerror})") from None
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except RecursionError:
+        raise LockfileError(f"{path}: not valid TOML (nested too deeply)") from None
+    except tomllib.TOMLDecodeError as exc:
+        # tomllib's message is "reason (at line N, column M)": it quotes no content.
         raise LockfileError(f"{path}: not valid TOML ({exc})") from None

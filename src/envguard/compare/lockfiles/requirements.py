@@ -1,7 +1,12 @@
-"""Pinned requirements.txt: `name==version`, `name @ url`, `-e path`, `-r other.txt`."""
+"""Pinned requirements.txt: `name==version`, `name @ url`, `-e path`, `-r other.txt`.
+
+A requirements file may come from a pull request: `-r` follows only files under the top
+file's folder, the working directory or its git work tree, and no error quotes a line.
+"""
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -9,12 +14,18 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from envguard.compare.lockfiles.common import LockfileError, Pin
+from envguard.compare.lockfiles.common import LockfileError, Pin, read_lockfile_text, reason
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
+
+_MAX_INCLUDE_DEPTH = 10
+# -r FILE, -rFILE, --requirement FILE, --requirement=FILE (and the same for -c, --constraint)
+_INCLUDE = re.compile(
+    r"^(?:-(?P<short>[rc])\s*|--(?P<long>requirement|constraint)(?:\s*=\s*|\s+))(?P<file>\S.*)$"
+)
 
 
 def _logical_lines(text: str) -> list[tuple[int, str]]:
@@ -36,38 +47,62 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def read_requirements(path: Path, env: dict[str, str], *, _depth: int = 0) -> dict[str, Pin]:
+def allowed_roots(path: Path, cwd: Path | None = None) -> tuple[str, ...]:
+    """Where `-r` may lead: the top file's folder, the working directory, its work tree."""
+    from envguard.snapshots.repos import find_work_tree
+
+    cwd = Path.cwd() if cwd is None else cwd
+    roots = {os.path.realpath(path.parent), os.path.realpath(cwd)}
+    top = find_work_tree(cwd)
+    if top is not None:
+        roots.add(os.path.realpath(top))
+    return tuple(sorted(roots))
+
+
+def _inside(path: str, roots: tuple[str, ...]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def read_requirements(
+    path: Path,
+    env: dict[str, str],
+    *,
+    roots: tuple[str, ...] | None = None,
+    _depth: int = 0,
+) -> dict[str, Pin]:
     """A pinned requirements.txt: `name==version`, `name @ url`, `-e path`, `-r other.txt`."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise LockfileError(f"{path}: cannot read ({exc.strerror})") from None
+    roots = allowed_roots(path) if roots is None else roots
+    text = read_lockfile_text(path)
     pins: dict[str, Pin] = {}
     for number, line in _logical_lines(text):
         where = f"{path}:{number}"
-        if line.startswith(("-r ", "--requirement ")) and _depth < 10:
-            pins.update(
-                read_requirements(path.parent / line.split(None, 1)[1], env, _depth=_depth + 1)
-            )
+        include = _INCLUDE.match(line)
+        if include:
+            if (include.group("short") or include.group("long") or "")[0] == "c":
+                continue  # constraints narrow versions; they install nothing
+            pins.update(_include(path, include.group("file").strip(), env, roots, where, _depth))
             continue
-        if line.startswith(("-e ", "--editable ")):
-            target = line.split(None, 1)[1].strip()
+        if line.startswith(("-e ", "--editable ", "--editable=")):
+            target = re.split(r"[\s=]", line, maxsplit=1)[1].strip()
             local = Path(target.removeprefix("file://"))
             full = (path.parent / local).resolve()
-            name = _editable_name(full)
+            name = _editable_name(full, roots)
             pins[name or str(full)] = Pin(name=name or str(full), editable=str(full))
             continue
         if line.startswith("-"):
-            continue  # --index-url, --hash-only lines, -c: not pins
+            continue  # --index-url, --find-links, --hash-only lines: not pins
         requirement_text = re.split(r"\s--hash[=\s]", line)[0].strip()
         try:
             req = Requirement(requirement_text)
         except InvalidRequirement as exc:
+            raise LockfileError(f"{where}: not a valid requirement ({reason(exc)})") from None
+        try:
+            if req.marker is not None and not req.marker.evaluate(env):
+                continue
+        except ValueError as exc:
             raise LockfileError(
-                f"{where}: invalid requirement {requirement_text!r} ({exc})"
+                f"{where}: a marker envguard cannot evaluate ({reason(exc)})"
             ) from None
-        if req.marker is not None and not req.marker.evaluate(env):
-            continue
         name = canonicalize_name(req.name)
         specs = list(req.specifier)
         if req.url:
@@ -79,14 +114,26 @@ def read_requirements(path: Path, env: dict[str, str], *, _depth: int = 0) -> di
     return pins
 
 
-def _editable_name(folder: Path) -> str | None:
+def _include(
+    path: Path, target: str, env: dict[str, str], roots: tuple[str, ...], where: str, depth: int
+) -> dict[str, Pin]:
+    if depth >= _MAX_INCLUDE_DEPTH:
+        raise LockfileError(f"{where}: -r nested more than {_MAX_INCLUDE_DEPTH} deep")
+    full = os.path.realpath(path.parent / target)
+    if not _inside(full, roots):
+        raise LockfileError(
+            f"{where}: -r leads outside the project; only files under {', '.join(roots)}"
+            " are followed"
+        )
+    return read_requirements(Path(full), env, roots=roots, _depth=depth + 1)
+
+
+def _editable_name(folder: Path, roots: tuple[str, ...]) -> str | None:
     pyproject = folder / "pyproject.toml"
-    if pyproject.is_file():
-        try:
-            name = (
-                tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {}).get("name")
-            )
-        except (OSError, tomllib.TOMLDecodeError):
-            return None
-        return canonicalize_name(name) if isinstance(name, str) else None
-    return None
+    if not _inside(os.path.realpath(pyproject), roots):
+        return None
+    try:
+        name = tomllib.loads(read_lockfile_text(pyproject)).get("project", {}).get("name")
+    except (LockfileError, tomllib.TOMLDecodeError, RecursionError):
+        return None
+    return canonicalize_name(name) if isinstance(name, str) else None
