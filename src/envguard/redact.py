@@ -13,7 +13,7 @@ import re
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import List, Match
+    from typing import Any, Dict, List, Match
 
 SECRET_WORDS = (
     "TOKEN",
@@ -27,12 +27,18 @@ SECRET_WORDS = (
     "COOKIE",
     "SESSION",
     "SIGNATURE",
+    "PASS",
+    "PWD",
+    "CRED",
+    "ACCESS",
 )
+# Shell variables that hold the working directory, not a password.
+_NOT_SECRET = ("PWD", "OLDPWD")
 REDACTED = "<redacted>"
 
 # Greedy up to the last "@" of the authority: a password may itself contain "@".
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s?#]*)@")
-_BARE_USERINFO = re.compile(r"(?<![\w/:@.-])[^\s:/@]+:[^\s/@]+@(?=[\w.\[-])")
+_BARE_USERINFO = re.compile(r"(?<![\w:@.-])[^\s:/@]+:[^\s/@]+@(?=[\w.\[-])")
 # Query parameters that carry credentials (?token=..., S3's X-Amz-Signature=...).
 _SECRET_QUERY = re.compile(
     r"(?P<key>[?&#][^=&#\s]*(?:token|key|secret|passw|signature|sig|credential|auth)"
@@ -41,10 +47,58 @@ _SECRET_QUERY = re.compile(
 )
 
 
+# Known token shapes, wherever they appear in free text (a note, an error line).
+_TOKEN_SHAPES = re.compile(
+    r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"  # GitHub
+    r"|hf_[A-Za-z0-9]{20,}"  # Hugging Face
+    r"|sk-(?:[A-Za-z]+-)?[A-Za-z0-9_-]{20,}"  # OpenAI and lookalikes
+    r"|(?:AKIA|ASIA)[0-9A-Z]{16}"  # AWS access key ids
+    r"|xox[abposr]-[A-Za-z0-9-]{10,}"  # Slack
+    r"|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})"  # JWT
+)
+# NAME=value or NAME: value inside one word, where NAME names a secret (api_key=..., X-Api-Key:...)
+_PAIR = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)[=:](?P<value>[^\s,;&]*)")
+
+
+def redact_text(text: str) -> str:
+    """Free text (a note, an error line) with every secret form above hidden."""
+    words = re.split(r"(\s+)", text)
+    out = redact_argv([w for w in words[::2]])
+    words[::2] = out
+    text = "".join(words)
+    text = _TOKEN_SHAPES.sub(REDACTED, text)
+
+    if "=" not in text and ":" not in text:
+        return text
+    # Overlapping on purpose: in --header=X-Api-Key:v the secret name is inside a value.
+    out, pos, start = [], 0, 0
+    while True:
+        match = _PAIR.search(text, start)
+        if match is None:
+            break
+        start = match.start("value")
+        value = match.group("value")
+        if value and value != REDACTED and is_secret_name(match.group("name")):
+            if match.start("value") >= pos:
+                out.append(text[pos : match.start("value")] + REDACTED)
+                pos = match.end("value")
+            start = match.end("value")
+    return "".join(out) + text[pos:]
+
+
 def is_secret_name(name: str) -> bool:
     """True for a variable or option name that holds a secret (``HF_TOKEN``, ``--password``)."""
-    upper = name.upper()
-    return any(word in upper for word in SECRET_WORDS)
+    upper = name.upper().lstrip("-")
+    if upper in _NOT_SECRET:
+        return False
+    words = [w for w in re.split(r"[^A-Z0-9]+", upper) if w]
+    # TOK as the last word (SGLANG_HF_TOK), never tok_s (tokens/s) or TOKENIZERS_PARALLELISM.
+    last_tok = bool(words) and words[-1] in ("TOK", "TOKS")
+    return (
+        last_tok
+        or any(w.endswith("TOKEN") for w in words)
+        or any(word in upper for word in SECRET_WORDS if word != "TOKEN")
+    )
 
 
 def redact_url(url: str) -> str:
@@ -73,6 +127,10 @@ def redact_argv(argv: List[str]) -> List[str]:
             hide_next = False
             previous = arg
             continue
+        if previous.endswith("sshpass") and arg.startswith("-p") and len(arg) > 2:
+            out.append("-p" + REDACTED)  # sshpass -pPASSWORD
+            previous = arg
+            continue
         # sshpass -p PASSWORD, an HTTP "Authorization: Bearer TOKEN" header
         if (previous.endswith("sshpass") and arg == "-p") or arg.strip("'\"").lower() in (
             "bearer",
@@ -96,6 +154,19 @@ def redact_argv(argv: List[str]) -> List[str]:
             hide_next = True
         else:
             out.append(redact_url(arg))
+    return out
+
+
+def redact_metrics(metrics: Dict[str, Any]) -> Dict[str, Any]:
+    """Metrics fit to record and show: a secret-named key keeps its name, not its value."""
+    out: Dict[str, Any] = {}
+    for key in sorted(metrics):
+        value = metrics[key]
+        if is_secret_name(key):
+            value = REDACTED
+        elif isinstance(value, str):
+            value = redact_text(value)
+        out[key] = value
     return out
 
 

@@ -72,7 +72,7 @@ def test_virtual_env_wins_over_dot_venv(
         (["--python", "fakepy"], "not a Python interpreter"),
         (["--python", "oldpy"], "Python 3.7 is too old"),
         (["--python", "emptydir"], "not a virtualenv"),
-        (["--metric", "tok_s"], "--metric 'tok_s': expected KEY=VALUE"),
+        (["--metric", "tok_s"], "--metric 'tok_s': expected NAME=VALUE"),
         (["--repo", "emptydir"], "--repo emptydir: not a git work tree"),
         (["--repo", "nowhere"], "--repo nowhere: no such directory"),
         (["--file", "gone.py"], "gone.py: no such file or directory"),

@@ -110,7 +110,7 @@ def test_undecodable_deep_and_huge_lockfiles_are_one_line(work: Path) -> None:
 )
 @given(
     text=st.text(
-        alphabet=st.sampled_from(list("abc=<>!~;[]()@#'\" \\\n-r.,*:/$%{}0123456789") + ["\x00"]),
+        alphabet=st.sampled_from([*"abc=<>!~;[]()@#'\" \\\n-r.,*:/$%{}0123456789", "\x00"]),
         max_size=80,
     ),
     name=st.sampled_from(["requirements.txt", "uv.lock", "pylock.toml"]),

@@ -21,9 +21,12 @@ if TYPE_CHECKING:
 
 
 def _report(exc: EnvguardError) -> None:
-    sys.stderr.write(f"error: {exc.message}\n")
+    from envguard.redact import redact_text
+
+    # Messages quote user input (--via, paths, hosts): secrets in it never reach the log.
+    sys.stderr.write(f"error: {redact_text(exc.message)}\n")
     if exc.hint:
-        sys.stderr.write(f"hint: {exc.hint}\n")
+        sys.stderr.write(f"hint: {redact_text(exc.hint)}\n")
 
 
 class _Group(TyperGroup):

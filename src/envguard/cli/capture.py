@@ -37,7 +37,7 @@ def snapshot(
         list[str] | None, typer.Option(help="A cache directory to measure (repeatable).")
     ] = None,
     metric: Annotated[
-        list[str] | None, typer.Option(help="KEY=VALUE of the run (repeatable).")
+        list[str] | None, typer.Option(help="NAME=VALUE of the run (repeatable).")
     ] = None,
     note: Annotated[str | None, typer.Option(help="A free-text note.")] = None,
     force: Annotated[bool, typer.Option(help="Overwrite an existing snapshot.")] = False,

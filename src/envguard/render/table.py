@@ -36,7 +36,9 @@ def torch_label(snap: Snapshot) -> str:
 
 
 def metrics_label(metrics: dict[str, MetricValue]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in metrics.items()) or "-"
+    from envguard.redact import redact_metrics
+
+    return ", ".join(f"{k}={v}" for k, v in redact_metrics(metrics).items()) or "-"
 
 
 def snapshot_summary_line(snap: Snapshot) -> str:
@@ -78,7 +80,9 @@ def show_snapshot(snap: Snapshot, console: Console) -> None:
     _row(head, "accelerator", accel + (f", nvcc {a.nvcc}" if a.nvcc else ""))
     _row(head, "metrics", metrics_label(snap.metrics))
     if snap.note:
-        _row(head, "note", snap.note)
+        from envguard.redact import redact_text
+
+        _row(head, "note", redact_text(snap.note))
     console.print(head)
     if snap.repos:
         table = Table("repo", "head", "branch", "state", title="repos", title_justify="left")

@@ -28,7 +28,10 @@ def summary(drift: Drift) -> str:
 def metrics_footer(drift: Drift) -> str | None:
     if not drift.metrics:
         return None
-    return "last good run: " + ", ".join(f"{k}={v}" for k, v in drift.metrics.items())
+    from envguard.redact import redact_metrics
+
+    shown = redact_metrics(drift.metrics)
+    return "last good run: " + ", ".join(f"{k}={v}" for k, v in shown.items())
 
 
 def rebuild_report(outcome: Outcome) -> str:

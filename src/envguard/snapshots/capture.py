@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from envguard import __version__
 from envguard.errors import ProbeError, UsageError
 from envguard.probe.report import ProbeReport, ReportFile, ReportRepo
-from envguard.redact import redact_argv
+from envguard.redact import redact_argv, redact_metrics, redact_text, redact_url
 from envguard.snapshots.models import (
     Accelerator,
     Cache,
@@ -103,7 +103,10 @@ def snapshot_from_report(
     by_name = {p.name: p for p in packages if not p.shadowed}
     cache_fields = set(Cache.model_fields)
     caches = {
-        (c["kind"], c["path"]): Cache(**{k: v for k, v in c.items() if k in cache_fields})
+        (c["kind"], redact_url(c["path"])): Cache(
+            **{k: v for k, v in c.items() if k in cache_fields and k != "path"},
+            path=redact_url(c["path"]),
+        )
         for c in report["caches"]
     }
     return Snapshot(
@@ -114,8 +117,8 @@ def snapshot_from_report(
         envguard_version=__version__,
         command=tuple(redact_argv(list(request.command))),
         via=shlex.join(redact_argv(list(request.via))) if request.via else None,
-        note=request.note,
-        metrics=dict(sorted(request.metrics.items())),
+        note=None if request.note is None else redact_text(request.note),
+        metrics=redact_metrics(request.metrics),
         interpreter=Interpreter(**report["interpreter"]),
         packages=packages,
         torch=torch_from_probe(report["torch"], by_name),

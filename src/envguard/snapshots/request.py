@@ -43,10 +43,10 @@ class CaptureRequest:
 
 
 def parse_metric(text: str) -> tuple[str, MetricValue]:
-    """``KEY=VALUE`` from --metric; numbers become numbers."""
+    """``NAME=VALUE`` from --metric; numbers become numbers."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
-        raise UsageError(f"--metric {text!r}: expected KEY=VALUE, e.g. tok_s=21500")
+        raise UsageError(f"--metric {text!r}: expected NAME=VALUE, e.g. tok_s=21500")
     value = value.strip()
     try:
         number = float(value)

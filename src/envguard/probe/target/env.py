@@ -3,7 +3,7 @@
 # ruff: noqa: UP006, UP035
 from __future__ import annotations
 
-from .redact import is_secret_name, redact_url, secret_digest
+from .redact import is_secret_name, redact_text, secret_digest
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,5 +51,5 @@ def capture_env(environ: Dict[str, str]) -> Dict[str, str]:
     for name, value in environ.items():
         if not (name.startswith(ENV_PREFIXES) or name in ENV_NAMES):
             continue
-        out[name] = secret_digest(name, value) if is_secret_name(name) else redact_url(value)
+        out[name] = secret_digest(name, value) if is_secret_name(name) else redact_text(value)
     return out
