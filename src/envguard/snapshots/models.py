@@ -5,18 +5,22 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints, model_validator
 
 from envguard import SCHEMA_VERSION
 
 MetricValue = int | float | str
 # One line of text: snapshots are untrusted, and these fields end up in messages and files.
 Line = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f]*$")]
+# A version string as PEP 440 spells one: a 10,000-digit "version" is not one, and would make
+# int() refuse it (Python's 4,300-digit limit) in every command that compares versions.
+VersionText = Annotated[str, StringConstraints(max_length=256)]
 
 
 class Model(BaseModel):
     # defer_build: a schema is built when a model is first used, not at every start-up.
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    # allow_inf_nan=False: NaN and Infinity are not JSON, and would be written back as such.
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, allow_inf_nan=False)
 
 
 class Interpreter(Model):
@@ -52,7 +56,7 @@ class Source(Model):
 class Package(Model):
     name: str
     display_name: str
-    version: str
+    version: VersionText
     installer: str | None = None
     requested: bool = False
     location: str
@@ -62,7 +66,7 @@ class Package(Model):
 
 
 class TorchBuild(Model):
-    version: str
+    version: VersionText
     cuda: str | None = None
     git_version: str | None = None
     hip: str | None = None
@@ -109,7 +113,7 @@ class Cache(Model):
 
 
 class Snapshot(Model):
-    schema_version: int = SCHEMA_VERSION
+    schema_version: StrictInt = SCHEMA_VERSION  # not true, not 1.0
     name: Line
     created: datetime
     host: Line
@@ -128,6 +132,17 @@ class Snapshot(Model):
     caches: tuple[Cache, ...] = ()
     env: dict[str, str] = Field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _one_entry_per_package(self) -> Snapshot:
+        # Two entries for one importable package would become two conflicting pins.
+        seen: set[str] = set()
+        for p in self.packages:
+            if not p.shadowed:
+                if p.name in seen:
+                    raise ValueError(f"package {p.name!r} is listed twice (neither shadowed)")
+                seen.add(p.name)
+        return self
 
     def package_map(self) -> dict[str, Package]:
         """Packages by canonical name, the one the interpreter imports (not shadowed)."""

@@ -31,7 +31,8 @@ def validate_name(name: str) -> str:
 
 def dumps(snapshot: Snapshot) -> str:
     """Indented JSON with sorted keys, so snapshots diff well in git."""
-    return json.dumps(snapshot.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    data = snapshot.model_dump(mode="json")
+    return json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
 def loads(text: str, *, source: str) -> Snapshot:
@@ -48,7 +49,7 @@ def loads(text: str, *, source: str) -> Snapshot:
         if snap.schema_version <= SCHEMA_VERSION:
             return snap
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_not_json)
     except RecursionError:
         raise SnapshotError(f"{source}: not a snapshot (JSON nested too deeply)") from None
     except ValueError as exc:
@@ -70,6 +71,10 @@ def loads(text: str, *, source: str) -> Snapshot:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "top level"
         raise SnapshotError(f"{source}: invalid snapshot at {where}: {first['msg']}") from None
+
+
+def _not_json(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def resolve(ref: str, *, root: Path | None = None) -> Path:

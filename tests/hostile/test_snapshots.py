@@ -1,0 +1,93 @@
+"""Hostile snapshot files: strict JSON, strict types, bounded strings; one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from envguard.cli import app
+from envguard.errors import SnapshotError
+from envguard.snapshots import store
+from factories import package, snapshot
+
+runner = CliRunner()
+
+
+def good() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(store.dumps(snapshot([package("ok", "1")])))
+    return data
+
+
+def forged(**changes: Any) -> str:
+    data = good()
+    data.update(changes)
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            forged().replace('"metrics": {}', '"metrics": {"tok_s": NaN}'),
+            "NaN is not a JSON number",
+        ),
+        (forged().replace('"metrics": {}', '"metrics": {"x": Infinity}'), "Infinity"),
+        (forged(schema_version=True), "schema_version"),
+        (forged(schema_version=1.0), "schema_version"),
+        (forged(packages=[good()["packages"][0]] * 2), "listed twice"),
+        (
+            forged(packages=[{**good()["packages"][0], "version": "1" * 10_000}]),
+            "packages.0.version",
+        ),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ],
+)
+def test_hostile_snapshots_are_one_line_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, message: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("bad.json").write_text(text)
+    Path("good.json").write_text(store.dumps(snapshot([package("ok", "1")])))
+    with pytest.raises(SnapshotError, match=message):
+        store.load("bad.json")
+    for args in (["diff", "good.json", "--against", "bad.json"], ["show", "bad.json"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert result.stderr.startswith("error: bad.json") and len(result.stderr.splitlines()) == 1
+
+
+def test_snapshots_are_written_as_strict_json() -> None:
+    with pytest.raises(ValueError):
+        snapshot([package("ok", "1")], metrics={"x": float("nan")})
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+        lambda inner: (
+            st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+        ),
+        max_leaves=12,
+    ),
+    st.sampled_from(
+        ["packages", "interpreter", "metrics", "files", "caches", "env", "torch", "via", "name"]
+    ),
+)
+def test_fuzzed_fields_load_or_fail_with_one_line(value: Any, field: str) -> None:
+    try:
+        text = forged(**{field: value})
+    except ValueError:
+        return  # not encodable as JSON
+    try:
+        store.loads(text, source="f.json")
+    except SnapshotError as exc:
+        assert "\n" not in exc.message and exc.message.startswith("f.json")
