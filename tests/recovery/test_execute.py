@@ -111,6 +111,7 @@ def test_fresh_rebuild_restores_polluted_venv(
     assert uv_freeze(good) == snapshot_pairs(in_tmp)
     backups = list(in_tmp.glob(".venv.envguard-backup-*"))
     assert len(backups) == 1 and "kept at" in out
+    assert backups[0].name.endswith(f"-{os.getpid()}")  # unique: two rebuilds in one second
     assert ("sglang", "0.4.0") in uv_freeze(backups[0])  # the old venv, intact for rollback
     code, out, err = invoke(
         "diff", "good", "--format", "json", "--only", "packages", "--only", "interpreter"
@@ -419,3 +420,15 @@ def test_a_venv_displaced_by_a_killed_swap_is_kept_not_deleted(in_tmp: Path) -> 
     kept = in_tmp / f".venv.envguard-backup-recovered-{dead}"
     assert (kept / "pyvenv.cfg").is_file()
     assert any("kept" in line for line in lines)
+
+
+def test_a_second_rebuild_of_one_venv_refuses_at_once(in_tmp: Path) -> None:
+    from envguard.errors import ActionError
+    from envguard.recovery.execute import venv_lock
+
+    venv = in_tmp / ".venv"
+    refused = pytest.raises(ActionError, match="another envguard rebuild of this venv is running")
+    with venv_lock(venv), refused, venv_lock(venv):
+        pass
+    with venv_lock(venv):  # released once the first one is done
+        pass

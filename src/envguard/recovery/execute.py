@@ -134,7 +134,9 @@ class _SignalGate:
 def _signals_raise() -> Iterator[_SignalGate]:
     """Turn SIGTERM (a kill) into an exception so cleanup runs, as SIGINT already does."""
     gate = _SignalGate()
-    previous = {s: signal.signal(s, gate.handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    previous = {
+        s: signal.signal(s, gate.handler) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    }
     try:
         yield gate
     finally:
@@ -247,7 +249,45 @@ def execute(
     status: Callable[[str], None] = lambda _: None,
     on_line: Callable[[str], None] | None = None,
 ) -> Outcome:
-    """Run ``p``. Fresh mode: the working venv is untouched unless every step succeeded."""
+    """Run ``p``. Fresh mode: the working venv is untouched unless every step succeeded.
+
+    One rebuild of a venv at a time: a second one refuses at once (ActionError)."""
+    with venv_lock(Path(p.venv)):
+        return _execute(
+            p, snapshot, no_backup=no_backup, ignore=ignore, status=status, on_line=on_line
+        )
+
+
+@contextlib.contextmanager
+def venv_lock(venv: Path) -> Iterator[None]:
+    """An exclusive lock on ``venv`` (a lock file beside it, held with flock while we run)."""
+    import fcntl
+
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    path = venv.parent / f".{venv.name}.envguard.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ActionError(
+                f"{venv}: another envguard rebuild of this venv is running",
+                hint="wait for it to finish, then run this one again",
+            ) from None
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock; the file stays (unlinking it would race)
+
+
+def _execute(
+    p: Plan,
+    snapshot: Snapshot,
+    *,
+    no_backup: bool,
+    ignore: frozenset[str],
+    status: Callable[[str], None],
+    on_line: Callable[[str], None] | None,
+) -> Outcome:
     venv = Path(p.venv)
     build = Path(p.build) if p.build else None
     outcome = Outcome(venv=venv, snapshot=p.snapshot, packages=p.packages)
@@ -277,7 +317,9 @@ def execute(
                         )
                 elif isinstance(step, SwapStep):
                     assert build is not None and Path(step.build) == build
-                    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+                    # The pid too: two rebuilds in one second must not share a backup name.
+                    now = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+                    stamp = f"{now}-{os.getpid()}"
                     with gate.critical():  # a signal now waits until the books are right
                         outcome.backup = swap_in(build, venv, stamp=stamp)
                         build = None  # it is the working venv now: never clean it up
