@@ -14,6 +14,13 @@ class EnvguardError(Exception):
         self.hint = hint
 
 
+def field_path(loc: tuple[int | str, ...]) -> str:
+    """``packages.0.version`` for a validation error's location, always one printable line:
+    keys in untrusted input may hold newlines or escape codes."""
+    parts = [p if isinstance(p, str) and p.isprintable() else repr(p) for p in loc]
+    return ".".join(str(p) for p in parts) or "top level"
+
+
 class UsageError(EnvguardError):
     """Bad usage or bad input: exit 2."""
 
@@ -30,3 +37,12 @@ class ActionError(EnvguardError):
     """An action (rebuild, fleet capture) that failed part-way: exit 1."""
 
     exit_code = 1
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised like Ctrl-C so the same clean-up runs (probes killed,
+    partial files removed); the CLI exits 128 + the signal number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum

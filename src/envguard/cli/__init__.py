@@ -4,6 +4,7 @@ One module per family of commands: capture (snapshot, show, list), compare (diff
 fleet), rebuild (rebuild, export). This module holds the app and what they share.
 """
 
+import signal
 import sys
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated, NoReturn
@@ -12,7 +13,7 @@ import typer
 from typer.core import TyperGroup
 
 from envguard import __version__
-from envguard.errors import EnvguardError, UsageError
+from envguard.errors import EnvguardError, Terminated, UsageError
 from envguard.tools import own_variable
 
 if TYPE_CHECKING:
@@ -23,10 +24,15 @@ if TYPE_CHECKING:
 def _report(exc: EnvguardError) -> None:
     from envguard.redact import redact_text
 
-    # Messages quote user input (--via, paths, hosts): secrets in it never reach the log.
-    sys.stderr.write(f"error: {redact_text(exc.message)}\n")
+    # Messages quote user input (--via, paths, hosts): secrets in it never reach the log,
+    # and neither do control characters (each message stays one line, no escape codes).
+    sys.stderr.write(f"error: {_one_line(redact_text(exc.message))}\n")
     if exc.hint:
-        sys.stderr.write(f"hint: {redact_text(exc.hint)}\n")
+        sys.stderr.write(f"hint: {_one_line(redact_text(exc.hint))}\n")
+
+
+def _one_line(text: str) -> str:
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 class _Group(TyperGroup):
@@ -38,6 +44,13 @@ class _Group(TyperGroup):
         except EnvguardError as exc:
             _report(exc)
             raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (errors.Terminated)
+            signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
+            runner = sys.modules.get("envguard.probe.runner")
+            if runner is not None:  # a probe started but not yet waited for: stop it too
+                runner.kill_running()
+            sys.stderr.write(f"error: interrupted ({signal.Signals(signum).name})\n")
+            raise typer.Exit(128 + signum) from None
 
 
 app = typer.Typer(
@@ -88,7 +101,13 @@ def main() -> None:
     # every start. Set for this process only: commands envguard runs for the user (--then)
     # get the environment as it was (tools.user_environ).
     own_variable("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _terminate)
     app(prog_name="envguard")
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated(signum)
 
 
 # Registers the commands on ``app`` (after it exists).

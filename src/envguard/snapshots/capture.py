@@ -9,7 +9,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from envguard import __version__
-from envguard.errors import ProbeError, UsageError
+from envguard.errors import ProbeError, UsageError, field_path
 from envguard.probe.report import ProbeReport, ReportFile, ReportRepo
 from envguard.redact import redact_argv, redact_metrics, redact_text, redact_url
 from envguard.snapshots.models import (
@@ -83,7 +83,7 @@ def finish_capture(started: StartedCapture) -> Snapshot:
         return snapshot_from_report(report, started.request, user_repos=started.user_repos)
     except ValidationError as exc:  # a report that validated but does not fit a snapshot
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "top level"
+        where = field_path(first["loc"])
         raise ProbeError(
             f"{started.probe.label}: the probe's report does not fit a snapshot at {where}:"
             f" {first['msg']}"

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envguard import SCHEMA_VERSION
-from envguard.errors import SnapshotError, UsageError
+from envguard.errors import SnapshotError, UsageError, field_path
 
 if TYPE_CHECKING:
     from envguard.snapshots.models import Snapshot
@@ -69,7 +69,7 @@ def loads(text: str, *, source: str) -> Snapshot:
         return Snapshot.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "top level"
+        where = field_path(first["loc"])
         raise SnapshotError(f"{source}: invalid snapshot at {where}: {first['msg']}") from None
 
 

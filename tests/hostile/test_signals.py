@@ -1,0 +1,49 @@
+"""SIGTERM and SIGHUP stop envguard like Ctrl-C: the probe chain killed, one line, 128+N."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+
+def _gone(pid: int, within: float = 5.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_kills_the_remote_chain_and_exits_with_one_line(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    pidfile = tmp_path / "pid"
+    prefix = tmp_path / "slow-ssh"
+    prefix.write_text(f"#!/bin/sh\necho $$ > {pidfile}\nexec sleep 60\n")
+    prefix.chmod(0o755)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "envguard", "snapshot", "--via", str(prefix), "--out", "-"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 20
+    while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    remote = int(pidfile.read_text())
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 128 + signum, err
+    assert err.strip() == f"error: interrupted ({signum.name})" and out == ""
+    assert _gone(remote), "the --via chain outlived envguard"
