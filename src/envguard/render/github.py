@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from envguard.compare.models import Drift
+from envguard.render.text import printable
 
 _COMMAND = {"critical": "error", "warning": "warning", "info": "notice"}
 
 
 def _escape(text: str) -> str:
-    # Workflow-command data escaping, as @actions/core does it.
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    # Workflow-command data escaping, as @actions/core does it; other controls shown escaped.
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return printable(text)
 
 
 def _escape_property(text: str) -> str:

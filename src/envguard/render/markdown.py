@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import re
+
 from envguard.compare.engine import iter_sections
 from envguard.compare.models import Drift, FleetReport
-from envguard.render.text import host_list, metrics_footer, summary
+from envguard.render.text import host_list, metrics_footer, printable, summary
 
 _ICON = {"critical": "🔴", "warning": "🟠", "info": "🔵"}
 
 
+# Everything Markdown (and the HTML GitHub allows in it) could turn into markup: a link, an
+# image, a tag, a code span, a table cell break. Escaped, the text shows as written.
+_MARKUP = re.compile(r"([\\`*_\[\]!|~])")
+
+
 def _cell(text: str | None) -> str:
-    return (text or "").replace("|", "\\|").replace("\n", " ")
+    text = printable((text or "").replace("\r", " ").replace("\n", " "))
+    text = text.replace("&", "&amp;").replace("<", "&lt;")  # no tag can open without "<"
+    return _MARKUP.sub(r"\\\1", text)
 
 
 def drift_markdown(drift: Drift) -> str:
-    lines = ["## envguard drift report", "", f"**{summary(drift)}**", ""]
+    lines = ["## envguard drift report", "", f"**{_cell(summary(drift))}**", ""]
     for level, changes in iter_sections(drift):
         lines += [f"### {_ICON[level.value]} {level.value} ({len(changes)})", ""]
         lines += [
@@ -23,13 +32,13 @@ def drift_markdown(drift: Drift) -> str:
         ]
         for c in changes:
             lines.append(
-                f"| {c.section} | {c.kind} | `{_cell(c.name)}` | {_cell(c.expected)} |"
+                f"| {c.section} | {c.kind} | {_cell(c.name)} | {_cell(c.expected)} |"
                 f" {_cell(c.actual)} | {_cell(c.message)} |"
             )
         lines.append("")
     footer = metrics_footer(drift)
     if footer:
-        lines += [f"_{footer}_", ""]
+        lines += [f"_{_cell(footer)}_", ""]
     return "\n".join(lines)
 
 

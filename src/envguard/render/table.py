@@ -20,7 +20,9 @@ if TYPE_CHECKING:
 
 def _row(table: Table, *cells: str | Text) -> None:
     """Add a row whose strings are shown as written: snapshot text is never rich markup."""
-    table.add_row(*(Text(c) if isinstance(c, str) else c for c in cells))
+    from envguard.render.text import printable
+
+    table.add_row(*(Text(printable(c)) if isinstance(c, str) else c for c in cells))
 
 
 def torch_label(snap: Snapshot) -> str:
@@ -105,8 +107,10 @@ def show_snapshot(snap: Snapshot, console: Console) -> None:
             state = "missing" if not c.exists else ("unreadable" if not c.readable else "present")
             _row(table, c.kind, c.path, state, human_size(c.bytes), str(c.files))
         console.print(table)
+    from envguard.render.text import printable
+
     for warning in snap.warnings:
-        console.print(f"warning: {warning}", markup=False)
+        console.print(f"warning: {printable(warning)}", markup=False)
 
 
 def _age(created: datetime) -> str:
@@ -141,7 +145,7 @@ _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 def drift_table(drift: Drift, console: Console) -> None:
     """The rich table printed by `envguard diff`: grouped by severity, then section."""
     from envguard.compare.engine import iter_sections
-    from envguard.render.text import metrics_footer, summary
+    from envguard.render.text import metrics_footer, printable, summary
 
     if drift.changes:
         table = Table("severity", "section", "change", "what", show_lines=False)
@@ -152,13 +156,13 @@ def drift_table(drift: Drift, console: Console) -> None:
                     Text(level.value, style=_STYLE[level.value]),
                     c.section,
                     c.kind,
-                    Text(c.message),
+                    Text(printable(c.message)),
                 )
         console.print(table)
-    console.print(summary(drift), markup=False)
+    console.print(printable(summary(drift)), markup=False)
     footer = metrics_footer(drift)
     if footer:
-        console.print(footer, markup=False)
+        console.print(printable(footer), markup=False)
 
 
 def plan_table(plan: Plan, console: Console) -> None:
@@ -187,29 +191,29 @@ def plan_table(plan: Plan, console: Console) -> None:
 
 def fleet_table(report: FleetReport, console: Console) -> None:
     """The N-way comparison printed by `envguard fleet`."""
-    from envguard.render.text import host_list
+    from envguard.render.text import host_list, printable
 
     if report.agree:
         console.print(f"all {len(report.hosts)} hosts agree", markup=False)
         return
     groups = Table("group", "hosts", "count", title="environments", title_justify="left")
     for g in report.groups:
-        _row(groups, g.fingerprint, Text(host_list(g.hosts)), str(len(g.hosts)))
+        _row(groups, g.fingerprint, host_list(g.hosts), str(len(g.hosts)))
     console.print(groups)
     table = Table("item", "value", "hosts", "", title="what differs", title_justify="left")
     for d in report.differences:
         for i, v in enumerate(d.values):
             _row(
                 table,
-                Text(d.item if i == 0 else ""),
-                Text(v.value),
-                Text(host_list(v.hosts)),
+                Text(printable(d.item) if i == 0 else ""),
+                Text(printable(v.value)),
+                Text(printable(host_list(v.hosts))),
                 Text("odd one out", style="bold red") if v.odd else "",
             )
     console.print(table)
     against = f" (against {report.baseline})" if report.baseline else ""
     console.print(
         f"{len(report.groups)} distinct environments across {len(report.hosts)} hosts;"
-        f" odd ones out{against}: {host_list(report.odd_hosts)}",
+        f" odd ones out{against}: {printable(host_list(report.odd_hosts))}",
         markup=False,
     )

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from envguard.compare.models import Drift, Severity
 
 if TYPE_CHECKING:
     from envguard.recovery.outcome import Outcome
+
+
+# C0/C1 controls, DEL, and the bidirectional overrides that reorder what a terminal shows.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character shown as an escape (``\\x1b``), never sent
+    to the terminal: snapshots, hosts and files are untrusted."""
+    if not _UNSAFE.search(text):
+        return text
+    return _UNSAFE.sub(lambda m: ascii(m.group(0))[1:-1], text)
 
 
 def summary(drift: Drift) -> str:
