@@ -132,6 +132,12 @@ def recorded_python(
         return path
     if not path.exists():
         raise UsageError(f"{path}: the snapshot's interpreter no longer exists", hint=hint)
+    unsafe = _unsafe_place(path)
+    if unsafe is not None:
+        raise UsageError(
+            f"{path}: the snapshot names an interpreter in {unsafe}",
+            hint=f"pass --python {path} if you trust it",
+        )
     cwd = (Path.cwd() if cwd is None else cwd).absolute()
     # The places a checkout (a pull request) can fill: this directory and its git work tree,
     # compared on resolved paths so a symlinked spelling cannot slip past.
@@ -156,6 +162,28 @@ def recorded_python(
     return path
 
 
+def _unsafe_place(path: Path) -> str | None:
+    """Why ``path`` could have been planted by someone else, or None: the file or a folder
+    above it (resolved) is owned by another user, or writable by everyone without the
+    sticky bit, or sits in a sticky world-writable folder (/tmp) under another's name."""
+    import stat
+
+    me = os.geteuid()
+    resolved = Path(os.path.realpath(path))
+    for place in (resolved, *resolved.parents):
+        try:
+            st = place.stat()
+        except OSError:
+            return f"a place that cannot be inspected ({place})"
+        if st.st_uid not in (0, me):
+            return f"a place owned by another user ({place})"
+        if place != resolved and st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+            return f"a folder anyone can write to ({place})"
+        if place == resolved and st.st_mode & (stat.S_IWOTH | stat.S_IWGRP):
+            return f"a file others can change ({place})"
+    return None
+
+
 def live_request(recorded: Recorded, *, python: str | None, via: str | None) -> CaptureRequest:
     """How to measure the live side as ``recorded`` was measured: the user's --python and
     --via win; otherwise the snapshot's interpreter, if recorded_python() trusts it. A `via`
@@ -173,6 +201,14 @@ def live_request(recorded: Recorded, *, python: str | None, via: str | None) -> 
     return request_like(recorded, python=target, python_label=label)
 
 
+def _is_default(executable: str) -> bool:
+    try:
+        default = resolve_python(None)
+    except UsageError:
+        return False
+    return os.path.realpath(default) == os.path.realpath(executable)
+
+
 def measure_like(
     text: str, *, source: str, python: str | None, via: str | None
 ) -> tuple[Snapshot, Snapshot]:
@@ -182,6 +218,10 @@ def measure_like(
     recorded = Recorded.from_json(text)
     started: StartedCapture | None = None
     early: EnvguardError | None = None
+    # Before validation, start only an interpreter that the user chose (--python, --via) or
+    # that is the default target anyway: a snapshot's own choice runs after it validated.
+    if recorded is not None and not (python or via or _is_default(recorded.executable)):
+        recorded = None
     if recorded is not None:
         try:
             started = start_capture(live_request(recorded, python=python, via=via))
