@@ -91,3 +91,21 @@ def test_fuzzed_fields_load_or_fail_with_one_line(value: Any, field: str) -> Non
         store.loads(text, source="f.json")
     except SnapshotError as exc:
         assert "\n" not in exc.message and exc.message.startswith("f.json")
+
+
+def test_cache_walks_are_bounded_and_never_walk_the_root(tmp_path: Path) -> None:
+    from factories import load_target
+
+    target = load_target()
+    warnings: list[str] = []
+    root = target.walk_tree("/", warnings)
+    assert root["files"] == 0 and "not walked" in warnings[0]
+    proc = target.walk_tree("/proc/self", warnings)
+    assert proc["files"] == 0 and "not walked" in warnings[1]
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for i in range(50):
+        (cache / f"f{i}").write_bytes(b"x")
+    cut = target.walk_tree(str(cache), warnings, max_files=10)
+    assert cut["files"] <= 60 and cut["readable"] is False and "walk stopped" in warnings[2]
+    assert target.walk_tree(str(cache), [])["files"] == 50

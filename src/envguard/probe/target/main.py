@@ -43,7 +43,7 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
     wanted = default_caches(environ) if args.get("default_caches", True) else []
     wanted += [(c["kind"], c["path"]) for c in args.get("caches", [])]
     for kind, path in wanted:
-        cache = walk_tree(os.path.abspath(os.path.expanduser(path)))
+        cache = walk_tree(os.path.abspath(os.path.expanduser(path)), warnings)
         cache["kind"] = kind
         if cache["unreadable_dirs"]:
             warnings.append(

@@ -1,21 +1,36 @@
 """Compile caches and tracked files: sizes, counts and hashes, never following symlinks."""
 
-# ruff: noqa: UP006, UP035
+# ruff: noqa: UP006, UP035, UP045
 from __future__ import annotations
 
 import hashlib
 import os
+import time
 
 from .reading import open_regular
 from .system import user
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Tuple
+    from typing import Any, Dict, List, Optional, Tuple
 
 
-def walk_tree(root: str) -> Dict[str, Any]:
-    """Size, file count and newest mtime of a directory tree, never following symlinks."""
+# A compile cache is a few GB in at most a few hundred thousand files. Past these a walk is
+# not measuring a cache (a snapshot may name "/"): it stops and says so.
+WALK_SECONDS = 20.0
+WALK_FILES = 2000000
+# Pseudo file systems: nothing there is a cache, and reading them can block or never end.
+_NEVER = ("/proc", "/sys", "/dev")
+
+
+def walk_tree(
+    root: str,
+    warnings: Optional[List[str]] = None,
+    seconds: float = WALK_SECONDS,
+    max_files: int = WALK_FILES,
+) -> Dict[str, Any]:
+    """Size, file count and newest mtime of a directory tree, never following symlinks;
+    within ``seconds`` and ``max_files`` (a warning says when a walk was cut short)."""
     result: Dict[str, Any] = {
         "path": root,
         "exists": False,
@@ -27,6 +42,12 @@ def walk_tree(root: str) -> Dict[str, Any]:
     }
     # The root itself may be a symlink to scratch space: one hop cannot loop.
     start = os.path.realpath(root)
+    if start == "/" or any(start == p or start.startswith(p + "/") for p in _NEVER):
+        if warnings is not None:
+            warnings.append("%s: not walked (the root or a pseudo file system)" % root)
+        result["readable"] = False
+        result["exists"] = os.path.lexists(root)
+        return result
     if not os.path.isdir(start):
         result["exists"] = os.path.lexists(root)
         return result
@@ -35,7 +56,12 @@ def walk_tree(root: str) -> Dict[str, Any]:
     newest = 0.0
     unreadable = 0
     stack = [start]
-    while stack:
+    deadline = time.monotonic() + seconds
+    cut = False
+    while stack and not cut:
+        if time.monotonic() > deadline:  # also for a tree of empty folders
+            cut = True
+            break
         current = stack.pop()
         try:
             scanner = os.scandir(current)
@@ -55,8 +81,18 @@ def walk_tree(root: str) -> Dict[str, Any]:
                         count += 1
                         if st.st_mtime > newest:
                             newest = st.st_mtime
+                        if count >= max_files or (not count & 1023 and time.monotonic() > deadline):
+                            cut = True
+                            break
                 except OSError:
                     unreadable += 1
+    if cut:
+        if warnings is not None:
+            warnings.append(
+                "%s: walk stopped after %d files (limits: %d files, %gs); sizes are partial"
+                % (root, count, max_files, seconds)
+            )
+        result["readable"] = False
     result.update(bytes=total, files=count, newest_mtime=newest or None, unreadable_dirs=unreadable)
     return result
 
