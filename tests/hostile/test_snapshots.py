@@ -109,3 +109,30 @@ def test_cache_walks_are_bounded_and_never_walk_the_root(tmp_path: Path) -> None
     cut = target.walk_tree(str(cache), warnings, max_files=10)
     assert cut["files"] <= 60 and cut["readable"] is False and "walk stopped" in warnings[2]
     assert target.walk_tree(str(cache), [])["files"] == 50
+
+
+@pytest.mark.parametrize("errno_name", ["ENOSPC", "EROFS", "EIO"])
+def test_a_failed_write_is_one_line_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, errno_name: str
+) -> None:
+    import errno
+    import os
+
+    from envguard.errors import ActionError
+
+    def fail(fd: int) -> None:
+        code = getattr(errno, errno_name)
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(os, "fsync", fail)
+    target = tmp_path / "out" / "s.json"
+    with pytest.raises(ActionError, match=f"{target}: cannot write"):
+        store.write_atomic(target, "{}", force=False)
+    assert list((tmp_path / "out").iterdir()) == []  # no temp file, no half snapshot
+
+
+def test_out_onto_a_directory_is_usage_error(tmp_path: Path) -> None:
+    from envguard.errors import UsageError
+
+    with pytest.raises(UsageError, match="is a directory"):
+        store.write_atomic(tmp_path, "{}", force=True)

@@ -297,10 +297,15 @@ def _execute(
     current = "prepare"
     try:
         with _signals_raise() as gate:
-            for folder in plan_dirs:
-                folder.mkdir(parents=True, exist_ok=True)
-            for f in p.files:
-                Path(f.path).write_text(f.content, encoding="utf-8")
+            try:
+                for folder in plan_dirs:
+                    folder.mkdir(parents=True, exist_ok=True)
+                for f in p.files:
+                    Path(f.path).write_text(f.content, encoding="utf-8")
+            except OSError as exc:  # a full disk or read-only file system: nothing ran yet
+                raise ActionError(
+                    f"cannot write the plan's files ({exc.strerror or exc}: {exc.filename})"
+                ) from None
             for i, step in enumerate(p.steps, 1):
                 current = step.purpose
                 status(f"[{i}/{total}] {step.purpose}")

@@ -69,7 +69,10 @@ def _compile(
     label: str,
 ) -> str:
     path = workdir / f"{label}.in"
-    path.write_text(requirements_text(reqs, header=label), encoding="utf-8")
+    try:
+        path.write_text(requirements_text(reqs, header=label), encoding="utf-8")
+    except OSError as exc:
+        raise ActionError(f"{path}: cannot write ({exc.strerror or exc})") from None
     interp = snapshot.interpreter
     argv = [
         uv,

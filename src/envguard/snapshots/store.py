@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envguard import SCHEMA_VERSION
-from envguard.errors import SnapshotError, UsageError, field_path
+from envguard.errors import ActionError, SnapshotError, UsageError, field_path
 
 if TYPE_CHECKING:
     from envguard.snapshots.models import Snapshot
@@ -189,8 +189,20 @@ def check_target(path: Path, *, force: bool) -> None:
 
 
 def write_atomic(path: Path, text: str, *, force: bool) -> None:
-    """Write ``text`` to ``path`` via a temp file and rename; never a half-written file."""
+    """Write ``text`` to ``path`` via a temp file and rename; never a half-written file.
+
+    A full disk, a read-only file system or a folder in the way is one ActionError line,
+    and nothing is left behind."""
+    if path.is_dir():
+        raise UsageError(f"{path}: is a directory", hint=f"name a file, e.g. {path}/snap.json")
     check_target(path, force=force)
+    try:
+        _write_atomic(path, text, force=force)
+    except OSError as exc:
+        raise ActionError(f"{path}: cannot write ({exc.strerror or exc})") from None
+
+
+def _write_atomic(path: Path, text: str, *, force: bool) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
