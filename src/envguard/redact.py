@@ -62,9 +62,8 @@ _PAIR = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)[=:](?P<value>[^\s,;&]*)"
 
 def redact_text(text: str) -> str:
     """Free text (a note, an error line) with every secret form above hidden."""
-    words = re.split(r"(\s+)", text)
-    out = redact_argv([w for w in words[::2]])
-    words[::2] = out
+    words = re.split(r"(\s+)", text)  # words at even places, the whitespace between kept
+    words[::2] = redact_argv(words[::2])
     text = "".join(words)
     text = _TOKEN_SHAPES.sub(REDACTED, text)
 

@@ -23,16 +23,13 @@ if TYPE_CHECKING:
 
 def _report(exc: EnvguardError) -> None:
     from envguard.redact import redact_text
+    from envguard.render.text import printable
 
     # Messages quote user input (--via, paths, hosts): secrets in it never reach the log,
     # and neither do control characters (each message stays one line, no escape codes).
-    sys.stderr.write(f"error: {_one_line(redact_text(exc.message))}\n")
+    sys.stderr.write(f"error: {printable(redact_text(exc.message))}\n")
     if exc.hint:
-        sys.stderr.write(f"hint: {_one_line(redact_text(exc.hint))}\n")
-
-
-def _one_line(text: str) -> str:
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+        sys.stderr.write(f"hint: {printable(redact_text(exc.hint))}\n")
 
 
 class _Group(TyperGroup):

@@ -1,18 +1,21 @@
-"""Plain-text pieces shared by every drift format: the summary and the metrics footer."""
+"""Plain-text pieces shared by every format: printable text, the summary, the metrics footer."""
 
 from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING
 
-from envguard.compare.models import Drift, Severity
+from envguard.compare.severity import Severity
 
 if TYPE_CHECKING:
+    # Types only: error lines use printable() without loading pydantic.
+    from envguard.compare.models import Drift
     from envguard.recovery.outcome import Outcome
 
 
 # C0/C1 controls, DEL, and the bidirectional overrides that reorder what a terminal shows.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# U+2028/U+2029 end a line as surely as "\n" does.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: str) -> str:
