@@ -13,7 +13,7 @@ SRC = Path(envguard.__file__).parent
 TARGET = SRC / "probe" / "target"
 
 # Each top-level part of the package and the parts it may import (besides itself).
-BASE = {"errors", "redact", "reading", "tools", "units", "testing"}
+BASE = {"errors", "redact", "reading", "confine", "tools", "units", "testing"}
 PARTS = {p.stem for p in SRC.glob("*.py")} | {p.name for p in SRC.iterdir() if p.is_dir()}
 ALLOWED: dict[str, set[str]] = {
     "base": set(),
@@ -93,10 +93,14 @@ def test_render_never_imports_what_changes_the_machine() -> None:
 
 
 def _target_files() -> list[Path]:
-    return [*sorted(TARGET.glob("*.py")), SRC / "redact.py", SRC / "reading.py"]
+    from envguard.probe.payload import SHARED_MODULES
+
+    return [*sorted(TARGET.glob("*.py")), *(SRC / f"{name}.py" for name in SHARED_MODULES)]
 
 
 def test_target_side_is_stdlib_only_and_parses_as_python_38() -> None:
+    from envguard.probe.payload import SHARED_MODULES
+
     stdlib = set(sys.stdlib_module_names) | {"__future__"}
     for path in _target_files():
         tree = ast.parse(path.read_text(encoding="utf-8"), feature_version=(3, 8))
@@ -106,7 +110,7 @@ def test_target_side_is_stdlib_only_and_parses_as_python_38() -> None:
             elif isinstance(node, ast.ImportFrom):
                 if node.level:  # a sibling in the target package
                     sibling = TARGET / f"{node.module}.py"
-                    assert sibling.exists() or node.module in ("redact", "reading"), (
+                    assert sibling.exists() or node.module in SHARED_MODULES, (
                         path,
                         node.module,
                     )
@@ -119,11 +123,13 @@ def test_target_side_is_stdlib_only_and_parses_as_python_38() -> None:
 
 
 def test_payload_ships_every_target_module() -> None:
-    from envguard.probe.payload import TARGET_MODULES
+    from envguard.probe.payload import SHARED_MODULES, TARGET_MODULES
 
     shipped = set(TARGET_MODULES)
     on_disk = {p.stem for p in TARGET.glob("*.py")} - {"__init__"}
-    assert on_disk | {"redact", "reading"} == shipped
+    assert on_disk | set(SHARED_MODULES) == shipped
+    # A shared module is typed on the target side by a stub that re-exports it.
+    assert {p.stem for p in TARGET.glob("*.pyi")} == set(SHARED_MODULES)
 
 
 def test_probe_versions_agree() -> None:

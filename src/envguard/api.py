@@ -248,9 +248,13 @@ def diff(
     python: str | None = None,
     via: str | None = None,
     policy: Policy | None = None,
+    allow: Sequence[str | Path] = (),
 ) -> Drift:
     """What drifted from ``good`` (default: the newest snapshot) to ``against``, or to the
-    live environment measured as ``good`` was (``python``/``via`` say where)."""
+    live environment measured as ``good`` was (``python``/``via`` say where). The files,
+    caches and repos the snapshot names are read only under the working directory, its git
+    work tree, the target's compile cache folders and ``allow``."""
+    allowed = tuple(str(a) for a in allow)
     # Nothing heavy (pydantic) is imported before the probe starts: it works meanwhile.
     from envguard.snapshots import store
 
@@ -265,12 +269,16 @@ def diff(
 
         assert good is not None  # a Snapshot: measure the live side as it was measured
         snap = _load(good)
-        live = capture_snapshot(live_request(Recorded.of(snap), python=python, via=via))
+        live = capture_snapshot(
+            live_request(Recorded.of(snap), python=python, via=via, allow=allowed)
+        )
         return compute(snap, live, rules)
     from envguard.snapshots.live import measure_like
 
     path = store.resolve(str(good)) if good is not None else newest()
-    expected, live = measure_like(store.read(path), source=str(path), python=python, via=via)
+    expected, live = measure_like(
+        store.read(path), source=str(path), python=python, via=via, allow=allowed
+    )
     from envguard.compare.engine import diff as compute
 
     return compute(expected, live, policy if policy is not None else load_policy())
@@ -283,11 +291,12 @@ def check(
     against: str | Path | Snapshot | None = None,
     python: str | None = None,
     policy: Policy | None = None,
+    allow: Sequence[str | Path] = (),
 ) -> Drift:
     """The CI gate: the snapshot against a lockfile (uv.lock, pylock.toml, requirements.txt),
     or against another snapshot or the live environment as diff() does."""
     if lock is None:
-        return diff(good, against, python=python, policy=policy)
+        return diff(good, against, python=python, policy=policy, allow=allow)
     from envguard.compare.lockfiles import lock_drift, read_lock
 
     rules = policy if policy is not None else load_policy()

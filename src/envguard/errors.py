@@ -39,6 +39,34 @@ class ActionError(EnvguardError):
     exit_code = 1
 
 
+# What a signal must not hide: set once something the user needs to know became true (a
+# rebuilt venv swapped in, the old one moved aside) and cleared once it was reported. The CLI
+# prints it as the hint of its `error: interrupted` line, wherever the signal lands.
+_interrupt_hint: list[str] = []
+
+
+def set_interrupt_hint(text: str | None) -> None:
+    _interrupt_hint[:] = [text] if text else []
+
+
+def interrupt_hint() -> str | None:
+    return _interrupt_hint[0] if _interrupt_hint else None
+
+
+# Signals received by the CLI's handlers. The KeyboardInterrupt a handler raises can be lost
+# (CPython ignores exceptions raised inside weakref callbacks, e.g. importlib's module-lock
+# clean-up), so the CLI also asks here before it reports anything else.
+_received: list[int] = []
+
+
+def note_signal(signum: int) -> None:
+    _received.append(signum)
+
+
+def received_signal() -> int | None:
+    return _received[0] if _received else None
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM or SIGHUP, raised like Ctrl-C so the same clean-up runs (probes killed,
     partial files removed); the CLI exits 128 + the signal number."""

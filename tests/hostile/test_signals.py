@@ -47,3 +47,20 @@ def test_a_signal_kills_the_remote_chain_and_exits_with_one_line(
     assert proc.returncode == 128 + signum, err
     assert err.strip() == f"error: interrupted ({signum.name})" and out == ""
     assert _gone(remote), "the --via chain outlived envguard"
+
+
+def test_ctrl_c_while_the_command_line_is_still_importing_is_one_line(tmp_path: Path) -> None:
+    """A Ctrl-C during the first imports (before main() runs): typer stands in here for any
+    library the CLI imports, raising what the interpreter raises on SIGINT."""
+    fake = tmp_path / "typer"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise KeyboardInterrupt\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    proc = subprocess.run(
+        [sys.executable, "-c", "from envguard.__main__ import main; main()", "--version"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (proc.returncode, proc.stderr, proc.stdout) == (130, "error: interrupted (SIGINT)\n", "")

@@ -432,3 +432,46 @@ def test_a_second_rebuild_of_one_venv_refuses_at_once(in_tmp: Path) -> None:
         pass
     with venv_lock(venv):  # released once the first one is done
         pass
+
+
+@pytest.mark.parametrize("where", ["cleanup", "after"])
+def test_a_signal_after_the_swap_still_says_where_both_venvs_are(
+    good: Path,
+    in_tmp: Path,
+    wheelhouse: Path,
+    torch_index: str,
+    monkeypatch: pytest.MonkeyPatch,
+    where: str,
+) -> None:
+    """Ctrl-C between the swap and the report: the new venv is in place, and the one line
+    the user gets says so and where the old one went (it was silent before)."""
+    from envguard.recovery import execute
+
+    uv_install(good, wheelhouse, *POLLUTION)
+    if where == "cleanup":  # a real signal while the build's plan folder is removed
+        real_rmtree = execute.shutil.rmtree
+
+        def rmtree_then_signal(path: object, **kwargs: object) -> None:
+            real_rmtree(path, **kwargs)  # type: ignore[arg-type]
+            os.kill(os.getpid(), signal.SIGINT)
+
+        monkeypatch.setattr(execute.shutil, "rmtree", rmtree_then_signal)
+    else:  # after the rebuild's signal gate, before the report: the CLI's own handler
+
+        def interrupted(*args: object) -> list[str]:
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(execute, "not_restored", interrupted)
+    code, _, err = invoke(
+        "rebuild", "good", "--venv", str(good), "--execute", *offline_args(wheelhouse, torch_index)
+    )
+    monkeypatch.undo()
+    [backup] = list(in_tmp.glob(".venv.envguard-backup-*"))
+    assert uv_freeze(good) == snapshot_pairs(in_tmp)  # the rebuilt venv is in place
+    assert ("sglang", "0.4.0") in uv_freeze(backup)
+    lines = err.strip().splitlines()
+    assert lines[-1] == f"hint: {good} is the rebuilt venv; the old one is at {backup}", err
+    if where == "cleanup":
+        assert code == 1 and lines[-2] == "error: rebuild interrupted (SIGINT) right after the swap"
+    else:
+        assert code == 130 and lines[-2] == "error: interrupted (SIGINT)"

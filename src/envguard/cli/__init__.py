@@ -13,7 +13,14 @@ import typer
 from typer.core import TyperGroup
 
 from envguard import __version__
-from envguard.errors import EnvguardError, Terminated, UsageError
+from envguard.errors import (
+    EnvguardError,
+    Terminated,
+    UsageError,
+    interrupt_hint,
+    note_signal,
+    received_signal,
+)
 from envguard.tools import own_variable
 
 if TYPE_CHECKING:
@@ -21,15 +28,19 @@ if TYPE_CHECKING:
     from typer._click import Context  # typer's vendored click (click itself before 0.16)
 
 
-def _report(exc: EnvguardError) -> None:
+def _say(kind: str, text: str) -> None:
     from envguard.redact import redact_text
     from envguard.render.text import printable
 
     # Messages quote user input (--via, paths, hosts): secrets in it never reach the log,
     # and neither do control characters (each message stays one line, no escape codes).
-    sys.stderr.write(f"error: {printable(redact_text(exc.message))}\n")
+    sys.stderr.write(f"{kind}: {printable(redact_text(text))}\n")
+
+
+def _report(exc: EnvguardError) -> None:
+    _say("error", exc.message)
     if exc.hint:
-        sys.stderr.write(f"hint: {printable(redact_text(exc.hint))}\n")
+        _say("hint", exc.hint)
 
 
 class _Group(TyperGroup):
@@ -37,17 +48,35 @@ class _Group(TyperGroup):
 
     def invoke(self, ctx: "Context") -> object:
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
         except EnvguardError as exc:
+            _interrupted_if_signalled()  # a lost interrupt made this error: say the cause
             _report(exc)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (errors.Terminated)
-            signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
-            runner = sys.modules.get("envguard.probe.runner")
-            if runner is not None:  # a probe started but not yet waited for: stop it too
-                runner.kill_running()
-            sys.stderr.write(f"error: interrupted ({signal.Signals(signum).name})\n")
-            raise typer.Exit(128 + signum) from None
+            _interrupted(exc.signum if isinstance(exc, Terminated) else signal.SIGINT)
+        except typer.Exit:
+            _interrupted_if_signalled()
+            raise
+        _interrupted_if_signalled()
+        return result
+
+
+def _interrupted_if_signalled() -> None:
+    signum = received_signal()
+    if signum is not None:
+        _interrupted(signum)
+
+
+def _interrupted(signum: int) -> NoReturn:
+    runner = sys.modules.get("envguard.probe.runner")
+    if runner is not None:  # a probe started but not yet waited for: stop it too
+        runner.kill_running()
+    _say("error", f"interrupted ({signal.Signals(signum).name})")
+    hint = interrupt_hint()
+    if hint:  # e.g. a rebuild that had already swapped in the new venv
+        _say("hint", hint)
+    raise typer.Exit(128 + signum)
 
 
 app = typer.Typer(
@@ -98,12 +127,13 @@ def main() -> None:
     # every start. Set for this process only: commands envguard runs for the user (--then)
     # get the environment as it was (tools.user_environ).
     own_variable("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    for signum in (signal.SIGTERM, signal.SIGHUP):
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _terminate)
     app(prog_name="envguard")
 
 
 def _terminate(signum: int, frame: object) -> None:
+    note_signal(signum)
     raise Terminated(signum)
 
 

@@ -60,6 +60,13 @@ def _exit(drift: "Drift", policy: "Policy") -> NoReturn:
     raise typer.Exit(1 if drift.reaches(policy.fail_on) else 0)
 
 
+Allow = Annotated[
+    list[Path] | None,
+    typer.Option(
+        help="Also read files, caches and repos the snapshot names under this folder"
+        " [default: only the cwd, its work tree and the cache folders] (repeatable)."
+    ),
+]
 FailOn = Annotated[
     str | None,
     typer.Option(
@@ -88,12 +95,15 @@ def diff(
     via: Annotated[
         str | None, typer.Option(help="Measure through this command prefix ('ssh gpu01').")
     ] = None,
+    allow: Allow = None,
 ) -> None:
     """What drifted since the known-good snapshot, worst first. Exit 1 on drift."""
     from envguard import api
 
     policy = api.load_policy(fail_on=fail_on, only=only or ())
-    drift = api.diff(snapshot_ref, against, python=python, via=via, policy=policy)
+    drift = api.diff(
+        snapshot_ref, against, python=python, via=via, policy=policy, allow=allow or ()
+    )
     _emit_drift(drift, format)
     _exit(drift, policy)
 
@@ -114,6 +124,7 @@ def check(
         typer.Option("--format", help="[default: github under GitHub Actions, else table]"),
     ] = None,
     fail_on: FailOn = None,
+    allow: Allow = None,
 ) -> None:
     """The CI gate: fail when the environment or a lockfile drifted from the snapshot."""
     import os
@@ -124,7 +135,9 @@ def check(
     from envguard import api
 
     policy = api.load_policy(fail_on=fail_on)
-    drift = api.check(snapshot_ref, lock=lock, against=against, python=python, policy=policy)
+    drift = api.check(
+        snapshot_ref, lock=lock, against=against, python=python, policy=policy, allow=allow or ()
+    )
     _emit_drift(drift, fmt)
     _exit(drift, policy)
 

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from envguard.cli import app, console
+from envguard.errors import set_interrupt_hint
 
 
 class PlanFormat(str, Enum):
@@ -103,6 +104,7 @@ def rebuild(
     from envguard.render.text import rebuild_report
 
     typer.echo(rebuild_report(outcome))
+    set_interrupt_hint(None)  # reported: a signal from here on needs no reminder
     if then_argv:
         typer.echo(f"running: {shlex.join(then_argv)}")
         api.run_then(then_argv, outcome.venv)

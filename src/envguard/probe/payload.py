@@ -19,6 +19,7 @@ from typing import Any
 TARGET_MODULES = (
     "redact",
     "reading",
+    "confine",
     "system",
     "dists",
     "torchbuild",
@@ -28,7 +29,7 @@ TARGET_MODULES = (
     "main",
 )
 # Modules of envguard/ itself that both sides use (they ship beside the target modules).
-SHARED_MODULES = ("redact", "reading")
+SHARED_MODULES = ("redact", "reading", "confine")
 PACKAGE = "envguard_probe"
 _VERSION_CHECK = (
     "import sys\n"

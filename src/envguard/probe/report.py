@@ -15,7 +15,7 @@ from typing import Any, TypedDict, cast
 from envguard.errors import ProbeError
 
 # The version of probe/target/main.py this host sends; a report of another is refused.
-PROBE_VERSION = 2
+PROBE_VERSION = 3
 # A report larger than this is not a real environment's (271 real dists: about 0.3 MB).
 MAX_REPORT_BYTES = 64 << 20
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -84,6 +84,7 @@ class ReportCache(TypedDict):
     files: int
     newest_mtime: float | None
     unreadable_dirs: int
+    error: str | None
 
 
 class ReportAccelerator(TypedDict):
@@ -174,6 +175,7 @@ _S: dict[str, Any] = {
         "files": "int",
         "newest_mtime": ("?", "number"),
         "unreadable_dirs": "int",
+        "error": ("?", "line"),
     },
     "accelerator": {
         "present": "bool",

@@ -16,12 +16,13 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from types import FrameType
 
 from envguard.compare.models import Drift, Severity
-from envguard.errors import ActionError, UsageError
+from envguard.errors import ActionError, UsageError, set_interrupt_hint
 from envguard.recovery.outcome import Outcome
 from envguard.recovery.plan import Plan, RunStep, SwapStep, VerifyStep
 from envguard.snapshots.models import Snapshot
@@ -289,86 +290,113 @@ def _execute(
     on_line: Callable[[str], None] | None,
 ) -> Outcome:
     venv = Path(p.venv)
-    build = Path(p.build) if p.build else None
     outcome = Outcome(venv=venv, snapshot=p.snapshot, packages=p.packages)
-    swapped = False
+    state = _State(build=Path(p.build) if p.build else None)
+    set_interrupt_hint(None)
     plan_dirs = sorted({Path(f.path).parent for f in p.files})
-    total = len(p.steps)
-    current = "prepare"
-    try:
-        with _signals_raise() as gate:
+    with _signals_raise() as gate:
+        try:
             try:
+                _run_steps(p, snapshot, gate, outcome, ignore, status, on_line, state)
+            finally:  # inside the gate: a signal during clean-up is still reported below
+                build = state.build
+                if build is not None and (build / MARKER).exists():  # only a build of ours
+                    shutil.rmtree(build, ignore_errors=True)
                 for folder in plan_dirs:
-                    folder.mkdir(parents=True, exist_ok=True)
-                for f in p.files:
-                    Path(f.path).write_text(f.content, encoding="utf-8")
-            except OSError as exc:  # a full disk or read-only file system: nothing ran yet
+                    if PLAN_MARK in folder.name:
+                        shutil.rmtree(folder, ignore_errors=True)
+            if no_backup and outcome.backup is not None:
+                shutil.rmtree(outcome.backup, ignore_errors=True)
+                outcome.notes.append(f"removed the old venv ({outcome.backup})")
+                outcome.backup = None
+                set_interrupt_hint(f"{venv} is the rebuilt venv")
+        except Interrupted as exc:
+            if state.swapped:
                 raise ActionError(
-                    f"cannot write the plan's files ({exc.strerror or exc}: {exc.filename})"
+                    f"rebuild interrupted ({exc}) right after the swap", hint=_swapped(outcome)
                 ) from None
-            for i, step in enumerate(p.steps, 1):
-                current = step.purpose
-                status(f"[{i}/{total}] {step.purpose}")
-                if isinstance(step, VerifyStep):
-                    drift, outcome.live = verify(
-                        snapshot, Path(step.python), sections=step.sections, ignore=ignore
-                    )
-                    outcome.verified = drift
-                    bad = [c for c in drift.changes if c.severity.rank > Severity.info.rank]
-                    if bad:
-                        raise ActionError(
-                            f"step '{step.purpose}' failed: {len(bad)} differences, first:"
-                            f" {bad[0].message}"
-                        )
-                elif isinstance(step, SwapStep):
-                    assert build is not None and Path(step.build) == build
-                    # The pid too: two rebuilds in one second must not share a backup name.
-                    now = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-                    stamp = f"{now}-{os.getpid()}"
-                    with gate.critical():  # a signal now waits until the books are right
-                        outcome.backup = swap_in(build, venv, stamp=stamp)
-                        build = None  # it is the working venv now: never clean it up
-                        swapped = True
-                        _check_python(venv, outcome)
-                elif isinstance(step, RunStep):
-                    if step.kind == "venv" and build is not None:
-                        build.mkdir(parents=True)  # ours from the first moment: marked
-                        (build / MARKER).touch()
-                    run_step(step, on_line=on_line)
-    except Interrupted as exc:
-        if swapped:
             raise ActionError(
-                f"rebuild interrupted ({exc}) right after the swap",
-                hint=f"{venv} is the rebuilt venv"
-                + (f"; the old one is at {outcome.backup}" if outcome.backup else ""),
-            ) from None
-        raise ActionError(
-            f"rebuild interrupted ({exc}) during '{current}'",
-            hint=f"{venv} was not touched"
-            if not p.in_place
-            else f"{venv} may be partly synced; run the rebuild again",
-        ) from None
-    except ActionError as exc:
-        if exc.hint is None:
-            exc.hint = (
-                f"{venv} was not touched"
+                f"rebuild interrupted ({exc}) during '{state.current}'",
+                hint=f"{venv} was not touched"
                 if not p.in_place
-                else f"{venv} may be partly synced; run the rebuild again"
-            )
-            if current.startswith("create a fresh venv"):
-                exc.hint += f"; --base-python PATH picks another Python {p.python} interpreter"
-        raise
-    finally:
-        if build is not None and (build / MARKER).exists():  # only ever a build of ours
-            shutil.rmtree(build, ignore_errors=True)
-        for folder in plan_dirs:
-            if PLAN_MARK in folder.name:
-                shutil.rmtree(folder, ignore_errors=True)
-    if no_backup and outcome.backup is not None:
-        shutil.rmtree(outcome.backup, ignore_errors=True)
-        outcome.notes.append(f"removed the old venv ({outcome.backup})")
-        outcome.backup = None
+                else f"{venv} may be partly synced; run the rebuild again",
+            ) from None
+        except ActionError as exc:
+            if exc.hint is None:
+                exc.hint = (
+                    f"{venv} was not touched"
+                    if not p.in_place
+                    else f"{venv} may be partly synced; run the rebuild again"
+                )
+                if state.current.startswith("create a fresh venv"):
+                    exc.hint += f"; --base-python PATH picks another Python {p.python} interpreter"
+            raise
     return outcome
+
+
+def _swapped(outcome: Outcome) -> str:
+    where = f"{outcome.venv} is the rebuilt venv"
+    return where + (f"; the old one is at {outcome.backup}" if outcome.backup else "")
+
+
+@dataclass
+class _State:
+    build: Path | None
+    current: str = "prepare"
+    swapped: bool = False
+
+
+def _run_steps(
+    p: Plan,
+    snapshot: Snapshot,
+    gate: _SignalGate,
+    outcome: Outcome,
+    ignore: frozenset[str],
+    status: Callable[[str], None],
+    on_line: Callable[[str], None] | None,
+    state: _State,
+) -> None:
+    venv = Path(p.venv)
+    try:
+        for folder in sorted({Path(f.path).parent for f in p.files}):
+            folder.mkdir(parents=True, exist_ok=True)
+        for f in p.files:
+            Path(f.path).write_text(f.content, encoding="utf-8")
+    except OSError as exc:  # a full disk or read-only file system: nothing ran yet
+        raise ActionError(
+            f"cannot write the plan's files ({exc.strerror or exc}: {exc.filename})"
+        ) from None
+    total = len(p.steps)
+    for i, step in enumerate(p.steps, 1):
+        state.current = step.purpose
+        status(f"[{i}/{total}] {step.purpose}")
+        if isinstance(step, VerifyStep):
+            drift, outcome.live = verify(
+                snapshot, Path(step.python), sections=step.sections, ignore=ignore
+            )
+            outcome.verified = drift
+            bad = [c for c in drift.changes if c.severity.rank > Severity.info.rank]
+            if bad:
+                raise ActionError(
+                    f"step '{step.purpose}' failed: {len(bad)} differences, first: {bad[0].message}"
+                )
+        elif isinstance(step, SwapStep):
+            assert state.build is not None and Path(step.build) == state.build
+            # The pid too: two rebuilds in one second must not share a backup name.
+            now = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+            stamp = f"{now}-{os.getpid()}"
+            with gate.critical():  # a signal now waits until the books are right
+                outcome.backup = swap_in(state.build, venv, stamp=stamp)
+                state.build = None  # it is the working venv now: never clean it up
+                state.swapped = True
+                _check_python(venv, outcome)
+                # From here until the CLI printed its report, any signal says where both are.
+                set_interrupt_hint(_swapped(outcome))
+        elif isinstance(step, RunStep):
+            if step.kind == "venv" and state.build is not None:
+                state.build.mkdir(parents=True)  # ours from the first moment: marked
+                (state.build / MARKER).touch()
+            run_step(step, on_line=on_line)
 
 
 def _check_python(venv: Path, outcome: Outcome) -> None:

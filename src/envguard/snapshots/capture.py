@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from envguard import __version__
+from envguard.confine import OUTSIDE
 from envguard.errors import ProbeError, UsageError, field_path
 from envguard.probe.report import ProbeReport, ReportFile, ReportRepo
 from envguard.redact import redact_argv, redact_metrics, redact_text, redact_url
@@ -22,7 +23,12 @@ from envguard.snapshots.models import (
     Snapshot,
 )
 from envguard.snapshots.repos import capture_repo, find_work_tree
-from envguard.snapshots.request import CaptureRequest, StartedCapture, start_capture
+from envguard.snapshots.request import (
+    CaptureRequest,
+    StartedCapture,
+    confinement,
+    start_capture,
+)
 from envguard.snapshots.sources import package_from_probe, torch_from_probe
 
 
@@ -40,6 +46,9 @@ def _remote_repos(request: CaptureRequest, raw: list[ReportRepo]) -> tuple[Repo,
     repos = []
     for repo in raw:
         if repo.get("error"):
+            if str(repo["error"]).startswith(OUTSIDE):
+                repos.append(Repo(path=repo["path"], error=repo["error"]))
+                continue
             if not request.strict:
                 continue  # gone: diff reports it missing
             raise UsageError(
@@ -52,13 +61,23 @@ def _remote_repos(request: CaptureRequest, raw: list[ReportRepo]) -> tuple[Repo,
 def _repos(
     request: CaptureRequest, user_repos: list[Path], packages: tuple[Package, ...]
 ) -> tuple[Repo, ...]:
-    paths = [p.resolve() for p in user_repos]
+    # A snapshot's repos are confined, except where the live environment itself has an
+    # editable install (its work tree is measured anyway).
+    editable = {p.resolve() for p in _editable_repos(packages)}
+    roots = confinement(request)
+    admitted = [p for p in user_repos if roots.admits(str(p)) or p.resolve() in editable]
+    refused = [
+        Repo(path=str(p), error=f"{OUTSIDE} (--allow PATH reads it)")
+        for p in user_repos
+        if p not in admitted
+    ]
+    paths = [*editable, *(p.resolve() for p in admitted)]
     if request.include_cwd_repo:
         top = find_work_tree(request.cwd)
         if top is not None:
             paths.append(top.resolve())
-    paths.extend(p.resolve() for p in _editable_repos(packages))
-    return tuple(capture_repo(p) for p in sorted(set(paths)))
+    measured = [capture_repo(p) for p in sorted(set(paths))]
+    return tuple(sorted([*measured, *refused], key=lambda r: r.path))
 
 
 def _files(raw: list[ReportFile], *, strict: bool) -> tuple[FileDigest, ...]:
@@ -67,7 +86,7 @@ def _files(raw: list[ReportFile], *, strict: bool) -> tuple[FileDigest, ...]:
         error = f["error"]
         if error and strict:
             raise UsageError(f"--file {f['path']}: {error.lower()}")
-        out.append(FileDigest(path=f["path"], sha256=f["sha256"], size=f["size"]))
+        out.append(FileDigest(path=f["path"], sha256=f["sha256"], size=f["size"], error=error))
     return tuple(sorted(out, key=lambda f: f.path))
 
 

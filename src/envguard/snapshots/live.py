@@ -84,8 +84,11 @@ def request_like(
     python_label: str | None = None,
     cwd: Path | None = None,
     via: tuple[str, ...] = (),
+    allow: tuple[str, ...] = (),
 ) -> CaptureRequest:
-    """A request that measures the live side exactly as the snapshot was measured."""
+    """A request that measures the live side exactly as the snapshot was measured. The
+    files, caches and repos it names are confined (envguard.confine) to the working
+    directory, its work tree, the target's cache folders and ``allow``."""
     return CaptureRequest(
         python=python,
         python_label=python_label,
@@ -98,6 +101,8 @@ def request_like(
         include_cwd_repo=False,
         cwd=cwd or Path.cwd(),
         strict=False,
+        confined=True,
+        allow=allow,
     )
 
 
@@ -184,13 +189,17 @@ def _unsafe_place(path: Path) -> str | None:
     return None
 
 
-def live_request(recorded: Recorded, *, python: str | None, via: str | None) -> CaptureRequest:
+def live_request(
+    recorded: Recorded, *, python: str | None, via: str | None, allow: tuple[str, ...] = ()
+) -> CaptureRequest:
     """How to measure the live side as ``recorded`` was measured: the user's --python and
     --via win; otherwise the snapshot's interpreter, if recorded_python() trusts it. A `via`
     stored in a snapshot is never run."""
     if via:
         remote = python or str(recorded_python(recorded.executable, remote=True))
-        return request_like(recorded, python=remote, via=split_command(via, option="--via"))
+        return request_like(
+            recorded, python=remote, via=split_command(via, option="--via"), allow=allow
+        )
     if recorded.via:
         raise UsageError(
             f"{recorded.name} was captured --via {recorded.via!r}",
@@ -198,7 +207,7 @@ def live_request(recorded: Recorded, *, python: str | None, via: str | None) -> 
         )
     target = resolve_python(python) if python else recorded_python(recorded.executable)
     label = f"--python {python}" if python else f"the snapshot's interpreter {target}"
-    return request_like(recorded, python=target, python_label=label)
+    return request_like(recorded, python=target, python_label=label, allow=allow)
 
 
 def _is_default(executable: str) -> bool:
@@ -210,7 +219,12 @@ def _is_default(executable: str) -> bool:
 
 
 def measure_like(
-    text: str, *, source: str, python: str | None, via: str | None
+    text: str,
+    *,
+    source: str,
+    python: str | None,
+    via: str | None,
+    allow: tuple[str, ...] = (),
 ) -> tuple[Snapshot, Snapshot]:
     """(the snapshot in ``text``, the live environment measured as it was)."""
     from envguard.snapshots import store
@@ -224,7 +238,7 @@ def measure_like(
         recorded = None
     if recorded is not None:
         try:
-            started = start_capture(live_request(recorded, python=python, via=via))
+            started = start_capture(live_request(recorded, python=python, via=via, allow=allow))
         except EnvguardError as exc:
             early = exc  # reported only if the file itself is valid: its errors come first
     try:
@@ -232,7 +246,9 @@ def measure_like(
         if early is not None:
             raise early
         if started is None:
-            started = start_capture(live_request(Recorded.of(expected), python=python, via=via))
+            started = start_capture(
+                live_request(Recorded.of(expected), python=python, via=via, allow=allow)
+            )
         from envguard.snapshots.capture import finish_capture
 
         return expected, finish_capture(started)

@@ -94,12 +94,17 @@ class Repo(Model):
     diff_sha256: str | None = None
     untracked: int = 0
     remote: str | None = None
+    # Why a live repo was not measured (see FileDigest.error). Never written.
+    error: Line | None = Field(default=None, exclude=True)
 
 
 class FileDigest(Model):
     path: str
     sha256: str | None = None
     size: int | None = None
+    # Why a live file has no hash (e.g. outside the paths a snapshot may name). Never written:
+    # a saved snapshot's files all hashed, or the snapshot command failed.
+    error: Line | None = Field(default=None, exclude=True)
 
 
 class Cache(Model):
@@ -110,6 +115,8 @@ class Cache(Model):
     bytes: int = 0
     files: int = 0
     newest_mtime: float | None = None
+    # Why a live cache was not walked (see FileDigest.error). Never written.
+    error: Line | None = Field(default=None, exclude=True)
 
 
 class Snapshot(Model):

@@ -6,6 +6,7 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envguard.confine import DIFF_ARGS, SAFE_GIT_ENV
 from envguard.errors import UsageError
 from envguard.redact import redact_url
 
@@ -48,19 +49,20 @@ def capture_repo(path: Path) -> Repo:
         raise UsageError(f"--repo {path}: not a git work tree") from None
     if repo.bare:
         raise UsageError(f"--repo {path}: a bare repository has no work tree")
-    try:
-        head: str | None = repo.head.commit.hexsha
-    except ValueError:  # a repository with no commit yet
-        head = None
-    branch = None if repo.head.is_detached else repo.active_branch.name
-    args = ["--no-color", "--no-ext-diff", "--binary"]
-    diff = repo.git.diff("HEAD", *args) if head else ""
-    dirty = bool(diff) or repo.is_dirty(untracked_files=False)
-    remote = None
-    if repo.remotes:
-        chosen = next((r for r in repo.remotes if r.name == "origin"), repo.remotes[0])
-        urls = list(chosen.urls)
-        remote = redact_url(urls[0]) if urls else None
+    with repo.git.custom_environment(**SAFE_GIT_ENV):  # read-only git, as on the far side
+        try:
+            head: str | None = repo.head.commit.hexsha
+        except ValueError:  # a repository with no commit yet
+            head = None
+        branch = None if repo.head.is_detached else repo.active_branch.name
+        diff = repo.git.diff("HEAD", *DIFF_ARGS) if head else ""
+        dirty = bool(diff) or repo.is_dirty(untracked_files=False)
+        untracked = len(repo.untracked_files)
+        remote = None
+        if repo.remotes:
+            chosen = next((r for r in repo.remotes if r.name == "origin"), repo.remotes[0])
+            urls = list(chosen.urls)
+            remote = redact_url(urls[0]) if urls else None
     return Repo(
         path=str(path),
         head=head,
@@ -69,6 +71,6 @@ def capture_repo(path: Path) -> Repo:
         diff_sha256=hashlib.sha256(diff.encode("utf-8", "surrogateescape")).hexdigest()
         if dirty
         else None,
-        untracked=len(repo.untracked_files),
+        untracked=untracked,
         remote=remote,
     )

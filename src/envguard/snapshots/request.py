@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from envguard.confine import Roots, roots_for
 from envguard.errors import UsageError
 from envguard.probe.runner import ProbeRun
 from envguard.snapshots.repos import find_work_tree
@@ -31,6 +32,10 @@ class CaptureRequest:
     # strict: a missing --file or --repo is the user's mistake (exit 2); not strict (a live
     # side measured like a snapshot): it is drift, recorded as missing for diff to report.
     strict: bool = True
+    # confined: the files, caches and repos were named by a snapshot, so they are read only
+    # under the cwd, its work tree, the target's cache folders and ``allow`` (--allow).
+    confined: bool = False
+    allow: tuple[str, ...] = ()
     repos: tuple[Path, ...] = ()
     files: tuple[str, ...] = ()
     caches: tuple[tuple[str, str], ...] = ()
@@ -62,8 +67,12 @@ def _user_repos(request: CaptureRequest) -> list[Path]:
     tops: list[Path] = []
     if request.via:
         return tops  # remote paths: the probe checks them on the far side
+    roots = confinement(request)
     for path in request.repos:
         full = request.cwd / path
+        if not roots.admits(str(full)):
+            tops.append(full)  # named by a snapshot, outside: capture records it unread
+            continue
         top = find_work_tree(full) if full.is_dir() else None
         if top is None and request.strict:
             what = "no such directory" if not full.is_dir() else "not a git work tree"
@@ -71,6 +80,17 @@ def _user_repos(request: CaptureRequest) -> list[Path]:
         if top is not None:
             tops.append(top)
     return tops
+
+
+def confinement(request: CaptureRequest) -> Roots:
+    """Where a request's snapshot-named paths may lie (all paths, for a user's request)."""
+    if not request.confined:
+        return Roots(None)
+    return roots_for(
+        {"confine": True, "allow": [str(request.cwd / a) for a in request.allow]},
+        str(request.cwd),
+        [],
+    )
 
 
 def probe_args(request: CaptureRequest) -> dict[str, Any]:
@@ -85,6 +105,14 @@ def probe_args(request: CaptureRequest) -> dict[str, Any]:
         for kind, path in request.caches
     ]
     args: dict[str, Any] = {"caches": caches, "default_caches": request.default_caches}
+    if request.confined:
+        # Remote paths stay as given: the far side resolves them against its own cwd.
+        allow = (
+            list(request.allow) if request.via else [str(request.cwd / a) for a in request.allow]
+        )
+        args.update(confine=True, allow=allow)
+        if not request.via:
+            args["cwd"] = str(request.cwd)
     if request.via:  # remote paths stay as given: the far side resolves them
         args.update(
             files=list(request.files),

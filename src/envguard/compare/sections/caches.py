@@ -22,6 +22,16 @@ DEFAULT_KINDS = ("inductor", "triton")
 def _cache(b: Collector, ec: Cache, ac: Cache | None) -> None:
     label = f"{ec.kind} cache {ec.path}"
     was = f"{human_size(ec.bytes)}, {ec.files} files"
+    if ac is not None and ac.error:  # not walked: say why, not that it went cold
+        b.add(
+            "unreadable",
+            ec.path,
+            expected=was,
+            actual="not read",
+            severity=W,
+            message=f"{label} {ac.error}",
+        )
+        return
     if ac is None or not ac.exists or (ac.files == 0 and ec.files > 0):
         if ec.bytes > 0 or ec.files > 0:
             state = "missing" if ac is None or not ac.exists else "empty"

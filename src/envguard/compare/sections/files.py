@@ -25,7 +25,8 @@ def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
                 ef.path,
                 expected=(ef.sha256 or "")[:12],
                 severity=Severity.critical,
-                message=f"tracked file {ef.path} is missing",
+                message=f"tracked file {ef.path} "
+                + (af.error if af is not None and af.error else "is missing"),
             )
         elif af.sha256 != ef.sha256:
             b.add(

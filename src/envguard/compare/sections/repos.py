@@ -21,13 +21,13 @@ def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
     actual = {r.path: r for r in a.repos}
     for er in e.repos:
         ar = actual.get(er.path)
-        if ar is None:
+        if ar is None or ar.error:
             b.add(
                 "missing",
                 er.path,
                 expected=er.head,
                 severity=W,
-                message=f"repo {er.path} is gone",
+                message=f"repo {er.path} " + (ar.error if ar and ar.error else "is gone"),
             )
             continue
         if er.head != ar.head:

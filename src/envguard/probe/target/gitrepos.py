@@ -6,11 +6,14 @@ from __future__ import annotations
 import hashlib
 import os
 
+from .confine import DIFF_ARGS, OUTSIDE, SAFE_GIT_ENV
 from .redact import redact_url
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional
+
+    from .confine import Roots
 
 
 def _git(path: str, *args: str) -> Optional[str]:
@@ -19,6 +22,7 @@ def _git(path: str, *args: str) -> Optional[str]:
     try:
         proc = subprocess.run(
             ["git", "-C", path, *args],
+            env=dict(os.environ, **SAFE_GIT_ENV),
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             stdin=subprocess.DEVNULL,
@@ -44,7 +48,7 @@ def git_repo(path: str) -> Dict[str, Any]:
         return {"path": path, "error": error}
     head = (_git(top, "rev-parse", "--verify", "-q", "HEAD") or "").strip() or None
     branch = (_git(top, "symbolic-ref", "--short", "-q", "HEAD") or "").strip() or None
-    diff = _git(top, "diff", "HEAD", "--no-color", "--no-ext-diff", "--binary") or ""
+    diff = _git(top, "diff", "HEAD", *DIFF_ARGS) or ""
     diff = diff.rstrip("\n") if head else ""
     dirty = bool(diff) or bool((_git(top, "status", "--porcelain", "-uno") or "").strip())
     untracked = _git(top, "ls-files", "--others", "--exclude-standard", "-z") or ""
@@ -68,9 +72,12 @@ def git_repo(path: str) -> Dict[str, Any]:
     }
 
 
-def probe_repos(args: Dict[str, Any], packages: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """The repos named in ``args`` plus the work trees of editable installs."""
-    paths = [os.path.abspath(os.path.expanduser(p)) for p in args.get("repos", [])]
+def probe_repos(
+    args: Dict[str, Any], packages: List[Dict[str, Any]], roots: Roots
+) -> List[Dict[str, Any]]:
+    """The work trees of editable installs plus the repos named in ``args`` (if ``roots``
+    admit them, or an editable install lives there)."""
+    paths, out = [], []  # type: List[str], List[Dict[str, Any]]
     if args.get("editable_repos"):
         for pkg in packages:
             url = (pkg.get("direct_url") or {}).get("url", "")
@@ -81,7 +88,14 @@ def probe_repos(args: Dict[str, Any], packages: List[Dict[str, Any]]) -> List[Di
                 top = git_top(unquote(urlsplit(url).path))
                 if top:
                     paths.append(top)
-    seen, out = set(), []
+    editable = {os.path.realpath(p) for p in paths}
+    for named in args.get("repos", []):
+        path = os.path.abspath(os.path.expanduser(named))
+        if roots.admits(path) or os.path.realpath(path) in editable:
+            paths.append(path)
+        else:
+            out.append({"path": path, "error": OUTSIDE + " (--allow PATH reads it)"})
+    seen = set()
     for path in paths:
         record = git_repo(path)
         if record["path"] not in seen:

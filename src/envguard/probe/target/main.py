@@ -14,19 +14,20 @@ import json
 import os
 import sys
 
+from .confine import OUTSIDE, roots_for
 from .dists import scan_packages, site_dirs
 from .env import capture_env
 from .gitrepos import probe_repos
 from .system import accelerator, enter_venv, finish_tool, interpreter, start_tool, user
 from .torchbuild import torch_build
-from .trees import default_caches, hash_file, walk_tree
+from .trees import default_caches, hash_files, not_walked, walk_tree
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List
 
 # Bumped when the report's shape changes; the host checks it (envguard/probe/report.py).
-PROBE_VERSION = 2
+PROBE_VERSION = 3
 
 
 def probe(args: Dict[str, Any]) -> Dict[str, Any]:
@@ -40,10 +41,18 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
     sites = site_dirs()
     packages = scan_packages(sites, warnings)
     caches = []
-    wanted = default_caches(environ) if args.get("default_caches", True) else []
+    own = default_caches(environ)
+    # Paths named by a snapshot (not by the user) are read only under these roots.
+    roots = roots_for(args, str(args.get("cwd") or os.getcwd()), own)
+    wanted = own if args.get("default_caches", True) else []
     wanted += [(c["kind"], c["path"]) for c in args.get("caches", [])]
     for kind, path in wanted:
-        cache = walk_tree(os.path.abspath(os.path.expanduser(path)), warnings)
+        full = os.path.abspath(os.path.expanduser(path))
+        if roots.admits(full, cache=True):
+            cache = walk_tree(full, warnings)
+        else:
+            cache = not_walked(full)
+            cache["error"] = OUTSIDE + " (--allow PATH reads it)"
         cache["kind"] = kind
         if cache["unreadable_dirs"]:
             warnings.append(
@@ -57,8 +66,8 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
         "interpreter": interpreter(sites),
         "packages": packages,
         "torch": torch_build(packages, warnings),
-        "files": [hash_file(p) for p in args.get("files", [])],
-        "repos": probe_repos(args, packages) if args.get("git") else [],
+        "files": hash_files(args.get("files", []), roots),
+        "repos": probe_repos(args, packages, roots) if args.get("git") else [],
         "caches": caches,
         "env": capture_env(environ) if args.get("env", True) else {},
         "accelerator": accelerator(finish_tool(smi), finish_tool(nvcc)),

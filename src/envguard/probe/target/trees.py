@@ -7,6 +7,7 @@ import hashlib
 import os
 import time
 
+from .confine import OUTSIDE
 from .reading import open_regular
 from .system import user
 
@@ -14,11 +15,16 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional, Tuple
 
+    from .confine import Roots
+
 
 # A compile cache is a few GB in at most a few hundred thousand files. Past these a walk is
 # not measuring a cache (a snapshot may name "/"): it stops and says so.
 WALK_SECONDS = 20.0
 WALK_FILES = 2000000
+# Tracked files are model scripts and configs: all of them hash in well under a second. A
+# snapshot naming a 100 GB checkpoint (or many) stops here, with the files left unhashed.
+HASH_SECONDS = 60.0
 # Pseudo file systems: nothing there is a cache, and reading them can block or never end.
 _NEVER = ("/proc", "/sys", "/dev")
 
@@ -31,23 +37,14 @@ def walk_tree(
 ) -> Dict[str, Any]:
     """Size, file count and newest mtime of a directory tree, never following symlinks;
     within ``seconds`` and ``max_files`` (a warning says when a walk was cut short)."""
-    result: Dict[str, Any] = {
-        "path": root,
-        "exists": False,
-        "readable": True,
-        "bytes": 0,
-        "files": 0,
-        "newest_mtime": None,
-        "unreadable_dirs": 0,
-    }
+    result = not_walked(root)
     # The root itself may be a symlink to scratch space: one hop cannot loop.
     start = os.path.realpath(root)
     if start == "/" or any(start == p or start.startswith(p + "/") for p in _NEVER):
         if warnings is not None:
             warnings.append("%s: not walked (the root or a pseudo file system)" % root)
-        result["readable"] = False
-        result["exists"] = os.path.lexists(root)
         return result
+    result["readable"] = True
     if not os.path.isdir(start):
         result["exists"] = os.path.lexists(root)
         return result
@@ -97,6 +94,20 @@ def walk_tree(
     return result
 
 
+def not_walked(root: str) -> Dict[str, Any]:
+    """A cache record for a folder that was not (or not yet) walked."""
+    return {
+        "path": root,
+        "exists": os.path.lexists(root),
+        "readable": False,
+        "bytes": 0,
+        "files": 0,
+        "newest_mtime": None,
+        "unreadable_dirs": 0,
+        "error": None,
+    }
+
+
 def default_caches(environ: Dict[str, str]) -> List[Tuple[str, str]]:
     """torch inductor's and triton's cache directories, as they resolve them."""
     inductor = environ.get("TORCHINDUCTOR_CACHE_DIR") or os.path.join(
@@ -108,8 +119,30 @@ def default_caches(environ: Dict[str, str]) -> List[Tuple[str, str]]:
     return [("inductor", inductor), ("triton", triton)]
 
 
-def hash_file(path: str) -> Dict[str, Any]:
-    """sha256 and size of a regular file; an error string for anything else."""
+def hash_files(
+    paths: List[str], roots: Roots, seconds: float = HASH_SECONDS
+) -> List[Dict[str, Any]]:
+    """Each path hashed, if ``roots`` admit it, all within ``seconds`` together."""
+    deadline = time.monotonic() + seconds
+    out = []
+    for path in paths:
+        full = os.path.abspath(os.path.expanduser(path))
+        if roots.admits(full):
+            out.append(hash_file(full, deadline, seconds))
+        else:
+            out.append(_unhashed(full, OUTSIDE + " (--allow PATH reads it)"))
+    return out
+
+
+def _unhashed(path: str, why: str) -> Dict[str, Any]:
+    return {"path": path, "sha256": None, "size": None, "error": why}
+
+
+def hash_file(
+    path: str, deadline: Optional[float] = None, seconds: float = HASH_SECONDS
+) -> Dict[str, Any]:
+    """sha256 and size of a regular file; an error string for anything else, or when the
+    ``deadline`` (shared by all tracked files) passes."""
     path = os.path.abspath(os.path.expanduser(path))
     digest = hashlib.sha256()
     size = 0
@@ -117,8 +150,10 @@ def hash_file(path: str) -> Dict[str, Any]:
         fd = open_regular(path)
         with os.fdopen(fd, "rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
+                if deadline is not None and time.monotonic() > deadline:
+                    return _unhashed(path, "not hashed: tracked files took over %gs" % seconds)
                 digest.update(block)
                 size += len(block)
     except OSError as exc:
-        return {"path": path, "sha256": None, "size": None, "error": exc.strerror or str(exc)}
+        return _unhashed(path, exc.strerror or str(exc))
     return {"path": path, "sha256": digest.hexdigest(), "size": size, "error": None}

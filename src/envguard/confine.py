@@ -1,0 +1,88 @@
+"""Where untrusted input may send envguard: the roots a snapshot's paths must lie under, and
+git that runs nothing a repo's config names. Standard library only, Python 3.8+: the probe
+ships this module to the target as well (probe/payload.py).
+
+A snapshot (or a lockfile, or a pull request) is untrusted input. The tracked files, caches
+and repos it names are hashed, walked or given to git only when they lie, after symlinks
+are resolved, under the working directory, its git work tree, the target's own compile
+cache folders or a path the user passed on the command line (``--allow``). Paths the user
+named when taking a snapshot are not confined: the user chose them.
+"""
+
+# ruff: noqa: UP006, UP035, UP045
+from __future__ import annotations
+
+import os
+import tempfile
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, Iterable, List, Optional, Tuple
+
+# Read-only git, whoever wrote the repo's config: no fsmonitor program, no hooks, no pager,
+# no textconv or external diff (git >= 2.31 reads GIT_CONFIG_COUNT; older ones ignore it).
+# The local side (gitpython) runs git with the same settings, so both hash the same diff.
+SAFE_GIT_ENV = {
+    "GIT_CONFIG_COUNT": "3",
+    "GIT_CONFIG_KEY_0": "core.fsmonitor",
+    "GIT_CONFIG_VALUE_0": "false",
+    "GIT_CONFIG_KEY_1": "core.hooksPath",
+    "GIT_CONFIG_VALUE_1": "/dev/null",
+    "GIT_CONFIG_KEY_2": "core.pager",
+    "GIT_CONFIG_VALUE_2": "cat",
+    "GIT_TERMINAL_PROMPT": "0",
+}
+DIFF_ARGS = ("--no-color", "--no-ext-diff", "--no-textconv", "--binary")
+
+
+OUTSIDE = "not read: outside the working directory, its git work tree and the cache folders"
+
+
+def work_tree(path: str) -> Optional[str]:
+    """The nearest folder at or above ``path`` that holds a ``.git`` entry (no git run)."""
+    here = os.path.realpath(path)
+    while True:
+        if os.path.lexists(os.path.join(here, ".git")):
+            return here
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+
+
+class Roots:
+    """The folders a snapshot's paths must lie under; ``None`` roots admit everything."""
+
+    def __init__(self, roots: Optional[Iterable[str]]) -> None:
+        self.roots = None if roots is None else sorted({os.path.realpath(r) for r in roots})
+
+    def admits(self, path: str, cache: bool = False) -> bool:
+        if self.roots is None:
+            return True
+        real = os.path.realpath(os.path.expanduser(path))
+        if cache and _compile_cache_place(real):
+            return True
+        return any(real == r or real.startswith(r.rstrip("/") + "/") for r in self.roots)
+
+
+def _compile_cache_place(real: str) -> bool:
+    """torch inductor's per-user folder in the temp dir (``/tmp/torchinductor_<user>``): a
+    snapshot taken as another user names that user's folder, and only sizes are read."""
+    parent, name = os.path.split(real)
+    temps = {os.path.realpath(tempfile.gettempdir()), "/tmp"}
+    return parent in temps and name.startswith("torchinductor_") and len(name) > 14
+
+
+def roots_for(args: Dict[str, object], cwd: str, caches: List[Tuple[str, str]]) -> Roots:
+    """From the probe's arguments: ``confine`` on, the user's ``allow`` list, the cwd."""
+    if not args.get("confine"):
+        return Roots(None)
+    roots = [cwd]
+    top = work_tree(cwd)
+    if top:
+        roots.append(top)
+    roots.extend(path for _, path in caches)
+    allow = args.get("allow")
+    if isinstance(allow, list):
+        roots.extend(os.path.expanduser(p) for p in allow if isinstance(p, str) and p)
+    return Roots(roots)

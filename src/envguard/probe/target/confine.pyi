@@ -1,0 +1,8 @@
+# For type checkers only. On the target, envguard/confine.py is installed as this module by
+# probe/payload.py; envguard itself never imports the target package.
+from envguard.confine import DIFF_ARGS as DIFF_ARGS
+from envguard.confine import OUTSIDE as OUTSIDE
+from envguard.confine import SAFE_GIT_ENV as SAFE_GIT_ENV
+from envguard.confine import Roots as Roots
+from envguard.confine import roots_for as roots_for
+from envguard.confine import work_tree as work_tree

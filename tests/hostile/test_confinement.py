@@ -1,0 +1,115 @@
+"""Paths a snapshot names are read only under the cwd, its work tree, the target's cache
+folders and --allow; git never runs a program a repo's config names."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from envguard.cli import app
+
+runner = CliRunner()
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        check=True,
+        capture_output=True,
+    )
+
+
+def _hostile_repo(where: Path, marker: Path) -> Path:
+    """A work tree whose config runs a program on `git status` / `git diff` (fsmonitor)."""
+    where.mkdir(parents=True)
+    _git(where, "init", "-q")
+    (where / "f").write_text("a\n")
+    _git(where, "add", "f")
+    _git(where, "commit", "-qm", "x")
+    (where / "f").write_text("b\n")  # dirty: git refreshes the index, asking fsmonitor
+    hook = where / "hook.sh"
+    hook.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    hook.chmod(0o755)
+    _git(where, "config", "core.fsmonitor", str(hook))
+    return where
+
+
+@pytest.fixture
+def snap(in_tmp: Path, good_venv: Path) -> Path:
+    (in_tmp / "train.py").write_text("print('train')\n")
+    result = runner.invoke(
+        app, ["snapshot", "--python", str(good_venv), "--name", "good", "--file", "train.py"]
+    )
+    assert result.exit_code == 0, result.stderr
+    return in_tmp / "snapshots" / "good.json"
+
+
+def _forge(snap: Path, elsewhere: Path, marker: Path) -> dict[str, Path]:
+    """Add to the snapshot a secret file, a cache and a hostile repo outside the cwd."""
+    secret = elsewhere / "secret.txt"
+    secret.write_text("hunter2\n")
+    cache = elsewhere / "cache"
+    cache.mkdir()
+    (cache / "blob").write_bytes(b"x" * 100)
+    repo = _hostile_repo(elsewhere / "repo", marker)
+    data = json.loads(snap.read_text())
+    data["files"].append({"path": str(secret), "sha256": "0" * 64, "size": 8})
+    data["caches"].append(
+        {"kind": "other", "path": str(cache), "exists": True, "bytes": 100, "files": 1}
+    )
+    data["repos"].append({"path": str(repo), "dirty": True})
+    snap.write_text(json.dumps(data))
+    return {"files": secret, "caches": cache, "repos": repo}
+
+
+def _changes(*args: str) -> dict[str, dict[str, str]]:
+    result = runner.invoke(app, ["diff", "good", "--format", "json", *args])
+    assert result.exit_code in (0, 1), result.stderr
+    return {c["name"]: c for c in json.loads(result.stdout)["changes"]}
+
+
+def test_files_caches_and_repos_outside_are_not_read(
+    snap: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    marker = elsewhere / "hook-ran"
+    forged = _forge(snap, elsewhere, marker)
+    changes = _changes()
+    assert not marker.exists(), "git ran a program named by a repo outside the work tree"
+    for section, path in forged.items():
+        change = changes[str(path)]
+        assert change["section"] == section
+        assert "not read: outside the working directory" in change["message"], change
+        assert "--allow PATH" in change["message"]
+    assert changes[str(forged["files"])]["severity"] == "critical"  # the gate still fails
+
+
+def test_allow_reads_them_and_git_still_runs_no_config_program(
+    snap: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    marker = elsewhere / "hook-ran"
+    forged = _forge(snap, elsewhere, marker)
+    changes = _changes("--allow", str(elsewhere))
+    assert "changed" in changes[str(forged["files"])]["message"]  # hashed: it was read
+    assert str(forged["caches"]) not in changes  # walked: 100 B, as recorded
+    assert "not read" not in changes.get(str(forged["repos"]), {}).get("message", "")
+    assert not marker.exists(), "git ran the repo's core.fsmonitor program"
+
+
+def test_tracked_files_hash_within_one_deadline(tmp_path: Path) -> None:
+    from factories import load_target
+
+    target = load_target()
+    big = tmp_path / "checkpoint.bin"
+    big.write_bytes(b"x" * (3 << 20))
+    [done] = target.hash_files([str(big)], target.Roots(None))
+    assert done["size"] == 3 << 20 and done["error"] is None
+    [cut] = target.hash_files([str(big)], target.Roots(None), seconds=-1)
+    assert cut["sha256"] is None and "not hashed: tracked files took over" in cut["error"]
+    [outside] = target.hash_files([str(big)], target.Roots([str(tmp_path / "elsewhere")]))
+    assert outside["sha256"] is None and outside["error"].startswith("not read: outside")
