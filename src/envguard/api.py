@@ -179,7 +179,9 @@ def save(snap: Snapshot, path: str | Path | None = None, *, force: bool = False)
 
     target = store.default_path(snap.name) if path is None else Path(path)
     if "{host}" in str(target):
-        target = Path(str(target).replace("{host}", check_host(snap.host)))
+        target = Path(
+            str(target).replace("{host}", check_host(snap.host, source="the snapshot's host"))
+        )
     store.write_atomic(target, store.dumps(snap), force=force)
     return target
 

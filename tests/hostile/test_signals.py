@@ -64,3 +64,33 @@ def test_ctrl_c_while_the_command_line_is_still_importing_is_one_line(tmp_path: 
         timeout=60,
     )
     assert (proc.returncode, proc.stderr, proc.stdout) == (130, "error: interrupted (SIGINT)\n", "")
+
+
+@pytest.mark.parametrize("how", ["timeout", "signal"])
+def test_a_via_that_daemonises_in_its_own_session_is_killed_too(tmp_path: Path, how: str) -> None:
+    """setsid puts the child outside the probe's process group; the marker in its
+    environment still finds it, on a timeout and on a signal."""
+    pidfile = tmp_path / "daemon.pid"
+    prefix = tmp_path / "daemonising-ssh"
+    prefix.write_text(
+        "#!/bin/sh\n"
+        f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 120' </dev/null >/dev/null 2>&1 &\n"
+        "exec sleep 60\n"
+    )
+    prefix.chmod(0o755)
+    argv = [sys.executable, "-m", "envguard", "snapshot", "--via", str(prefix), "--out", "-"]
+    if how == "timeout":
+        argv += ["--timeout", "2"]
+    proc = subprocess.Popen(
+        argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 20
+    while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    daemon = int(pidfile.read_text())
+    if how == "signal":
+        proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode in (2, 1, 128 + signal.SIGTERM) and out == "", err
+    assert len(err.strip().splitlines()) <= 2, err
+    assert _gone(daemon), "a daemonised child of the --via prefix outlived envguard"

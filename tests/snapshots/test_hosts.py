@@ -223,3 +223,20 @@ def test_ctrl_c_stops_a_fleet_capture_promptly(fake_hosts: Path, in_tmp: Path) -
     assert time.monotonic() - start < 10  # not the hosts' 60 s timeout
     assert proc.returncode != 0
     assert not list(in_tmp.glob("snapshots/c/*.json"))  # no host finished: nothing written
+
+
+@pytest.mark.parametrize("host", ["[::1]", "::1", "fe80::1%eth0", "user@gpu01", "gpu-01.lab"])
+def test_ipv6_and_user_hosts_are_host_names(host: str) -> None:
+    from envguard.snapshots.hosts import check_host
+
+    assert check_host(host) == host
+
+
+@pytest.mark.parametrize("host", ["..", "a/b", "-x", "a b", "a\nb"])
+def test_a_forged_host_in_a_snapshot_is_named_as_such(host: str) -> None:
+    from envguard.errors import UsageError
+    from envguard.snapshots.hosts import check_host
+
+    with pytest.raises(UsageError) as caught:
+        check_host(host, source="the snapshot's host")
+    assert caught.value.message.startswith("the snapshot's host: ")

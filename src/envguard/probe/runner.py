@@ -19,8 +19,9 @@ from envguard.probe.payload import probe_payload
 if TYPE_CHECKING:
     from envguard.probe.report import ProbeReport
 
-# Probes running now (their process group ids), so an interrupt can stop them all.
-_RUNNING: set[int] = set()
+# Probes running now (process group id -> the marker in their environment), so an interrupt
+# can stop them all.
+_RUNNING: dict[int, bytes] = {}
 _RUNNING_LOCK = threading.Lock()
 # What a remote interpreter path may contain: it may pass through a remote shell unquoted.
 _SAFE_PYTHON = re.compile(r"^[A-Za-z0-9_./+-]+$")
@@ -32,10 +33,39 @@ _STDERR_TAIL = 64 << 10
 def kill_running() -> None:
     """Kill every probe still running (and whatever its prefix started): Ctrl-C on a fleet."""
     with _RUNNING_LOCK:
-        groups = list(_RUNNING)
-    for pgid in groups:
+        groups = list(_RUNNING.items())
+    for pgid, marker in groups:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
+        kill_strays(marker)
+
+
+# Every probe's chain carries this variable with a value of its own. A process the chain
+# started in a session of its own (a --via that daemonises) is outside the killed process
+# group, but it keeps the variable: on a timeout or an interrupt it is found by it.
+MARKER = "ENVGUARD_PROBE_RUN"
+
+
+def kill_strays(marker: bytes) -> None:
+    """SIGKILL this user's processes whose environment holds ``marker`` (Linux /proc)."""
+    try:
+        entries = list(os.scandir("/proc"))
+    except OSError:
+        return
+    me, uid = os.getpid(), os.getuid()
+    for entry in entries:
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            if entry.stat().st_uid != uid:
+                continue
+            with open(f"/proc/{entry.name}/environ", "rb") as fh:
+                environ = fh.read(1 << 20)
+        except OSError:
+            continue  # gone, or not ours to read
+        if marker in environ.split(b"\0"):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry.name), signal.SIGKILL)
 
 
 def probe_argv(python: str, *, prefix: Sequence[str] = ()) -> list[str]:
@@ -96,6 +126,8 @@ class ProbeRun:
         self.remote = bool(prefix)
         self.timeout = timeout
         argv = probe_argv(str(python), prefix=prefix)
+        token = os.urandom(8).hex()
+        self.marker = f"{MARKER}={token}".encode()
         try:
             # Its own session, so a timeout kills the whole chain (ssh, pct exec, ...) at once.
             self.proc = subprocess.Popen(
@@ -104,12 +136,13 @@ class ProbeRun:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
+                env={**os.environ, MARKER: token},
             )
         except OSError as exc:
             what = "the prefix" if prefix else "it as a Python interpreter"
             raise ProbeError(f"{self.label}: cannot run {what} ({exc.strerror or exc})") from None
         with _RUNNING_LOCK:
-            _RUNNING.add(self.proc.pid)
+            _RUNNING[self.proc.pid] = self.marker
         assert self.proc.stdout is not None and self.proc.stderr is not None
         self._out = _Reader(self.proc.stdout, OUTPUT_CAP, on_overflow=self._kill)
         self._err = _Reader(self.proc.stderr, _STDERR_TAIL, keep_tail=True)
@@ -135,8 +168,10 @@ class ProbeRun:
             os.killpg(self.proc.pid, signal.SIGKILL)
 
     def _reap(self) -> None:
-        """Kill the probe's group and collect it, never waiting long on inherited pipes."""
+        """Kill the probe's group (and what it started in other sessions) and collect it,
+        never waiting long on inherited pipes."""
         self._kill()
+        kill_strays(self.marker)
         self.proc.wait()
         for reader in (self._out, self._err):
             reader.join(2)  # a descendant in another session may hold a pipe: do not wait
@@ -158,7 +193,7 @@ class ProbeRun:
             pass  # the caller is already on its way out with the error that matters
         finally:
             with _RUNNING_LOCK:
-                _RUNNING.discard(self.proc.pid)
+                _RUNNING.pop(self.proc.pid, None)
 
     def result(self) -> ProbeReport:
         """Wait for the report; ProbeError for a timeout, a failure or a bad report."""
@@ -184,7 +219,7 @@ class ProbeRun:
             raise
         finally:
             with _RUNNING_LOCK:
-                _RUNNING.discard(proc.pid)
+                _RUNNING.pop(proc.pid, None)
             self._close_pipes()
         return parse_report(
             bytes(self._out.data),

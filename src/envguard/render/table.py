@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,50 @@ def _row(table: Table, *cells: str | Text) -> None:
     from envguard.render.text import printable
 
     table.add_row(*(Text(printable(c)) if isinstance(c, str) else c for c in cells))
+
+
+# Past this many rows rich's layout (it measures every cell to wrap it) costs seconds per
+# 10,000 rows: a 100,000-change drift took 57 s. Larger tables are written as plain
+# aligned columns, every row kept, nothing wrapped.
+RICH_ROWS = 2000
+
+
+def _print_rows(
+    console: Console,
+    headers: tuple[str, ...],
+    rows: Sequence[tuple[str, ...]],
+    *,
+    title: str | None = None,
+    styles: dict[int, dict[str, str]] | None = None,
+) -> None:
+    """A table of ``rows``: rich's when small (``styles`` maps a column to the style of
+    each value), plain aligned columns when large."""
+    if len(rows) <= RICH_ROWS:
+        table = Table(*headers, title=title, title_justify="left")
+        look = styles or {}
+        for row in rows:
+            _row(
+                table,
+                *(
+                    Text(c, style=look[i][c]) if i in look and c in look[i] else c
+                    for i, c in enumerate(row)
+                ),
+            )
+        console.print(table)
+        return
+    from envguard.render.text import printable
+
+    cells = [[printable(c) for c in row] for row in rows]
+    widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
+
+    def line(row: list[str]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+
+    out = [title] if title else []
+    out += [line(list(headers)), line(["-" * w for w in widths])]
+    out += [line(row) for row in cells]
+    # Written past rich: its wrapping of one 100,000-line string alone costs seconds.
+    console.file.write("\n".join(out) + "\n")
 
 
 def torch_label(snap: Snapshot) -> str:
@@ -148,17 +193,12 @@ def drift_table(drift: Drift, console: Console) -> None:
     from envguard.render.text import metrics_footer, printable, summary
 
     if drift.changes:
-        table = Table("severity", "section", "change", "what", show_lines=False)
-        for level, changes in iter_sections(drift):
-            for c in changes:
-                _row(
-                    table,
-                    Text(level.value, style=_STYLE[level.value]),
-                    c.section,
-                    c.kind,
-                    Text(printable(c.message)),
-                )
-        console.print(table)
+        rows = [
+            (level.value, c.section, c.kind, c.message)
+            for level, changes in iter_sections(drift)
+            for c in changes
+        ]
+        _print_rows(console, ("severity", "section", "change", "what"), rows, styles={0: _STYLE})
     console.print(printable(summary(drift)), markup=False)
     footer = metrics_footer(drift)
     if footer:
@@ -200,17 +240,13 @@ def fleet_table(report: FleetReport, console: Console) -> None:
     for g in report.groups:
         _row(groups, g.fingerprint, host_list(g.hosts), str(len(g.hosts)))
     console.print(groups)
-    table = Table("item", "value", "hosts", "", title="what differs", title_justify="left")
-    for d in report.differences:
-        for i, v in enumerate(d.values):
-            _row(
-                table,
-                Text(printable(d.item) if i == 0 else ""),
-                Text(printable(v.value)),
-                Text(printable(host_list(v.hosts))),
-                Text("odd one out", style="bold red") if v.odd else "",
-            )
-    console.print(table)
+    rows = [
+        (d.item if i == 0 else "", v.value, host_list(v.hosts), "odd one out" if v.odd else "")
+        for d in report.differences
+        for i, v in enumerate(d.values)
+    ]
+    odd = {3: {"odd one out": "bold red"}}
+    _print_rows(console, ("item", "value", "hosts", ""), rows, title="what differs", styles=odd)
     against = f" (against {report.baseline})" if report.baseline else ""
     console.print(
         f"{len(report.groups)} distinct environments across {len(report.hosts)} hosts;"

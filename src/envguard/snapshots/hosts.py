@@ -14,13 +14,17 @@ from envguard.snapshots.capture import capture_snapshot
 from envguard.snapshots.models import Snapshot
 from envguard.snapshots.request import CaptureRequest
 
-# A host as ssh, srun, docker or kubectl take it: never an option, never shell syntax.
-_HOST = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@:%\[\]-]{0,252}$")
+# A host as ssh, srun, docker or kubectl take it (IPv6 too: `::1`, `[::1]`, `fe80::1%eth0`):
+# never an option (no leading -), never shell syntax, never a path (no /).
+_HOST = re.compile(r"^[A-Za-z0-9_:\[][A-Za-z0-9_.@:%\[\]-]{0,252}$")
 
 
-def check_host(host: str) -> str:
-    if not _HOST.match(host):
-        raise UsageError(f"--hosts: {host!r} is not a host name (letters, digits, . _ - @ :)")
+def check_host(host: str, *, source: str = "--hosts") -> str:
+    """``host``, or a UsageError naming ``source`` (where the name came from)."""
+    if not _HOST.match(host) or host in (".", ".."):
+        raise UsageError(
+            f"{source}: {host!r} is not a host name (letters, digits, . _ - @ : [ ] %)"
+        )
     return host
 
 

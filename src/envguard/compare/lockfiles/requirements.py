@@ -13,6 +13,7 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import VERSION_PATTERN
 
 from envguard.compare.lockfiles.common import LockfileError, Pin, read_lockfile_text, reason
 
@@ -59,6 +60,14 @@ def allowed_roots(path: Path, cwd: Path | None = None) -> tuple[str, ...]:
     return tuple(sorted(roots))
 
 
+# `name==version` with a PEP 508 name and a PEP 440 version: what packaging parses to one ==
+# specifier, at a fraction of the cost (a 200,000-line file in well under a second).
+_PLAIN_PIN = re.compile(
+    r"([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*==\s*(" + VERSION_PATTERN + r")\Z",
+    re.VERBOSE | re.IGNORECASE,
+)
+
+
 def _inside(path: str, roots: tuple[str, ...]) -> bool:
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
@@ -92,6 +101,11 @@ def read_requirements(
         if line.startswith("-"):
             continue  # --index-url, --find-links, --hash-only lines: not pins
         requirement_text = re.split(r"\s--hash[=\s]", line)[0].strip()
+        plain = _PLAIN_PIN.match(requirement_text)
+        if plain:  # name==version, most lines of a compiled file: no full parse needed
+            name = canonicalize_name(plain.group(1))
+            pins[name] = Pin(name=name, version=plain.group(2).strip())
+            continue
         try:
             req = Requirement(requirement_text)
         except InvalidRequirement as exc:
