@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
+    from envguard.compare.lockfiles.common import Selection
     from envguard.compare.models import Drift, FleetReport
     from envguard.compare.policy import Policy
     from envguard.recovery.outcome import Outcome
@@ -287,23 +288,88 @@ def diff(
 
 
 def check(
-    good: str | Path | Snapshot,
+    good: str | Path | Snapshot | None = None,
     *,
     lock: str | Path | None = None,
     against: str | Path | Snapshot | None = None,
     python: str | None = None,
+    via: str | None = None,
     policy: Policy | None = None,
     allow: Sequence[str | Path] = (),
+    selection: Selection | None = None,
 ) -> Drift:
-    """The CI gate: the snapshot against a lockfile (uv.lock, pylock.toml, requirements.txt),
-    or against another snapshot or the live environment as diff() does."""
+    """The CI gate. With ``lock`` (uv.lock, pylock.toml, requirements.txt, ``-`` for stdin):
+    the snapshot ``good`` (default: the newest) against it, or with ``python``/``via`` and
+    no ``good`` the live environment against it, with no snapshot at all. Without ``lock``:
+    the snapshot against another snapshot or the live environment, as diff() does."""
     if lock is None:
-        return diff(good, against, python=python, policy=policy, allow=allow)
-    from envguard.compare.lockfiles import lock_drift, read_lock
+        return diff(good, against, python=python, via=via, policy=policy, allow=allow)
+    from envguard.compare.lockfiles import OutsideLock, lock_drift, read_lock
 
     rules = policy if policy is not None else load_policy()
-    expected = _load(good)
-    return lock_drift(expected, read_lock(Path(lock), expected), policy=rules, lock=str(lock))
+    if good is None and (python is not None or via is not None):
+        subject_snap = snapshot(python=python, via=via)
+        where = f" at {python}" if python else f" behind --via {via}"
+        subject = f"the environment{where}"
+    else:
+        subject_snap = _load(good if good is not None else newest())
+        subject = f"snapshot {subject_snap.name}"
+    label = "<stdin>" if str(lock) == "-" else str(lock)
+    try:
+        read = read_lock(lock, subject_snap, selection=selection)
+    except OutsideLock as exc:
+        return _outside(exc.message, subject_snap, subject=subject, lock=label, policy=rules)
+    return lock_drift(
+        subject_snap, read.pins, policy=rules, lock=label, subject=subject, notes=read.notes
+    )
+
+
+def _outside(why: str, snap: Snapshot, *, subject: str, lock: str, policy: Policy) -> Drift:
+    """The interpreter is outside what the lock covers: one critical change, not an error."""
+    from envguard.compare.engine import Collector
+    from envguard.compare.models import Drift, Severity
+
+    b = Collector(policy, section="interpreter")
+    b.add(
+        "outside_lock",
+        "python",
+        actual=snap.interpreter.version,
+        severity=Severity.critical,
+        message=why,
+    )
+    return Drift(
+        changes=tuple(b.changes),
+        expected_name=lock,
+        actual_name=snap.name,
+        subject=subject,
+        metrics=dict(snap.metrics),
+    )
+
+
+def diff_locks(
+    old: str | Path,
+    new: str | Path,
+    *,
+    policy: Policy | None = None,
+    selection: Selection | None = None,
+) -> Drift:
+    """What changing lockfile ``old`` to ``new`` does to the installed set (either may be
+    ``-``, stdin), both evaluated for this machine's interpreter."""
+    from envguard.compare.lockfiles import locks_drift, read_lock
+    from envguard.errors import UsageError
+
+    if str(old) == "-" and str(new) == "-":
+        raise UsageError("--lock -: only one of the two lockfiles can come from stdin")
+    labels = tuple("<stdin>" if str(p) == "-" else str(p) for p in (old, new))
+    before = read_lock(old, None, selection=selection)
+    after = read_lock(new, None, selection=selection)
+    drift = locks_drift(
+        before.pins,
+        after.pins,
+        policy=policy if policy is not None else load_policy(),
+        labels=(labels[0], labels[1]),
+    )
+    return drift.model_copy(update={"notes": before.notes + after.notes})
 
 
 def sources(
@@ -341,7 +407,7 @@ def _planned(
     from envguard.recovery.execute import build_paths
     from envguard.recovery.plan import PlanOptions, Sources, plan
     from envguard.snapshots import store
-    from envguard.tools import find_uv
+    from envguard.tools import find_modern_uv
 
     path = store.resolve(str(good)) if good is not None else newest()
     snap = store.load(path)
@@ -353,7 +419,7 @@ def _planned(
         venv=target,
         snapshot_ref=str(path),
         sources=sources or Sources(),
-        uv=find_uv(),
+        uv=find_modern_uv(),
         envguard=(sys.executable, "-m", "envguard"),
         in_place=in_place,
         build=None if in_place else build,
@@ -442,9 +508,11 @@ def export(
     if format == "requirements":
         text = requirements_export(snap, sources or Sources(), skip_editables=skip_editables)
     else:
-        from envguard.tools import find_uv
+        from envguard.tools import find_modern_uv
 
-        text = pylock_text(snap, sources or Sources(), uv=find_uv(), skip_editables=skip_editables)
+        text = pylock_text(
+            snap, sources or Sources(), uv=find_modern_uv(), skip_editables=skip_editables
+        )
     if output is not None:
         store.write_atomic(Path(output), text, force=force)
     return text

@@ -26,6 +26,44 @@ def find_uv() -> str:
     return found
 
 
+# The first uv with every call envguard makes: `uv export --format pylock.toml` and
+# `uv pip compile --format pylock.toml` (PEP 751) arrived in 0.6.15.
+UV_MINIMUM = (0, 6, 15)
+_UV_CHECKED: dict[str, tuple[int, ...]] = {}
+
+
+def uv_version(uv: str) -> tuple[int, ...]:
+    """``uv --version`` as a tuple, asked once per binary; UsageError when it cannot run."""
+    import re
+    import subprocess
+
+    if uv not in _UV_CHECKED:
+        try:
+            out = subprocess.run(
+                [uv, "--version"], capture_output=True, text=True, timeout=30, check=False
+            ).stdout
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise UsageError(f"{uv}: cannot run uv ({exc})") from None
+        match = re.match(r"uv (\d+)\.(\d+)\.(\d+)", out)
+        if match is None:
+            raise UsageError(f"{uv}: not uv (its --version does not say uv X.Y.Z)")
+        _UV_CHECKED[uv] = tuple(int(g) for g in match.groups())
+    return _UV_CHECKED[uv]
+
+
+def find_modern_uv() -> str:
+    """find_uv(), refused with one line naming the minimum when it is older than that."""
+    uv = find_uv()
+    found = uv_version(uv)
+    if found < UV_MINIMUM:
+        minimum = ".".join(map(str, UV_MINIMUM))
+        raise UsageError(
+            f"uv {'.'.join(map(str, found))} at {uv} is too old: envguard needs uv >= {minimum}",
+            hint="pip install -U uv (or set ENVGUARD_UV to a newer uv)",
+        )
+    return uv
+
+
 def split_command(text: str, *, option: str) -> tuple[str, ...]:
     """A user's command string as argv (shlex rules); it never runs through a shell."""
     try:

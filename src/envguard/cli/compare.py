@@ -10,6 +10,7 @@ import typer
 from envguard.cli import app, console
 
 if TYPE_CHECKING:
+    from envguard.compare.lockfiles.common import Selection
     from envguard.compare.models import Drift
     from envguard.compare.policy import Policy
 
@@ -21,9 +22,23 @@ class DriftFormat(str, Enum):
     github = "github"
 
 
+def _default_format(fmt: DriftFormat | None) -> DriftFormat:
+    """GitHub annotations under GitHub Actions, a table elsewhere: the same for diff and check."""
+    import os
+
+    if fmt is not None:
+        return fmt
+    return DriftFormat.github if os.environ.get("GITHUB_ACTIONS") == "true" else DriftFormat.table
+
+
 def _emit_drift(drift: "Drift", fmt: DriftFormat) -> None:
     import os
 
+    if fmt is not DriftFormat.json:
+        from envguard.render.text import printable
+
+        for note in drift.notes:  # how the lock was read: said on stderr, never in the data
+            sys.stderr.write(f"note: {printable(note)}\n")
     if fmt is DriftFormat.json:
         from envguard.render.json import drift_json
 
@@ -67,6 +82,52 @@ Allow = Annotated[
         " [default: only the cwd, its work tree and the cache folders] (repeatable)."
     ),
 ]
+Format = Annotated[
+    DriftFormat | None,
+    typer.Option("--format", help="[default: github under GitHub Actions, else table]"),
+]
+Extra = Annotated[
+    list[str] | None, typer.Option("--extra", help="Lock selection as for `uv sync` (repeatable).")
+]
+AllExtras = Annotated[bool, typer.Option("--all-extras", help="Every extra of the lock.")]
+Group = Annotated[
+    list[str] | None, typer.Option("--group", help="Also this dependency group (repeatable).")
+]
+OnlyGroup = Annotated[
+    list[str] | None, typer.Option("--only-group", help="Only this dependency group (repeatable).")
+]
+NoDefaultGroups = Annotated[
+    bool, typer.Option("--no-default-groups", help="Leave out the default groups.")
+]
+AllGroups = Annotated[bool, typer.Option("--all-groups", help="Every dependency group.")]
+Package = Annotated[
+    list[str] | None,
+    typer.Option("--package", help="Only this workspace member (uv.lock; repeatable)."),
+]
+
+
+def _selection(
+    extra: list[str] | None,
+    all_extras: bool,
+    group: list[str] | None,
+    only_group: list[str] | None,
+    no_default_groups: bool,
+    all_groups: bool,
+    package: list[str] | None,
+) -> "Selection":
+    from envguard.compare.lockfiles.common import Selection
+
+    return Selection(
+        extras=tuple(extra or ()),
+        all_extras=all_extras,
+        groups=tuple(group or ()),
+        only_groups=tuple(only_group or ()),
+        no_default_groups=no_default_groups,
+        all_groups=all_groups,
+        packages=tuple(package or ()),
+    )
+
+
 FailOn = Annotated[
     str | None,
     typer.Option(
@@ -87,7 +148,7 @@ def diff(
     python: Annotated[
         str | None, typer.Option(help="Measure this interpreter or venv [default: the snapshot's].")
     ] = None,
-    format: Annotated[DriftFormat, typer.Option("--format")] = DriftFormat.table,
+    format: Format = None,
     fail_on: FailOn = None,
     only: Annotated[
         list[str] | None, typer.Option(help="Compare only this section (repeatable).")
@@ -96,49 +157,92 @@ def diff(
         str | None, typer.Option(help="Measure through this command prefix ('ssh gpu01').")
     ] = None,
     allow: Allow = None,
+    lock: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Twice: what changing lockfile OLD to NEW does ('-' reads one from stdin);"
+            " once: as check --lock."
+        ),
+    ] = None,
+    extra: Extra = None,
+    all_extras: AllExtras = False,
+    group: Group = None,
+    only_group: OnlyGroup = None,
+    no_default_groups: NoDefaultGroups = False,
+    all_groups: AllGroups = False,
+    package: Package = None,
 ) -> None:
     """What drifted since the known-good snapshot, worst first. Exit 1 on drift."""
     from envguard import api
+    from envguard.errors import UsageError
 
     policy = api.load_policy(fail_on=fail_on, only=only or ())
-    drift = api.diff(
-        snapshot_ref, against, python=python, via=via, policy=policy, allow=allow or ()
+    chosen = _selection(
+        extra, all_extras, group, only_group, no_default_groups, all_groups, package
     )
-    _emit_drift(drift, format)
+    if lock and len(lock) > 2:
+        raise UsageError("--lock: give it once (against a snapshot) or twice (OLD and NEW)")
+    if lock and len(lock) == 2:
+        drift = api.diff_locks(lock[0], lock[1], policy=policy, selection=chosen)
+    elif lock:
+        drift = api.check(
+            snapshot_ref, lock=lock[0], python=python, via=via, policy=policy, selection=chosen
+        )
+    else:
+        drift = api.diff(
+            snapshot_ref, against, python=python, via=via, policy=policy, allow=allow or ()
+        )
+    _emit_drift(drift, _default_format(format))
     _exit(drift, policy)
 
 
 @app.command()
 def check(
-    snapshot_ref: Annotated[str, typer.Argument(metavar="SNAPSHOT", help="Path or name.")],
+    snapshot_ref: Annotated[
+        str | None,
+        typer.Argument(metavar="[SNAPSHOT]", help="Path or name [default: newest in snapshots/]."),
+    ] = None,
     lock: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
-            help="Compare the snapshot's pins with uv.lock, pylock.toml or requirements.txt."
+            help="Check against uv.lock, pylock.toml or requirements.txt ('-': stdin); with"
+            " --python or --via and no SNAPSHOT, the live environment is checked."
         ),
     ] = None,
     against: Annotated[str | None, typer.Option(help="Compare with this snapshot.")] = None,
     python: Annotated[str | None, typer.Option(help="Measure this interpreter or venv.")] = None,
-    format: Annotated[
-        DriftFormat | None,
-        typer.Option("--format", help="[default: github under GitHub Actions, else table]"),
+    via: Annotated[
+        str | None, typer.Option(help="Measure through this command prefix ('ssh gpu01').")
     ] = None,
+    format: Format = None,
     fail_on: FailOn = None,
     allow: Allow = None,
+    extra: Extra = None,
+    all_extras: AllExtras = False,
+    group: Group = None,
+    only_group: OnlyGroup = None,
+    no_default_groups: NoDefaultGroups = False,
+    all_groups: AllGroups = False,
+    package: Package = None,
 ) -> None:
-    """The CI gate: fail when the environment or a lockfile drifted from the snapshot."""
-    import os
-
-    fmt = format or (
-        DriftFormat.github if os.environ.get("GITHUB_ACTIONS") == "true" else DriftFormat.table
-    )
+    """The CI gate: fail when the environment or a lockfile drifted. Exit 1 on drift."""
     from envguard import api
 
     policy = api.load_policy(fail_on=fail_on)
-    drift = api.check(
-        snapshot_ref, lock=lock, against=against, python=python, policy=policy, allow=allow or ()
+    chosen = _selection(
+        extra, all_extras, group, only_group, no_default_groups, all_groups, package
     )
-    _emit_drift(drift, fmt)
+    drift = api.check(
+        snapshot_ref,
+        lock=lock,
+        against=against,
+        python=python,
+        via=via,
+        policy=policy,
+        allow=allow or (),
+        selection=chosen,
+    )
+    _emit_drift(drift, _default_format(format))
     _exit(drift, policy)
 
 

@@ -19,6 +19,9 @@ class Change(Model):
     actual: str | None = None
     severity: Severity
     message: str
+    # Where the change is written (a lockfile's line): GitHub puts the annotation there.
+    file: str | None = None
+    line: int | None = None
 
 
 class Drift(Model):
@@ -26,6 +29,10 @@ class Drift(Model):
     metrics: dict[str, MetricValue] = Field(default_factory=dict)
     expected_name: str | None = None
     actual_name: str | None = None
+    # What was checked against expected_name, in words ("snapshot good", "the environment
+    # at .venv", "uv.lock (new)"): the clean verdict says which side matched what.
+    subject: str | None = None
+    notes: tuple[str, ...] = ()
 
     @property
     def max_severity(self) -> Severity | None:

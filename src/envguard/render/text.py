@@ -29,7 +29,8 @@ def printable(text: str) -> str:
 def summary(drift: Drift) -> str:
     """`3 critical, 2 warning, 1 info` or `no drift`."""
     if not drift.changes:
-        return f"no drift: the environment matches {drift.expected_name or 'the snapshot'}"
+        subject = drift.subject or "the environment"
+        return f"no drift: {subject} matches {drift.expected_name or 'the snapshot'}"
     counts = {level: 0 for level in Severity}
     for change in drift.changes:
         counts[change.severity] += 1

@@ -1,32 +1,93 @@
-"""Lockfile readers, one per format, and the drift of a snapshot against a lockfile."""
+"""Lockfile readers, one per format, and the drift of an environment against a lockfile."""
 
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
-from envguard.compare.lockfiles.common import LockfileError, Pin, marker_env, read_toml
-from envguard.compare.lockfiles.drift import lock_drift
-from envguard.compare.lockfiles.pylock import read_pylock
+from envguard.compare.lockfiles.common import (
+    LockfileError,
+    LockRead,
+    Pin,
+    Selection,
+    marker_env,
+    read_lockfile_text,
+)
+from envguard.compare.lockfiles.drift import lock_drift, locks_drift
+from envguard.compare.lockfiles.pylock import OutsideLock, read_pylock_text
 from envguard.compare.lockfiles.requirements import read_requirements
 from envguard.compare.lockfiles.uv import read_uv_lock
 from envguard.snapshots.models import Snapshot
 
-__all__ = ["LockfileError", "Pin", "lock_drift", "read_lock"]
+__all__ = [
+    "LockRead",
+    "LockfileError",
+    "OutsideLock",
+    "Pin",
+    "Selection",
+    "lock_drift",
+    "locks_drift",
+    "read_lock",
+]
+
+STDIN = "-"
 
 
-def read_lock(path: Path, snapshot: Snapshot) -> dict[str, Pin]:
-    """Pins from any supported lockfile, evaluated for the snapshot's interpreter."""
-    if not path.exists():
-        raise LockfileError(f"--lock {path}: no such file")
-    if not path.is_file():
-        raise LockfileError(f"--lock {path}: not a regular file")
+def read_lock(
+    path: Path | str,
+    snapshot: Snapshot | None,
+    *,
+    selection: Selection | None = None,
+) -> LockRead:
+    """Pins from any supported lockfile (``-``: stdin), evaluated for the snapshot's
+    interpreter (this machine's, without one). The format comes from the name, or from the
+    content for stdin and unusual names."""
+    chosen = selection or Selection()
     env = marker_env(snapshot)
-    if path.name == "uv.lock":
-        return read_uv_lock(path, env)
-    if path.name == "pylock.toml" or re.fullmatch(r"pylock\.[^.]+\.toml", path.name):
-        return read_pylock(path, env)
-    if path.suffix == ".toml":
-        data = read_toml(path)
-        return read_pylock(path, env) if "lock-version" in data else read_uv_lock(path, env)
-    return read_requirements(path, env)
+    if str(path) == STDIN:
+        text, where, real = _stdin(), "<stdin>", None
+    else:
+        real = Path(path)
+        if not real.exists():
+            raise LockfileError(f"--lock {real}: no such file")
+        if not real.is_file():
+            raise LockfileError(f"--lock {real}: not a regular file")
+        text, where = read_lockfile_text(real), str(real)
+    kind = _kind(real.name if real is not None else "", text)
+    if kind == "uv":
+        return read_uv_lock(text, where=where, path=real, env=env, selection=chosen)
+    base = real.parent if real is not None else Path.cwd()
+    if kind == "pylock":
+        pins = read_pylock_text(text, where=where, base=base, env=env, selection=chosen)
+        return LockRead(pins=pins)
+    notes: list[str] = []
+    pins = read_requirements(real or Path(where), env, text=text, notes=notes)
+    return LockRead(pins=pins, notes=tuple(notes))
+
+
+def _kind(name: str, text: str) -> str:
+    if name == "uv.lock":
+        return "uv"
+    if name == "pylock.toml" or re.fullmatch(r"pylock\.[^.]+\.toml", name):
+        return "pylock"
+    if name.endswith((".txt", ".in")):
+        return "requirements"
+    head = text[:4096]
+    if re.search(r"(?m)^lock-version\s*=", head):
+        return "pylock"
+    if re.search(r"(?m)^\[\[package\]\]", text) and re.search(r"(?m)^version\s*=\s*\d", head):
+        return "uv"
+    return "requirements"
+
+
+def _stdin() -> str:
+    from envguard.reading import LOCKFILE_CAP
+
+    data = sys.stdin.buffer.read(LOCKFILE_CAP + 1)
+    if len(data) > LOCKFILE_CAP:
+        raise LockfileError(f"--lock -: stdin holds more than {LOCKFILE_CAP >> 20} MiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LockfileError(f"--lock -: not UTF-8 text (bad byte at offset {exc.start})") from None

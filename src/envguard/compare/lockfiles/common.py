@@ -33,9 +33,83 @@ class Pin:
     specifier: str | None = None  # a non-exact requirement (requirements.txt only)
     url: str | None = None
     editable: str | None = None
+    line: int | None = None  # where the lockfile pins it (1-based), for annotations
 
 
-def marker_env(snapshot: Snapshot) -> dict[str, str]:
+@dataclass(frozen=True)
+class Selection:
+    """What to install from a lock, as `uv sync` takes it: extras and dependency groups
+    (default groups as the project declares them, ``[tool.uv] default-groups`` for uv)."""
+
+    extras: tuple[str, ...] = ()
+    all_extras: bool = False
+    groups: tuple[str, ...] = ()
+    only_groups: tuple[str, ...] = ()
+    no_default_groups: bool = False
+    all_groups: bool = False
+    packages: tuple[str, ...] = ()
+
+    def uv_args(self) -> list[str]:
+        """The same selection as `uv export` / `uv sync` flags."""
+        args: list[str] = []
+        for flag, values in (
+            ("--extra", self.extras),
+            ("--group", self.groups),
+            ("--only-group", self.only_groups),
+            ("--package", self.packages),
+        ):
+            for value in values:
+                args += [flag, value]
+        for flag, on in (
+            ("--all-extras", self.all_extras),
+            ("--no-default-groups", self.no_default_groups),
+            ("--all-groups", self.all_groups),
+        ):
+            if on:
+                args.append(flag)
+        return args
+
+
+@dataclass(frozen=True)
+class LockRead:
+    """A lockfile's pins for one interpreter, and what the reader wants the user to know
+    (a fallback it used, lines it ignored)."""
+
+    pins: dict[str, Pin]
+    notes: tuple[str, ...] = ()
+
+
+def package_lines(text: str, header: str) -> dict[str, int]:
+    """Line of each ``name = "..."`` that follows ``header`` (``[[package]]`` in uv.lock,
+    ``[[packages]]`` in pylock.toml), by canonical name: where an annotation points."""
+    from packaging.utils import canonicalize_name
+
+    lines: dict[str, int] = {}
+    after = False
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if stripped == header:
+            after = True
+            continue
+        match = _NAME_LINE.match(stripped) if after else None
+        if match:
+            lines.setdefault(canonicalize_name(match.group(1)), number)
+            after = False
+    return lines
+
+
+_NAME_LINE = re.compile(r'name\s*=\s*"([A-Za-z0-9._-]+)"\s*$')
+
+
+def marker_env(snapshot: Snapshot | None) -> dict[str, str]:
+    """PEP 508 marker values of the snapshot's interpreter (of this one without a snapshot:
+    two lockfiles are compared for the machine that runs envguard)."""
+    if snapshot is None:
+        from packaging.markers import default_environment
+
+        env = {k: str(v) for k, v in default_environment().items()}
+        env.setdefault("extra", "")
+        return env
     env = dict(snapshot.interpreter.markers)
     env.setdefault("python_full_version", snapshot.interpreter.version)
     env.setdefault("python_version", ".".join(snapshot.interpreter.version.split(".")[:2]))
@@ -80,12 +154,16 @@ def read_lockfile_text(path: Path) -> str:
 
 
 def read_toml(path: Path) -> dict[str, Any]:
-    text = read_lockfile_text(path)
+    return parse_toml(read_lockfile_text(path), where=str(path))
+
+
+def parse_toml(text: str, *, where: str) -> dict[str, Any]:
+    """TOML from a lockfile's text; one-line errors that quote nothing of it."""
     try:
         data: dict[str, Any] = tomllib.loads(text)
         return data
     except RecursionError:
-        raise LockfileError(f"{path}: not valid TOML (nested too deeply)") from None
+        raise LockfileError(f"{where}: not valid TOML (nested too deeply)") from None
     except tomllib.TOMLDecodeError as exc:
         # tomllib's message is "reason (at line N, column M)": it quotes no content.
-        raise LockfileError(f"{path}: not valid TOML ({exc})") from None
+        raise LockfileError(f"{where}: not valid TOML ({reason(exc)})") from None

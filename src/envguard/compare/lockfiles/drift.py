@@ -27,10 +27,23 @@ def _matches(installed: str, pinned: str) -> bool:
         return False
 
 
-def lock_drift(snapshot: Snapshot, pins: dict[str, Pin], *, policy: Policy, lock: str) -> Drift:
-    """Packages whose pin differs, or that are in one of snapshot and lock but not the other."""
+def lock_drift(
+    snapshot: Snapshot,
+    pins: dict[str, Pin],
+    *,
+    policy: Policy,
+    lock: str,
+    subject: str | None = None,
+    notes: tuple[str, ...] = (),
+) -> Drift:
+    """Packages whose pin differs, or that are in one of snapshot and lock but not the other.
+    ``subject`` says what the snapshot is ("snapshot good", "the environment at .venv");
+    each change points at the lockfile line that pins it, when there is one."""
     packages = snapshot.package_map()
-    b = Collector(policy, section="packages")
+    side = (
+        "the environment" if subject and subject.startswith("the environment") else "the snapshot"
+    )
+    b = _Located(policy, section="packages", file=None if lock == "<stdin>" else lock, pins=pins)
     # An editable pin found by path (requirements.txt `-e DIR`) is matched by that path.
     editables = {p.source.path: p.name for p in packages.values() if p.source.kind == "editable"}
     pins = {
@@ -56,7 +69,7 @@ def lock_drift(snapshot: Snapshot, pins: dict[str, Pin], *, policy: Policy, lock
                 name,
                 actual=pin.version or pin.url or pin.editable,
                 severity=level,
-                message=f"{name} is in {lock} but not in the snapshot",
+                message=f"{name} is in {lock} but not in {side}",
             )
         elif pkg is not None and pin is not None:
             if pin.version is not None and not _same_version(pkg.version, pin.version):
@@ -77,7 +90,7 @@ def lock_drift(snapshot: Snapshot, pins: dict[str, Pin], *, policy: Policy, lock
                     expected=pkg.version,
                     actual=pin.version,
                     severity=level,
-                    message=f"{name}: snapshot has {pkg.version}, {lock} pins {pin.version}",
+                    message=f"{name}: {side} has {pkg.version}, {lock} pins {pin.version}",
                 )
             elif pin.specifier and not SpecifierSet(pin.specifier).contains(
                 pkg.version, prereleases=True
@@ -88,13 +101,14 @@ def lock_drift(snapshot: Snapshot, pins: dict[str, Pin], *, policy: Policy, lock
                     expected=pkg.version,
                     actual=pin.specifier,
                     severity=level,
-                    message=f"{name}: snapshot has {pkg.version}, {lock} asks {pin.specifier}",
+                    message=f"{name}: {side} has {pkg.version}, {lock} asks {pin.specifier}",
                 )
             elif (
                 pin.url
                 and pkg.source.kind == "vcs"
                 and pkg.source.commit
-                and (pkg.source.commit not in pin.url)
+                and (pinned := _pinned_commit(pin.url)) is not None
+                and not pkg.source.commit.startswith(pinned)
             ):
                 commit = pkg.source.commit[:12]
                 b.add(
@@ -103,11 +117,108 @@ def lock_drift(snapshot: Snapshot, pins: dict[str, Pin], *, policy: Policy, lock
                     expected=commit,
                     actual=pin.url,
                     severity=level,
-                    message=f"{name}: snapshot has commit {commit}, {lock} pins {pin.url}",
+                    message=f"{name}: {side} has commit {commit}, {lock} pins {pin.url}",
                 )
     return Drift(
         changes=sort_changes(b.changes),
         metrics=dict(snapshot.metrics),
-        expected_name=snapshot.name,
-        actual_name=lock,
+        expected_name=lock,
+        actual_name=snapshot.name,
+        subject=subject or f"snapshot {snapshot.name}",
+        notes=notes,
     )
+
+
+def _pinned_commit(url: str) -> str | None:
+    """The commit a VCS URL pins (``...@<hex>``), lower-case; None for a branch or tag."""
+    import re
+
+    match = re.search(r"@([0-9a-fA-F]{7,40})(?:#.*)?$", url)
+    return match.group(1).lower() if match else None
+
+
+class _Located(Collector):
+    """A Collector whose changes point at the lockfile line of their package."""
+
+    def __init__(
+        self, policy: Policy, *, section: str, file: str | None, pins: dict[str, Pin]
+    ) -> None:
+        super().__init__(policy, section=section)
+        self.file = file
+        self.lines = {name: pin.line for name, pin in pins.items() if pin.line is not None}
+
+    def add(
+        self,
+        kind: str,
+        name: str,
+        *,
+        expected: object = None,
+        actual: object = None,
+        severity: Severity,
+        message: str,
+    ) -> None:
+        super().add(
+            kind, name, expected=expected, actual=actual, severity=severity, message=message
+        )
+        if self.file is not None:
+            line = self.lines.get(name)
+            self.changes[-1] = self.changes[-1].model_copy(update={"file": self.file, "line": line})
+
+
+def locks_drift(
+    old: dict[str, Pin], new: dict[str, Pin], *, policy: Policy, labels: tuple[str, str]
+) -> Drift:
+    """What a lock change does: packages added, removed, moved to another version or
+    source, from ``old`` to ``new`` (each evaluated for the same interpreter)."""
+    from envguard.compare.sections.packages import version_change
+
+    before, after = labels
+    b = _Located(policy, section="packages", file=None if after == "<stdin>" else after, pins=new)
+    for name in sorted(old.keys() | new.keys()):
+        if policy.ignores_package(name):
+            continue
+        was, now = old.get(name), new.get(name)
+        level = package_severity(policy, name)
+        if now is None and was is not None:
+            b.add(
+                "removed",
+                name,
+                expected=_label(was),
+                severity=level,
+                message=f"{name} {_label(was)} removed",
+            )
+        elif was is None and now is not None:
+            b.add(
+                "added",
+                name,
+                actual=_label(now),
+                severity=level,
+                message=f"{name} {_label(now)} added",
+            )
+        elif was is not None and now is not None and _label(was) != _label(now):
+            if was.version and now.version and was.version != now.version:
+                kind, message = version_change(name, was.version, now.version)
+            else:
+                kind, message = "source_changed", f"{name} {_label(was)} -> {_label(now)}"
+            b.add(
+                kind,
+                name,
+                expected=_label(was),
+                actual=_label(now),
+                severity=level,
+                message=message,
+            )
+    return Drift(
+        changes=sort_changes(b.changes),
+        expected_name=before,
+        actual_name=after,
+        subject=after,
+    )
+
+
+def _label(pin: Pin) -> str:
+    if pin.editable:
+        return f"editable {pin.editable}"
+    if pin.url and pin.version:
+        return f"{pin.version} ({pin.url})"
+    return pin.version or pin.url or pin.specifier or "(any version)"

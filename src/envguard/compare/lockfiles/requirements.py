@@ -77,34 +77,42 @@ def read_requirements(
     env: dict[str, str],
     *,
     roots: tuple[str, ...] | None = None,
+    text: str | None = None,
+    notes: list[str] | None = None,
     _depth: int = 0,
 ) -> dict[str, Pin]:
-    """A pinned requirements.txt: `name==version`, `name @ url`, `-e path`, `-r other.txt`."""
+    """A pinned requirements.txt in pip's syntax (``text`` when it came from stdin): pins,
+    `name @ url`, `-e` paths and VCS URLs, `-r` includes, `--hash`, continuations and
+    ``${VAR}`` references; index and find-links lines are noted in ``notes``, not pins."""
     roots = allowed_roots(path) if roots is None else roots
-    text = read_lockfile_text(path)
+    text = read_lockfile_text(path) if text is None else text
+    notes = [] if notes is None else notes
     pins: dict[str, Pin] = {}
-    for number, line in _logical_lines(text):
+    for number, raw_line in _logical_lines(text):
+        line = _expand(raw_line)
         where = f"{path}:{number}"
         include = _INCLUDE.match(line)
         if include:
             if (include.group("short") or include.group("long") or "")[0] == "c":
                 continue  # constraints narrow versions; they install nothing
-            pins.update(_include(path, include.group("file").strip(), env, roots, where, _depth))
+            target = include.group("file").strip()
+            pins.update(_include(path, target, env, roots, where, _depth, notes))
             continue
-        if line.startswith(("-e ", "--editable ", "--editable=")):
-            target = re.split(r"[\s=]", line, maxsplit=1)[1].strip()
-            local = Path(target.removeprefix("file://"))
-            full = (path.parent / local).resolve()
-            name = _editable_name(full, roots)
-            pins[name or str(full)] = Pin(name=name or str(full), editable=str(full))
+        editable = _EDITABLE.match(line)
+        if editable:
+            pin = _editable(editable.group(1).strip(), path, roots, number, where)
+            pins[pin.name] = pin
             continue
         if line.startswith("-"):
-            continue  # --index-url, --find-links, --hash-only lines: not pins
+            option = line.split("=", 1)[0].split(None, 1)[0]
+            if option in _SOURCE_OPTIONS:
+                notes.append(f"{where}: {option} ignored: the gate compares what is pinned")
+            continue  # --hash-only, --pre, --only-binary ...: not pins
         requirement_text = re.split(r"\s--hash[=\s]", line)[0].strip()
         plain = _PLAIN_PIN.match(requirement_text)
         if plain:  # name==version, most lines of a compiled file: no full parse needed
             name = canonicalize_name(plain.group(1))
-            pins[name] = Pin(name=name, version=plain.group(2).strip())
+            pins[name] = Pin(name=name, version=plain.group(2).strip(), line=number)
             continue
         try:
             req = Requirement(requirement_text)
@@ -120,16 +128,53 @@ def read_requirements(
         name = canonicalize_name(req.name)
         specs = list(req.specifier)
         if req.url:
-            pins[name] = Pin(name=name, url=req.url)
+            pins[name] = Pin(name=name, url=req.url, line=number)
         elif len(specs) == 1 and specs[0].operator in ("==", "===") and "*" not in specs[0].version:
-            pins[name] = Pin(name=name, version=specs[0].version)
+            pins[name] = Pin(name=name, version=specs[0].version, line=number)
         else:
-            pins[name] = Pin(name=name, specifier=str(req.specifier) or None)
+            pins[name] = Pin(name=name, specifier=str(req.specifier) or None, line=number)
     return pins
 
 
+# -e PATH_OR_URL, --editable PATH_OR_URL, --editable=PATH_OR_URL
+_EDITABLE = re.compile(r"^(?:-e\s*|--editable(?:\s*=\s*|\s+))(\S.*)$")
+# Where packages come from, not which: pip reads them, a comparison of pins has no use.
+_SOURCE_OPTIONS = frozenset(
+    ("-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--no-index", "--trusted-host")
+)
+# pip's rule: only ${NAME} with upper-case letters, digits and underscores is replaced, and
+# only when set; anything else stays as written.
+_VARIABLE = re.compile(r"\$\{([A-Z0-9_]+)\}")
+
+
+def _expand(line: str) -> str:
+    return _VARIABLE.sub(lambda m: os.environ.get(m.group(1), m.group(0)), line)
+
+
+def _editable(target: str, path: Path, roots: tuple[str, ...], number: int, where: str) -> Pin:
+    """`-e DIR` (named from its pyproject.toml when it can be read) or `-e VCS_URL#egg=NAME`."""
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*\+[A-Za-z]+://", target):  # git+https://...
+        fragment = dict(
+            part.split("=", 1) for part in target.partition("#")[2].split("&") if "=" in part
+        )
+        egg = fragment.get("egg", "")
+        if not re.fullmatch(r"[A-Za-z0-9._-]+", egg):
+            raise LockfileError(f"{where}: an editable VCS URL needs #egg=NAME")
+        return Pin(name=canonicalize_name(egg), url=target.partition("#")[0], line=number)
+    local = Path(target.removeprefix("file://"))
+    full = (path.parent / local).resolve()
+    name = _editable_name(full, roots)
+    return Pin(name=name or str(full), editable=str(full), line=number)
+
+
 def _include(
-    path: Path, target: str, env: dict[str, str], roots: tuple[str, ...], where: str, depth: int
+    path: Path,
+    target: str,
+    env: dict[str, str],
+    roots: tuple[str, ...],
+    where: str,
+    depth: int,
+    notes: list[str],
 ) -> dict[str, Pin]:
     if depth >= _MAX_INCLUDE_DEPTH:
         raise LockfileError(f"{where}: -r nested more than {_MAX_INCLUDE_DEPTH} deep")
@@ -139,7 +184,7 @@ def _include(
             f"{where}: -r leads outside the project; only files under {', '.join(roots)}"
             " are followed"
         )
-    return read_requirements(Path(full), env, roots=roots, _depth=depth + 1)
+    return read_requirements(Path(full), env, roots=roots, notes=notes, _depth=depth + 1)
 
 
 def _editable_name(folder: Path, roots: tuple[str, ...]) -> str | None:

@@ -1,25 +1,142 @@
-"""uv.lock: the packages uv would install, walked from the workspace roots."""
+"""uv.lock: the packages `uv sync` would install, as uv itself says (`uv export --frozen
+--format pylock.toml` with the user's extras and groups), read as PEP 751. A walk of the
+lock by hand is the fallback when uv cannot run here (not found, too old, or a uv.lock with
+no project beside it, e.g. read from stdin); the output says when it was used."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from envguard.compare.lockfiles.common import LockfileError, Pin, applies, read_toml
+from envguard.compare.lockfiles.common import (
+    LockfileError,
+    LockRead,
+    Pin,
+    Selection,
+    applies,
+    package_lines,
+    parse_toml,
+    reason,
+)
+from envguard.compare.lockfiles.pylock import read_pylock_text
+from envguard.errors import UsageError
+
+# uv's answer is a lock of at most a few thousand packages; past this it is not one.
+_EXPORT_CAP = 64 << 20
+_EXPORT_SECONDS = 120
 
 
-def read_uv_lock(path: Path, env: dict[str, str]) -> dict[str, Pin]:
-    """Packages uv would install for this interpreter: a walk from the workspace roots."""
-    data = read_toml(path)
+def read_uv_lock(
+    text: str, *, where: str, path: Path | None, env: dict[str, str], selection: Selection
+) -> LockRead:
+    """Pins from a uv.lock's ``text`` (at ``path``, None when it came from stdin)."""
+    lines = package_lines(text, "[[package]]")
+    project = path.parent if path is not None else None
+    why_not = _why_no_uv(project)
+    if why_not is None:
+        assert project is not None
+        exported = _export(project, selection, where=where)
+        pins = read_pylock_text(
+            exported,
+            where=f"{where} (as uv exports it)",
+            base=project,
+            env=env,
+            selection=Selection(),
+        )
+        return LockRead(pins={n: _at(p, lines.get(n)) for n, p in pins.items()})
+    data = parse_toml(text, where=where)
+    pins = walk(data, where=where, base=project or Path.cwd(), env=env, selection=selection)
+    note = f"{where} was read by envguard's own walk, not by uv ({why_not})"
+    return LockRead(pins={n: _at(p, lines.get(n)) for n, p in pins.items()}, notes=(note,))
+
+
+def _at(pin: Pin, line: int | None) -> Pin:
+    from dataclasses import replace
+
+    return replace(pin, line=line)
+
+
+def _why_no_uv(project: Path | None) -> str | None:
+    if project is None:
+        return "read from stdin: no project beside it"
+    if not (project / "pyproject.toml").is_file():
+        return "no pyproject.toml beside it"
+    from envguard.tools import find_modern_uv
+
+    try:
+        find_modern_uv()
+    except UsageError as exc:
+        return exc.message
+    return None
+
+
+def _export(project: Path, selection: Selection, *, where: str) -> str:
+    from envguard.tools import find_modern_uv, user_environ
+
+    argv = [
+        find_modern_uv(),
+        "export",
+        "--frozen",
+        "--format",
+        "pylock.toml",
+        "--no-header",
+        "--quiet",
+        "--project",
+        str(project),
+        *selection.uv_args(),
+    ]
+    # Offline and without downloads: `--frozen` reads the lock and never resolves.
+    env = {k: v for k, v in user_environ().items() if not k.startswith("VIRTUAL_ENV")}
+    env.update(UV_OFFLINE="1", UV_PYTHON_DOWNLOADS="never", UV_NO_PROGRESS="1")
+    try:
+        proc = subprocess.run(
+            argv,
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            timeout=_EXPORT_SECONDS,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise LockfileError(f"{where}: uv export took over {_EXPORT_SECONDS}s") from None
+    except OSError as exc:
+        raise LockfileError(f"{where}: cannot run uv ({exc.strerror or exc})") from None
+    if proc.returncode != 0:
+        said = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        first = next((line for line in said if line.startswith("error:")), said[0] if said else "")
+        why = reason(ValueError(first.removeprefix("error:").strip())) if first else "no message"
+        raise LockfileError(
+            f"{where}: uv export refused it ({_unquote(why)})",
+            hint="the same --extra/--group flags as for `uv sync`; see `uv export --help`",
+        )
+    if len(proc.stdout) > _EXPORT_CAP:
+        raise LockfileError(f"{where}: uv export wrote over {_EXPORT_CAP >> 20} MiB")
+    return proc.stdout.decode("utf-8", "replace")
+
+
+def _unquote(text: str) -> str:
+    """uv quotes names in backticks; a lockfile's names are untrusted: never echoed."""
+    import re
+
+    return re.sub(r"`[^`]*`", "`...`", text)
+
+
+def walk(
+    data: dict[str, Any], *, where: str, base: Path, env: dict[str, str], selection: Selection
+) -> dict[str, Pin]:
+    """The packages uv would install, walked from the workspace roots by hand: the roots'
+    dependencies, the selected extras and the selected dependency groups."""
     packages = data.get("package")
     if not isinstance(packages, list):
-        raise LockfileError(f"{path}: no [[package]] entries (is it a uv.lock?)")
+        raise LockfileError(f"{where}: no [[package]] entries (is it a uv.lock?)")
     by_name: dict[str, list[dict[str, Any]]] = {}
     for pkg in packages:
         if not isinstance(pkg, dict) or not isinstance(pkg.get("name"), str):
-            raise LockfileError(f"{path}: a [[package]] entry has no name")
+            raise LockfileError(f"{where}: a [[package]] entry has no name")
         by_name.setdefault(canonicalize_name(pkg["name"]), []).append(pkg)
 
     def pick(name: str, version: str | None) -> dict[str, Any] | None:
@@ -28,17 +145,18 @@ def read_uv_lock(path: Path, env: dict[str, str]) -> dict[str, Pin]:
             candidates = [c for c in candidates if c.get("version") == version] or candidates
         for cand in candidates:
             markers = cand.get("resolution-markers")
-            if not markers or any(applies(m, env, where=str(path)) for m in markers):
+            if not markers or any(applies(m, env, where=where) for m in markers):
                 return cand
         return candidates[0] if candidates else None
 
-    # Workspace members (editable or virtual) are the roots; uv sync adds the dev group.
     roots = [
         p
         for p in packages
         if isinstance(p.get("source"), dict)
         and ("editable" in p["source"] or "virtual" in p["source"])
+        and (not selection.packages or canonicalize_name(p["name"]) in selection.packages)
     ]
+    groups = _groups(base, selection, roots)
     pins: dict[str, Pin] = {}
     seen: set[tuple[str, str | None, tuple[str, ...]]] = set()
     stack: list[tuple[dict[str, Any], tuple[str, ...], bool]] = [(r, (), True) for r in roots]
@@ -50,17 +168,24 @@ def read_uv_lock(path: Path, env: dict[str, str]) -> dict[str, Pin]:
             continue
         seen.add(key)
         source: dict[str, Any] = pkg["source"] if isinstance(pkg.get("source"), dict) else {}
-        if "virtual" not in source:
-            pins[name] = _uv_pin(name, pkg, source, path)
-        edges = list(pkg.get("dependencies", []))
-        for extra in extras:
-            edges += pkg.get("optional-dependencies", {}).get(extra, [])
+        if "virtual" not in source and not (is_root and selection.only_groups):
+            pins[name] = _uv_pin(name, pkg, source, base)
+        optional = pkg.get("optional-dependencies")
+        optional = optional if isinstance(optional, dict) else {}
         if is_root:
-            edges += pkg.get("dev-dependencies", {}).get("dev", [])
+            extras = tuple(optional) if selection.all_extras else selection.extras
+        edges = [] if is_root and selection.only_groups else list(pkg.get("dependencies", []))
+        for extra in extras:
+            edges += optional.get(extra, [])
+        if is_root:
+            dev = pkg.get("dev-dependencies")
+            dev = dev if isinstance(dev, dict) else {}
+            for group in sorted(dev) if groups is None else groups:
+                edges += dev.get(group, [])
         for edge in edges:
             if not isinstance(edge, dict) or not isinstance(edge.get("name"), str):
-                raise LockfileError(f"{path}: {pkg['name']}: a dependency has no name")
-            if not applies(edge.get("marker"), env, where=str(path)):
+                raise LockfileError(f"{where}: {name}: a dependency has no name")
+            if not applies(edge.get("marker"), env, where=where):
                 continue
             target = pick(canonicalize_name(edge["name"]), edge.get("version"))
             if target is not None:
@@ -68,9 +193,45 @@ def read_uv_lock(path: Path, env: dict[str, str]) -> dict[str, Pin]:
     return pins
 
 
-def _uv_pin(name: str, pkg: dict[str, Any], source: dict[str, Any], path: Path) -> Pin:
+def _groups(base: Path, selection: Selection, roots: list[dict[str, Any]]) -> list[str] | None:
+    """The dependency groups `uv sync` installs (None: all of them)."""
+    if selection.all_groups:
+        return None
+    if selection.only_groups:
+        return list(selection.only_groups)
+    chosen = list(selection.groups)
+    if not selection.no_default_groups:
+        defaults = _default_groups(base)
+        if defaults is None:
+            return None
+        chosen += defaults
+    return chosen
+
+
+def _default_groups(base: Path) -> list[str] | None:
+    """``[tool.uv] default-groups`` of the project beside the lock (uv's default: dev;
+    None for "all")."""
+    from envguard.compare.lockfiles.common import read_lockfile_text
+
+    pyproject = base / "pyproject.toml"
+    if not os.path.isfile(pyproject):
+        return ["dev"]
+    try:
+        data = parse_toml(read_lockfile_text(pyproject), where=str(pyproject))
+    except LockfileError:
+        return ["dev"]
+    tool = data.get("tool", {})
+    found = tool.get("uv", {}).get("default-groups") if isinstance(tool, dict) else None
+    if found == "all":
+        return None
+    if isinstance(found, list) and all(isinstance(g, str) for g in found):
+        return list(found)
+    return ["dev"]
+
+
+def _uv_pin(name: str, pkg: dict[str, Any], source: dict[str, Any], base: Path) -> Pin:
     if "editable" in source:
-        return Pin(name=name, editable=str((path.parent / source["editable"]).resolve()))
+        return Pin(name=name, editable=str((base / str(source["editable"])).resolve()))
     if "git" in source:
-        return Pin(name=name, version=pkg.get("version"), url="git+" + source["git"])
+        return Pin(name=name, version=pkg.get("version"), url="git+" + str(source["git"]))
     return Pin(name=name, version=pkg.get("version"))
