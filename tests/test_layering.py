@@ -21,9 +21,10 @@ ALLOWED: dict[str, set[str]] = {
     "snapshots": {"base", "probe"},
     "compare": {"base", "snapshots"},
     "recovery": {"base", "probe", "snapshots", "compare"},
+    "schemas": {"base", "snapshots"},
     "render": {"base", "snapshots", "compare", "recovery.plan", "recovery.outcome"},
     "api": {"base", "probe", "snapshots", "compare", "recovery"},
-    "cli": {"base", "probe", "snapshots", "compare", "recovery", "render", "api"},
+    "cli": {"base", "probe", "snapshots", "compare", "recovery", "render", "api", "schemas"},
     "__main__": {"cli"},
 }
 

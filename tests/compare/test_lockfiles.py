@@ -128,7 +128,11 @@ def test_requirements_txt_pins_urls_editables_and_markers(tmp_path: Path) -> Non
         ("requirements.txt", "ok==1\nfoo ; python_version >>> '3'\n", "requirements.txt:2"),
         ("uv.lock", "[[package]\nname=", "not valid TOML"),
         ("uv.lock", "version = 1\n", "no [[package]] entries"),
-        ("pylock.toml", "packages = []\n", "not a valid PEP 751 lock (Missing required value in 'lock-version')"),
+        (
+            "pylock.toml",
+            "packages = []\n",
+            "not a valid PEP 751 lock (Missing required value in 'lock-version')",
+        ),
     ],
 )
 def test_unparsable_lock_is_exit_2(

@@ -109,8 +109,11 @@ def test_json_contract_fields() -> None:
         "actual",
         "severity",
         "message",
+        "file",
+        "line",
     }
     assert doc["metrics"] == {"tok_s": 21500}
+    assert (doc["schema"], doc["schema_version"]) == ("envguard.drift", 1)
 
 
 def test_no_drift_renders_cleanly() -> None:

@@ -1,6 +1,7 @@
 """`envguard snapshot`, `show` and `list`."""
 
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -201,3 +202,19 @@ def list_(
     from envguard.render.table import list_table
 
     list_table(rows, console())
+
+
+class SchemaKind(str, Enum):
+    snapshot = "snapshot"
+    drift = "drift"
+    fleet = "fleet"
+
+
+@app.command()
+def schema(
+    kind: Annotated[SchemaKind, typer.Argument(help="Which document.")],
+) -> None:
+    """Print the JSON Schema of a snapshot file or of a --format json document."""
+    from envguard.schemas import schema_text
+
+    sys.stdout.write(schema_text(kind.value))

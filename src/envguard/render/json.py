@@ -15,6 +15,9 @@ if TYPE_CHECKING:
 # drift); past this many entries the document is written compact, by the C encoder. The
 # content is the same: whitespace is not part of the format.
 INDENT_ENTRIES = 5000
+# Every JSON document names its schema (schema/*.json, `envguard schema KIND`) and version.
+DRIFT_SCHEMA_VERSION = 1
+FLEET_SCHEMA_VERSION = 1
 
 
 def _dumps(doc: object, entries: int) -> str:
@@ -47,6 +50,8 @@ def drift_json(drift: Drift) -> str:
     """`{"drift", "max_severity", "changes", "metrics"}` for machines."""
     level = drift.max_severity
     doc = {
+        "schema": "envguard.drift",
+        "schema_version": DRIFT_SCHEMA_VERSION,
         "drift": bool(drift.changes),
         "max_severity": level.value if level else None,
         "expected": drift.expected_name,
@@ -60,16 +65,22 @@ def drift_json(drift: Drift) -> str:
                 "actual": c.actual,
                 "severity": c.severity.value,
                 "message": c.message,
+                "file": c.file,
+                "line": c.line,
             }
             for c in drift.changes
         ],
         "metrics": drift.metrics,
+        "subject": drift.subject,
+        "notes": list(drift.notes),
     }
     return _dumps(doc, len(drift.changes))
 
 
 def fleet_json(report: FleetReport) -> str:
     doc = {
+        "schema": "envguard.fleet",
+        "schema_version": FLEET_SCHEMA_VERSION,
         "agree": report.agree,
         "hosts": list(report.hosts),
         "baseline": report.baseline,

@@ -1,0 +1,104 @@
+"""The published JSON schemas: snapshots (the files envguard writes) and the documents that
+`--format json` prints (drift, fleet). `envguard schema KIND` prints one; `schema/*.json`
+in the repository holds the same text, checked by a test."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import ConfigDict, TypeAdapter
+from typing_extensions import TypedDict
+
+KINDS = ("snapshot", "drift", "fleet")
+
+
+class ChangeDocument(TypedDict):
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    section: str
+    kind: str
+    name: str
+    expected: str | None
+    actual: str | None
+    severity: Literal["critical", "warning", "info"]
+    message: str
+    file: str | None
+    line: int | None
+
+
+class DriftDocument(TypedDict):
+    """`envguard diff|check --format json`."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    schema: Literal["envguard.drift"]
+    schema_version: Literal[1]
+    drift: bool
+    max_severity: Literal["critical", "warning", "info"] | None
+    expected: str | None
+    actual: str | None
+    subject: str | None
+    changes: list[ChangeDocument]
+    metrics: dict[str, float | int | str | bool | None]
+    notes: list[str]
+
+
+class FleetValueDocument(TypedDict):
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    value: str
+    hosts: list[str]
+    odd: bool
+
+
+class FleetItemDocument(TypedDict):
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    item: str
+    values: list[FleetValueDocument]
+
+
+class FleetGroupDocument(TypedDict):
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    fingerprint: str
+    hosts: list[str]
+
+
+class FleetDocument(TypedDict):
+    """`envguard fleet --format json`."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    schema: Literal["envguard.fleet"]
+    schema_version: Literal[1]
+    agree: bool
+    hosts: list[str]
+    baseline: str | None
+    groups: list[FleetGroupDocument]
+    differences: list[FleetItemDocument]
+    odd_hosts: list[str]
+
+
+def schema(kind: str) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of ``kind``: snapshot, drift or fleet."""
+    if kind == "snapshot":
+        from envguard.snapshots.models import Snapshot
+
+        found = Snapshot.model_json_schema(mode="validation")
+    elif kind == "drift":
+        found = TypeAdapter(DriftDocument).json_schema()
+    elif kind == "fleet":
+        found = TypeAdapter(FleetDocument).json_schema()
+    else:
+        raise ValueError(kind)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"envguard.{kind}.v1.json",
+        **found,
+    }
+
+
+def schema_text(kind: str) -> str:
+    return json.dumps(schema(kind), indent=2, sort_keys=True) + "\n"
