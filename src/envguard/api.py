@@ -324,6 +324,26 @@ def check(
     )
 
 
+def find_lock(start: str | Path | None = None) -> Path:
+    """The project's lockfile: beside the nearest pyproject.toml at or above ``start`` (the
+    cwd), the first of uv.lock, pylock.toml, pylock.*.toml, requirements.txt."""
+    from envguard.errors import UsageError
+
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "pyproject.toml").is_file():
+            candidates = [folder / "uv.lock", folder / "pylock.toml"]
+            candidates += [*sorted(folder.glob("pylock.*.toml")), folder / "requirements.txt"]
+            for candidate in candidates:
+                if candidate.is_file():
+                    return candidate
+            raise UsageError(
+                f"{folder}: no uv.lock, pylock.toml or requirements.txt beside pyproject.toml",
+                hint="pass --lock FILE",
+            )
+    raise UsageError(f"no pyproject.toml at or above {here}", hint="pass --lock FILE")
+
+
 def _outside(why: str, snap: Snapshot, *, subject: str, lock: str, policy: Policy) -> Drift:
     """The interpreter is outside what the lock covers: one critical change, not an error."""
     from envguard.compare.engine import Collector

@@ -48,16 +48,20 @@ def _emit_drift(drift: "Drift", fmt: DriftFormat) -> None:
 
         sys.stdout.write(drift_markdown(drift))
     elif fmt is DriftFormat.github:
-        from envguard.render.github import drift_github
+        from envguard.render.github import drift_github, drift_outputs
         from envguard.render.markdown import drift_markdown
         from envguard.render.text import summary
 
-        sys.stdout.write(drift_github(drift))
+        sys.stdout.write(drift_github(drift, workspace=os.environ.get("GITHUB_WORKSPACE")))
         sys.stdout.write(summary(drift) + "\n")
-        step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-        if step_summary:
-            with open(step_summary, "a", encoding="utf-8") as fh:
-                fh.write(drift_markdown(drift) + "\n")
+        for variable, text in (
+            ("GITHUB_STEP_SUMMARY", drift_markdown(drift) + "\n"),
+            ("GITHUB_OUTPUT", drift_outputs(drift)),
+        ):
+            target = os.environ.get(variable)
+            if target:
+                with open(target, "a", encoding="utf-8") as fh:
+                    fh.write(text)
     elif not drift.changes:  # the common, clean case needs no table (nor rich's import)
         from envguard.render.text import metrics_footer, summary
 
@@ -209,6 +213,14 @@ def check(
             " --python or --via and no SNAPSHOT, the live environment is checked."
         ),
     ] = None,
+    find_lock: Annotated[
+        bool,
+        typer.Option(
+            "--find-lock",
+            help="Use the lockfile beside the nearest pyproject.toml (uv.lock, pylock.toml,"
+            " requirements.txt).",
+        ),
+    ] = False,
     against: Annotated[str | None, typer.Option(help="Compare with this snapshot.")] = None,
     python: Annotated[str | None, typer.Option(help="Measure this interpreter or venv.")] = None,
     via: Annotated[
@@ -232,6 +244,8 @@ def check(
     chosen = _selection(
         extra, all_extras, group, only_group, no_default_groups, all_groups, package
     )
+    if find_lock and lock is None:
+        lock = str(api.find_lock())
     drift = api.check(
         snapshot_ref,
         lock=lock,

@@ -18,9 +18,33 @@ def _escape_property(text: str) -> str:
     return _escape(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def drift_github(drift: Drift) -> str:
+def drift_github(drift: Drift, *, workspace: str | None = None) -> str:
+    """One annotation per change; a change in a lockfile points at its file and line
+    (relative to ``workspace``, $GITHUB_WORKSPACE, as GitHub expects)."""
     lines = []
     for c in drift.changes:
-        title = _escape_property(f"envguard {c.section}/{c.kind}")
-        lines.append(f"::{_COMMAND[c.severity.value]} title={title}::{_escape(c.message)}")
+        props = []
+        if c.file:
+            props.append(f"file={_escape_property(_relative(c.file, workspace))}")
+            if c.line:
+                props.append(f"line={c.line}")
+        props.append(f"title={_escape_property(f'envguard {c.section}/{c.kind}')}")
+        lines.append(f"::{_COMMAND[c.severity.value]} {','.join(props)}::{_escape(c.message)}")
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+def _relative(path: str, workspace: str | None) -> str:
+    import os
+
+    if workspace and os.path.isabs(path):
+        rel = os.path.relpath(path, workspace)
+        if not rel.startswith(".."):
+            return rel
+    return path
+
+
+def drift_outputs(drift: Drift) -> str:
+    """Step outputs for $GITHUB_OUTPUT: ``drift`` and ``max-severity``."""
+    level = drift.max_severity
+    drifted = "true" if drift.changes else "false"
+    return f"drift={drifted}\nmax-severity={level.value if level else ''}\n"

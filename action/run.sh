@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The action's one step (action.yml): inputs arrive as INPUT_* variables, never spliced into
+# this script's text, and each becomes one argv word of `envguard check`. envguard writes the
+# annotations, the job summary ($GITHUB_STEP_SUMMARY) and the outputs ($GITHUB_OUTPUT).
+set -euo pipefail
+set -f  # inputs are split on spaces and commas, never globbed
+
+if [ -n "${ENVGUARD:-}" ]; then
+  read -r -a cmd <<<"$ENVGUARD"   # tests point this at a local envguard
+else
+  cmd=(uvx --quiet --from "${GITHUB_ACTION_PATH:?}" envguard)
+fi
+
+args=(check --format github --fail-on "${INPUT_FAIL_ON:-warning}")
+[ -n "${INPUT_SNAPSHOT:-}" ] && args+=("$INPUT_SNAPSHOT")
+[ -n "${INPUT_LOCK:-}" ] && args+=(--lock "$INPUT_LOCK")
+[ -n "${INPUT_PYTHON:-}" ] && args+=(--python "$INPUT_PYTHON")
+for extra in ${INPUT_EXTRAS//,/ }; do args+=(--extra "$extra"); done
+for group in ${INPUT_GROUPS//,/ }; do args+=(--group "$group"); done
+[ "${INPUT_NO_DEFAULT_GROUPS:-false}" = "true" ] && args+=(--no-default-groups)
+
+exec "${cmd[@]}" "${args[@]}"

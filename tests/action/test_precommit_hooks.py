@@ -1,0 +1,93 @@
+"""The pre-commit hooks, run as pre-commit runs them (`entry` split into words, the hook's
+args, no file names since pass_filenames is false) with no arguments, in a scratch git repo
+with a uv project: newest snapshot, lockfile beside pyproject.toml.
+
+(`pre-commit try-repo` itself would pip-install envguard's dependencies into a hook venv
+from the network; this runs the same argv with the envguard under test.)"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from envguard.snapshots import store
+from factories import UV, make_git_repo, make_wheel, package, run, snapshot
+
+ROOT = Path(__file__).resolve().parents[2]
+HOOKS = {h["id"]: h for h in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())}
+
+PYPROJECT = """\
+[project]
+name = "app"
+version = "0.1.0"
+requires-python = ">=3.10"
+dependencies = ["numpy"]
+
+[dependency-groups]
+dev = ["pytest"]
+"""
+
+
+def run_hook(hook_id: str, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    hook = HOOKS[hook_id]
+    assert hook["pass_filenames"] is False
+    argv = shlex.split(hook["entry"]) + list(hook.get("args", [])) + list(args)
+    assert argv[0] == "envguard"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
+    return subprocess.run(
+        [sys.executable, "-m", "envguard", *argv[1:]],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    wheels = tmp_path / "wh"
+    for name, version in (("numpy", "2.1.0"), ("pytest", "8.0.0")):
+        make_wheel(wheels, name, version)
+    repo = make_git_repo(tmp_path / "repo", {"pyproject.toml": PYPROJECT})
+    run([UV, "lock", "--quiet", "--offline", "--no-index", "--find-links", str(wheels)], cwd=repo)
+    (repo / "snapshots").mkdir()
+    # No [build-system]: uv does not install the project itself, only its dependencies.
+    good = snapshot([package("numpy", "2.1.0"), package("pytest", "8.0.0")], name="good")
+    (repo / "snapshots" / "good.json").write_text(store.dumps(good))
+    return repo
+
+
+def test_lock_hook_with_no_arguments_finds_snapshot_and_lock(project: Path) -> None:
+    proc = run_hook("envguard-check-lock", project)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("no drift: snapshot good matches ")
+    assert proc.stdout.split()[-1] == str(project / "uv.lock")
+
+
+def test_lock_hook_fails_when_the_newest_snapshot_and_the_lock_part(project: Path) -> None:
+    newer = snapshot([package("numpy", "2.0.0"), package("pytest", "8.0.0")], name="newer")
+    (project / "snapshots" / "newer.json").write_text(store.dumps(newer))
+    proc = run_hook("envguard-check-lock", project)
+    assert proc.returncode == 1
+    assert "numpy: the snapshot has 2.0.0, " in proc.stdout and "pins 2.1.0" in proc.stdout
+
+
+def test_lock_hook_without_a_lock_is_one_line_exit_2(project: Path) -> None:
+    (project / "uv.lock").unlink()
+    proc = run_hook("envguard-check-lock", project)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: ") and "no uv.lock, pylock.toml" in proc.stderr
+
+
+def test_environment_hook_with_no_arguments_uses_the_newest_snapshot(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", {"README": "x\n"})
+    (repo / "snapshots").mkdir()
+    proc = run_hook("envguard-check", repo)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: no snapshot in snapshots/")
