@@ -21,7 +21,7 @@ ALLOWED: dict[str, set[str]] = {
     "snapshots": {"base", "probe"},
     "compare": {"base", "snapshots"},
     "recovery": {"base", "probe", "snapshots", "compare"},
-    "schemas": {"base", "snapshots"},
+    "schemas": {"base", "snapshots", "recovery"},
     "render": {"base", "snapshots", "compare", "recovery.plan", "recovery.outcome"},
     "api": {"base", "probe", "snapshots", "compare", "recovery"},
     "cli": {"base", "probe", "snapshots", "compare", "recovery", "render", "api", "schemas"},

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, TypeAdapter
 from typing_extensions import TypedDict
 
-KINDS = ("snapshot", "drift", "fleet")
+KINDS = ("snapshot", "drift", "fleet", "plan", "list")
 
 
 class ChangeDocument(TypedDict):
@@ -81,8 +81,30 @@ class FleetDocument(TypedDict):
     odd_hosts: list[str]
 
 
+class ListedDocument(TypedDict, total=False):
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    path: str
+    name: str
+    created: str
+    torch: str | None
+    packages: int
+    metrics: dict[str, float | int | str | bool | None]
+    error: str
+
+
+class ListDocument(TypedDict):
+    """`envguard list --format json`."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    schema: Literal["envguard.list"]
+    schema_version: Literal[1]
+    snapshots: list[ListedDocument]
+
+
 def schema(kind: str) -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of ``kind``: snapshot, drift or fleet."""
+    """The JSON Schema (draft 2020-12) of ``kind``: snapshot, drift, fleet, plan or list."""
     if kind == "snapshot":
         from envguard.snapshots.models import Snapshot
 
@@ -91,6 +113,12 @@ def schema(kind: str) -> dict[str, Any]:
         found = TypeAdapter(DriftDocument).json_schema()
     elif kind == "fleet":
         found = TypeAdapter(FleetDocument).json_schema()
+    elif kind == "plan":
+        from envguard.recovery.plan import Plan
+
+        found = Plan.model_json_schema(mode="serialization", by_alias=True)
+    elif kind == "list":
+        found = TypeAdapter(ListDocument).json_schema()
     else:
         raise ValueError(kind)
     return {

@@ -106,7 +106,9 @@ def test_show_and_list(in_tmp: Path, good_venv: Path) -> None:
     code, out, _ = invoke("show", "good")
     assert code == 0 and "torch" in out and "cudnn 9.1.0.70" in out
     code, out, _ = invoke("list", "--format", "json")
-    assert json.loads(out)[0]["name"] == "good"
+    listed = json.loads(out)
+    assert (listed["schema"], listed["schema_version"]) == ("envguard.list", 1)
+    assert listed["snapshots"][0]["name"] == "good"
     code, _, err = invoke("show", "nope")
     assert code == 2 and "nope: no such snapshot" in err
 

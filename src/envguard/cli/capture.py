@@ -208,6 +208,8 @@ class SchemaKind(str, Enum):
     snapshot = "snapshot"
     drift = "drift"
     fleet = "fleet"
+    plan = "plan"
+    list = "list"
 
 
 @app.command()

@@ -78,7 +78,7 @@ def rebuild(
             base_python=base_python,
         )
         if format is PlanFormat.json:
-            sys.stdout.write(the_plan.model_dump_json(indent=2) + "\n")
+            sys.stdout.write(the_plan.model_dump_json(indent=2, by_alias=True) + "\n")
         elif format is PlanFormat.shell:
             from envguard.render.shell import shell_script
 

@@ -139,6 +139,8 @@ class PlanFile(Model):
 
 
 class Plan(Model):
+    schema_: Literal["envguard.plan"] = Field(default="envguard.plan", alias="schema")
+    schema_version: Literal[1] = 1
     snapshot: str
     venv: str
     build: str | None

@@ -18,6 +18,7 @@ INDENT_ENTRIES = 5000
 # Every JSON document names its schema (schema/*.json, `envguard schema KIND`) and version.
 DRIFT_SCHEMA_VERSION = 1
 FLEET_SCHEMA_VERSION = 1
+LIST_SCHEMA_VERSION = 1
 
 
 def _dumps(doc: object, entries: int) -> str:
@@ -43,7 +44,8 @@ def snapshot_list(rows: list[Listed]) -> str:
                 "metrics": snap.metrics,
             }
         )
-    return _dumps(out, len(out))
+    doc = {"schema": "envguard.list", "schema_version": LIST_SCHEMA_VERSION, "snapshots": out}
+    return _dumps(doc, len(out))
 
 
 def drift_json(drift: Drift) -> str:

@@ -61,7 +61,7 @@ def lock_drift(
                 name,
                 expected=pkg.version,
                 severity=level,
-                message=f"{name} {pkg.version} is installed but not in {lock}",
+                message=f"{name} {pkg.version} is installed but {lock} does not install it",
             )
         elif pkg is None and pin is not None:
             b.add(
