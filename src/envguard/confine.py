@@ -21,15 +21,21 @@ if TYPE_CHECKING:
 
 # Read-only git, whoever wrote the repo's config: no fsmonitor program, no hooks, no pager,
 # no textconv or external diff (git >= 2.31 reads GIT_CONFIG_COUNT; older ones ignore it).
+# safe.bareRepository=explicit (git >= 2.38): a folder of the checkout that is itself a git
+# directory (HEAD, objects/, a config naming a clean filter and core.worktree) is refused,
+# never used: a pull request can commit such a folder, but never a .git directory, so the
+# only repository configs git reads are ones the user's own clones made.
 # The local side (gitpython) runs git with the same settings, so both hash the same diff.
 SAFE_GIT_ENV = {
-    "GIT_CONFIG_COUNT": "3",
+    "GIT_CONFIG_COUNT": "4",
     "GIT_CONFIG_KEY_0": "core.fsmonitor",
     "GIT_CONFIG_VALUE_0": "false",
     "GIT_CONFIG_KEY_1": "core.hooksPath",
     "GIT_CONFIG_VALUE_1": "/dev/null",
     "GIT_CONFIG_KEY_2": "core.pager",
     "GIT_CONFIG_VALUE_2": "cat",
+    "GIT_CONFIG_KEY_3": "safe.bareRepository",
+    "GIT_CONFIG_VALUE_3": "explicit",
     "GIT_TERMINAL_PROMPT": "0",
 }
 DIFF_ARGS = ("--no-color", "--no-ext-diff", "--no-textconv", "--binary")

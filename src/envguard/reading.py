@@ -15,6 +15,14 @@ RECORD_CAP = 64 << 20
 SMALL_CAP = 1 << 20  # INSTALLER, direct_url.json, torch/version.py
 
 
+# Characters that must never reach a terminal or a one-line field as themselves: C0 and C1
+# controls, DEL, and the bidirectional marks and overrides that reorder what a terminal
+# shows (U+061C, U+200E/F, U+202A-E, U+2066-9); U+2028/9 end a line as "\n" does. A regular
+# expression character class body, shared by the output escaping (render.text.printable),
+# the snapshot models' one-line fields and the probe report's validator.
+UNSAFE_CHARS = "\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+
+
 class NotRegular(OSError):
     """A FIFO, socket, device or directory where a regular file was expected."""
 

@@ -49,9 +49,11 @@ _SECRET_QUERY = re.compile(
 
 # Known token shapes, wherever they appear in free text (a note, an error line).
 _TOKEN_SHAPES = re.compile(
-    r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"  # GitHub
+    # Distinctive prefixes match anywhere, also glued to other text ("1.0\x1b[2Jghp_...");
+    # "sk-" only at a word start, or "task-..." words would match.
+    r"(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"  # GitHub
     r"|hf_[A-Za-z0-9]{20,}"  # Hugging Face
-    r"|sk-(?:[A-Za-z]+-)?[A-Za-z0-9_-]{20,}"  # OpenAI and lookalikes
+    r"|\bsk-(?:[A-Za-z]+-)?[A-Za-z0-9_-]{20,}"  # OpenAI and lookalikes
     r"|(?:AKIA|ASIA)[0-9A-Z]{16}"  # AWS access key ids
     r"|xox[abposr]-[A-Za-z0-9-]{10,}"  # Slack
     r"|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})"  # JWT
@@ -60,8 +62,19 @@ _TOKEN_SHAPES = re.compile(
 _PAIR = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)[=:](?P<value>[^\s,;&]*)")
 
 
+# Every text that holds a secret form above holds one of these: most text (a drift message,
+# a version) holds none and is returned as it is, at the cost of one search.
+_MAYBE_SECRET = re.compile(
+    r"[=:@]|(?:^|\s)--?[A-Za-z]|sshpass|bearer|basic|token"
+    r"|gh[pousr]_|github_pat_|hf_|sk-|AKIA|ASIA|xox[abposr]-|eyJ",
+    re.IGNORECASE,
+)
+
+
 def redact_text(text: str) -> str:
     """Free text (a note, an error line) with every secret form above hidden."""
+    if not _MAYBE_SECRET.search(text):
+        return text
     words = re.split(r"(\s+)", text)  # words at even places, the whitespace between kept
     words[::2] = redact_argv(words[::2])
     text = "".join(words)
@@ -83,6 +96,21 @@ def redact_text(text: str) -> str:
                 pos = match.end("value")
             start = match.end("value")
     return "".join(out) + text[pos:]
+
+
+def redact_env(env: Dict[str, str]) -> Dict[str, str]:
+    """Environment variables, sorted: a secret-named value as its digest (kept when it is one
+    already), token shapes in the others redacted. Idempotent."""
+    out = {}
+    for name, value in sorted(env.items()):
+        if is_secret_name(name):
+            out[name] = value if _DIGEST.match(value) else secret_digest(name, value)
+        else:
+            out[name] = redact_text(value)
+    return out
+
+
+_DIGEST = re.compile(r"<redacted(?::[0-9a-f]{8})?>\Z")
 
 
 def is_secret_name(name: str) -> bool:

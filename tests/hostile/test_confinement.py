@@ -113,3 +113,74 @@ def test_tracked_files_hash_within_one_deadline(tmp_path: Path) -> None:
     assert cut["sha256"] is None and "not hashed: tracked files took over" in cut["error"]
     [outside] = target.hash_files([str(big)], target.Roots([str(tmp_path / "elsewhere")]))
     assert outside["sha256"] is None and outside["error"].startswith("not read: outside")
+
+
+def _pull_request_with_a_git_directory(origin: Path, snap: Path, marker: Path) -> Path:
+    """A pull request that commits a folder which is itself a git directory (HEAD, objects/,
+    a config naming a clean filter and core.worktree) and a snapshot naming it as a repo;
+    returns the checkout CI would make of it (a fresh clone)."""
+    checkout = origin.parent / "checkout"
+    origin.mkdir()
+    _git(origin, "init", "-q")
+    sub = origin / "sub"
+    _git(origin, "init", "-q", "--bare", "sub")
+    config = str(sub / "config")
+    _git(origin, "config", "--file", config, "core.bare", "false")
+    _git(origin, "config", "--file", config, "core.worktree", str(checkout / "sub"))
+    _git(origin, "config", "--file", config, "filter.evil.clean", f'sh -c "touch {marker}; cat"')
+    (sub / "info").mkdir(exist_ok=True)
+    (sub / "info" / "attributes").write_text("* filter=evil\n")
+    (sub / "refs" / ".keep").write_text("")
+    (sub / "payload.txt").write_text("hello\n")
+    subprocess.run(
+        ["git", "-c", "filter.evil.clean=cat", "-c", f"core.worktree={sub}", "add", "payload.txt"],
+        env={"GIT_DIR": str(sub), "GIT_WORK_TREE": str(sub), "PATH": "/usr/bin:/bin"},
+        cwd=sub,
+        check=True,
+        capture_output=True,
+    )
+    data = json.loads(snap.read_text())
+    data["repos"] = [{"path": "sub"}]
+    (origin / "snapshots").mkdir()
+    (origin / "snapshots" / "pr.json").write_text(json.dumps(data))
+    _git(origin, "add", "-A", "-f")
+    _git(origin, "commit", "-qm", "pr")
+    subprocess.run(["git", "clone", "-q", str(origin), str(checkout)], check=True)
+    return checkout
+
+
+def test_a_git_directory_committed_into_the_checkout_runs_nothing(
+    snap: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = tmp_path_factory.mktemp("pr")
+    marker = base / "pwned"
+    checkout = _pull_request_with_a_git_directory(base / "origin", snap, marker)
+    monkeypatch.chdir(checkout)
+    for command in (["check", "snapshots/pr.json"], ["diff", "snapshots/pr.json"]):
+        result = runner.invoke(app, command)
+        assert not marker.exists(), f"{command}: git ran the repo's clean filter"
+        assert result.exit_code in (0, 1), result.stderr
+    result = runner.invoke(app, ["snapshot", "--repo", "sub", "--name", "x"])
+    assert not marker.exists(), "snapshot --repo: git ran the repo's clean filter"
+    assert result.exit_code == 2 and result.stderr.startswith("error: --repo ")
+    assert "a git directory, not a work tree: refused" in result.stderr
+
+
+def test_a_file_named_head_in_a_repo_is_no_traceback(in_tmp: Path, good_venv: Path) -> None:
+    repo = in_tmp / "proj"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "HEAD").write_text("not a ref\n")
+    _git(repo, "add", "HEAD")
+    _git(repo, "commit", "-qm", "x")
+    (repo / "HEAD").write_text("changed\n")
+    result = runner.invoke(
+        app, ["snapshot", "--python", str(good_venv), "--repo", "proj", "--name", "h"]
+    )
+    assert result.exit_code == 0, result.stderr
+    (recorded,) = [
+        r
+        for r in json.loads((in_tmp / "snapshots" / "h.json").read_text())["repos"]
+        if r["path"].endswith("proj")
+    ]
+    assert recorded["dirty"] is True and recorded["diff_sha256"]

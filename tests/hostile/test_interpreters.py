@@ -4,6 +4,7 @@ never before the snapshot validated."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -52,3 +53,30 @@ def test_planted_interpreter_in_a_world_writable_folder_never_runs(
         assert result.exit_code == 2, result.output
         assert len(result.stderr.strip().splitlines()) <= 2  # error: and hint:
     assert not ran.exists(), "a planted interpreter ran"
+
+
+def test_an_interpreter_inside_the_snapshots_own_checkout_never_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The snapshot's checkout is not the cwd: `envguard diff /ci/pr/snapshots/x.json` run
+    from elsewhere must not run /ci/pr/tools/python3."""
+    checkout = tmp_path / "pr"
+    checkout.mkdir()
+    subprocess.run(["git", "init", "-q", str(checkout)], check=True)
+    ran = tmp_path / "ran"
+    script = planted(checkout / "tools", ran)
+    data = json.loads(store.dumps(snapshot([package("ok", "1")])))
+    data["interpreter"]["executable"] = str(script)
+    (checkout / "snapshots").mkdir()
+    (checkout / "snapshots" / "x.json").write_text(json.dumps(data))
+    elsewhere = tmp_path / "other"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    for args in (
+        ["diff", str(checkout / "snapshots" / "x.json")],
+        ["check", str(checkout / "snapshots" / "x.json")],
+    ):
+        result = runner.invoke(app, args)
+        assert not ran.exists(), f"{args}: a planted interpreter ran"
+        assert result.exit_code == 2 and "inside this checkout" in result.stderr

@@ -67,14 +67,19 @@ def test_ctrl_c_while_the_command_line_is_still_importing_is_one_line(tmp_path: 
 
 
 @pytest.mark.parametrize("how", ["timeout", "signal"])
-def test_a_via_that_daemonises_in_its_own_session_is_killed_too(tmp_path: Path, how: str) -> None:
+@pytest.mark.parametrize("clear_env", [False, True])
+def test_a_via_that_daemonises_in_its_own_session_is_killed_too(
+    tmp_path: Path, how: str, clear_env: bool
+) -> None:
     """setsid puts the child outside the probe's process group; the marker in its
-    environment still finds it, on a timeout and on a signal."""
+    environment still finds it, and with the environment cleared (env -i) envguard, a
+    subreaper, adopts it when its parent dies: on a timeout and on a signal."""
     pidfile = tmp_path / "daemon.pid"
     prefix = tmp_path / "daemonising-ssh"
+    env_i = "env -i " if clear_env else ""
     prefix.write_text(
         "#!/bin/sh\n"
-        f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 120' </dev/null >/dev/null 2>&1 &\n"
+        f"setsid {env_i}sh -c 'echo $$ > {pidfile}; exec sleep 120' </dev/null >/dev/null 2>&1 &\n"
         "exec sleep 60\n"
     )
     prefix.chmod(0o755)

@@ -119,8 +119,11 @@ def _print_warnings(snap: "Snapshot", *, prefix: str = "") -> None:
     if not snap.warnings:
         return  # no rich import on the common path
     err = console(stderr=True)
+    from envguard.redact import redact_text
+    from envguard.render.text import printable
+
     for warning in snap.warnings[:10]:
-        err.print(f"warning: {prefix}{warning}", markup=False)
+        err.print(f"warning: {printable(redact_text(prefix + warning))}", markup=False)
     if len(snap.warnings) > 10:
         err.print(f"warning: {prefix}... {len(snap.warnings) - 10} more, listed in the snapshot")
 
@@ -159,7 +162,10 @@ def _report_hosts(results: "list[HostResult]", *, out: str | None) -> None:
     typer.echo(f"wrote {len(written)} of {len(results)} hosts to {folder or '-'}/")
     failed = sorted((r.host, r.error or "failed") for r in results if r.snapshot is None)
     for host, error in failed:
-        sys.stderr.write(f"failed: {host}: {error}\n")
+        from envguard.redact import redact_text
+        from envguard.render.text import printable
+
+        sys.stderr.write(f"failed: {printable(redact_text(f'{host}: {error}'))}\n")
     if failed:
         raise ActionError(
             f"{len(failed)} of {len(results)} hosts failed",

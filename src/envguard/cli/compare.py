@@ -50,10 +50,10 @@ def _emit_drift(drift: "Drift", fmt: DriftFormat) -> None:
     elif fmt is DriftFormat.github:
         from envguard.render.github import drift_github, drift_outputs
         from envguard.render.markdown import drift_markdown
-        from envguard.render.text import summary
+        from envguard.render.text import printable, summary
 
         sys.stdout.write(drift_github(drift, workspace=os.environ.get("GITHUB_WORKSPACE")))
-        sys.stdout.write(summary(drift) + "\n")
+        sys.stdout.write(printable(summary(drift)) + "\n")
         for variable, text in (
             ("GITHUB_STEP_SUMMARY", drift_markdown(drift) + "\n"),
             ("GITHUB_OUTPUT", drift_outputs(drift)),
@@ -63,12 +63,12 @@ def _emit_drift(drift: "Drift", fmt: DriftFormat) -> None:
                 with open(target, "a", encoding="utf-8") as fh:
                     fh.write(text)
     elif not drift.changes:  # the common, clean case needs no table (nor rich's import)
-        from envguard.render.text import metrics_footer, summary
+        from envguard.render.text import metrics_footer, printable, summary
 
-        typer.echo(summary(drift))
+        typer.echo(printable(summary(drift)))
         footer = metrics_footer(drift)
         if footer:
-            typer.echo(footer)
+            typer.echo(printable(footer))
     else:
         from envguard.render.table import drift_table
 

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator
 from envguard.compare.models import Change, Drift, Severity
 from envguard.compare.policy import Policy
 from envguard.compare.sections import BY_NAME, REGISTRY, SECTIONS
+from envguard.redact import redact_text
 from envguard.snapshots.models import Snapshot
 
 
@@ -29,16 +30,17 @@ class Collector:
         message: str,
     ) -> None:
         """One change; ``severity`` is the default that ``[tool.envguard.severity]`` may
-        override for this section or section.kind."""
+        override for this section or section.kind. Its text is redacted here, once, for every
+        output format: it quotes snapshots and lockfiles (a URL with credentials in a pin)."""
         self.changes.append(
             Change(
                 section=self.section,
                 kind=kind,
                 name=name,
-                expected=None if expected is None else str(expected),
-                actual=None if actual is None else str(actual),
+                expected=None if expected is None else redact_text(str(expected)),
+                actual=None if actual is None else redact_text(str(actual)),
                 severity=self.policy.level(self.section, kind, severity),
-                message=message,
+                message=redact_text(message),
             )
         )
 

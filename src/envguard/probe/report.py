@@ -13,12 +13,13 @@ import re
 from typing import Any, TypedDict, cast
 
 from envguard.errors import ProbeError
+from envguard.reading import UNSAFE_CHARS
 
 # The version of probe/target/main.py this host sends; a report of another is refused.
 PROBE_VERSION = 3
 # A report larger than this is not a real environment's (271 real dists: about 0.3 MB).
 MAX_REPORT_BYTES = 64 << 20
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL = re.compile("[" + UNSAFE_CHARS + "]")
 _HOST = re.compile(r"^[^\x00-\x1f\x7f/\\\s]{1,253}$")
 
 

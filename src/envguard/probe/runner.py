@@ -8,7 +8,9 @@ import re
 import shlex
 import signal
 import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -38,6 +40,60 @@ def kill_running() -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
         kill_strays(marker)
+    if groups:  # the killed chains' orphans come to envguard (a subreaper) as they die
+        for _ in range(3):
+            time.sleep(0.05)
+            kill_adopted()
+
+
+def _become_subreaper() -> None:
+    """Linux: orphans of a --via chain (a child that left its session and cleared its
+    environment, so neither the process group nor the marker finds it) are re-parented to
+    envguard instead of init, where kill_adopted() finds them."""
+    global _SUBREAPER
+    if _SUBREAPER or not sys.platform.startswith("linux"):
+        return
+    _SUBREAPER = True
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not available: the process group and the marker still apply
+
+
+_SUBREAPER = False
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def kill_adopted() -> None:
+    """SIGKILL and collect every child of envguard that it did not start: orphans of killed
+    probe chains (see _become_subreaper). Probes still running are left alone."""
+    me = os.getpid()
+    with _RUNNING_LOCK:
+        ours = set(_RUNNING)
+    try:
+        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return
+    for name in entries:
+        pid = int(name)
+        if pid in ours:
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 1 and int(fields[1]) == me and pid not in _STARTED:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, 0)
+
+
+# Every probe leader envguard started (live or reaped): never mistaken for an adopted orphan.
+_STARTED: set[int] = set()
 
 
 # Every probe's chain carries this variable with a value of its own. A process the chain
@@ -126,6 +182,8 @@ class ProbeRun:
         self.remote = bool(prefix)
         self.timeout = timeout
         argv = probe_argv(str(python), prefix=prefix)
+        if prefix:
+            _become_subreaper()
         token = os.urandom(8).hex()
         self.marker = f"{MARKER}={token}".encode()
         try:
@@ -143,6 +201,7 @@ class ProbeRun:
             raise ProbeError(f"{self.label}: cannot run {what} ({exc.strerror or exc})") from None
         with _RUNNING_LOCK:
             _RUNNING[self.proc.pid] = self.marker
+            _STARTED.add(self.proc.pid)
         assert self.proc.stdout is not None and self.proc.stderr is not None
         self._out = _Reader(self.proc.stdout, OUTPUT_CAP, on_overflow=self._kill)
         self._err = _Reader(self.proc.stderr, _STDERR_TAIL, keep_tail=True)
@@ -173,6 +232,8 @@ class ProbeRun:
         self._kill()
         kill_strays(self.marker)
         self.proc.wait()
+        if self.remote:
+            kill_adopted()  # the chain's orphans, now that its leader is gone
         for reader in (self._out, self._err):
             reader.join(2)  # a descendant in another session may hold a pipe: do not wait
         self._close_pipes()

@@ -20,6 +20,10 @@ from envguard.recovery.plan import (
 )
 from envguard.snapshots.models import Snapshot
 
+# A pylock export resolves exact pins (no search): a few thousand packages take seconds. A
+# snapshot listing 100,000 is not an environment; the export stops instead of hanging.
+COMPILE_SECONDS = 600
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -94,7 +98,15 @@ def _compile(
             "--python-platform",
             triple,
         ]
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, check=False, timeout=COMPILE_SECONDS
+        )
+    except subprocess.TimeoutExpired:
+        raise ActionError(
+            f"uv pip compile ({label}) took over {COMPILE_SECONDS}s; stopped",
+            hint="export --format requirements needs no resolver and has no such limit",
+        ) from None
     if proc.returncode != 0:
         lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
         raise ActionError(

@@ -210,9 +210,13 @@ def plan_table(plan: Plan, console: Console) -> None:
     from envguard.render.shell import step_command
 
     mode = "in place" if plan.in_place else f"fresh, built in {plan.build} then swapped in"
+    from envguard.render.text import printable
+
     console.print(
-        f"rebuild plan for {plan.venv} from snapshot {plan.snapshot}: {plan.packages}"
-        f" packages, Python {plan.python} ({mode})",
+        printable(
+            f"rebuild plan for {plan.venv} from snapshot {plan.snapshot}: {plan.packages}"
+            f" packages, Python {plan.python} ({mode})"
+        ),
         markup=False,
     )
     table = Table("#", "step", "command")
@@ -223,9 +227,9 @@ def plan_table(plan: Plan, console: Console) -> None:
         count = sum(1 for line in f.content.splitlines() if line and not line.startswith("#"))
         console.print(f"{f.path}: {count} pins", markup=False)
     for skipped in plan.skipped:
-        console.print(f"skipped: {skipped}", markup=False)
+        console.print(f"skipped: {printable(skipped)}", markup=False)
     for warning in plan.warnings:
-        console.print(f"warning: {warning}", markup=False)
+        console.print(f"warning: {printable(warning)}", markup=False)
     console.print("nothing was changed; pass --execute to run it", markup=False)
 
 

@@ -6,6 +6,7 @@ import re
 from typing import TYPE_CHECKING
 
 from envguard.compare.severity import Severity
+from envguard.reading import UNSAFE_CHARS
 
 if TYPE_CHECKING:
     # Types only: error lines use printable() without loading pydantic.
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 
 # C0/C1 controls, DEL, and the bidirectional overrides that reorder what a terminal shows.
 # U+2028/U+2029 end a line as surely as "\n" does.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_UNSAFE = re.compile("[" + UNSAFE_CHARS + "]")
 
 
 def printable(text: str) -> str:

@@ -76,7 +76,7 @@ def _repos(
         top = find_work_tree(request.cwd)
         if top is not None:
             paths.append(top.resolve())
-    measured = [capture_repo(p) for p in sorted(set(paths))]
+    measured = [capture_repo(p, strict=request.strict) for p in sorted(set(paths))]
     return tuple(sorted([*measured, *refused], key=lambda r: r.path))
 
 
@@ -131,7 +131,8 @@ def snapshot_from_report(
     return Snapshot(
         name=request.name,
         created=datetime.now(timezone.utc).replace(microsecond=0),
-        host=report["host"],
+        # What a (possibly forged) report says is redacted here as well as on the far side.
+        host=redact_text(report["host"]),
         user=report["user"],
         envguard_version=__version__,
         command=tuple(redact_argv(list(request.command))),
@@ -147,6 +148,6 @@ def snapshot_from_report(
         else _repos(request, user_repos, packages),
         files=_files(report["files"], strict=request.strict),
         caches=tuple(caches[key] for key in sorted(caches)),
-        env=dict(sorted(report["env"].items())),
-        warnings=tuple(report["warnings"]),
+        env=report["env"],  # redacted by the model, whatever the far side did
+        warnings=tuple(redact_text(w) for w in report["warnings"]),
     )

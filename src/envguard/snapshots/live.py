@@ -115,12 +115,14 @@ def recorded_python(
     remote: bool = False,
     cwd: Path | None = None,
     environ: Mapping[str, str] | None = None,
+    source: str | None = None,
 ) -> Path:
     """The interpreter a snapshot names, if it is safe to run without the user naming it.
 
     A snapshot may come from a pull request, so the path it records must look like a
-    Python, and locally must not lie inside the current directory (a checkout an attacker
-    could fill) unless it is the interpreter envguard would pick by default anyway.
+    Python, and locally must not lie inside the current directory or the folder of the
+    snapshot file ``source`` (or their git work trees: checkouts an attacker could fill)
+    unless it is the interpreter envguard would pick by default anyway.
     """
     path = Path(executable)
     hint = "pass --python PATH to say which interpreter to measure"
@@ -144,12 +146,20 @@ def recorded_python(
             hint=f"pass --python {path} if you trust it",
         )
     cwd = (Path.cwd() if cwd is None else cwd).absolute()
-    # The places a checkout (a pull request) can fill: this directory and its git work tree,
-    # compared on resolved paths so a symlinked spelling cannot slip past.
-    roots = {os.path.realpath(cwd)}
-    top = find_work_tree(cwd)
-    if top is not None:
-        roots.add(os.path.realpath(top))
+    # The places a checkout (a pull request) can fill: this directory, the snapshot file's
+    # folder and their git work trees, compared on resolved paths so a symlinked spelling
+    # cannot slip past.
+    roots = set()
+    places = [cwd]
+    if source:
+        folder = Path(source).absolute().parent
+        # snapshots/ is the conventional folder: the project around it is the checkout.
+        places += [folder, folder.parent] if folder.name == "snapshots" else [folder]
+    for place in places:
+        roots.add(os.path.realpath(place))
+        top = find_work_tree(place)
+        if top is not None:
+            roots.add(os.path.realpath(top))
     spellings = {os.path.normpath(os.path.abspath(path)), os.path.realpath(path)}
     inside = any(s == r or s.startswith(r.rstrip("/") + "/") for s in spellings for r in roots)
     if inside:
@@ -190,7 +200,12 @@ def _unsafe_place(path: Path) -> str | None:
 
 
 def live_request(
-    recorded: Recorded, *, python: str | None, via: str | None, allow: tuple[str, ...] = ()
+    recorded: Recorded,
+    *,
+    python: str | None,
+    via: str | None,
+    allow: tuple[str, ...] = (),
+    source: str | None = None,
 ) -> CaptureRequest:
     """How to measure the live side as ``recorded`` was measured: the user's --python and
     --via win; otherwise the snapshot's interpreter, if recorded_python() trusts it. A `via`
@@ -205,7 +220,9 @@ def live_request(
             f"{recorded.name} was captured --via {recorded.via!r}",
             hint="pass --via yourself to measure that environment again",
         )
-    target = resolve_python(python) if python else recorded_python(recorded.executable)
+    target = (
+        resolve_python(python) if python else recorded_python(recorded.executable, source=source)
+    )
     label = f"--python {python}" if python else f"the snapshot's interpreter {target}"
     return request_like(recorded, python=target, python_label=label, allow=allow)
 
@@ -238,7 +255,9 @@ def measure_like(
         recorded = None
     if recorded is not None:
         try:
-            started = start_capture(live_request(recorded, python=python, via=via, allow=allow))
+            started = start_capture(
+                live_request(recorded, python=python, via=via, allow=allow, source=source)
+            )
         except EnvguardError as exc:
             early = exc  # reported only if the file itself is valid: its errors come first
     try:
@@ -247,7 +266,9 @@ def measure_like(
             raise early
         if started is None:
             started = start_capture(
-                live_request(Recorded.of(expected), python=python, via=via, allow=allow)
+                live_request(
+                    Recorded.of(expected), python=python, via=via, allow=allow, source=source
+                )
             )
         from envguard.snapshots.capture import finish_capture
 

@@ -5,13 +5,23 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 
 from envguard import SCHEMA_VERSION
+from envguard.reading import UNSAFE_CHARS
 
 MetricValue = int | float | str
 # One line of text: snapshots are untrusted, and these fields end up in messages and files.
-Line = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f]*$")]
+# One line of text a person may be shown: no control, bidi or line-separator character.
+Line = Annotated[str, StringConstraints(pattern="^[^" + UNSAFE_CHARS + "]*$")]
 # A version string as PEP 440 spells one: a 10,000-digit "version" is not one, and would make
 # int() refuse it (Python's 4,300-digit limit) in every command that compares versions.
 VersionText = Annotated[str, StringConstraints(max_length=256)]
@@ -139,6 +149,15 @@ class Snapshot(Model):
     caches: tuple[Cache, ...] = ()
     env: dict[str, str] = Field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+
+    @field_validator("env")
+    @classmethod
+    def _no_secret_values(cls, env: dict[str, str]) -> dict[str, str]:
+        # A snapshot from a file or a forged report may hold a secret in clear: it is never
+        # kept, shown or compared as such (the probe stores a digest; so does this).
+        from envguard.redact import redact_env
+
+        return redact_env(env)
 
     @model_validator(mode="after")
     def _one_entry_per_package(self) -> Snapshot:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
+from envguard.redact import redact_url
 from envguard.snapshots.models import Package, Source, TorchBuild
 
 if TYPE_CHECKING:
@@ -29,7 +30,8 @@ def source_from_direct_url(data: Any) -> Source:
     """A Source from a PEP 610 direct_url.json document (None: installed from an index)."""
     if not isinstance(data, dict) or not isinstance(data.get("url"), str):
         return Source()
-    url: str = data["url"]
+    # The far side redacts too, but a forged report is checked here again: never stored.
+    url: str = redact_url(data["url"])
     subdirectory = data.get("subdirectory") if isinstance(data.get("subdirectory"), str) else None
     if isinstance(data.get("vcs_info"), dict):
         vcs = data["vcs_info"]

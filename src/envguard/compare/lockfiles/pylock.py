@@ -60,7 +60,7 @@ def read_pylock_text(
         raise LockfileError(
             f"{where}: a lock-version envguard cannot read ({reason(exc)})"
         ) from None
-    except (PylockValidationError, ValueError, TypeError) as exc:
+    except (PylockValidationError, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise LockfileError(f"{where}: not a valid PEP 751 lock ({_keys_kept(exc)})") from None
     marker_env = {k: v for k, v in env.items() if k != "extra"}
     _check_covers(lock, marker_env, where=where)

@@ -49,7 +49,12 @@ def read_uv_lock(
         )
         return LockRead(pins={n: _at(p, lines.get(n)) for n, p in pins.items()})
     data = parse_toml(text, where=where)
-    pins = walk(data, where=where, base=project or Path.cwd(), env=env, selection=selection)
+    try:
+        pins = walk(data, where=where, base=project or Path.cwd(), env=env, selection=selection)
+    except (TypeError, AttributeError, KeyError) as exc:  # a value of the wrong type
+        raise LockfileError(
+            f"{where}: not a uv.lock envguard can read (a {type(exc).__name__} in its values)"
+        ) from None
     note = f"{where} was read by envguard's own walk, not by uv ({why_not})"
     return LockRead(pins={n: _at(p, lines.get(n)) for n, p in pins.items()}, notes=(note,))
 

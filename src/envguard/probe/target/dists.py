@@ -11,7 +11,15 @@ import re
 import sys
 import sysconfig
 
-from .reading import METADATA_CAP, RECORD_CAP, SMALL_CAP, open_regular, read_bytes, read_text
+from .reading import (
+    METADATA_CAP,
+    RECORD_CAP,
+    SMALL_CAP,
+    UNSAFE_CHARS,
+    open_regular,
+    read_bytes,
+    read_text,
+)
 from .redact import redact_url
 
 TYPE_CHECKING = False
@@ -22,6 +30,9 @@ if TYPE_CHECKING:
 _INSTALLER_FILES = frozenset(
     ("INSTALLER", "REQUESTED", "RECORD", "direct_url.json", "uv_cache.json")
 )
+
+
+_UNSAFE = re.compile("[" + UNSAFE_CHARS + "]")
 
 
 def canonical_name(name: str) -> str:
@@ -134,6 +145,9 @@ def read_distribution(site: str, entry: str, warnings: List[str]) -> Optional[Di
     version = headers.get("Version") or dir_version
     if not display or not version:
         warnings.append("%s: broken metadata (no name or version); skipped" % path)
+        return None
+    if _UNSAFE.search(display) or _UNSAFE.search(version) or len(display + version) > 512:
+        warnings.append("%s: broken metadata (name or version not one line); skipped" % path)
         return None
     dist: Dict[str, Any] = {
         "name": canonical_name(display),

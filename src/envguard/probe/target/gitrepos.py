@@ -48,7 +48,7 @@ def git_repo(path: str) -> Dict[str, Any]:
         return {"path": path, "error": error}
     head = (_git(top, "rev-parse", "--verify", "-q", "HEAD") or "").strip() or None
     branch = (_git(top, "symbolic-ref", "--short", "-q", "HEAD") or "").strip() or None
-    diff = _git(top, "diff", "HEAD", *DIFF_ARGS) or ""
+    diff = _git(top, "diff", *DIFF_ARGS, "HEAD", "--") or ""  # "--": a file named HEAD
     diff = diff.rstrip("\n") if head else ""
     dirty = bool(diff) or bool((_git(top, "status", "--porcelain", "-uno") or "").strip())
     untracked = _git(top, "ls-files", "--others", "--exclude-standard", "-z") or ""
