@@ -16,6 +16,7 @@ so importing this module stays cheap.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -335,8 +336,8 @@ def find_lock(start: str | Path | None = None) -> Path:
             candidates = [folder / "uv.lock", folder / "pylock.toml"]
             candidates += [*sorted(folder.glob("pylock.*.toml")), folder / "requirements.txt"]
             for candidate in candidates:
-                if candidate.is_file():
-                    return candidate
+                if candidate.is_file():  # shown as the user would type it, from here
+                    return Path(os.path.relpath(candidate)) if folder == here else candidate
             raise UsageError(
                 f"{folder}: no uv.lock, pylock.toml or requirements.txt beside pyproject.toml",
                 hint="pass --lock FILE",
