@@ -25,6 +25,14 @@ class ChangeDocument(TypedDict):
     message: str
     file: str | None
     line: int | None
+    groups: list[str]
+
+
+class GroupDocument(TypedDict):
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    root: str
+    members: list[str]
 
 
 class DriftDocument(TypedDict):
@@ -42,6 +50,8 @@ class DriftDocument(TypedDict):
     changes: list[ChangeDocument]
     metrics: dict[str, float | int | str | bool | None]
     notes: list[str]
+    verdict: list[str]
+    groups: list[GroupDocument]
 
 
 class FleetValueDocument(TypedDict):

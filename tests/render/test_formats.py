@@ -111,6 +111,7 @@ def test_json_contract_fields() -> None:
         "message",
         "file",
         "line",
+        "groups",
     }
     assert doc["metrics"] == {"tok_s": 21500}
     assert (doc["schema"], doc["schema_version"]) == ("envguard.drift", 1)

@@ -31,7 +31,7 @@ def _default_format(fmt: DriftFormat | None) -> DriftFormat:
     return DriftFormat.github if os.environ.get("GITHUB_ACTIONS") == "true" else DriftFormat.table
 
 
-def _emit_drift(drift: "Drift", fmt: DriftFormat) -> None:
+def _emit_drift(drift: "Drift", fmt: DriftFormat, *, expand: bool = False) -> None:
     import os
 
     if fmt is not DriftFormat.json:
@@ -53,7 +53,8 @@ def _emit_drift(drift: "Drift", fmt: DriftFormat) -> None:
         from envguard.render.text import printable, summary
 
         sys.stdout.write(drift_github(drift, workspace=os.environ.get("GITHUB_WORKSPACE")))
-        sys.stdout.write(printable(summary(drift)) + "\n")
+        for line in (*drift.verdict, summary(drift)):
+            sys.stdout.write(printable(line) + "\n")
         for variable, text in (
             ("GITHUB_STEP_SUMMARY", drift_markdown(drift) + "\n"),
             ("GITHUB_OUTPUT", drift_outputs(drift)),
@@ -72,7 +73,7 @@ def _emit_drift(drift: "Drift", fmt: DriftFormat) -> None:
     else:
         from envguard.render.table import drift_table
 
-        drift_table(drift, console())
+        drift_table(drift, console(), expand=expand)
 
 
 def _exit(drift: "Drift", policy: "Policy") -> NoReturn:
@@ -89,6 +90,12 @@ Allow = Annotated[
 Format = Annotated[
     DriftFormat | None,
     typer.Option("--format", help="[default: github under GitHub Actions, else table]"),
+]
+Expand = Annotated[
+    bool,
+    typer.Option(
+        "--expand", help="List every package an install pulled in (folded into its row by default)."
+    ),
 ]
 Extra = Annotated[
     list[str] | None, typer.Option("--extra", help="Lock selection as for `uv sync` (repeatable).")
@@ -175,6 +182,7 @@ def diff(
     no_default_groups: NoDefaultGroups = False,
     all_groups: AllGroups = False,
     package: Package = None,
+    expand: Expand = False,
 ) -> None:
     """What drifted since the known-good snapshot, worst first. Exit 1 on drift."""
     from envguard import api
@@ -196,7 +204,7 @@ def diff(
         drift = api.diff(
             snapshot_ref, against, python=python, via=via, policy=policy, allow=allow or ()
         )
-    _emit_drift(drift, _default_format(format))
+    _emit_drift(drift, _default_format(format), expand=expand)
     _exit(drift, policy)
 
 
@@ -236,6 +244,7 @@ def check(
     no_default_groups: NoDefaultGroups = False,
     all_groups: AllGroups = False,
     package: Package = None,
+    expand: Expand = False,
 ) -> None:
     """The CI gate: fail when the environment or a lockfile drifted. Exit 1 on drift."""
     from envguard import api
@@ -256,7 +265,7 @@ def check(
         allow=allow or (),
         selection=chosen,
     )
-    _emit_drift(drift, _default_format(format))
+    _emit_drift(drift, _default_format(format), expand=expand)
     _exit(drift, policy)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from envguard.compare.models import Change, Drift, Severity
+from envguard.compare.models import Change, ChangeGroup, Drift, Severity
 from envguard.compare.policy import Policy
 from envguard.compare.sections import BY_NAME, REGISTRY, SECTIONS
 from envguard.redact import redact_text
@@ -62,11 +62,29 @@ def diff(expected: Snapshot, actual: Snapshot, policy: Policy | None = None) -> 
             collector = Collector(policy, section=section.name)
             section.compare(collector, expected, actual)
             changes += collector.changes
+    from envguard.compare.causes import CAUSED_KINDS, group_changes
+    from envguard.compare.verdict import verdict
+
+    caused = {c.name for c in changes if c.section == "packages" and c.kind in CAUSED_KINDS}
+    causes = group_changes(actual, caused) if caused else []
+    member_of: dict[str, list[str]] = {}
+    for cause in causes:
+        for name in (cause.root, *cause.members):
+            member_of.setdefault(name, []).append(cause.root)
+    if member_of:
+        changes = [
+            c.model_copy(update={"groups": tuple(member_of[c.name])})
+            if c.section == "packages" and c.name in member_of
+            else c
+            for c in changes
+        ]
     return Drift(
         changes=sort_changes(changes),
         metrics=dict(expected.metrics),
         expected_name=expected.name,
         actual_name=actual.name,
+        verdict=verdict(expected, actual, changes, causes, policy),
+        groups=tuple(ChangeGroup(root=c.root, members=c.members) for c in causes),
     )
 
 

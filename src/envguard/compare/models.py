@@ -8,7 +8,16 @@ from pydantic import Field
 from envguard.compare.severity import Severity
 from envguard.snapshots.models import MetricValue, Model
 
-__all__ = ["Change", "Drift", "FleetGroup", "FleetItem", "FleetReport", "FleetValue", "Severity"]
+__all__ = [
+    "Change",
+    "ChangeGroup",
+    "Drift",
+    "FleetGroup",
+    "FleetItem",
+    "FleetReport",
+    "FleetValue",
+    "Severity",
+]
 
 
 class Change(Model):
@@ -22,6 +31,15 @@ class Change(Model):
     # Where the change is written (a lockfile's line): GitHub puts the annotation there.
     file: str | None = None
     line: int | None = None
+    # The top-level installs that pulled this package in (compare.causes), if any.
+    groups: tuple[str, ...] = ()
+
+
+class ChangeGroup(Model):
+    """A top-level package that changed and the changed packages its install pulled in."""
+
+    root: str
+    members: tuple[str, ...]
 
 
 class Drift(Model):
@@ -33,6 +51,9 @@ class Drift(Model):
     # at .venv", "uv.lock (new)"): the clean verdict says which side matched what.
     subject: str | None = None
     notes: tuple[str, ...] = ()
+    # The lines a person reads first (compare.verdict), and the install groups (compare.causes).
+    verdict: tuple[str, ...] = ()
+    groups: tuple[ChangeGroup, ...] = ()
 
     @property
     def max_severity(self) -> Severity | None:

@@ -12,6 +12,8 @@ import json
 import re
 from typing import Any, TypedDict, cast
 
+from typing_extensions import NotRequired
+
 from envguard.errors import ProbeError
 from envguard.reading import UNSAFE_CHARS
 
@@ -48,6 +50,7 @@ class ReportDist(TypedDict):
     direct_url: dict[str, Any] | None
     fingerprint: str | None
     shadowed: bool
+    requires: NotRequired[list[str]]
 
 
 class ReportTorch(TypedDict):
@@ -148,6 +151,7 @@ _S: dict[str, Any] = {
         "direct_url": ("?", "object"),
         "fingerprint": ("?", "line"),
         "shadowed": "bool",
+        "requires": ("list", "line"),
     },
     "torch": {
         "version": "line",

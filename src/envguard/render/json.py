@@ -69,12 +69,15 @@ def drift_json(drift: Drift) -> str:
                 "message": c.message,
                 "file": c.file,
                 "line": c.line,
+                "groups": list(c.groups),
             }
             for c in drift.changes
         ],
         "metrics": drift.metrics,
         "subject": drift.subject,
         "notes": list(drift.notes),
+        "verdict": list(drift.verdict),
+        "groups": [{"root": g.root, "members": list(g.members)} for g in drift.groups],
     }
     return _dumps(doc, len(drift.changes))
 

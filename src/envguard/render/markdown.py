@@ -24,6 +24,8 @@ def _cell(text: str | None) -> str:
 
 def drift_markdown(drift: Drift) -> str:
     lines = ["## envguard drift report", "", f"**{_cell(summary(drift))}**", ""]
+    if drift.verdict:
+        lines += [f"- {_cell(line)}" for line in drift.verdict] + [""]
     for level, changes in iter_sections(drift):
         lines += [f"### {_ICON[level.value]} {level.value} ({len(changes)})", ""]
         lines += [
@@ -31,9 +33,11 @@ def drift_markdown(drift: Drift) -> str:
             "| --- | --- | --- | --- | --- | --- |",
         ]
         for c in changes:
+            by = [g for g in c.groups if g != c.name]
+            why = c.message + (f" (pulled in by {', '.join(by)})" if by else "")
             lines.append(
                 f"| {c.section} | {c.kind} | {_cell(c.name)} | {_cell(c.expected)} |"
-                f" {_cell(c.actual)} | {_cell(c.message)} |"
+                f" {_cell(c.actual)} | {_cell(why)} |"
             )
         lines.append("")
     footer = metrics_footer(drift)

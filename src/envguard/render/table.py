@@ -187,21 +187,29 @@ def list_table(rows: list[Listed], console: Console) -> None:
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
 
-def drift_table(drift: Drift, console: Console) -> None:
-    """The rich table printed by `envguard diff`: grouped by severity, then section."""
+def drift_table(drift: Drift, console: Console, *, expand: bool = False) -> None:
+    """What `envguard diff` prints: the verdict, then the changes grouped by severity and
+    section; a package an install pulled in is folded into that install's row (critical
+    ones never are) unless ``expand``."""
     from envguard.compare.engine import iter_sections
-    from envguard.render.text import metrics_footer, printable, summary
+    from envguard.render.text import collapsed, metrics_footer, printable, summary
 
+    if drift.verdict:
+        for line in drift.verdict:
+            console.print(printable(line), markup=False, highlight=False, soft_wrap=True)
+        console.print()
     if drift.changes:
+        shown, folded = collapsed(drift, expand=expand)
         rows = [
-            (level.value, c.section, c.kind, c.message)
+            (level.value, c.section, c.kind, shown.get(id(c), c.message))
             for level, changes in iter_sections(drift)
             for c in changes
+            if id(c) not in folded
         ]
         _print_rows(console, ("severity", "section", "change", "what"), rows, styles={0: _STYLE})
     console.print(printable(summary(drift)), markup=False)
     footer = metrics_footer(drift)
-    if footer:
+    if footer and not drift.verdict:  # the verdict already ends with the last good run
         console.print(printable(footer), markup=False)
 
 

@@ -10,7 +10,7 @@ from envguard.reading import UNSAFE_CHARS
 
 if TYPE_CHECKING:
     # Types only: error lines use printable() without loading pydantic.
-    from envguard.compare.models import Drift
+    from envguard.compare.models import Change, Drift
     from envguard.recovery.outcome import Outcome
 
 
@@ -41,6 +41,40 @@ def summary(drift: Drift) -> str:
         if counts[lvl]
     ]
     return f"drift from {drift.expected_name or 'the snapshot'}: " + ", ".join(parts)
+
+
+def collapsed(drift: Drift, *, expand: bool = False) -> tuple[dict[int, str], set[int]]:
+    """How the drift's install groups show: (message per change id, where it differs; ids of
+    changes folded into their group's row). Critical changes are never folded; with
+    ``expand`` nothing is, and each member names what pulled it in."""
+    shown: dict[int, str] = {}
+    folded: set[int] = set()
+    if not drift.groups:
+        return shown, folded
+    roots = {g.root: g for g in drift.groups}
+    by_name = {c.name: c for c in drift.changes if c.section == "packages"}
+    for c in drift.changes:
+        if c.section != "packages" or not c.groups:
+            continue
+        if c.name in roots:
+            group = roots[c.name]
+            kept = [m for m in group.members if m in by_name and _kept(by_name[m], expand)]
+            folded_here = len(group.members) - len(kept)
+            if folded_here:
+                shown[id(c)] = (
+                    f"{c.message}; with {folded_here} more package"
+                    f"{'s' if folded_here != 1 else ''} it pulled in (--expand lists them)"
+                )
+            continue
+        if _kept(c, expand):
+            shown[id(c)] = f"{c.message} (pulled in by {', '.join(c.groups)})"
+        else:
+            folded.add(id(c))
+    return shown, folded
+
+
+def _kept(change: Change, expand: bool) -> bool:
+    return expand or change.severity is Severity.critical
 
 
 def metrics_footer(drift: Drift) -> str | None:

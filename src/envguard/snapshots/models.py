@@ -73,6 +73,9 @@ class Package(Model):
     source: Source = Source()
     fingerprint: str | None = None
     shadowed: bool = False
+    # Requires-Dist as the METADATA writes it (markers and extras included): what pulled in
+    # what, for grouping drift by cause. Empty in snapshots taken before it was recorded.
+    requires: tuple[str, ...] = ()
 
 
 class TorchBuild(Model):

@@ -80,6 +80,7 @@ def package_from_probe(raw: ReportDist) -> Package:
         source=source_from_direct_url(raw["direct_url"]),
         fingerprint=raw["fingerprint"],
         shadowed=raw["shadowed"],
+        requires=tuple(raw.get("requires", ())),
     )
 
 

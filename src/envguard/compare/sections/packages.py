@@ -61,16 +61,20 @@ def version_change(name: str, ev: str, av: str) -> tuple[str, str]:
     return "version_changed", f"{name} {ev} -> {av}"
 
 
-def _package(b: Collector, name: str, ep: Package, ap: Package) -> None:
+def _package(
+    b: Collector, name: str, ep: Package, ap: Package, *, labels: tuple[str, str] | None = None
+) -> None:
     level = package_severity(b.policy, name)
     why = ": GPU stack" if level is C else ""
-    if ep.version != ap.version:
-        kind, message = version_change(name, ep.version, ap.version)
+    if ep.version != ap.version or (labels is not None and labels[0] != labels[1]):
+        # torch: compared as its build says (2.14.1 from PyPI is 2.14.1+cu130)
+        ev, av = labels if labels is not None else (ep.version, ap.version)
+        kind, message = version_change(name, ev, av)
         b.add(
             kind,
             name,
-            expected=ep.version,
-            actual=ap.version,
+            expected=ev,
+            actual=av,
             severity=level,
             message=message + why,
         )
@@ -145,6 +149,11 @@ def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
                 severity=level,
                 message=f"{name} {version} added: not in the good environment{why}",
             )
+        elif name == "torch":
+            from envguard.compare.verdict import torch_version
+
+            labels = (torch_version(e, ep[name]) or "", torch_version(a, ap[name]) or "")
+            _package(b, name, ep[name], ap[name], labels=labels)
         else:
             _package(b, name, ep[name], ap[name])
 

@@ -32,6 +32,16 @@ def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
     et, at = e.torch, a.torch
     if et is None or at is None:
         return  # torch added or removed is reported under packages
+    if "packages" in b.policy.ignore_sections and et.version != at.version:
+        # --only torch: the version belongs to the build (packages would report it otherwise)
+        b.add(
+            "version",
+            "version",
+            expected=et.version,
+            actual=at.version,
+            severity=Severity.critical,
+            message=f"torch {et.version} -> {at.version}",
+        )
     for key, label in BUILD_FIELDS.items():
         ev, av = getattr(et, key), getattr(at, key)
         if ev != av:

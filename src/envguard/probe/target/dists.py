@@ -40,13 +40,18 @@ def canonical_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def metadata_headers(path: str) -> Dict[str, str]:
-    """Name and Version from a METADATA/PKG-INFO header block, reading no further."""
+def metadata_headers(path: str, requires: Optional[List[str]] = None) -> Dict[str, str]:
+    """Name and Version from a METADATA/PKG-INFO header block, and each Requires-Dist into
+    ``requires`` (as written, markers included; at most MAX_REQUIRES)."""
     found: Dict[str, str] = {}
     fd = open_regular(path)
     try:
-        head = os.read(fd, 8192)  # Name and Version open the header block
-        if b"\nVersion:" not in head or (b"\nName:" not in head and not head.startswith(b"Name:")):
+        head = os.read(fd, 65536)  # the header block: Name, Version, Requires-Dist ...
+        if (
+            (b"\n\n" not in head and len(head) == 65536)
+            or b"\nVersion:" not in head
+            or (b"\nName:" not in head and not head.startswith(b"Name:"))
+        ):
             rest = []
             total = len(head)
             while total <= METADATA_CAP:
@@ -65,9 +70,15 @@ def metadata_headers(path: str) -> Dict[str, str]:
         if sep and key in (b"Name", b"Version"):
             text = value.decode("utf-8", "replace").strip()
             found.setdefault(key.decode(), text)
-            if len(found) == 2:
-                break
+        elif sep and key == b"Requires-Dist" and requires is not None:
+            text = value.decode("utf-8", "replace").strip()
+            if len(requires) < MAX_REQUIRES and len(text) <= 512 and not _UNSAFE.search(text):
+                requires.append(text)
     return found
+
+
+# A distribution with more requirements than this is not one: the rest are left out.
+MAX_REQUIRES = 500
 
 
 def _record_row(line: str) -> Tuple[str, str]:
@@ -136,8 +147,9 @@ def read_distribution(site: str, entry: str, warnings: List[str]) -> Optional[Di
     else:
         meta_path = path
     dir_name, dir_version = _dist_from_dir_name(entry)
+    requires: List[str] = []
     try:
-        headers = metadata_headers(meta_path)
+        headers = metadata_headers(meta_path, requires)
     except OSError as exc:
         headers = {}
         warnings.append("%s: metadata unreadable (%s)" % (path, exc.strerror or exc))
@@ -159,6 +171,7 @@ def read_distribution(site: str, entry: str, warnings: List[str]) -> Optional[Di
         "requested": False,
         "direct_url": None,
         "fingerprint": None,
+        "requires": requires,
     }
     if not is_dist_info:
         return dist

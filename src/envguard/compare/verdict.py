@@ -1,0 +1,110 @@
+"""The few lines a person reads first: the torch build named, the installs that caused the
+rest, what else moved, the files and caches, the last good run's metrics."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from envguard.compare.causes import Cause
+from envguard.compare.models import Change
+from envguard.compare.policy import Policy
+from envguard.redact import redact_metrics
+from envguard.snapshots.models import Package, Snapshot
+
+
+def torch_version(snap: Snapshot, pkg: Package | None = None) -> str | None:
+    """torch's version with its build: the distribution's, or torch's own version.py when
+    the distribution carries no local label (PyPI's CUDA wheels: 2.14.1 is 2.14.1+cu130)."""
+    pkg = pkg or snap.package_map().get("torch")
+    if pkg is None:
+        return None
+    build = snap.torch.version if snap.torch is not None else None
+    if "+" not in pkg.version and build and build.startswith(pkg.version + "+"):
+        return build
+    return pkg.version
+
+
+def _cuda(snap: Snapshot) -> str:
+    if snap.torch is None:
+        return "none"
+    return snap.torch.cuda or (f"HIP {snap.torch.hip}" if snap.torch.hip else "none")
+
+
+def verdict(
+    expected: Snapshot,
+    actual: Snapshot,
+    changes: Sequence[Change],
+    causes: Sequence[Cause],
+    policy: Policy,
+) -> tuple[str, ...]:
+    """At most six short lines, worst first; none when nothing drifted."""
+    if not changes:
+        return ()
+    lines = []
+    before, after = torch_version(expected), torch_version(actual)
+    if before != after or _cuda(expected) != _cuda(actual):
+        cuda = (
+            f" (CUDA {_cuda(expected)} -> {_cuda(actual)})"
+            if _cuda(expected) != _cuda(actual)
+            else ""
+        )
+        lines.append(f"torch {before or 'absent'} -> {after or 'absent'}{cuda}")
+    packages = [c for c in changes if c.section == "packages"]
+    by_name = {c.name: c for c in packages}
+    grouped: set[str] = set()
+    installed = actual.package_map()
+    for cause in sorted(causes, key=lambda c: (-len(c.members), c.root))[:3]:
+        root = installed.get(cause.root)
+        how = by_name[cause.root].kind if cause.root in by_name else "changed"
+        verb = "installed" if how == "added" else how.replace("_", " ")
+        kinds = Counter(by_name[m].kind for m in cause.members if m in by_name)
+        gpu = sum(1 for m in cause.members if policy.is_critical_package(m))
+        extra = [f"{gpu} GPU stack"] if gpu else []
+        extra += [f"{n} {k}" for k, n in sorted(kinds.items()) if k in ("downgraded", "removed")]
+        detail = f" ({', '.join(extra)})" if extra else ""
+        lines.append(
+            f"{cause.root} {root.version if root else ''} {verb} with {len(cause.members)}"
+            f" package{'s' if len(cause.members) != 1 else ''} it pulled in{detail}"
+        )
+        grouped |= {cause.root, *cause.members}
+    rest = Counter(c.kind for c in packages if c.name not in grouped and c.name != "torch")
+    if rest:
+        parts = [f"{n} {_plural(kind, n)}" for kind, n in rest.most_common(4)]
+        lines.append("other packages: " + ", ".join(parts))
+    files = [c.name for c in changes if c.section == "files"]
+    if files:
+        shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+        lines.append(f"{shown} changed" if len(files) < 4 else f"files changed: {shown}")
+    caches = [c for c in changes if c.section == "caches"]
+    if caches:
+        said = sorted({f"{_cache_label(c)} {_CACHE_WORDS.get(c.kind, c.kind)}" for c in caches})
+        lines.append(", ".join(said[:3]) + (f" and {len(said) - 3} more" if len(said) > 3 else ""))
+    if expected.metrics:
+        shown_metrics = redact_metrics(dict(expected.metrics))
+        lines.append("last good run: " + ", ".join(f"{k}={v}" for k, v in shown_metrics.items()))
+    return tuple(lines[:6])
+
+
+def _plural(kind: str, n: int) -> str:
+    words = {
+        "added": "added",
+        "removed": "removed",
+        "upgraded": "upgraded",
+        "downgraded": "downgraded",
+        "content_changed": "rebuilt with other files",
+        "source_changed": "from another source",
+        "variant_changed": "another build",
+        "installer_changed": "installed by another tool",
+        "requested_changed": "requested differently",
+    }
+    return words.get(kind, kind.replace("_", " "))
+
+
+_CACHE_WORDS = {"cold": "cold", "missing": "cold (deleted)", "shrunk": "shrunk"}
+
+
+def _cache_label(change: Change) -> str:
+    """``inductor cache`` from the caches section's message (``inductor cache PATH ...``)."""
+    head, sep, _ = change.message.partition(" cache")
+    return f"{head} cache" if sep and " " not in head else "cache"

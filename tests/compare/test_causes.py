@@ -1,0 +1,99 @@
+"""Drift a person reads in ten seconds: on an sglang-style pollution of a real venv (tiny
+wheels, real uv, real probe), the first lines name the torch build change and the install
+that pulled everything else in."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from envguard.cli import app
+from envguard.testing import make_torch_wheel, make_wheel
+from factories import make_venv, uv_install
+
+runner = CliRunner()
+
+VERSION_PY = (
+    "__version__ = '2.14.1+cu130'\ncuda = '13.0'\ngit_version = 'abc'\nhip = None\ndebug = False\n"
+)
+STACK = [f"stackdep{i:02d}" for i in range(20)]
+
+
+@pytest.fixture
+def polluted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    wh = tmp_path / "wh"
+    make_torch_wheel(wh, "2.13.0+cpu", None)
+    # PyPI's CUDA wheel: no local label in the distribution's version, +cu130 in version.py.
+    make_wheel(
+        wh, "torch", "2.14.1", files={"torch/__init__.py": "", "torch/version.py": VERSION_PY}
+    )
+    make_wheel(wh, "numpy", "2.1.0")
+    make_wheel(wh, "numpy", "1.26.4")
+    make_wheel(wh, "transformers", "4.46.0", requires=["numpy>=1.26"])
+    for name in STACK:
+        make_wheel(wh, name, "1.0")
+    make_wheel(wh, "flashinfer-python", "0.2.0", requires=["torch"])
+    make_wheel(
+        wh,
+        "sglang",
+        "0.5.23",
+        requires=[
+            "torch==2.14.1",
+            "numpy<2",
+            "flashinfer-python",
+            *STACK,
+            "pytest; extra == 'test'",
+        ],
+    )
+    make_wheel(wh, "six", "1.17.0")
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    uv_install(venv, wh, "torch==2.13.0+cpu", "transformers==4.46.0", "numpy==2.1.0")
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(
+        app, ["snapshot", "--python", str(venv), "--name", "good", "--metric", "tok_s=21500"]
+    )
+    assert result.exit_code == 0, result.stderr
+    uv_install(venv, wh, "sglang==0.5.23", "six==1.17.0")  # the inference stack, and one more
+    return venv
+
+
+def test_the_first_lines_name_the_torch_build_and_the_cause(polluted: Path) -> None:
+    wide = {"COLUMNS": "250"}
+    result = runner.invoke(app, ["diff", "good", "--python", str(polluted)], env=wide)
+    assert result.exit_code == 1, result.stderr
+    lines = result.stdout.splitlines()
+    head = lines[: lines.index("")]  # the verdict: the first lines, then a blank one
+    assert head[0] == "torch 2.13.0+cpu -> 2.14.1+cu130 (CUDA none -> 13.0)"
+    assert head[1] == (
+        "sglang 0.5.23 installed with 23 packages it pulled in (2 GPU stack, 1 downgraded)"
+    )
+    assert head[2] == "other packages: 1 added"  # six: nothing pulled it in
+    assert head[-1] == "last good run: tok_s=21500" and len(head) <= 5
+    # Folded by default: one row for sglang, the critical ones (torch, flashinfer) kept.
+    assert "with 21 more packages it pulled in (--expand lists them)" in result.stdout
+    assert "stackdep07" not in result.stdout
+    assert "torch upgraded 2.13.0+cpu -> 2.14.1+cu130" in result.stdout
+    expanded = runner.invoke(app, ["diff", "good", "--python", str(polluted), "--expand"], env=wide)
+    assert "stackdep07 1.0 added" in expanded.stdout and "pulled in by sglang" in expanded.stdout
+
+
+def test_json_keeps_the_flat_list_and_adds_the_groups(polluted: Path) -> None:
+    result = runner.invoke(app, ["diff", "good", "--python", str(polluted), "--format", "json"])
+    doc = json.loads(result.stdout)
+    changes = {c["name"]: c for c in doc["changes"] if c["section"] == "packages"}
+    assert len(changes) == 25  # sglang, 23 pulled in, six
+    assert changes["stackdep00"]["groups"] == ["sglang"] and changes["six"]["groups"] == []
+    assert changes["torch"]["actual"] == "2.14.1+cu130"
+    assert doc["groups"] == [
+        {"root": "sglang", "members": sorted(set(changes) - {"sglang", "six"})}
+    ]
+    assert doc["verdict"][0].startswith("torch 2.13.0+cpu -> 2.14.1+cu130")
+
+
+def test_only_torch_includes_the_version(polluted: Path) -> None:
+    result = runner.invoke(app, ["diff", "good", "--python", str(polluted), "--only", "torch"])
+    assert "torch 2.13.0+cpu -> 2.14.1+cu130" in result.stdout
