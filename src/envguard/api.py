@@ -173,12 +173,24 @@ def snapshot_hosts(
     return capture_hosts(request, host_list, jobs=jobs, on_done=done)
 
 
-def save(snap: Snapshot, path: str | Path | None = None, *, force: bool = False) -> Path:
+def save(
+    snap: Snapshot, path: str | Path | None = None, *, force: bool = False, unique: bool = False
+) -> Path:
     """Write ``snap`` atomically (default: snapshots/NAME.json; ``{host}`` in the path is
-    the snapshot's host); never overwrites without ``force``. Returns the path written."""
+    the snapshot's host); never overwrites without ``force``. Returns the path written.
+    ``unique`` (a default, timestamped name): a name taken meanwhile gets -2, -3, ...
+    instead of an error, so two snapshots in one second never collide."""
     from envguard.snapshots import store
     from envguard.snapshots.hosts import check_host
 
+    if path is None and unique and not force:
+        base = snap.name
+        for n in range(1, 1000):
+            named = snap if n == 1 else snap.model_copy(update={"name": f"{base}-{n}"})
+            try:
+                return save(named, force=False)
+            except store.TargetExists:
+                continue
     target = store.default_path(snap.name) if path is None else Path(path)
     if "{host}" in str(target):
         target = Path(

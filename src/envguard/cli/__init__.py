@@ -7,7 +7,7 @@ fleet), rebuild (rebuild, export). This module holds the app and what they share
 import signal
 import sys
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from typer.core import TyperGroup
@@ -44,7 +44,39 @@ def _report(exc: EnvguardError) -> None:
 
 
 class _Group(TyperGroup):
-    """Turns EnvguardError into `error: ...` on stderr and its exit code."""
+    """Turns EnvguardError into `error: ...` on stderr and its exit code; usage errors
+    (click's) are said the same way; help shows what each option takes."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **kwargs: Any,
+    ) -> Any:
+        run = {"args": args, "prog_name": prog_name, "complete_var": complete_var, **kwargs}
+        if not standalone_mode:
+            return super().main(standalone_mode=False, **run)
+        try:
+            result = super().main(standalone_mode=False, **run)
+        except Exception as exc:
+            if not any(c.__name__ == "ClickException" for c in type(exc).__mro__):
+                raise
+            ctx = getattr(exc, "ctx", None)
+            if ctx is not None:
+                sys.stderr.write(ctx.get_usage() + "\n")
+            _say("error", exc.format_message())  # type: ignore[attr-defined]
+            if ctx is not None:
+                _say("hint", f"see '{ctx.command_path} --help'")
+            sys.exit(getattr(exc, "exit_code", 2))
+        sys.exit(result if isinstance(result, int) else 0)
+
+    def get_command(self, ctx: "Context", cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            _tidy_options(command)
+        return command
 
     def invoke(self, ctx: "Context") -> object:
         try:
@@ -60,6 +92,52 @@ class _Group(TyperGroup):
             raise
         _interrupted_if_signalled()
         return result
+
+
+# What an option takes, in its help line (typer would say <str>).
+_METAVARS = {
+    "python": "PATH",
+    "via": "PREFIX",
+    "hosts": "HOSTS",
+    "against": "SNAPSHOT",
+    "lock": "FILE",
+    "index_url": "URL",
+    "extra_index_url": "URL",
+    "find_links": "URL|DIR",
+    "torch_index": "URL",
+    "base_python": "PATH",
+    "then": "CMD",
+    "only": "SECTION",
+    "name": "NAME",
+    "note": "TEXT",
+    "metric": "NAME=VALUE",
+    "repo": "DIR",
+    "file": "PATH",
+    "cache": "DIR",
+    "out": "PATH",
+    "baseline": "SNAPSHOT",
+    "extra": "EXTRA",
+    "group": "GROUP",
+    "only_group": "GROUP",
+    "package": "NAME",
+    "remote_uv": "PATH",
+}
+
+
+_TEXT_TYPES = ("text", "str", "string", "path")
+
+
+def _tidy_options(command: Any) -> None:
+    """Help that reads as the ecosystem's: a metavar for each option that takes text, and
+    a flag named --no-x with no --no-no-x twin."""
+    for param in command.params:
+        if getattr(param, "param_type_name", "") != "option":
+            continue
+        if param.is_flag and any(o.startswith("--no-no-") for o in param.secondary_opts):
+            param.secondary_opts = []
+            param.show_default = False
+        elif not param.is_flag and param.metavar is None and param.type.name in _TEXT_TYPES:
+            param.metavar = _METAVARS.get(param.name, (param.name or "value").upper())
 
 
 def _interrupted_if_signalled() -> None:
@@ -83,7 +161,7 @@ app = typer.Typer(
     cls=_Group,
     help="Snapshot, diff and rebuild ML training environments.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     rich_markup_mode=None,
     # Locals in tracebacks would print environment values, secrets included.
     pretty_exceptions_enable=False,
@@ -102,8 +180,23 @@ def _root(
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
     ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Print nothing but errors: the exit code says.")
+    ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="Also say what runs (probe, uv) and how long."),
+    ] = False,
 ) -> None:
     """Snapshot, diff and rebuild ML training environments."""
+    if verbose:
+        from envguard import trace
+
+        trace.enable()
+    if quiet:
+        import os
+
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (for the life of the process)
 
 
 def console(*, stderr: bool = False) -> "Console":

@@ -109,7 +109,7 @@ def snapshot(
 
         sys.stdout.write(dumps(snap))
         return
-    written = api.save(snap, out, force=force)
+    written = api.save(snap, out, force=force, unique=name is None and out is None)
     from envguard.render.table import snapshot_summary_line
 
     typer.echo(f"wrote {written}: {snapshot_summary_line(snap)}")
@@ -156,32 +156,40 @@ class _HostProgress:
 
 def _report_hosts(results: "list[HostResult]", *, out: str | None) -> None:
     from envguard.errors import ActionError
+    from envguard.redact import redact_text
+    from envguard.render.text import printable
 
     written = [r for r in results if r.path is not None]
-    folder = written[0].path.parent if written and written[0].path else out
-    typer.echo(f"wrote {len(written)} of {len(results)} hosts to {folder or '-'}/")
+    folder = written[0].path.parent if written and written[0].path else None
+    if written:
+        typer.echo(f"wrote {len(written)} of {len(results)} hosts to {folder}/")
     failed = sorted((r.host, r.error or "failed") for r in results if r.snapshot is None)
     for host, error in failed:
-        from envguard.redact import redact_text
-        from envguard.render.text import printable
-
-        sys.stderr.write(f"failed: {printable(redact_text(f'{host}: {error}'))}\n")
+        said = error if error.startswith(f"{host}: ") else f"{host}: {error}"  # host once
+        sys.stderr.write(f"failed: {printable(redact_text(said))}\n")
     if failed:
         raise ActionError(
-            f"{len(failed)} of {len(results)} hosts failed",
-            hint=f"compare the others with: envguard fleet {folder}" if written else None,
+            f"{len(failed)} of {len(results)} hosts failed"
+            if written
+            else f"every host failed ({len(failed)}); nothing was written",
+            hint=f"compare the others with: envguard fleet {folder}"
+            if written
+            else "try one host by hand: envguard snapshot --via PREFIX --out -",
         )
 
 
 @app.command()
 def show(
-    snapshot_ref: Annotated[str, typer.Argument(metavar="SNAPSHOT", help="Path or name.")],
+    snapshot_ref: Annotated[
+        str | None,
+        typer.Argument(metavar="[SNAPSHOT]", help="Path or name [default: newest in snapshots/]."),
+    ] = None,
     format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.table,
 ) -> None:
     """Summarise one snapshot."""
     from envguard import api
 
-    snap = api.load(snapshot_ref)
+    snap = api.load(snapshot_ref if snapshot_ref is not None else api.newest())
     if format is OutputFormat.json:
         from envguard.snapshots.store import dumps
 

@@ -186,6 +186,9 @@ class ProbeRun:
             _become_subreaper()
         token = os.urandom(8).hex()
         self.marker = f"{MARKER}={token}".encode()
+        from envguard import trace
+
+        self._started = trace.command("probe", argv)
         try:
             # Its own session, so a timeout kills the whole chain (ssh, pct exec, ...) at once.
             self.proc = subprocess.Popen(
@@ -282,6 +285,9 @@ class ProbeRun:
             with _RUNNING_LOCK:
                 _RUNNING.pop(proc.pid, None)
             self._close_pipes()
+        from envguard import trace
+
+        trace.done(f"probe ({self.label}), {len(self._out.data)} bytes", self._started)
         return parse_report(
             bytes(self._out.data),
             label=self.label,

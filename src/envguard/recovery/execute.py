@@ -182,8 +182,11 @@ def swap_in(build: Path, venv: Path, *, stamp: str) -> Path | None:
 
 def run_step(step: RunStep, *, on_line: Callable[[str], None] | None = None) -> None:
     """Run one argv step, streaming its output; ActionError with uv's own error line."""
+    from envguard import trace
+
     tail: list[str] = []
     env = {k: v for k, v in os.environ.items() if k not in step.unset_env}
+    started = trace.command(step.purpose, step.argv)
     with subprocess.Popen(
         list(step.argv),
         env=env,
@@ -205,6 +208,7 @@ def run_step(step: RunStep, *, on_line: Callable[[str], None] | None = None) -> 
             proc.kill()
             proc.wait()
             raise
+    trace.done(step.purpose, started)
     if proc.returncode != 0:
         # uv marks its error lines "error:" or with a cross.
         errors = [ln for ln in tail if ln.lstrip().lower().startswith(("error", "\u00d7"))]

@@ -228,8 +228,14 @@ def plan_table(plan: Plan, console: Console) -> None:
         markup=False,
     )
     table = Table("#", "step", "command")
+    table.columns[2].overflow = "fold"  # a command is shown whole, wrapped, never cut
     for i, step in enumerate(plan.steps, 1):
-        _row(table, str(i), Text(step.purpose), Text(step_command(plan, step)))
+        _row(
+            table,
+            str(i),
+            Text(step.purpose, overflow="fold"),
+            Text(step_command(plan, step), overflow="fold"),
+        )
     console.print(table)
     for f in plan.files:
         count = sum(1 for line in f.content.splitlines() if line and not line.startswith("#"))

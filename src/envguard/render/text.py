@@ -28,7 +28,7 @@ def printable(text: str) -> str:
 
 
 def summary(drift: Drift) -> str:
-    """`3 critical, 2 warning, 1 info` or `no drift`."""
+    """`3 critical, 2 warnings, 1 info` or `no drift`."""
     if not drift.changes:
         subject = drift.subject or "the environment"
         return f"no drift: {subject} matches {drift.expected_name or 'the snapshot'}"
@@ -36,7 +36,7 @@ def summary(drift: Drift) -> str:
     for change in drift.changes:
         counts[change.severity] += 1
     parts = [
-        f"{counts[lvl]} {lvl.value}"
+        f"{counts[lvl]} {lvl.value}{'s' if lvl is Severity.warning and counts[lvl] != 1 else ''}"
         for lvl in (Severity.critical, Severity.warning, Severity.info)
         if counts[lvl]
     ]

@@ -182,10 +182,21 @@ def newest(*, root: Path | None = None) -> Path:
     return best[1]
 
 
+class TargetExists(UsageError):
+    """The file to write exists and --force was not given."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(
+            f"{path}: already exists",
+            hint="choose another name or path (--force replaces it, if it is yours to replace)",
+        )
+        self.path = path
+
+
 def check_target(path: Path, *, force: bool) -> None:
     """Refuse to overwrite ``path`` unless forced (checked again at the rename)."""
     if path.exists() and not force:
-        raise UsageError(f"{path}: already exists", hint="pass --force to overwrite it")
+        raise TargetExists(path)
 
 
 def write_atomic(path: Path, text: str, *, force: bool) -> None:
@@ -219,9 +230,7 @@ def _write_atomic(path: Path, text: str, *, force: bool) -> None:
             try:  # link() refuses an existing target: no race with a concurrent writer
                 os.link(tmp, path)
             except FileExistsError:
-                raise UsageError(
-                    f"{path}: already exists", hint="pass --force to overwrite it"
-                ) from None
+                raise TargetExists(path) from None
             except OSError:
                 os.replace(tmp, path)
     finally:

@@ -97,6 +97,9 @@ def _export(project: Path, selection: Selection, *, where: str) -> str:
     # Offline and without downloads: `--frozen` reads the lock and never resolves.
     env = {k: v for k, v in user_environ().items() if not k.startswith("VIRTUAL_ENV")}
     env.update(UV_OFFLINE="1", UV_PYTHON_DOWNLOADS="never", UV_NO_PROGRESS="1")
+    from envguard import trace
+
+    started = trace.command("uv export", argv)
     try:
         proc = subprocess.run(
             argv,
@@ -110,6 +113,7 @@ def _export(project: Path, selection: Selection, *, where: str) -> str:
         raise LockfileError(f"{where}: uv export took over {_EXPORT_SECONDS}s") from None
     except OSError as exc:
         raise LockfileError(f"{where}: cannot run uv ({exc.strerror or exc})") from None
+    trace.done("uv export", started)
     if proc.returncode != 0:
         said = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         first = next((line for line in said if line.startswith("error:")), said[0] if said else "")

@@ -1,0 +1,94 @@
+"""The command line follows its ecosystem's habits: help that says what options take, flags
+that read naturally, one error style, -q/-v, completion, defaults that never collide."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+runner = CliRunner()
+COMMANDS = ["snapshot", "show", "list", "schema", "diff", "check", "fleet", "rebuild", "export"]
+
+
+def envguard(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "envguard", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "COLUMNS": "200", **env},
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_names_what_options_take(command: str) -> None:
+    result = envguard(command, "--help")
+    assert result.returncode == 0
+    assert "<str>" not in result.stdout and "--no-no-" not in result.stdout
+    assert "no-no-" not in result.stdout
+
+
+def test_choices_are_listed() -> None:
+    out = envguard("diff", "--help").stdout
+    assert "<table|json|markdown|github>" in out
+    assert "critical|warning|info|never" in out
+
+
+def test_usage_errors_look_like_every_other_error(tmp_path: Path) -> None:
+    result = envguard("diff", "--no-such-option", cwd=tmp_path)
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("Usage: envguard diff")
+    assert lines[1].startswith("error: No such option: --no-such-option")
+    assert lines[2] == "hint: see 'envguard diff --help'"
+    assert "Error:" not in result.stderr
+
+
+def test_quiet_prints_nothing_and_verbose_says_what_runs(in_tmp: Path, good_venv: Path) -> None:
+    assert envguard("snapshot", "--python", str(good_venv), "--name", "good").returncode == 0
+    quiet = envguard("-q", "diff", "good", "--python", str(good_venv))
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
+    loud = envguard("-v", "diff", "good", "--python", str(good_venv))
+    assert loud.returncode == 0
+    assert "envguard: probe: " in loud.stderr and " -I -S -" in loud.stderr
+    assert "no drift" in loud.stdout
+
+
+def test_show_and_check_default_to_the_newest(in_tmp: Path, good_venv: Path) -> None:
+    assert envguard("snapshot", "--python", str(good_venv), "--name", "good").returncode == 0
+    shown = envguard("show")
+    assert shown.returncode == 0 and "good" in shown.stdout
+    assert envguard("check", "--python", str(good_venv)).returncode == 0
+
+
+def test_default_names_never_collide(in_tmp: Path, good_venv: Path) -> None:
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "envguard", "snapshot", "--python", str(good_venv)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    results = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), results
+    assert len(list((in_tmp / "snapshots").glob("*.json"))) == 3
+
+
+def test_completion_through_typer() -> None:
+    result = envguard(COMP_WORDS="envguard di", COMP_CWORD="1", _ENVGUARD_COMPLETE="complete_bash")
+    assert result.returncode == 0 and result.stdout.split() == ["diff"]
+
+
+def test_plan_table_wraps_commands_instead_of_cutting_them(in_tmp: Path, good_venv: Path) -> None:
+    assert envguard("snapshot", "--python", str(good_venv), "--name", "good").returncode == 0
+    result = envguard("rebuild", "good", "--venv", "new", COLUMNS="60")
+    assert result.returncode == 0, result.stderr
+    assert "…" not in result.stdout
