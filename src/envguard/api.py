@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from envguard.compare.policy import Policy
     from envguard.recovery.outcome import Outcome
     from envguard.recovery.plan import Plan, Sources
+    from envguard.snapshots.history import Entry
     from envguard.snapshots.hosts import HostResult
     from envguard.snapshots.models import MetricValue, Snapshot
     from envguard.snapshots.request import CaptureRequest
@@ -233,6 +234,15 @@ def list_snapshots() -> list[Listed]:
     from envguard.snapshots import store
 
     return store.listing()
+
+
+def log(*, root: Path | None = None) -> list[Entry]:
+    """The snapshots in snapshots/, oldest first, with their metrics and what changed since
+    the one before (unreadable files last, with why)."""
+    from envguard.snapshots import store
+    from envguard.snapshots.history import history
+
+    return history(store.list_snapshots(root=root))
 
 
 def load_policy(

@@ -200,6 +200,37 @@ def show(
     show_snapshot(snap, console())
 
 
+class LogFormat(str, Enum):
+    table = "table"
+    markdown = "markdown"
+    json = "json"
+
+
+@app.command()
+def log(
+    metric: Annotated[
+        str | None, typer.Option(help="Follow this metric: its value and a bar per run.")
+    ] = None,
+    format: Annotated[LogFormat, typer.Option("--format")] = LogFormat.table,
+) -> None:
+    """Snapshots in time order, with their metrics and what changed since the one before."""
+    from envguard import api
+
+    entries = api.log()
+    if format is LogFormat.json:
+        from envguard.render.json import log_json
+
+        sys.stdout.write(log_json(entries))
+    elif format is LogFormat.markdown:
+        from envguard.render.markdown import log_markdown
+
+        sys.stdout.write(log_markdown(entries, metric=metric))
+    else:
+        from envguard.render.table import log_table
+
+        log_table(entries, console(), metric=metric)
+
+
 @app.command("list")
 def list_(
     format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.table,

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from envguard.compare.models import Drift, FleetReport
 
 if TYPE_CHECKING:
+    from envguard.snapshots.history import Entry
     from envguard.snapshots.store import Listed
 
 
@@ -19,6 +20,7 @@ INDENT_ENTRIES = 5000
 DRIFT_SCHEMA_VERSION = 1
 FLEET_SCHEMA_VERSION = 1
 LIST_SCHEMA_VERSION = 1
+LOG_SCHEMA_VERSION = 1
 
 
 def _dumps(doc: object, entries: int) -> str:
@@ -102,3 +104,27 @@ def fleet_json(report: FleetReport) -> str:
         "odd_hosts": list(report.odd_hosts),
     }
     return _dumps(doc, len(report.differences) + len(report.hosts))
+
+
+def log_json(entries: list[Entry]) -> str:
+    """`envguard log --format json`."""
+    from envguard.redact import redact_metrics
+
+    rows: list[dict[str, Any]] = []
+    for e in entries:
+        if e.error is not None:
+            rows.append({"path": str(e.path), "error": e.error})
+            continue
+        rows.append(
+            {
+                "path": str(e.path),
+                "name": e.name,
+                "created": e.created.isoformat() if e.created else None,
+                "torch": e.torch,
+                "packages": e.packages,
+                "metrics": redact_metrics(e.metrics),
+                "change": e.change,
+            }
+        )
+    doc = {"schema": "envguard.log", "schema_version": LOG_SCHEMA_VERSION, "snapshots": rows}
+    return _dumps(doc, len(rows))

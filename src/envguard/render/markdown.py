@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from envguard.compare.engine import iter_sections
 from envguard.compare.models import Drift, FleetReport
 from envguard.render.text import host_list, metrics_footer, printable, summary
+
+if TYPE_CHECKING:
+    from envguard.snapshots.history import Entry
 
 _ICON = {"critical": "🔴", "warning": "🟠", "info": "🔵"}
 
@@ -66,3 +70,33 @@ def fleet_markdown(report: FleetReport) -> str:
             )
     lines.append("")
     return "\n".join(lines)
+
+
+def log_markdown(entries: list[Entry], *, metric: str | None = None) -> str:
+    """`envguard log --format markdown`."""
+    from envguard.redact import redact_metrics
+    from envguard.snapshots.history import metric_value, sparkline
+
+    bars = sparkline([metric_value(e, metric) for e in entries]) if metric else []
+    head = metric or "metrics"
+    lines = [
+        "## envguard log",
+        "",
+        f"| created | name | torch | {_cell(head)} | change since the previous |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for i, e in enumerate(entries):
+        if e.error is not None:
+            lines.append(f"| - | {_cell(e.path.stem)} | - | - | unreadable: {_cell(e.error)} |")
+            continue
+        created = e.created.strftime("%Y-%m-%d %H:%M UTC") if e.created else "-"
+        if metric:
+            value = e.metrics.get(metric)
+            shown = f"{bars[i]} {value}" if value is not None else "-"
+        else:
+            shown = ", ".join(f"{k}={v}" for k, v in redact_metrics(e.metrics).items()) or "-"
+        lines.append(
+            f"| {created} | {_cell(e.name)} | {_cell(e.torch or '-')} | {_cell(shown)} |"
+            f" {_cell(e.change)} |"
+        )
+    return "\n".join(lines) + "\n"

@@ -15,6 +15,7 @@ from envguard.units import human_size
 if TYPE_CHECKING:
     from envguard.compare.models import Drift, FleetReport
     from envguard.recovery.plan import Plan
+    from envguard.snapshots.history import Entry
     from envguard.snapshots.models import MetricValue, Snapshot
     from envguard.snapshots.store import Listed
 
@@ -160,6 +161,31 @@ def show_snapshot(snap: Snapshot, console: Console) -> None:
 
 def _age(created: datetime) -> str:
     return created.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def log_table(entries: list[Entry], console: Console, *, metric: str | None = None) -> None:
+    """`envguard log`: one row per snapshot, oldest first; with ``metric``, its value and a
+    bar per run, so a fall shows at a glance."""
+    if not entries:
+        console.print("no snapshots in snapshots/ (run `envguard snapshot` after a good run)")
+        return
+    from envguard.snapshots.history import metric_value, sparkline
+
+    bars = sparkline([metric_value(e, metric) for e in entries]) if metric else []
+    rows = []
+    for i, e in enumerate(entries):
+        if e.error is not None:
+            rows.append(("-", e.path.stem, "-", "-", f"unreadable: {e.error}"))
+            continue
+        created = _age(e.created) if e.created else "-"
+        if metric:
+            value = e.metrics.get(metric)
+            shown = f"{bars[i]} {value}" if value is not None else "  -"
+        else:
+            shown = metrics_label(e.metrics)
+        rows.append((created, e.name, e.torch or "-", shown, e.change))
+    headers = ("created", "name", "torch", metric or "metrics", "change since the previous")
+    _print_rows(console, headers, rows)
 
 
 def list_table(rows: list[Listed], console: Console) -> None:

@@ -159,10 +159,13 @@ def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
 
 
 def identity(snap: Snapshot) -> Iterator[tuple[str, str]]:
+    from envguard.compare.verdict import torch_version
+
     for pkg in snap.packages:
         if pkg.shadowed:
             continue
-        value = pkg.version
+        # torch as its build says: two nodes with PyPI's 2.14.1 may hold +cu128 and +cu130
+        value = (torch_version(snap, pkg) or pkg.version) if pkg.name == "torch" else pkg.version
         src = pkg.source
         if src.kind == "vcs":
             value += f" @ {src.url}@{(src.commit or '')[:12]}"
