@@ -20,6 +20,7 @@ class DriftFormat(str, Enum):
     json = "json"
     markdown = "markdown"
     github = "github"
+    html = "html"
 
 
 def _default_format(fmt: DriftFormat | None) -> DriftFormat:
@@ -43,6 +44,10 @@ def _emit_drift(drift: "Drift", fmt: DriftFormat, *, expand: bool = False) -> No
         from envguard.render.json import drift_json
 
         sys.stdout.write(drift_json(drift))
+    elif fmt is DriftFormat.html:
+        from envguard.render.html import drift_html
+
+        sys.stdout.write(drift_html(drift))
     elif fmt is DriftFormat.markdown:
         from envguard.render.markdown import drift_markdown
 
@@ -273,6 +278,7 @@ class FleetFormat(str, Enum):
     table = "table"
     json = "json"
     markdown = "markdown"
+    html = "html"
 
 
 @app.command()
@@ -293,6 +299,10 @@ def fleet(
         from envguard.render.json import fleet_json
 
         sys.stdout.write(fleet_json(report))
+    elif format is FleetFormat.html:
+        from envguard.render.html import fleet_html
+
+        sys.stdout.write(fleet_html(report))
     elif format is FleetFormat.markdown:
         from envguard.render.markdown import fleet_markdown
 
