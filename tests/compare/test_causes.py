@@ -79,6 +79,9 @@ def test_the_first_lines_name_the_torch_build_and_the_cause(polluted: Path) -> N
     assert "torch upgraded 2.13.0+cpu -> 2.14.1+cu130" in result.stdout
     expanded = runner.invoke(app, ["diff", "good", "--python", str(polluted), "--expand"], env=wide)
     assert "stackdep07 1.0 added" in expanded.stdout and "pulled in by sglang" in expanded.stdout
+    tree = expanded.stdout.split("what each install pulled in:\n", 1)[1].splitlines()
+    assert tree[0] == "sglang 0.5.23"
+    assert "  ├─ numpy 1.26.4 (downgraded)" in tree and "  └─ torch 2.14.1+cu130 (upgraded)" in tree
 
 
 def test_json_keeps_the_flat_list_and_adds_the_groups(polluted: Path) -> None:

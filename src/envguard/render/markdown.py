@@ -44,6 +44,12 @@ def drift_markdown(drift: Drift) -> str:
                 f" {_cell(c.actual)} | {_cell(why)} |"
             )
         lines.append("")
+    if drift.groups:
+        from envguard.render.text import group_tree
+
+        lines += ["<details><summary>what each install pulled in</summary>", ""]
+        lines += [f"    {printable(line)}" for line in group_tree(drift)]  # a code block
+        lines += ["", "</details>", ""]
     footer = metrics_footer(drift)
     if footer:
         lines += [f"_{_cell(footer)}_", ""]

@@ -233,6 +233,12 @@ def drift_table(drift: Drift, console: Console, *, expand: bool = False) -> None
             if id(c) not in folded
         ]
         _print_rows(console, ("severity", "section", "change", "what"), rows, styles={0: _STYLE})
+    if expand and drift.groups:
+        from envguard.render.text import group_tree
+
+        console.print("what each install pulled in:", markup=False)
+        for line in group_tree(drift):
+            console.print(printable(line), markup=False, highlight=False, soft_wrap=True)
     console.print(printable(summary(drift)), markup=False)
     footer = metrics_footer(drift)
     if footer and not drift.verdict:  # the verdict already ends with the last good run

@@ -73,6 +73,21 @@ def collapsed(drift: Drift, *, expand: bool = False) -> tuple[dict[int, str], se
     return shown, folded
 
 
+def group_tree(drift: Drift) -> list[str]:
+    """Each install and what it pulled in, as a tree (as `uv pip tree --invert` reads)."""
+    by_name = {c.name: c for c in drift.changes if c.section == "packages"}
+    lines: list[str] = []
+    for group in drift.groups:
+        root = by_name.get(group.root)
+        lines.append(f"{group.root} {root.actual or '' if root else ''}".rstrip())
+        for i, name in enumerate(group.members):
+            c = by_name.get(name)
+            branch = "└─" if i == len(group.members) - 1 else "├─"
+            what = f"{c.actual or ''} ({c.kind.replace('_', ' ')})" if c else ""
+            lines.append(f"  {branch} {name} {what}".rstrip())
+    return lines
+
+
 def _kept(change: Change, expand: bool) -> bool:
     return expand or change.severity is Severity.critical
 
