@@ -11,12 +11,17 @@ else
   cmd=(uvx --quiet --from "${GITHUB_ACTION_PATH:?}" envguard)
 fi
 
-args=(check --format github --fail-on "${INPUT_FAIL_ON:-warning}")
-[ -n "${INPUT_SNAPSHOT:-}" ] && args+=("$INPUT_SNAPSHOT")
-[ -n "${INPUT_LOCK:-}" ] && args+=(--lock "$INPUT_LOCK")
-[ -n "${INPUT_PYTHON:-}" ] && args+=(--python "$INPUT_PYTHON")
-for extra in ${INPUT_EXTRAS//,/ }; do args+=(--extra "$extra"); done
-for group in ${INPUT_GROUPS//,/ }; do args+=(--group "$group"); done
+# Options as --name=value (a value can never be taken for an option), the snapshot last
+# after "--" (a value starting with "-" is a file name, never an option such as --via).
+args=(check --format=github "--fail-on=${INPUT_FAIL_ON:-warning}")
+[ -n "${INPUT_LOCK:-}" ] && args+=("--lock=$INPUT_LOCK")
+[ -n "${INPUT_PYTHON:-}" ] && args+=("--python=$INPUT_PYTHON")
+extras="${INPUT_EXTRAS:-}"
+groups="${INPUT_GROUPS:-}"
+for extra in ${extras//,/ }; do args+=("--extra=$extra"); done
+for group in ${groups//,/ }; do args+=("--group=$group"); done
 [ "${INPUT_NO_DEFAULT_GROUPS:-false}" = "true" ] && args+=(--no-default-groups)
+args+=(--)
+[ -n "${INPUT_SNAPSHOT:-}" ] && args+=("$INPUT_SNAPSHOT")
 
 exec "${cmd[@]}" "${args[@]}"

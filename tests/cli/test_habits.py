@@ -36,8 +36,8 @@ def test_help_names_what_options_take(command: str) -> None:
 
 def test_choices_are_listed() -> None:
     out = envguard("diff", "--help").stdout
-    assert "<table|json|markdown|github>" in out
-    assert "critical|warning|info|never" in out
+    assert "<table|json|markdown|github|html>" in out
+    assert "<critical|warning|info|never>" in out
 
 
 def test_usage_errors_look_like_every_other_error(tmp_path: Path) -> None:

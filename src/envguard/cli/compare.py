@@ -144,10 +144,17 @@ def _selection(
     )
 
 
+class FailLevel(str, Enum):
+    critical = "critical"
+    warning = "warning"
+    info = "info"
+    never = "never"
+
+
 FailOn = Annotated[
-    str | None,
+    FailLevel | None,
     typer.Option(
-        "--fail-on", help="critical|warning|info|never [default: warning, or [tool.envguard]]."
+        "--fail-on", help="The lowest severity that fails [default: warning, or [tool.envguard]]."
     ),
 ]
 
@@ -193,7 +200,7 @@ def diff(
     from envguard import api
     from envguard.errors import UsageError
 
-    policy = api.load_policy(fail_on=fail_on, only=only or ())
+    policy = api.load_policy(fail_on=fail_on.value if fail_on else None, only=only or ())
     chosen = _selection(
         extra, all_extras, group, only_group, no_default_groups, all_groups, package
     )
@@ -254,7 +261,7 @@ def check(
     """The CI gate: fail when the environment or a lockfile drifted. Exit 1 on drift."""
     from envguard import api
 
-    policy = api.load_policy(fail_on=fail_on)
+    policy = api.load_policy(fail_on=fail_on.value if fail_on else None)
     chosen = _selection(
         extra, all_extras, group, only_group, no_default_groups, all_groups, package
     )

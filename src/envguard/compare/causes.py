@@ -65,7 +65,7 @@ def _requirements(pkg: Package) -> Iterable[Requirement]:
 def _holds(req: Requirement, env: dict[str, str]) -> bool:
     try:
         return req.marker is None or req.marker.evaluate(env)
-    except (InvalidMarker, ValueError):
+    except (InvalidMarker, ValueError, KeyError, TypeError, RecursionError):
         return False
 
 

@@ -11,6 +11,7 @@ from envguard.compare.lockfiles.common import (
     LockRead,
     Pin,
     Selection,
+    confined,
     marker_env,
     read_lockfile_text,
 )
@@ -53,6 +54,7 @@ def read_lock(
             raise LockfileError(f"--lock {real}: no such file")
         if not real.is_file():
             raise LockfileError(f"--lock {real}: not a regular file")
+        confined(real, what="--lock")
         text, where = read_lockfile_text(real), str(real)
     kind = _kind(real.name if real is not None else "", text)
     if kind == "uv":

@@ -117,12 +117,17 @@ def marker_env(snapshot: Snapshot | None) -> dict[str, str]:
     return env
 
 
+# What evaluating a marker from an untrusted file can raise: packaging's own errors
+# (UndefinedEnvironmentName is a KeyError since packaging 26), and type errors on odd values.
+MARKER_ERRORS = (InvalidMarker, ValueError, KeyError, TypeError, RecursionError)
+
+
 def applies(marker: str | None, env: dict[str, str], *, where: str) -> bool:
     if not marker:
         return True
     try:
         return Marker(marker).evaluate(env)
-    except (InvalidMarker, ValueError) as exc:  # UndefinedEnvironmentName is a ValueError
+    except MARKER_ERRORS as exc:
         raise LockfileError(f"{where}: a marker envguard cannot evaluate ({reason(exc)})") from None
 
 
@@ -132,6 +137,23 @@ def reason(exc: Exception) -> str:
     lines = str(exc).splitlines()
     first = re.sub(r"'[^']*'|\"[^\"]*\"", "'...'", lines[0]) if lines else type(exc).__name__
     return first[:200]
+
+
+def confined(path: Path, *, what: str) -> None:
+    """Refuse ``path`` when it is a symlink whose target lies outside the project (the
+    folder it is in, the working directory, its git work tree): a pull request can commit a
+    symlink to a secret file. A path the user spelled outside the project is theirs."""
+    import os
+
+    from envguard.compare.lockfiles.requirements import allowed_roots
+
+    resolved = os.path.realpath(path)
+    if resolved == os.path.abspath(path):
+        return
+    lexical = Path(os.path.abspath(path))
+    roots = allowed_roots(lexical.parent / lexical.name)
+    if not any(resolved == r or resolved.startswith(r.rstrip("/") + "/") for r in roots):
+        raise LockfileError(f"{what} {path}: a symlink leading outside the project; not read")
 
 
 def read_lockfile_text(path: Path) -> str:

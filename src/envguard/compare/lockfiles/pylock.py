@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.utils import canonicalize_name
 
 from envguard.compare.lockfiles.common import (
+    MARKER_ERRORS,
     LockfileError,
     Pin,
     Selection,
@@ -87,7 +88,7 @@ def read_pylock_text(
         )
     except PylockSelectError as exc:
         raise LockfileError(f"{where}: {reason(exc)}") from None
-    except ValueError as exc:  # a marker that does not evaluate in this environment
+    except MARKER_ERRORS as exc:  # a marker that does not evaluate in this environment
         raise LockfileError(f"{where}: a marker envguard cannot evaluate ({reason(exc)})") from None
     pins: dict[str, Pin] = {}
     for package, dist in chosen:
@@ -107,7 +108,15 @@ def _check_covers(lock: Pylock, env: dict[str, str], *, where: str) -> None:
         raise OutsideLock(
             f"{where} requires Python {lock.requires_python}; the interpreter is {python}"
         )
-    if lock.environments and not any(Marker(str(m)).evaluate(env) for m in lock.environments):
+    try:
+        covered = not lock.environments or any(
+            Marker(str(m)).evaluate(env) for m in lock.environments
+        )
+    except MARKER_ERRORS as exc:
+        raise LockfileError(
+            f"{where}: an environment envguard cannot evaluate ({reason(exc)})"
+        ) from None
+    if not covered:
         raise OutsideLock(f"{where}: none of its environments matches this interpreter")
 
 

@@ -15,7 +15,13 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import VERSION_PATTERN
 
-from envguard.compare.lockfiles.common import LockfileError, Pin, read_lockfile_text, reason
+from envguard.compare.lockfiles.common import (
+    MARKER_ERRORS,
+    LockfileError,
+    Pin,
+    read_lockfile_text,
+    reason,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -23,6 +29,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 _MAX_INCLUDE_DEPTH = 10
+_MAX_INCLUDED_FILES = 1000
 # -r FILE, -rFILE, --requirement FILE, --requirement=FILE (and the same for -c, --constraint)
 _INCLUDE = re.compile(
     r"^(?:-(?P<short>[rc])\s*|--(?P<long>requirement|constraint)(?:\s*=\s*|\s+))(?P<file>\S.*)$"
@@ -80,6 +87,7 @@ def read_requirements(
     text: str | None = None,
     notes: list[str] | None = None,
     _depth: int = 0,
+    _seen: set[str] | None = None,
 ) -> dict[str, Pin]:
     """A pinned requirements.txt in pip's syntax (``text`` when it came from stdin): pins,
     `name @ url`, `-e` paths and VCS URLs, `-r` includes, `--hash`, continuations and
@@ -87,16 +95,19 @@ def read_requirements(
     roots = allowed_roots(path) if roots is None else roots
     text = read_lockfile_text(path) if text is None else text
     notes = [] if notes is None else notes
+    # Every file is read once, however many lines include it: ten files that each include
+    # the next one ten times must not make 10**9 reads.
+    seen = {os.path.realpath(path)} if _seen is None else _seen
     pins: dict[str, Pin] = {}
     for number, raw_line in _logical_lines(text):
-        line = _expand(raw_line)
         where = f"{path}:{number}"
+        line = _expand(raw_line, where, notes)
         include = _INCLUDE.match(line)
         if include:
             if (include.group("short") or include.group("long") or "")[0] == "c":
                 continue  # constraints narrow versions; they install nothing
             target = include.group("file").strip()
-            pins.update(_include(path, target, env, roots, where, _depth, notes))
+            pins.update(_include(path, target, env, roots, where, _depth, notes, seen))
             continue
         editable = _EDITABLE.match(line)
         if editable:
@@ -121,7 +132,7 @@ def read_requirements(
         try:
             if req.marker is not None and not req.marker.evaluate(env):
                 continue
-        except ValueError as exc:
+        except MARKER_ERRORS as exc:
             raise LockfileError(
                 f"{where}: a marker envguard cannot evaluate ({reason(exc)})"
             ) from None
@@ -143,12 +154,24 @@ _SOURCE_OPTIONS = frozenset(
     ("-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--no-index", "--trusted-host")
 )
 # pip's rule: only ${NAME} with upper-case letters, digits and underscores is replaced, and
-# only when set; anything else stays as written.
+# only when set; anything else stays as written. One more rule here, because a lockfile may
+# come from a pull request and its pins are printed: a variable whose name says it holds a
+# secret (TOKEN, SECRET, PASSWORD, KEY, ...) is never expanded.
 _VARIABLE = re.compile(r"\$\{([A-Z0-9_]+)\}")
 
 
-def _expand(line: str) -> str:
-    return _VARIABLE.sub(lambda m: os.environ.get(m.group(1), m.group(0)), line)
+def _expand(line: str, where: str, notes: list[str]) -> str:
+    from envguard.redact import is_secret_name
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if is_secret_name(name):
+            notes.append(f"{where}: ${{{name}}} not expanded: its name says it holds a secret")
+            return match.group(0)
+        found = os.environ.get(name)
+        return match.group(0) if found is None else found
+
+    return _VARIABLE.sub(value, line) if "${" in line else line
 
 
 def _editable(target: str, path: Path, roots: tuple[str, ...], number: int, where: str) -> Pin:
@@ -175,6 +198,7 @@ def _include(
     where: str,
     depth: int,
     notes: list[str],
+    seen: set[str],
 ) -> dict[str, Pin]:
     if depth >= _MAX_INCLUDE_DEPTH:
         raise LockfileError(f"{where}: -r nested more than {_MAX_INCLUDE_DEPTH} deep")
@@ -184,7 +208,14 @@ def _include(
             f"{where}: -r leads outside the project; only files under {', '.join(roots)}"
             " are followed"
         )
-    return read_requirements(Path(full), env, roots=roots, notes=notes, _depth=depth + 1)
+    if full in seen:
+        return {}  # its pins are in already
+    if len(seen) >= _MAX_INCLUDED_FILES:
+        raise LockfileError(f"{where}: -r includes more than {_MAX_INCLUDED_FILES} files")
+    seen.add(full)
+    return read_requirements(
+        Path(full), env, roots=roots, notes=notes, _depth=depth + 1, _seen=seen
+    )
 
 
 def _editable_name(folder: Path, roots: tuple[str, ...]) -> str | None:

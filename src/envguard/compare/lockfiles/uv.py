@@ -70,6 +70,9 @@ def _why_no_uv(project: Path | None) -> str | None:
         return "read from stdin: no project beside it"
     if not (project / "pyproject.toml").is_file():
         return "no pyproject.toml beside it"
+    from envguard.compare.lockfiles.common import confined
+
+    confined(project / "pyproject.toml", what="pyproject.toml beside the lock")
     from envguard.tools import find_modern_uv
 
     try:
@@ -90,6 +93,11 @@ def _export(project: Path, selection: Selection, *, where: str) -> str:
         "pylock.toml",
         "--no-header",
         "--quiet",
+        # The project may come from a pull request: its uv.toml and [tool.uv] settings
+        # (cache-dir, indexes) are not uv's to follow here; default-groups still apply, and a
+        # throwaway cache keeps uv from writing anywhere a planted setting names.
+        "--no-config",
+        "--no-cache",
         "--project",
         str(project),
         *selection.uv_args(),
@@ -239,8 +247,17 @@ def _default_groups(base: Path) -> list[str] | None:
 
 
 def _uv_pin(name: str, pkg: dict[str, Any], source: dict[str, Any], base: Path) -> Pin:
+    """A pin labelled as uv's own pylock export labels it, so a walked lock and an exported
+    one compare equal: ``git+URL@COMMIT`` for git, the archive URL for a url source."""
+    version = pkg.get("version")
     if "editable" in source:
         return Pin(name=name, editable=str((base / str(source["editable"])).resolve()))
     if "git" in source:
-        return Pin(name=name, version=pkg.get("version"), url="git+" + str(source["git"]))
-    return Pin(name=name, version=pkg.get("version"))
+        url, _, commit = str(source["git"]).partition("#")
+        url = url.split("?", 1)[0]
+        return Pin(
+            name=name, version=version, url=f"git+{url}@{commit}" if commit else f"git+{url}"
+        )
+    if "url" in source:
+        return Pin(name=name, version=version, url=str(source["url"]))
+    return Pin(name=name, version=version)
