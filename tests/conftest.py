@@ -42,6 +42,8 @@ def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPath
     # Default caches point into the test's temp area, never at the machine's real ones.
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(base / "no-inductor-cache"))
     monkeypatch.setenv("TRITON_CACHE_DIR", str(base / "no-triton-cache"))
+    # The probe's RECORD fingerprint cache: per test session, never the machine's own.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(base / "xdg-cache"))
 
 
 @pytest.fixture(scope="session")

@@ -54,7 +54,7 @@ def test_an_option_shaped_action_input_is_a_file_name(work: Path) -> None:
         ["bash", str(ROOT / "action" / "run.sh")], env=env, cwd=work, capture_output=True, text=True
     )
     assert not marker.exists()
-    assert proc.returncode == 2 and proc.stderr.startswith("error: ")
+    assert proc.returncode == 2 and "\nerror: " in "\n" + proc.stderr
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ TARGET_MODULES = (
     "reading",
     "confine",
     "system",
+    "fpcache",
     "dists",
     "torchbuild",
     "trees",

@@ -11,6 +11,7 @@ import re
 import sys
 import sysconfig
 
+from .fpcache import FingerprintCache
 from .reading import (
     METADATA_CAP,
     RECORD_CAP,
@@ -136,7 +137,9 @@ def _dist_from_dir_name(entry: str) -> Tuple[str, str]:
     return name, version.split("-py")[0]
 
 
-def read_distribution(site: str, entry: str, warnings: List[str]) -> Optional[Dict[str, Any]]:
+def read_distribution(
+    site: str, entry: str, warnings: List[str], cache: Optional[FingerprintCache] = None
+) -> Optional[Dict[str, Any]]:
     """One installed distribution from its .dist-info or .egg-info; None if unreadable."""
     path = os.path.join(site, entry)
     is_dist_info = entry.endswith(".dist-info")
@@ -191,6 +194,15 @@ def read_distribution(site: str, entry: str, warnings: List[str]) -> Optional[Di
         except (ValueError, RecursionError):
             warnings.append("%s: direct_url.json is not valid JSON; source unknown" % path)
     record = None
+    key = (
+        FingerprintCache.key(os.path.join(path, "RECORD"))
+        if cache and "RECORD" in present
+        else None
+    )
+    known = cache.lookup(key) if cache is not None else None
+    if known is not None:
+        dist["fingerprint"] = known
+        return dist
     if "RECORD" in present:
         try:
             record = read_bytes(os.path.join(path, "RECORD"), RECORD_CAP)
@@ -201,6 +213,8 @@ def read_distribution(site: str, entry: str, warnings: List[str]) -> Optional[Di
             warnings.append("%s: no RECORD; content fingerprint unknown" % path)
     else:
         dist["fingerprint"] = record_fingerprint(record, entry)
+        if cache is not None:
+            cache.store(key, dist["fingerprint"])
     return dist
 
 
@@ -216,8 +230,11 @@ def site_dirs() -> List[str]:
     return out
 
 
-def scan_packages(sites: List[str], warnings: List[str]) -> List[Dict[str, Any]]:
-    """Every distribution in ``sites``; a name seen again later is kept but marked shadowed."""
+def scan_packages(
+    sites: List[str], warnings: List[str], cache: Optional[FingerprintCache] = None
+) -> List[Dict[str, Any]]:
+    """Every distribution in ``sites``; a name seen again later is kept but marked shadowed.
+    ``cache``: RECORD fingerprints of unchanged files, looked up instead of hashed."""
     packages: List[Dict[str, Any]] = []
     seen: Dict[str, Dict[str, Any]] = {}
     for site in sites:
@@ -228,7 +245,7 @@ def scan_packages(sites: List[str], warnings: List[str]) -> List[Dict[str, Any]]
         for entry in entries:
             if not entry.endswith((".dist-info", ".egg-info")):
                 continue
-            dist = read_distribution(site, entry, warnings)
+            dist = read_distribution(site, entry, warnings, cache)
             if dist is None:
                 continue
             first = seen.get(dist["name"])

@@ -17,6 +17,7 @@ import sys
 from .confine import OUTSIDE, roots_for
 from .dists import scan_packages, site_dirs
 from .env import capture_env
+from .fpcache import FingerprintCache, cache_path
 from .gitrepos import probe_repos
 from .system import accelerator, enter_venv, finish_tool, interpreter, start_tool, user
 from .torchbuild import torch_build
@@ -39,7 +40,11 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
     nvcc = start_tool(["nvcc", "--version"])
     warnings: List[str] = []
     sites = site_dirs()
-    packages = scan_packages(sites, warnings)
+    fingerprints = FingerprintCache(
+        cache_path(environ) if args.get("fingerprint_cache", True) else None
+    )
+    packages = scan_packages(sites, warnings, fingerprints)
+    fingerprints.save(sites)
     caches = []
     own = default_caches(environ)
     # Paths named by a snapshot (not by the user) are read only under these roots.
