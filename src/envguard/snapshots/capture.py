@@ -18,31 +18,18 @@ from envguard.snapshots.models import (
     Cache,
     FileDigest,
     Interpreter,
-    Package,
     Repo,
     Snapshot,
 )
-from envguard.snapshots.repos import capture_repo, find_work_tree
 from envguard.snapshots.request import (
     CaptureRequest,
     StartedCapture,
-    confinement,
     start_capture,
 )
 from envguard.snapshots.sources import package_from_probe, torch_from_probe
 
 
-def _editable_repos(packages: tuple[Package, ...]) -> list[Path]:
-    found = []
-    for pkg in packages:
-        if pkg.source.kind == "editable" and pkg.source.path:
-            top = find_work_tree(Path(pkg.source.path))
-            if top is not None:
-                found.append(top)
-    return found
-
-
-def _remote_repos(request: CaptureRequest, raw: list[ReportRepo]) -> tuple[Repo, ...]:
+def _probed_repos(request: CaptureRequest, raw: list[ReportRepo]) -> tuple[Repo, ...]:
     repos = []
     for repo in raw:
         if repo.get("error"):
@@ -51,33 +38,10 @@ def _remote_repos(request: CaptureRequest, raw: list[ReportRepo]) -> tuple[Repo,
                 continue
             if not request.strict:
                 continue  # gone: diff reports it missing
-            raise UsageError(
-                f"--repo {repo['path']}: {repo.get('error')} (on the far side of --via)"
-            )
+            where = " (on the far side of --via)" if request.via else ""
+            raise UsageError(f"--repo {repo['path']}: {repo.get('error')}{where}")
         repos.append(Repo(**{k: v for k, v in repo.items() if k != "error"}))
     return tuple(sorted(repos, key=lambda r: r.path))
-
-
-def _repos(
-    request: CaptureRequest, user_repos: list[Path], packages: tuple[Package, ...]
-) -> tuple[Repo, ...]:
-    # A snapshot's repos are confined, except where the live environment itself has an
-    # editable install (its work tree is measured anyway).
-    editable = {p.resolve() for p in _editable_repos(packages)}
-    roots = confinement(request)
-    admitted = [p for p in user_repos if roots.admits(str(p)) or p.resolve() in editable]
-    refused = [
-        Repo(path=str(p), error=f"{OUTSIDE} (--allow PATH reads it)")
-        for p in user_repos
-        if p not in admitted
-    ]
-    paths = [*editable, *(p.resolve() for p in admitted)]
-    if request.include_cwd_repo:
-        top = find_work_tree(request.cwd)
-        if top is not None:
-            paths.append(top.resolve())
-    measured = [capture_repo(p, strict=request.strict) for p in sorted(set(paths))]
-    return tuple(sorted([*measured, *refused], key=lambda r: r.path))
 
 
 def _files(raw: list[ReportFile], *, strict: bool) -> tuple[FileDigest, ...]:
@@ -143,9 +107,7 @@ def snapshot_from_report(
         packages=packages,
         torch=torch_from_probe(report["torch"], by_name),
         accelerator=Accelerator(**report["accelerator"]),
-        repos=_remote_repos(request, report["repos"])
-        if request.via
-        else _repos(request, user_repos, packages),
+        repos=_probed_repos(request, report["repos"]),
         files=_files(report["files"], strict=request.strict),
         caches=tuple(caches[key] for key in sorted(caches)),
         env=report["env"],  # redacted by the model, whatever the far side did

@@ -7,6 +7,7 @@ interpreter works while envguard loads its models (snapshot.capture assembles th
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -93,8 +94,8 @@ def confinement(request: CaptureRequest) -> Roots:
     )
 
 
-def probe_args(request: CaptureRequest) -> dict[str, Any]:
-    """The probe's one argument: which files to hash and which caches to walk."""
+def probe_args(request: CaptureRequest, user_repos: Sequence[Path] = ()) -> dict[str, Any]:
+    """The probe's one argument: which files to hash, which caches to walk, which repos."""
     files = []
     for path in request.files:
         if not os.path.isabs(os.path.expanduser(path)):
@@ -113,6 +114,8 @@ def probe_args(request: CaptureRequest) -> dict[str, Any]:
         args.update(confine=True, allow=allow)
         if not request.via:
             args["cwd"] = str(request.cwd)
+    # Repos are read by the probe on both sides (one implementation: git itself, run with
+    # the read-only settings of envguard.confine), while this side imports its models.
     if request.via:  # remote paths stay as given: the far side resolves them
         args.update(
             files=list(request.files),
@@ -122,7 +125,12 @@ def probe_args(request: CaptureRequest) -> dict[str, Any]:
             editable_repos=True,
         )
     else:
-        args["files"] = files
+        repos = [str(p) for p in user_repos]
+        if request.include_cwd_repo:
+            top = find_work_tree(request.cwd)
+            if top is not None:
+                repos.append(str(top))
+        args.update(files=files, git=True, repos=repos, editable_repos=True)
     return args
 
 
@@ -140,7 +148,7 @@ def start_capture(request: CaptureRequest) -> StartedCapture:
     user_repos = _user_repos(request)
     probe = ProbeRun(
         request.python,
-        probe_args(request),
+        probe_args(request, user_repos),
         label=request.python_label,
         prefix=request.via,
         timeout=request.timeout,

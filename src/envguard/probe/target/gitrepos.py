@@ -35,6 +35,19 @@ def _git(path: str, *args: str) -> Optional[str]:
     return proc.stdout.decode("utf-8", "surrogateescape")
 
 
+# A folder that is a git directory itself (HEAD, objects/, refs/) and not a work tree: a
+# pull request can commit one, with a config that names programs. git is never run on it.
+GITDIR_REFUSED = "a git directory, not a work tree: refused (its config could name programs)"
+
+
+def _is_git_directory(path: str) -> bool:
+    return (
+        os.path.isfile(os.path.join(path, "HEAD"))
+        and os.path.isdir(os.path.join(path, "objects"))
+        and os.path.isdir(os.path.join(path, "refs"))
+    )
+
+
 def git_top(path: str) -> Optional[str]:
     out = _git(path, "rev-parse", "--show-toplevel")
     return out.strip() if out else None
@@ -42,6 +55,8 @@ def git_top(path: str) -> Optional[str]:
 
 def git_repo(path: str) -> Dict[str, Any]:
     """A repo record: HEAD, branch, dirtiness, the hash of `git diff HEAD`, the remote."""
+    if _is_git_directory(path):
+        return {"path": path, "error": GITDIR_REFUSED}
     top = git_top(path)
     if top is None:
         error = "no such directory" if not os.path.isdir(path) else "not a git work tree"
