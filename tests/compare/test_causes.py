@@ -100,3 +100,19 @@ def test_json_keeps_the_flat_list_and_adds_the_groups(polluted: Path) -> None:
 def test_only_torch_includes_the_version(polluted: Path) -> None:
     result = runner.invoke(app, ["diff", "good", "--python", str(polluted), "--only", "torch"])
     assert "torch 2.13.0+cpu -> 2.14.1+cu130" in result.stdout
+
+
+def test_plan_export_show_and_fleet_name_the_torch_build() -> None:
+    """PyPI's CUDA wheel carries no local label; every command names its build anyway."""
+    from envguard.compare.fleet import items
+    from envguard.recovery.export import requirements_export
+    from envguard.recovery.plan import Sources, torch_build_label
+    from envguard.snapshots.models import TorchBuild
+    from factories import package, snapshot
+
+    snap = snapshot(
+        [package("torch", "2.14.1")], torch=TorchBuild(version="2.14.1+cu130", cuda="13.0")
+    )
+    assert torch_build_label(snap) == "2.14.1+cu130 (CUDA 13.0)"
+    assert "# torch build: 2.14.1+cu130 (CUDA 13.0)" in requirements_export(snap, Sources())
+    assert items(snap)["package torch"] == "2.14.1+cu130"

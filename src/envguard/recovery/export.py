@@ -15,6 +15,7 @@ from envguard.recovery.plan import (
     pins,
     requirements_text,
     safe_label,
+    torch_build_label,
     variant_args,
     variant_index,
 )
@@ -45,6 +46,9 @@ def requirements_export(
     found = pins(snapshot, skip_editables=skip_editables, check_paths=False)
     python = check_python_version(snapshot.interpreter.version)
     head = [f"# envguard export of snapshot {safe_label(snapshot.name)} (Python {python})"]
+    build = torch_build_label(snapshot)
+    if build is not None:
+        head.append(f"# torch build: {build}")
     if options.index_url:
         head.append(f"--index-url {options.index_url}")
     head += [f"--extra-index-url {url}" for url in options.extra_index_urls]

@@ -149,6 +149,8 @@ class Plan(Model):
     files: tuple[PlanFile, ...]
     steps: tuple[Step, ...]
     packages: int
+    # torch as its build says ("2.14.1+cu130, CUDA 13.0"), when the snapshot has torch.
+    torch: str | None = None
     envguard: tuple[str, ...] = ("envguard",)
     skipped: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
@@ -441,10 +443,28 @@ def plan(snapshot: Snapshot, options: PlanOptions) -> Plan:
         files=tuple(files),
         steps=tuple(steps),
         packages=found.count,
+        torch=torch_build_label(snapshot),
         envguard=options.envguard,
         skipped=tuple(found.skipped),
         warnings=tuple(found.warnings),
     )
+
+
+def torch_build_label(snapshot: Snapshot) -> str | None:
+    """``2.14.1+cu130 (CUDA 13.0)``: the build torch's version.py names, for plans and
+    exports whose pins carry PyPI's unlabelled version."""
+    from envguard.compare.verdict import torch_version
+
+    label = torch_version(snapshot)
+    if label is None:
+        return None
+    torch = snapshot.torch
+    gpu = (
+        f"CUDA {safe_label(torch.cuda)}"
+        if torch is not None and torch.cuda
+        else (f"HIP {safe_label(torch.hip)}" if torch is not None and torch.hip else "CPU")
+    )
+    return f"{safe_label(label)} ({gpu})"
 
 
 def _names(lines: list[str]) -> list[str]:

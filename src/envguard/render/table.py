@@ -259,6 +259,8 @@ def plan_table(plan: Plan, console: Console) -> None:
         ),
         markup=False,
     )
+    if plan.torch:
+        console.print(printable(f"torch build: {plan.torch}"), markup=False)
     table = Table("#", "step", "command")
     table.columns[2].overflow = "fold"  # a command is shown whole, wrapped, never cut
     for i, step in enumerate(plan.steps, 1):
