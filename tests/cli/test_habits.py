@@ -85,6 +85,8 @@ def test_default_names_never_collide(in_tmp: Path, good_venv: Path) -> None:
 def test_completion_through_typer() -> None:
     result = envguard(COMP_WORDS="envguard di", COMP_CWORD="1", _ENVGUARD_COMPLETE="complete_bash")
     assert result.returncode == 0 and result.stdout.split() == ["diff"]
+    script = envguard(_ENVGUARD_COMPLETE="source_bash")
+    assert script.returncode == 0 and "_envguard_completion" in script.stdout
 
 
 def test_plan_table_wraps_commands_instead_of_cutting_them(in_tmp: Path, good_venv: Path) -> None:

@@ -161,7 +161,7 @@ app = typer.Typer(
     cls=_Group,
     help="Snapshot, diff and rebuild ML training environments.",
     no_args_is_help=True,
-    add_completion=True,
+    add_completion=False,
     rich_markup_mode=None,
     # Locals in tracebacks would print environment values, secrets included.
     pretty_exceptions_enable=False,
@@ -222,6 +222,14 @@ def main() -> None:
     own_variable("PYDANTIC_DISABLE_PLUGINS", "__all__")
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _terminate)
+    import os
+
+    if "_ENVGUARD_COMPLETE" in os.environ:
+        # Shell completion (`eval "$(_ENVGUARD_COMPLETE=source_bash envguard)"`, or zsh,
+        # fish): typer's completion classes load only then, so --help pays nothing for them.
+        from typer.completion import completion_init
+
+        completion_init()
     app(prog_name="envguard")
 
 
