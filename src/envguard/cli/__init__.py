@@ -227,7 +227,7 @@ def main() -> None:
     if "_ENVGUARD_COMPLETE" in os.environ:
         # Shell completion (`eval "$(_ENVGUARD_COMPLETE=source_bash envguard)"`, or zsh,
         # fish): typer's completion classes load only then, so --help pays nothing for them.
-        from typer._completion_classes import completion_init
+        from typer.completion import completion_init  # type: ignore[attr-defined]
 
         completion_init()
     app(prog_name="envguard")
