@@ -1,5 +1,5 @@
-"""Which install pulled in which change: drifted packages grouped under the top-level package
-whose requirements reach them, from the Requires-Dist the probe records (the question
+"""Which install pulled in which change: drifted packages grouped under the package whose
+install pulled them in, from the Requires-Dist the probe records (the question
 `pipdeptree` / `uv pip tree --invert` answer by hand)."""
 
 from __future__ import annotations
@@ -17,11 +17,16 @@ from envguard.snapshots.models import Package, Snapshot
 CAUSED_KINDS = frozenset(
     {"added", "upgraded", "downgraded", "variant_changed", "version_changed", "source_changed"}
 )
+# Bounds for a hostile or absurd snapshot: grouping is a reading aid, never a hang. Past
+# these the drift is reported without groups (or with the extras left out).
+MAX_EXTRAS_PER_PACKAGE = 16
+MAX_PAIRS = 200_000
+_ERRORS = (InvalidMarker, ValueError, KeyError, TypeError, RecursionError)
 
 
 @dataclass(frozen=True)
 class Cause:
-    """A top-level package that changed, and the other changed packages it reaches."""
+    """A changed package whose install pulled in other changed packages."""
 
     root: str
     members: tuple[str, ...]
@@ -29,28 +34,29 @@ class Cause:
 
 def dependency_graph(snap: Snapshot) -> dict[str, set[str]]:
     """Installed package -> the installed packages its requirements name, markers evaluated
-    for the snapshot's interpreter (with each extra that some installed package asks for)."""
+    for the snapshot's interpreter: first without extras, then with the extras that an
+    active requirement of another package asks for (at most MAX_EXTRAS_PER_PACKAGE)."""
     installed = snap.package_map()
     env = dict(snap.interpreter.markers)
-    parsed: dict[str, list[Requirement]] = {}
-    for name, pkg in installed.items():
-        parsed[name] = list(_requirements(pkg))
-    wanted_extras: dict[str, set[str]] = {}
-    for reqs in parsed.values():
-        for req in reqs:
-            if req.extras:
-                wanted_extras.setdefault(canonicalize_name(req.name), set()).update(req.extras)
-    graph: dict[str, set[str]] = {}
+    parsed = {name: list(_requirements(pkg)) for name, pkg in installed.items()}
+    graph: dict[str, set[str]] = {name: set() for name in installed}
+    wanted: dict[str, set[str]] = {}
     for name, reqs in parsed.items():
-        extras = ["", *sorted(wanted_extras.get(name, ()))]
-        edges: set[str] = set()
         for req in reqs:
             target = canonicalize_name(req.name)
-            if target == name or target not in installed:
+            if target == name or target not in installed or not _holds(req, {**env, "extra": ""}):
                 continue
-            if req.marker is None or any(_holds(req, {**env, "extra": e}) for e in extras):
-                edges.add(target)
-        graph[name] = edges
+            graph[name].add(target)
+            if req.extras:
+                wanted.setdefault(target, set()).update(req.extras)
+    for name, extras in wanted.items():
+        chosen = sorted(extras)[:MAX_EXTRAS_PER_PACKAGE]
+        for req in parsed[name]:
+            target = canonicalize_name(req.name)
+            if target == name or target not in installed or req.marker is None:
+                continue
+            if "extra" in str(req.marker) and any(_holds(req, {**env, "extra": e}) for e in chosen):
+                graph[name].add(target)
     return graph
 
 
@@ -65,29 +71,46 @@ def _requirements(pkg: Package) -> Iterable[Requirement]:
 def _holds(req: Requirement, env: dict[str, str]) -> bool:
     try:
         return req.marker is None or req.marker.evaluate(env)
-    except (InvalidMarker, ValueError, KeyError, TypeError, RecursionError):
+    except _ERRORS:
         return False
 
 
 def group_changes(actual: Snapshot, changed: set[str]) -> list[Cause]:
-    """The causes among ``changed`` package names: each changed package that no installed
-    package requires is a root; its group is every other changed package its requirements
-    reach (through unchanged ones too). A package reached from two roots is in both groups.
-    Roots that pull in nothing are left out. (REQUESTED is not used: uv writes it for every
-    package it installs.)"""
+    """The causes among ``changed`` package names. A changed package that no other changed
+    package requires is a root (an install, or an upgrade of something only unchanged
+    packages depend on); its group is every other changed package its requirements reach
+    (through unchanged ones too). Changed packages that only require each other (a cycle)
+    are roots in name order. A package reached from two roots is in both groups; roots that
+    pull in nothing are left out."""
     graph = dependency_graph(actual)
     installed = actual.package_map()
-    required = {target for targets in graph.values() for target in targets}
-    roots = sorted(name for name in changed if name in installed and name not in required)
-    causes = []
+    present = sorted(name for name in changed if name in installed)
+    required = {t for name in present for t in graph.get(name, ()) if t != name}
+    roots = [name for name in present if name not in required]
+    reached: dict[str, set[str]] = {}
+    pairs = 0
     for root in roots:
-        seen, stack = {root}, [root]
-        while stack:
-            for target in graph.get(stack.pop(), ()):
-                if target not in seen:
-                    seen.add(target)
-                    stack.append(target)
-        members = tuple(sorted((seen - {root}) & changed))
-        if members:
-            causes.append(Cause(root=root, members=members))
-    return causes
+        reached[root] = _reach(graph, root) & changed
+        pairs += len(reached[root])
+        if pairs > MAX_PAIRS:
+            return []
+    covered = set(roots).union(*reached.values()) if reached else set(roots)
+    for name in present:  # cycles: nothing outside reaches them
+        if name not in covered:
+            reached[name] = _reach(graph, name) & changed
+            covered |= reached[name] | {name}
+    return [
+        Cause(root=root, members=tuple(sorted(members - {root})))
+        for root, members in sorted(reached.items())
+        if members - {root}
+    ]
+
+
+def _reach(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, stack = {start}, [start]
+    while stack:
+        for target in graph.get(stack.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                stack.append(target)
+    return seen

@@ -36,7 +36,7 @@ class Collector:
             Change(
                 section=self.section,
                 kind=kind,
-                name=name,
+                name=redact_text(name),
                 expected=None if expected is None else redact_text(str(expected)),
                 actual=None if actual is None else redact_text(str(actual)),
                 severity=self.policy.level(self.section, kind, severity),
@@ -65,12 +65,19 @@ def diff(expected: Snapshot, actual: Snapshot, policy: Policy | None = None) -> 
     from envguard.compare.causes import CAUSED_KINDS, group_changes
     from envguard.compare.verdict import verdict
 
-    caused = {c.name for c in changes if c.section == "packages" and c.kind in CAUSED_KINDS}
+    # Grouped on the packages' own names; shown (like every change) redacted: a name or a
+    # version from a snapshot may hold a token.
+    shown = {c.name for c in changes if c.section == "packages" and c.kind in CAUSED_KINDS}
+    caused = {
+        name
+        for name in expected.package_map().keys() | actual.package_map().keys()
+        if redact_text(name) in shown
+    }
     causes = group_changes(actual, caused) if caused else []
     member_of: dict[str, list[str]] = {}
     for cause in causes:
         for name in (cause.root, *cause.members):
-            member_of.setdefault(name, []).append(cause.root)
+            member_of.setdefault(redact_text(name), []).append(redact_text(cause.root))
     if member_of:
         changes = [
             c.model_copy(update={"groups": tuple(member_of[c.name])})
@@ -83,8 +90,13 @@ def diff(expected: Snapshot, actual: Snapshot, policy: Policy | None = None) -> 
         metrics=dict(expected.metrics),
         expected_name=expected.name,
         actual_name=actual.name,
-        verdict=verdict(expected, actual, changes, causes, policy),
-        groups=tuple(ChangeGroup(root=c.root, members=c.members) for c in causes),
+        verdict=tuple(
+            redact_text(line) for line in verdict(expected, actual, changes, causes, policy)
+        ),
+        groups=tuple(
+            ChangeGroup(root=redact_text(c.root), members=tuple(redact_text(m) for m in c.members))
+            for c in causes
+        ),
     )
 
 

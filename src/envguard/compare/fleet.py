@@ -11,12 +11,18 @@ from pathlib import Path
 from envguard.compare.models import FleetGroup, FleetItem, FleetReport, FleetValue
 from envguard.compare.sections import REGISTRY
 from envguard.compare.sections.interpreter import ABSENT
+from envguard.redact import redact_text
 from envguard.snapshots.models import Snapshot
 
 
 def items(snap: Snapshot) -> dict[str, str]:
     """What must be equal on every node, as item -> value: each section's identity."""
-    return {item: value for section in REGISTRY for item, value in section.identity(snap)}
+    # Shown in every fleet format: redacted as drift text is (a name or version may hold a token).
+    return {
+        redact_text(item): redact_text(value)
+        for section in REGISTRY
+        for item, value in section.identity(snap)
+    }
 
 
 def fingerprint(values: dict[str, str]) -> str:

@@ -35,6 +35,25 @@ class Change(Model):
     groups: tuple[str, ...] = ()
 
 
+def primary_changes(changes: tuple[Change, ...] | list[Change]) -> dict[str, Change]:
+    """Each package's change that says what happened to it (added, upgraded, ...), before
+    a second one about the same package (its installer, REQUESTED): name -> change."""
+    order = ("added", "removed", "upgraded", "downgraded", "variant_changed", "version_changed")
+    best: dict[str, Change] = {}
+    for c in changes:
+        if c.section != "packages":
+            continue
+        held = best.get(c.name)
+        rank = order.index(c.kind) if c.kind in order else len(order) + (c.kind != "source_changed")
+        if held is None or rank < (
+            order.index(held.kind)
+            if held.kind in order
+            else len(order) + (held.kind != "source_changed")
+        ):
+            best[c.name] = c
+    return best
+
+
 class ChangeGroup(Model):
     """A top-level package that changed and the changed packages its install pulled in."""
 

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from envguard.compare.causes import Cause
-from envguard.compare.models import Change
+from envguard.compare.models import Change, primary_changes
 from envguard.compare.policy import Policy
 from envguard.redact import redact_metrics
 from envguard.snapshots.models import Package, Snapshot
@@ -51,7 +51,7 @@ def verdict(
         )
         lines.append(f"torch {before or 'absent'} -> {after or 'absent'}{cuda}")
     packages = [c for c in changes if c.section == "packages"]
-    by_name = {c.name: c for c in packages}
+    by_name = primary_changes(packages)
     grouped: set[str] = set()
     installed = actual.package_map()
     for cause in sorted(causes, key=lambda c: (-len(c.members), c.root))[:3]:
@@ -68,7 +68,20 @@ def verdict(
             f" package{'s' if len(cause.members) != 1 else ''} it pulled in{detail}"
         )
         grouped |= {cause.root, *cause.members}
-    rest = Counter(c.kind for c in packages if c.name not in grouped and c.name != "torch")
+    # The GPU stack is never left out of the verdict, even outside the causes shown.
+    gpu_rest = [
+        c
+        for name, c in sorted(by_name.items())
+        if name not in grouped and name != "torch" and policy.is_critical_package(name)
+    ]
+    if gpu_rest:
+        said = [
+            f"{c.name} {c.actual or c.expected or ''} {c.kind.replace('_', ' ')}" for c in gpu_rest
+        ]
+        more = f" and {len(said) - 3} more" if len(said) > 3 else ""
+        lines.append("GPU stack: " + ", ".join(s.replace("  ", " ") for s in said[:3]) + more)
+        grouped |= {c.name for c in gpu_rest}
+    rest = Counter(c.kind for name, c in by_name.items() if name not in grouped and name != "torch")
     if rest:
         parts = [f"{n} {_plural(kind, n)}" for kind, n in rest.most_common(4)]
         lines.append("other packages: " + ", ".join(parts))

@@ -51,6 +51,7 @@ def _page(title: str, body: list[str]) -> str:
 def drift_html(drift: Drift) -> str:
     """The drift report: verdict, then changes by severity, install groups folded."""
     from envguard.compare.engine import iter_sections
+    from envguard.compare.models import primary_changes
     from envguard.render.text import metrics_footer, summary
 
     body = [f"<h1>envguard drift report: {_t(drift.expected_name or 'snapshot')}</h1>"]
@@ -64,26 +65,35 @@ def drift_html(drift: Drift) -> str:
     body.append("</div>")
     members = {m for g in drift.groups for m in g.members}
     groups = {g.root: g for g in drift.groups}
-    by_name = {c.name: c for c in drift.changes if c.section == "packages"}
+    primary = primary_changes(drift.changes)
+
+    def folded(c: Change) -> bool:
+        return (
+            c.section == "packages"
+            and c.name in members
+            and c.name not in groups
+            and c.severity.value != "critical"
+        )
+
     for level, changes in iter_sections(drift):
-        body.append(f'<h2 class="{level.value}">{_t(level.value)} ({len(changes)})</h2>')
+        shown = [c for c in changes if not folded(c)]
+        if not shown:
+            continue  # all of them are inside their install's <details>
+        body.append(f'<h2 class="{level.value}">{_t(level.value)} ({len(shown)})</h2>')
         body.append(
             "<table><tr><th>section</th><th>change</th><th>name</th>"
             "<th>expected</th><th>actual</th><th>what</th></tr>"
         )
-        for c in changes:
-            folded = (
-                c.section == "packages" and c.name in members and c.severity.value != "critical"
-            )
-            if folded and c.name not in groups:
-                continue  # shown inside its group's <details>
+        for c in shown:
             body.append(_change_row(c))
             group = groups.get(c.name) if c.section == "packages" else None
-            if group is not None:
-                inner = [by_name[m] for m in group.members if m in by_name]
+            if group is not None and primary.get(c.name) is c:
+                wanted = set(group.members)
+                inner = [m for m in drift.changes if m.section == "packages" and m.name in wanted]
+                count = len({m.name for m in inner})
                 body.append(
-                    f'<tr><td colspan="6"><details><summary>{len(inner)} packages'
-                    f" {_t(c.name)} pulled in</summary><table>"
+                    f'<tr><td colspan="6"><details><summary>{count} package'
+                    f"{'s' if count != 1 else ''} {_t(c.name)} pulled in</summary><table>"
                     + "".join(_change_row(m) for m in inner)
                     + "</table></details></td></tr>"
                 )

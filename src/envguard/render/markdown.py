@@ -95,7 +95,9 @@ def log_markdown(entries: list[Entry], *, metric: str | None = None) -> str:
         if e.error is not None:
             lines.append(f"| - | {_cell(e.path.stem)} | - | - | unreadable: {_cell(e.error)} |")
             continue
-        created = e.created.strftime("%Y-%m-%d %H:%M UTC") if e.created else "-"
+        from envguard.render.table import _age
+
+        created = _age(e.created) if e.created else "-"
         if metric:
             value = e.metrics.get(metric)
             shown = f"{bars[i]} {value}" if value is not None else "-"

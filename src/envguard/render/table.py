@@ -160,7 +160,10 @@ def show_snapshot(snap: Snapshot, console: Console) -> None:
 
 
 def _age(created: datetime) -> str:
-    return created.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    try:
+        return created.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    except (OverflowError, ValueError):  # year 1 in another zone: no UTC time to show
+        return created.isoformat()
 
 
 def log_table(entries: list[Entry], console: Console, *, metric: str | None = None) -> None:

@@ -21,10 +21,15 @@ _UNSAFE = re.compile("[" + UNSAFE_CHARS + "]")
 
 def printable(text: str) -> str:
     """``text`` with every control character shown as an escape (``\\x1b``), never sent
-    to the terminal: snapshots, hosts and files are untrusted."""
-    if not _UNSAFE.search(text):
-        return text
-    return _UNSAFE.sub(lambda m: ascii(m.group(0))[1:-1], text)
+    to the terminal: snapshots, hosts and files are untrusted. A line that would start with
+    ``::`` (a GitHub workflow command: ::error, ::add-mask, ::stop-commands) gets a space
+    between the colons."""
+    if _UNSAFE.search(text):
+        text = _UNSAFE.sub(lambda m: ascii(m.group(0))[1:-1], text)
+    if text.lstrip().startswith("::"):
+        head = len(text) - len(text.lstrip())
+        text = text[:head] + ": :" + text[head + 2 :]
+    return text
 
 
 def summary(drift: Drift) -> str:
@@ -51,8 +56,10 @@ def collapsed(drift: Drift, *, expand: bool = False) -> tuple[dict[int, str], se
     folded: set[int] = set()
     if not drift.groups:
         return shown, folded
+    from envguard.compare.models import primary_changes
+
     roots = {g.root: g for g in drift.groups}
-    by_name = {c.name: c for c in drift.changes if c.section == "packages"}
+    by_name = primary_changes(drift.changes)
     for c in drift.changes:
         if c.section != "packages" or not c.groups:
             continue
@@ -75,7 +82,9 @@ def collapsed(drift: Drift, *, expand: bool = False) -> tuple[dict[int, str], se
 
 def group_tree(drift: Drift) -> list[str]:
     """Each install and what it pulled in, as a tree (as `uv pip tree --invert` reads)."""
-    by_name = {c.name: c for c in drift.changes if c.section == "packages"}
+    from envguard.compare.models import primary_changes
+
+    by_name = primary_changes(drift.changes)
     lines: list[str] = []
     for group in drift.groups:
         root = by_name.get(group.root)

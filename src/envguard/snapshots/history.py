@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envguard import SCHEMA_VERSION
 from envguard.errors import EnvguardError
 from envguard.reading import UNSAFE_CHARS
 
@@ -55,6 +56,30 @@ def history(paths: list[Path]) -> list[Entry]:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+# A snapshot's top-level fields (snapshots.models.Snapshot; a test keeps the two equal).
+SNAPSHOT_KEYS = frozenset(
+    {
+        "schema_version",
+        "name",
+        "created",
+        "host",
+        "user",
+        "envguard_version",
+        "command",
+        "via",
+        "note",
+        "metrics",
+        "interpreter",
+        "packages",
+        "torch",
+        "accelerator",
+        "repos",
+        "files",
+        "caches",
+        "env",
+        "warnings",
+    }
+)
 
 
 def _with(entry: Entry, **changes: object) -> Entry:
@@ -70,6 +95,12 @@ def _read(path: Path) -> tuple[Entry, dict[str, str]]:
         raw = json.loads(read(path), parse_constant=_no_constant)
         if not isinstance(raw, dict):
             raise ValueError("not an object")
+        unknown = set(raw) - SNAPSHOT_KEYS
+        if unknown:
+            raise ValueError("unknown fields")
+        version = raw.get("schema_version", 1)
+        if type(version) is not int or not 1 <= version <= SCHEMA_VERSION:
+            raise ValueError("a schema_version envguard does not read")
         name, created = raw.get("name"), raw.get("created")
         if not isinstance(name, str) or not isinstance(created, str) or _unsafe(name):
             raise ValueError("no name or created time")
@@ -79,6 +110,10 @@ def _read(path: Path) -> tuple[Entry, dict[str, str]]:
         versions = _versions(raw.get("packages"))
         torch = raw.get("torch")
         build = torch.get("version") if isinstance(torch, dict) else None
+        if build is not None and (not isinstance(build, str) or _unsafe(build)):
+            raise ValueError("torch's version is not one short line")
+        if any(_unsafe(n) or _unsafe(v) for n, v in versions.items()):
+            raise ValueError("a package name or version is not one short line")
         metrics = raw.get("metrics") or {}
         if not isinstance(metrics, dict) or not all(_metric(v) for v in metrics.values()):
             raise ValueError("metrics are not numbers or text")
@@ -153,23 +188,28 @@ def _change(
 
 
 def sparkline(values: list[float | None]) -> list[str]:
-    """One bar per value (▁ to █), scaled from the lowest to the highest; blank for none."""
+    """One bar per value (▁ to █), scaled from the lowest to the highest; blank for none.
+    Values too far apart to subtract (1e308 and -1e308) are drawn by rank instead."""
     bars = "▁▂▃▄▅▆▇█"
-    known = [v for v in values if v is not None]
+    known = sorted({v for v in values if v is not None})
     if not known:
         return [" " for _ in values]
-    low, high = min(known), max(known)
-    span = high - low or 1.0
-    return [
-        " "
-        if v is None
-        else bars[min(len(bars) - 1, int((v - low) / span * (len(bars) - 1) + 0.5))]
-        for v in values
-    ]
+    low, high = known[0], known[-1]
+    span = high - low
+    top = len(bars) - 1
+    if not math.isfinite(span):
+        rank = {v: i / max(1, len(known) - 1) for i, v in enumerate(known)}
+        return [" " if v is None else bars[round(rank[v] * top)] for v in values]
+    span = span or 1.0
+    return [" " if v is None else bars[min(top, int((v - low) / span * top + 0.5))] for v in values]
 
 
 def metric_value(entry: Entry, name: str) -> float | None:
     value = entry.metrics.get(name)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # a 4,000-digit integer: not a measurement to draw
+        return None
+    return number if math.isfinite(number) else None

@@ -20,6 +20,10 @@ from envguard.reading import UNSAFE_CHARS
 
 MetricValue = int | float | str
 # One line of text: snapshots are untrusted, and these fields end up in messages and files.
+# A Requires-Dist line as the probe records it: one line, at most 512 characters.
+Requirement = Annotated[
+    str, StringConstraints(pattern="^[^" + UNSAFE_CHARS + "]*$", max_length=512)
+]
 # One line of text a person may be shown: no control, bidi or line-separator character.
 Line = Annotated[str, StringConstraints(pattern="^[^" + UNSAFE_CHARS + "]*$")]
 # A version string as PEP 440 spells one: a 10,000-digit "version" is not one, and would make
@@ -75,7 +79,7 @@ class Package(Model):
     shadowed: bool = False
     # Requires-Dist as the METADATA writes it (markers and extras included): what pulled in
     # what, for grouping drift by cause. Empty in snapshots taken before it was recorded.
-    requires: tuple[str, ...] = ()
+    requires: tuple[Requirement, ...] = Field(default=(), max_length=500)
 
 
 class TorchBuild(Model):

@@ -73,7 +73,7 @@ def metadata_headers(path: str, requires: Optional[List[str]] = None) -> Dict[st
             found.setdefault(key.decode(), text)
         elif sep and key == b"Requires-Dist" and requires is not None:
             text = value.decode("utf-8", "replace").strip()
-            if len(requires) < MAX_REQUIRES and len(text) <= 512 and not _UNSAFE.search(text):
+            if len(text) <= 512 and not _UNSAFE.search(text):
                 requires.append(text)
     return found
 
@@ -156,6 +156,11 @@ def read_distribution(
     except OSError as exc:
         headers = {}
         warnings.append("%s: metadata unreadable (%s)" % (path, exc.strerror or exc))
+    if len(requires) > MAX_REQUIRES:
+        warnings.append(
+            "%s: %d requirements; the first %d kept" % (path, len(requires), MAX_REQUIRES)
+        )
+        del requires[MAX_REQUIRES:]
     display = headers.get("Name") or dir_name
     version = headers.get("Version") or dir_version
     if not display or not version:
