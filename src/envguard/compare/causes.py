@@ -38,7 +38,7 @@ def dependency_graph(snap: Snapshot) -> dict[str, set[str]]:
     active requirement of another package asks for (at most MAX_EXTRAS_PER_PACKAGE)."""
     installed = snap.package_map()
     env = dict(snap.interpreter.markers)
-    parsed = {name: list(_requirements(pkg)) for name, pkg in installed.items()}
+    parsed = {name: list(_requirements(pkg)) for name, pkg in installed.items() if pkg.requires}
     graph: dict[str, set[str]] = {name: set() for name in installed}
     wanted: dict[str, set[str]] = {}
     for name, reqs in parsed.items():
@@ -51,7 +51,7 @@ def dependency_graph(snap: Snapshot) -> dict[str, set[str]]:
                 wanted.setdefault(target, set()).update(req.extras)
     for name, extras in wanted.items():
         chosen = sorted(extras)[:MAX_EXTRAS_PER_PACKAGE]
-        for req in parsed[name]:
+        for req in parsed.get(name, ()):
             target = canonicalize_name(req.name)
             if target == name or target not in installed or req.marker is None:
                 continue
@@ -82,6 +82,8 @@ def group_changes(actual: Snapshot, changed: set[str]) -> list[Cause]:
     (through unchanged ones too). Changed packages that only require each other (a cycle)
     are roots in name order. A package reached from two roots is in both groups; roots that
     pull in nothing are left out."""
+    if not any(p.requires for p in actual.packages):
+        return []  # recorded before Requires-Dist was, or nothing requires anything
     graph = dependency_graph(actual)
     installed = actual.package_map()
     present = sorted(name for name in changed if name in installed)
