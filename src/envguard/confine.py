@@ -36,7 +36,25 @@ SAFE_GIT_ENV = {
     "GIT_CONFIG_KEY_3": "safe.bareRepository",
     "GIT_CONFIG_VALUE_3": "explicit",
     "GIT_TERMINAL_PROMPT": "0",
+    # No opportunistic index refresh: reading a repo never writes .git/index.
+    "GIT_OPTIONAL_LOCKS": "0",
 }
+
+
+def without_filters(filter_keys: Iterable[str]) -> Dict[str, str]:
+    """SAFE_GIT_ENV plus an empty value for each ``filter.<driver>.<clean|smudge|process>``
+    the repo's config names: `git diff` and `git status` run a clean or process filter on
+    changed files, and a repo's config (or a file it includes) may name any program."""
+    env = dict(SAFE_GIT_ENV)
+    count = int(env["GIT_CONFIG_COUNT"])
+    for key in filter_keys:
+        env[f"GIT_CONFIG_KEY_{count}"] = key
+        env[f"GIT_CONFIG_VALUE_{count}"] = ""
+        count += 1
+    env["GIT_CONFIG_COUNT"] = str(count)
+    return env
+
+
 DIFF_ARGS = ("--no-color", "--no-ext-diff", "--no-textconv", "--binary")
 
 

@@ -67,8 +67,10 @@ _PAIR = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)[=:](?P<value>[^\s,;&]*)"
 _MAYBE_SECRET = re.compile(
     # Case-insensitive words spelled out by hand: re.IGNORECASE makes this search 2.5x
     # slower, and it runs for every change of a 100,000-package drift. A superset of what
-    # the forms above match (ssh for sshpass, tok for token), never a subset.
-    r"[=@]|:\S|(?:^|\s)--?[A-Za-z]|[Ss][Ss][Hh]|[Bb][Ee][Aa][Rr]|[Bb][Aa][Ss][Ii][Cc]|[Tt][Oo][Kk]"
+    # the forms above match (ssh for sshpass, tok for token, any word starting with "-"
+    # but the "->" of a version change), never a subset; the Kelvin sign and the long s
+    # fold to k and s, as re.IGNORECASE would have them.
+    r"[=@]|:\S|(?:^|\s)-(?!>)|[Ss\u017f][Ss\u017f][Hh]|[Bb][Ee][Aa][Rr]|[Bb][Aa][Ss\u017f][Ii][Cc]|[Tt][Oo][Kk\u212a]"
     r"|gh[pousr]_|github_pat_|hf_|sk-|AKIA|ASIA|xox[abposr]-|eyJ"
 )
 

@@ -46,5 +46,5 @@ def test_markdown_output_has_no_live_markup() -> None:
 
 def test_annotations_cannot_start_a_second_command() -> None:
     out = drift_github(hostile_drift())
-    assert len(out.strip().splitlines()) == 1 and "%0A::error::forged" in out
+    assert len(out.strip().splitlines()) == 1 and "%0A:\u200b:error:\u200b:forged" in out
     assert "\x1b" not in out

@@ -137,4 +137,4 @@ def test_github_escapes_newlines_in_messages() -> None:
         )
     )
     out = drift_github(hostile)
-    assert out.count("\n") == 1 and "%0A::error::forged" in out
+    assert out.count("\n") == 1 and "%0A:\u200b:error:\u200b:forged" in out

@@ -32,8 +32,10 @@ class Collector:
         """One change; ``severity`` is the default that ``[tool.envguard.severity]`` may
         override for this section or section.kind. Its text is redacted here, once, for every
         output format: it quotes snapshots and lockfiles (a URL with credentials in a pin)."""
+        # Built without re-validation: every field is a str (or None) made just above, or
+        # the policy's Severity; a 100,000-package drift makes 100,000 of these.
         self.changes.append(
-            Change(
+            Change.model_construct(
                 section=self.section,
                 kind=kind,
                 name=redact_text(name),

@@ -58,7 +58,8 @@ def _print_rows(
         return
     from envguard.render.text import printable
 
-    cells = [[printable(c) for c in row] for row in rows]
+    # Words of envguard's own (critical, packages, upgraded) need no escaping: skip them.
+    cells = [[c if c.isidentifier() else printable(c) for c in row] for row in rows]
     widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
 
     def line(row: list[str]) -> str:

@@ -21,14 +21,15 @@ _UNSAFE = re.compile("[" + UNSAFE_CHARS + "]")
 
 def printable(text: str) -> str:
     """``text`` with every control character shown as an escape (``\\x1b``), never sent
-    to the terminal: snapshots, hosts and files are untrusted. A line that would start with
-    ``::`` (a GitHub workflow command: ::error, ::add-mask, ::stop-commands) gets a space
-    between the colons."""
+    to the terminal: snapshots, hosts and files are untrusted. GitHub's runner reads a
+    workflow command from a line that starts with ``::`` (::error, ::add-mask,
+    ::stop-commands), and the older ``##[command]`` anywhere in a line; a terminal or a
+    table may wrap text at any point, so every ``::`` and ``##[`` gets a zero-width space
+    between its characters: it reads the same, and no runner takes it for a command."""
     if _UNSAFE.search(text):
         text = _UNSAFE.sub(lambda m: ascii(m.group(0))[1:-1], text)
-    if text.lstrip().startswith("::"):
-        head = len(text) - len(text.lstrip())
-        text = text[:head] + ": :" + text[head + 2 :]
+    if "::" in text or "##[" in text:
+        text = text.replace("::", ":\u200b:").replace("##[", "#\u200b#[")
     return text
 
 

@@ -202,6 +202,8 @@ def _include(
 ) -> dict[str, Pin]:
     if depth >= _MAX_INCLUDE_DEPTH:
         raise LockfileError(f"{where}: -r nested more than {_MAX_INCLUDE_DEPTH} deep")
+    if "\0" in target:
+        raise LockfileError(f"{where}: -r names no file (a NUL byte)")
     full = os.path.realpath(path.parent / target)
     if not _inside(full, roots):
         raise LockfileError(

@@ -62,9 +62,14 @@ def version_change(name: str, ev: str, av: str) -> tuple[str, str]:
 
 
 def _package(
-    b: Collector, name: str, ep: Package, ap: Package, *, labels: tuple[str, str] | None = None
+    b: Collector,
+    name: str,
+    ep: Package,
+    ap: Package,
+    *,
+    level: Severity,
+    labels: tuple[str, str] | None = None,
 ) -> None:
-    level = package_severity(b.policy, name)
     why = ": GPU stack" if level is C else ""
     if ep.version != ap.version or (labels is not None and labels[0] != labels[1]):
         # torch: compared as its build says (2.14.1 from PyPI is 2.14.1+cu130)
@@ -153,9 +158,9 @@ def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
             from envguard.compare.verdict import torch_version
 
             labels = (torch_version(e, ep[name]) or "", torch_version(a, ap[name]) or "")
-            _package(b, name, ep[name], ap[name], labels=labels)
+            _package(b, name, ep[name], ap[name], level=level, labels=labels)
         else:
-            _package(b, name, ep[name], ap[name])
+            _package(b, name, ep[name], ap[name], level=level)
 
 
 def identity(snap: Snapshot) -> Iterator[tuple[str, str]]:

@@ -30,6 +30,24 @@ _MAX_ENTRIES = 100000
 _FINGERPRINT = re.compile(r"[0-9a-f]{64}\Z")
 
 
+def _ours(path: str) -> bool:
+    """``path`` does not exist, or is no symlink, belongs to this user and no one else can
+    write to it."""
+    import stat
+
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return (
+        not stat.S_ISLNK(st.st_mode)
+        and st.st_uid == os.getuid()
+        and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    )
+
+
 def cache_path(environ: Dict[str, str]) -> Optional[str]:
     base = environ.get("XDG_CACHE_HOME") or (
         os.path.join(environ["HOME"], ".cache") if environ.get("HOME") else None
@@ -44,8 +62,11 @@ class FingerprintCache:
         self.path = path
         self.entries: Dict[str, str] = {}
         self.used: Dict[str, str] = {}
-        if path is None:
+        if path is None or not _ours(os.path.dirname(path)):
+            self.path = None  # a folder someone else could fill (or a symlink): no cache
             return
+        if os.path.lexists(path) and not _ours(path):
+            return  # not ours to trust; rewritten below from what this run computes
         try:
             data = json.loads(read_bytes(path, _CAP).decode("utf-8"))
         except (OSError, ValueError, RecursionError):
@@ -63,12 +84,14 @@ class FingerprintCache:
             st = os.stat(record_path)
         except OSError:
             return None
-        return "%s\0%d\0%d\0%d\0%d" % (
+        # ctime too: a rewrite of the same size with the mtime put back still changes it.
+        return "%s\0%d\0%d\0%d\0%d\0%d" % (
             record_path,
             st.st_dev,
             st.st_ino,
             st.st_size,
             st.st_mtime_ns,
+            st.st_ctime_ns,
         )
 
     def lookup(self, key: Optional[str]) -> Optional[str]:
@@ -94,6 +117,8 @@ class FingerprintCache:
         tmp = "%s.%d.tmp" % (self.path, os.getpid())
         try:
             os.makedirs(folder, mode=0o700, exist_ok=True)
+            if not _ours(folder):
+                return
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump(kept, fh, separators=(",", ":"))

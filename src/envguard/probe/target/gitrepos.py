@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-from .confine import DIFF_ARGS, OUTSIDE, SAFE_GIT_ENV
+from .confine import DIFF_ARGS, OUTSIDE, SAFE_GIT_ENV, without_filters
 from .redact import redact_url
 
 TYPE_CHECKING = False
@@ -16,13 +16,13 @@ if TYPE_CHECKING:
     from .confine import Roots
 
 
-def _git(path: str, *args: str) -> Optional[str]:
+def _git(path: str, *args: str, safe: Optional[Dict[str, str]] = None) -> Optional[str]:
     import subprocess
 
     try:
         proc = subprocess.run(
             ["git", "-C", path, *args],
-            env=dict(os.environ, **SAFE_GIT_ENV),
+            env=dict(os.environ, **(safe or SAFE_GIT_ENV)),
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             stdin=subprocess.DEVNULL,
@@ -61,17 +61,22 @@ def git_repo(path: str) -> Dict[str, Any]:
     if top is None:
         error = "no such directory" if not os.path.isdir(path) else "not a git work tree"
         return {"path": path, "error": error}
-    head = (_git(top, "rev-parse", "--verify", "-q", "HEAD") or "").strip() or None
-    branch = (_git(top, "symbolic-ref", "--short", "-q", "HEAD") or "").strip() or None
-    diff = _git(top, "diff", *DIFF_ARGS, "HEAD", "--") or ""  # "--": a file named HEAD
+    # Reading the config runs nothing; the filters it names are then switched off.
+    named = _git(top, "config", "-z", "--get-regexp", r"^filter\..*\.(clean|smudge|process)$")
+    keys = [entry.split("\n", 1)[0] for entry in (named or "").split("\0") if entry]
+    safe = without_filters(keys)
+    head = (_git(top, "rev-parse", "--verify", "-q", "HEAD", safe=safe) or "").strip() or None
+    branch = (_git(top, "symbolic-ref", "--short", "-q", "HEAD", safe=safe) or "").strip() or None
+    diff = _git(top, "diff", *DIFF_ARGS, "HEAD", "--", safe=safe) or ""  # "--": a file named HEAD
     diff = diff.rstrip("\n") if head else ""
-    dirty = bool(diff) or bool((_git(top, "status", "--porcelain", "-uno") or "").strip())
-    untracked = _git(top, "ls-files", "--others", "--exclude-standard", "-z") or ""
-    remotes = (_git(top, "remote") or "").split()
+    status = _git(top, "status", "--porcelain", "-uno", safe=safe) or ""
+    dirty = bool(diff) or bool(status.strip())
+    untracked = _git(top, "ls-files", "--others", "--exclude-standard", "-z", safe=safe) or ""
+    remotes = (_git(top, "remote", safe=safe) or "").split()
     remote = None
     if remotes:
         name = "origin" if "origin" in remotes else remotes[0]
-        url = (_git(top, "remote", "get-url", name) or "").strip()
+        url = (_git(top, "remote", "get-url", name, safe=safe) or "").strip()
         remote = redact_url(url) if url else None
     return {
         "path": top,
