@@ -437,6 +437,22 @@ def sources(
     )
 
 
+def _with_wheelhouse(sources: Sources) -> Sources:
+    """``sources`` with the wheel file names of its local --find-links folders."""
+    from dataclasses import replace
+
+    names: list[str] = []
+    for link in sources.find_links:
+        folder = Path(link[7:] if link.startswith("file://") else link).expanduser()
+        if "://" in link and not link.startswith("file://"):
+            continue  # a remote page: uv reads it, envguard does not
+        try:
+            names += [e.name for e in os.scandir(folder) if e.name.endswith(".whl")]
+        except OSError:
+            continue
+    return replace(sources, wheelhouse=tuple(sorted(names)))
+
+
 def _planned(
     good: str | Path | None,
     *,
@@ -461,7 +477,7 @@ def _planned(
     options = PlanOptions(
         venv=target,
         snapshot_ref=str(path),
-        sources=sources or Sources(),
+        sources=_with_wheelhouse(sources or Sources()),
         uv=find_modern_uv(),
         envguard=(sys.executable, "-m", "envguard"),
         in_place=in_place,

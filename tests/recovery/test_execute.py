@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from conftest import POLLUTION
 from envguard.cli import app
-from factories import make_simple_index, run, uv_freeze, uv_install
+from factories import make_simple_index, make_torch_wheel, run, uv_freeze, uv_install
 
 runner = CliRunner()
 
@@ -475,3 +475,22 @@ def test_a_signal_after_the_swap_still_says_where_both_venvs_are(
         assert code == 1 and lines[-2] == "error: rebuild interrupted (SIGINT) right after the swap"
     else:
         assert code == 130 and lines[-2] == "error: interrupted (SIGINT)"
+
+
+def test_the_torch_build_comes_from_a_wheelhouse_that_holds_it(good: Path, in_tmp: Path) -> None:
+    """Air-gapped clusters install from a wheelhouse: with --find-links holding the variant
+    wheels, the PyTorch index is never contacted (no --index-url in that step)."""
+    from envguard import api
+    from envguard.recovery.plan import Sources
+
+    wh = in_tmp / "wh"
+    make_torch_wheel(wh, "2.11.0+cu128", "12.8")
+    assert good.is_dir()  # the fixture wrote snapshots/good.json
+    plan = api.plan_rebuild("good", venv=in_tmp / "new", sources=Sources(find_links=(str(wh),)))
+    (install,) = [s for s in plan.steps if getattr(s, "kind", "") == "install"]
+    assert "--no-index" in install.argv and "--index-url" not in install.argv
+    elsewhere = api.plan_rebuild(
+        "good", venv=in_tmp / "new", sources=Sources(find_links=(str(in_tmp),))
+    )
+    (install,) = [s for s in elsewhere.steps if getattr(s, "kind", "") == "install"]
+    assert "--index-url" in install.argv  # not in the wheelhouse: its PyTorch index

@@ -214,7 +214,16 @@ def run_step(step: RunStep, *, on_line: Callable[[str], None] | None = None) -> 
         errors = [ln for ln in tail if ln.lstrip().lower().startswith(("error", "\u00d7"))]
         cause = [ln for ln in tail if "because" in ln or "not found" in ln or "no " in ln.lower()]
         last = (errors or cause or tail or ["no output"])[-1].strip()
-        raise ActionError(f"step '{step.purpose}' failed (exit {proc.returncode}): {last}")
+        hint = (
+            "no network to the PyTorch index? --find-links WHEELHOUSE holding the torch"
+            " wheels (used alone when it has them all), --no-index, --offline, or"
+            " --torch-index MIRROR"
+            if step.kind == "install"
+            else None
+        )
+        raise ActionError(
+            f"step '{step.purpose}' failed (exit {proc.returncode}): {last}", hint=hint
+        )
 
 
 def verify(
@@ -326,14 +335,14 @@ def _execute(
                 else f"{venv} may be partly synced; run the rebuild again",
             ) from None
         except ActionError as exc:
-            if exc.hint is None:
-                exc.hint = (
-                    f"{venv} was not touched"
-                    if not p.in_place
-                    else f"{venv} may be partly synced; run the rebuild again"
-                )
-                if state.current.startswith("create a fresh venv"):
-                    exc.hint += f"; --base-python PATH picks another Python {p.python} interpreter"
+            where = (
+                f"{venv} was not touched"
+                if not p.in_place
+                else f"{venv} may be partly synced; run the rebuild again"
+            )
+            exc.hint = where if exc.hint is None else f"{where}; {exc.hint}"
+            if state.current.startswith("create a fresh venv"):
+                exc.hint += f"; --base-python PATH picks another Python {p.python} interpreter"
             raise
     return outcome
 

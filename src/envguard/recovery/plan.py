@@ -8,6 +8,7 @@ uv reads. Nothing is ever run through a shell.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal
@@ -83,6 +84,9 @@ class Sources:
     offline: bool = False
     no_index: bool = False
     torch_index: str | None = None  # None: download.pytorch.org (skipped with --no-index)
+    # Wheel file names in the local --find-links folders (listed by the caller: the plan does
+    # no I/O). When they hold every torch-variant pin, that step uses them alone.
+    wheelhouse: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -333,14 +337,31 @@ def variant_index(options: Sources, variant: str) -> str:
     return f"{(options.torch_index or DEFAULT_TORCH_INDEX).rstrip('/')}/{variant}"
 
 
-def variant_args(options: Sources, variant: str) -> list[str]:
+def variant_args(options: Sources, variant: str, pins: Sequence[str] = ()) -> list[str]:
     """uv's source options for one torch variant: its PyTorch index alone (never the user's
-    indexes, so nothing else resolves there), plus the user's local --find-links wheels;
-    with --no-index and no --torch-index (air-gapped), the --find-links wheels alone."""
+    indexes, so nothing else resolves there), plus the user's local --find-links wheels.
+    The --find-links wheels alone when the machine is air-gapped (--no-index), or when the
+    wheelhouse already holds every pin of the variant (``pins``) and no --torch-index was
+    asked for: the PyTorch index is then never contacted."""
+    local = (
+        bool(pins)
+        and options.torch_index is None
+        and all(in_wheelhouse(pin, options.wheelhouse) for pin in pins)
+    )
     air_gapped = options.no_index and options.torch_index is None
-    index = ["--no-index"] if air_gapped else ["--index-url", variant_index(options, variant)]
+    index = (
+        ["--no-index"] if air_gapped or local else ["--index-url", variant_index(options, variant)]
+    )
     links = [arg for link in options.find_links for arg in ("--find-links", link)]
     return [*index, *links, *(["--offline"] if options.offline else [])]
+
+
+def in_wheelhouse(pin: str, wheels: Sequence[str]) -> bool:
+    """Whether ``name==version`` (a variant pin) has a wheel among the file names ``wheels``
+    (``torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl``)."""
+    name, _, version = pin.partition("==")
+    prefix = f"{re.sub(r'[-_.]+', '_', name.strip()).lower()}-{version.strip()}-"
+    return any(w.lower().startswith(prefix) and w.endswith(".whl") for w in wheels)
 
 
 def plan(snapshot: Snapshot, options: PlanOptions) -> Plan:
@@ -389,7 +410,7 @@ def plan(snapshot: Snapshot, options: PlanOptions) -> Plan:
         )
         # First, and --no-deps from their own index: the sync after it finds them already
         # installed at their pinned versions and keeps them; nothing else comes from here.
-        source = variant_args(sources, variant)
+        source = variant_args(sources, variant, found.variants[variant])
         where = "--find-links" if "--no-index" in source else variant_index(sources, variant)
         names = ", ".join(_names(found.variants[variant]))
         steps.append(
