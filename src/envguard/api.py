@@ -518,11 +518,13 @@ def rebuild(
     skip_editables: bool = False,
     base_python: str | None = None,
     no_backup: bool = False,
+    keep_backups: int = 1,
     status: Callable[[str], None] = lambda _: None,
     on_line: Callable[[str], None] | None = None,
 ) -> Outcome:
     """Recreate ``good``'s packages in ``venv``: build beside it, verify, swap atomically.
-    The working venv is untouched unless every step succeeded."""
+    The working venv is untouched unless every step succeeded. At most ``keep_backups``
+    old venvs are kept (the newest); the build is refused when the disk lacks the room."""
     from envguard.recovery.execute import check_target, execute, not_restored, remove_stale
 
     snap, the_plan = _planned(
@@ -538,7 +540,13 @@ def rebuild(
     cleaned = remove_stale(target)
     skipped = frozenset(s.split(" ", 1)[0] for s in the_plan.skipped)
     outcome = execute(
-        the_plan, snap, no_backup=no_backup, ignore=skipped, status=status, on_line=on_line
+        the_plan,
+        snap,
+        no_backup=no_backup,
+        keep_backups=keep_backups,
+        ignore=skipped,
+        status=status,
+        on_line=on_line,
     )
     outcome.notes[:0] = cleaned
     if outcome.live is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -494,3 +495,45 @@ def test_the_torch_build_comes_from_a_wheelhouse_that_holds_it(good: Path, in_tm
     )
     (install,) = [s for s in elsewhere.steps if getattr(s, "kind", "") == "install"]
     assert "--index-url" in install.argv  # not in the wheelhouse: its PyTorch index
+
+
+def test_backups_are_pruned_and_sized(
+    good: Path, in_tmp: Path, wheelhouse: Path, torch_index: str
+) -> None:
+    """A 9.6 GB backup kept with no word: now its size is said, and --keep-backups N keeps
+    only the newest N envguard backups of the venv."""
+    args = [
+        "rebuild",
+        "good",
+        "--venv",
+        str(good),
+        "--execute",
+        *offline_args(wheelhouse, torch_index),
+    ]
+    for _ in range(3):
+        code, out, err = invoke(*args)
+        assert code == 0, err
+    backups = list(in_tmp.glob(".venv.envguard-backup-*"))
+    assert len(backups) == 1 and "removed an older backup" in out
+    assert re.search(r"kept at .*, [0-9.]+ (KiB|MiB)", out)
+    code, out, err = invoke(*args, "--keep-backups", "2")
+    assert code == 0, err
+    assert len(list(in_tmp.glob(".venv.envguard-backup-*"))) == 2
+    code, out, err = invoke(*args, "--keep-backups", "0")
+    assert code == 0 and not list(in_tmp.glob(".venv.envguard-backup-*"))
+
+
+def test_no_room_is_refused_before_building(
+    good: Path, in_tmp: Path, wheelhouse: Path, torch_index: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = uv_freeze(good)
+
+    class Full:
+        f_bavail, f_frsize = 1, 4096
+
+    monkeypatch.setattr(os, "statvfs", lambda _path: Full())
+    code, _, err = invoke(
+        "rebuild", "good", "--venv", str(good), "--execute", *offline_args(wheelhouse, torch_index)
+    )
+    assert code == 1 and "free, the new venv needs about" in err and "--keep-backups 0" in err
+    assert uv_freeze(good) == before and not list(in_tmp.glob(".venv.envguard-build-*"))

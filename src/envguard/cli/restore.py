@@ -36,6 +36,10 @@ def rebuild(
     no_backup: Annotated[
         bool, typer.Option(help="Delete the old venv after a successful swap.")
     ] = False,
+    keep_backups: Annotated[
+        int,
+        typer.Option(min=0, help="Keep this many envguard backups of the venv (the newest)."),
+    ] = 1,
     format: Annotated[PlanFormat, typer.Option("--format")] = PlanFormat.table,
     index_url: Annotated[str | None, typer.Option(help="Passed to uv.")] = None,
     extra_index_url: Annotated[list[str] | None, typer.Option(help="Passed to uv.")] = None,
@@ -98,6 +102,7 @@ def rebuild(
             skip_editables=skip_editables,
             base_python=base_python,
             no_backup=no_backup,
+            keep_backups=keep_backups,
             status=status.update,
             on_line=lambda line: err.print(f"  {line}", markup=False, style="dim"),
         )

@@ -171,6 +171,10 @@ def swap_in(build: Path, venv: Path, *, stamp: str) -> Path | None:
         build.rename(venv)
         return None
     backup = venv.parent / f"{venv.name}.envguard-backup-{stamp}"
+    n = 1
+    while os.path.lexists(backup):  # a second rebuild by this process in the same second
+        n += 1
+        backup = venv.parent / f"{venv.name}.envguard-backup-{stamp}-{n}"
     (build / MARKER).unlink(missing_ok=True)
     if _exchange(build, venv):
         build.rename(backup)  # ``build`` now holds the old venv
@@ -259,17 +263,83 @@ def execute(
     snapshot: Snapshot,
     *,
     no_backup: bool = False,
+    keep_backups: int = 1,
     ignore: frozenset[str] = frozenset(),
     status: Callable[[str], None] = lambda _: None,
     on_line: Callable[[str], None] | None = None,
 ) -> Outcome:
     """Run ``p``. Fresh mode: the working venv is untouched unless every step succeeded.
+    Afterwards at most ``keep_backups`` envguard backups of the venv are kept (the newest).
 
     One rebuild of a venv at a time: a second one refuses at once (ActionError)."""
     with venv_lock(Path(p.venv)):
-        return _execute(
-            p, snapshot, no_backup=no_backup, ignore=ignore, status=status, on_line=on_line
+        if not p.in_place:
+            check_room(Path(p.venv))
+        outcome = _execute(
+            p,
+            snapshot,
+            no_backup=no_backup or keep_backups < 1,
+            ignore=ignore,
+            status=status,
+            on_line=on_line,
         )
+        if not p.in_place:
+            outcome.notes += prune_backups(Path(p.venv), keep=keep_backups, current=outcome.backup)
+        if outcome.backup is not None:
+            outcome.backup_bytes = tree_bytes(outcome.backup)
+        return outcome
+
+
+def tree_bytes(root: Path, *, seconds: float = 10.0) -> int | None:
+    """Bytes under ``root`` (symlinks not followed), or None past ``seconds``."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    total = 0
+    for folder, _dirs, files in os.walk(root):
+        if time.monotonic() > deadline:
+            return None
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_size
+    return total
+
+
+def check_room(venv: Path) -> None:
+    """Refuse before building when the venv's file system has less free space than the
+    venv takes now (the new one is built beside it), with a hint of what frees some."""
+    if not venv.is_dir():
+        return
+    size = tree_bytes(venv, seconds=5.0)
+    try:
+        stats = os.statvfs(venv.parent)
+    except OSError:
+        return
+    free = stats.f_bavail * stats.f_frsize
+    if size is not None and free < size:
+        from envguard.units import human_size
+
+        raise ActionError(
+            f"{venv.parent}: {human_size(free)} free, the new venv needs about {human_size(size)}",
+            hint="free some room (old envguard backups: --keep-backups 0), or --in-place",
+        )
+
+
+def prune_backups(venv: Path, *, keep: int, current: Path | None) -> list[str]:
+    """Remove all but the newest ``keep`` envguard backups of ``venv`` (``current``, the
+    one this rebuild made, is always among them); say what went."""
+    prefix = f"{venv.name}.envguard-backup-"
+    found = [
+        p
+        for p in venv.parent.iterdir()
+        if p.name.startswith(prefix) and p.is_dir() and not p.is_symlink() and p != current
+    ]
+    found.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    removed = []
+    for old in found[max(0, keep - (current is not None)) :]:
+        shutil.rmtree(old, ignore_errors=True)
+        removed.append(f"removed an older backup ({old})")
+    return removed
 
 
 @contextlib.contextmanager

@@ -19,6 +19,7 @@ class Outcome:
     snapshot: str = ""
     packages: int = 0
     backup: Path | None = None
+    backup_bytes: int | None = None  # how much room the kept old venv takes
     verified: Drift | None = None
     live: Snapshot | None = None  # the rebuilt venv as verification measured it
     notes: list[str] = field(default_factory=list)

@@ -118,7 +118,13 @@ def rebuild_report(outcome: Outcome) -> str:
         " verified against the snapshot"
     ]
     if outcome.backup is not None:
-        lines.append(f"the previous venv is kept at {outcome.backup}")
+        from envguard.units import human_size
+
+        size = f", {human_size(outcome.backup_bytes)}" if outcome.backup_bytes is not None else ""
+        lines.append(
+            f"the previous venv is kept at {outcome.backup}{size}"
+            " (--keep-backups N keeps N of them, --no-backup none)"
+        )
     lines += outcome.notes
     lines += [f"not restored: {hint}" for hint in outcome.not_restored]
     return "\n".join(lines)
