@@ -1,5 +1,5 @@
 """What the fifth attack found, each closed by a mechanism: git never runs a filter a repo's
-config names (editable installs of a hostile venv included); no
+config names (editable installs of a hostile venv included) nor writes its index; no
 GitHub workflow command of either syntax survives wrapping; the fingerprint cache keys on
 ctime and trusts only a folder and file of the user's own; the redaction pre-check folds
 case as re.IGNORECASE would."""
@@ -49,6 +49,7 @@ def test_an_editable_install_in_a_hostile_venv_runs_no_git_filter(
     _git(repo, "config", "filter.x.clean", f'sh -c "touch {marker}; cat"')
     _git(repo, "config", "filter.x.process", f'sh -c "touch {marker}"')
     os.utime(repo / "a.py", (1_000_000_000, 1_000_000_000))  # stat-dirty: git would filter
+    index = (repo / ".git" / "index").stat().st_ino
     make_dist_info(
         site,
         "bar",
@@ -59,6 +60,7 @@ def test_an_editable_install_in_a_hostile_venv_runs_no_git_filter(
     result = runner.invoke(app, ["snapshot", "--python", str(venv), "--name", "s"])
     assert result.exit_code == 0, result.stderr
     assert not marker.exists(), "git ran a filter the repo's config names"
+    assert (repo / ".git" / "index").stat().st_ino == index, "reading a repo wrote its index"
     recorded = json.loads((tmp_path / "snapshots" / "s.json").read_text())["repos"]
     assert [r["path"] for r in recorded] == [str(repo)]
 

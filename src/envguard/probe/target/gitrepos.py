@@ -65,6 +65,43 @@ def git_repo(path: str) -> Dict[str, Any]:
     named = _git(top, "config", "-z", "--get-regexp", r"^filter\..*\.(clean|smudge|process)$")
     keys = [entry.split("\n", 1)[0] for entry in (named or "").split("\0") if entry]
     safe = without_filters(keys)
+    scratch = _index_copy(top, safe)
+    try:
+        return _measure(top, safe)
+    finally:
+        if scratch is not None:
+            import shutil
+
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _index_copy(top: str, safe: Dict[str, str]) -> Optional[str]:
+    """git diff refreshes the index it reads and writes it back: point git at a copy
+    (GIT_INDEX_FILE), so reading a repo never writes the user's .git/index. Returns the
+    scratch folder to remove, or None (no index, or it could not be copied: git then
+    reads the real one, and may refresh it as any `git diff` does)."""
+    import shutil
+    import tempfile
+
+    where = (_git(top, "rev-parse", "--git-path", "index", safe=safe) or "").strip()
+    if not where:
+        return None
+    index = where if os.path.isabs(where) else os.path.join(top, where)
+    try:
+        if not os.path.isfile(index) or os.path.islink(index):
+            return None
+        scratch = tempfile.mkdtemp(prefix="envguard-index-")
+        # copy2: the copy keeps the index's mtime, which git's "racily clean" check compares
+        # file times with; a fresh mtime would make a file changed in the same second look
+        # unchanged.
+        shutil.copy2(index, os.path.join(scratch, "index"))
+    except OSError:
+        return None
+    safe["GIT_INDEX_FILE"] = os.path.join(scratch, "index")
+    return scratch
+
+
+def _measure(top: str, safe: Dict[str, str]) -> Dict[str, Any]:
     head = (_git(top, "rev-parse", "--verify", "-q", "HEAD", safe=safe) or "").strip() or None
     branch = (_git(top, "symbolic-ref", "--short", "-q", "HEAD", safe=safe) or "").strip() or None
     diff = _git(top, "diff", *DIFF_ARGS, "HEAD", "--", safe=safe) or ""  # "--": a file named HEAD
