@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 from envguard.compare.models import Change, ChangeGroup, Drift, Severity
 from envguard.compare.policy import Policy
@@ -14,9 +14,19 @@ from envguard.snapshots.models import Snapshot
 class Collector:
     """Collects one section's changes, applying the policy's severity overrides."""
 
-    def __init__(self, policy: Policy, *, section: str) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        *,
+        section: str,
+        file: str | None = None,
+        lines: Mapping[str, int] | None = None,
+    ) -> None:
         self.policy = policy
         self.section = section
+        # A lockfile's changes point at it: ``lines`` maps a name to the line pinning it.
+        self.file = file
+        self.lines = lines or {}
         self.changes: list[Change] = []
 
     def add(
@@ -43,6 +53,8 @@ class Collector:
                 actual=None if actual is None else redact_text(str(actual)),
                 severity=self.policy.level(self.section, kind, severity),
                 message=redact_text(message),
+                file=self.file,
+                line=self.lines.get(name) if self.file is not None else None,
             )
         )
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shlex
 from datetime import datetime, timezone
-from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -63,7 +62,7 @@ def finish_capture(started: StartedCapture) -> Snapshot:
     """Wait for a started capture's probe and assemble its Snapshot."""
     report = started.probe.result()
     try:
-        return snapshot_from_report(report, started.request, user_repos=started.user_repos)
+        return snapshot_from_report(report, started.request)
     except ValidationError as exc:  # a report that validated but does not fit a snapshot
         first = exc.errors()[0]
         where = field_path(first["loc"])
@@ -73,10 +72,8 @@ def finish_capture(started: StartedCapture) -> Snapshot:
         ) from None
 
 
-def snapshot_from_report(
-    report: ProbeReport, request: CaptureRequest, *, user_repos: list[Path]
-) -> Snapshot:
-    """Assemble the Snapshot: everything but local git comes from the probe's report."""
+def snapshot_from_report(report: ProbeReport, request: CaptureRequest) -> Snapshot:
+    """Assemble the Snapshot from the probe's report (repos included, on this host too)."""
     packages = tuple(
         sorted(
             (package_from_probe(raw) for raw in report["packages"]),

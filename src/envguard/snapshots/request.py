@@ -140,7 +140,6 @@ class StartedCapture:
 
     request: CaptureRequest
     probe: ProbeRun
-    user_repos: list[Path]
 
 
 def start_capture(request: CaptureRequest) -> StartedCapture:
@@ -153,4 +152,4 @@ def start_capture(request: CaptureRequest) -> StartedCapture:
         prefix=request.via,
         timeout=request.timeout,
     )
-    return StartedCapture(request=request, probe=probe, user_repos=user_repos)
+    return StartedCapture(request=request, probe=probe)

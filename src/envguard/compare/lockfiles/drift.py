@@ -43,7 +43,7 @@ def lock_drift(
     side = (
         "the environment" if subject and subject.startswith("the environment") else "the snapshot"
     )
-    b = _Located(policy, section="packages", file=None if lock == "<stdin>" else lock, pins=pins)
+    b = _located(policy, lock=lock, pins=pins)
     # An editable pin found by path (requirements.txt `-e DIR`) is matched by that path.
     editables = {p.source.path: p.name for p in packages.values() if p.source.kind == "editable"}
     pins = {
@@ -137,32 +137,12 @@ def _pinned_commit(url: str) -> str | None:
     return match.group(1).lower() if match else None
 
 
-class _Located(Collector):
-    """A Collector whose changes point at the lockfile line of their package."""
-
-    def __init__(
-        self, policy: Policy, *, section: str, file: str | None, pins: dict[str, Pin]
-    ) -> None:
-        super().__init__(policy, section=section)
-        self.file = file
-        self.lines = {name: pin.line for name, pin in pins.items() if pin.line is not None}
-
-    def add(
-        self,
-        kind: str,
-        name: str,
-        *,
-        expected: object = None,
-        actual: object = None,
-        severity: Severity,
-        message: str,
-    ) -> None:
-        super().add(
-            kind, name, expected=expected, actual=actual, severity=severity, message=message
-        )
-        if self.file is not None:
-            line = self.lines.get(name)
-            self.changes[-1] = self.changes[-1].model_copy(update={"file": self.file, "line": line})
+def _located(policy: Policy, *, lock: str, pins: dict[str, Pin]) -> Collector:
+    """A collector whose changes point at the line of ``lock`` that pins their package."""
+    lines = {name: pin.line for name, pin in pins.items() if pin.line is not None}
+    return Collector(
+        policy, section="packages", file=None if lock == "<stdin>" else lock, lines=lines
+    )
 
 
 def locks_drift(
@@ -173,7 +153,7 @@ def locks_drift(
     from envguard.compare.sections.packages import version_change
 
     before, after = labels
-    b = _Located(policy, section="packages", file=None if after == "<stdin>" else after, pins=new)
+    b = _located(policy, lock=after, pins=new)
     for name in sorted(old.keys() | new.keys()):
         if policy.ignores_package(name):
             continue
