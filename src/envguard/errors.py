@@ -67,6 +67,14 @@ def received_signal() -> int | None:
     return _received[0] if _received else None
 
 
+def raise_if_signalled() -> None:
+    """Raise the interrupt a signal handler raised and CPython lost (it drops exceptions
+    raised inside weakref callbacks and ``__del__``): long waits call this as they poll."""
+    signum = received_signal()
+    if signum is not None:
+        raise Terminated(signum)
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM or SIGHUP, raised like Ctrl-C so the same clean-up runs (probes killed,
     partial files removed); the CLI exits 128 + the signal number."""

@@ -38,12 +38,18 @@ def test_a_signal_kills_the_remote_chain_and_exits_with_one_line(
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 20
-    while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    remote = int(pidfile.read_text())
-    proc.send_signal(signum)
-    out, err = proc.communicate(timeout=20)
+    with proc:  # on a failure too: no envguard left running into the next test
+        deadline = time.monotonic() + 20
+        while (
+            not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline
+        ):
+            time.sleep(0.05)
+        remote = int(pidfile.read_text())
+        proc.send_signal(signum)
+        try:
+            out, err = proc.communicate(timeout=20)
+        finally:
+            proc.kill()
     assert proc.returncode == 128 + signum, err
     assert err.strip() == f"error: interrupted ({signum.name})" and out == ""
     assert _gone(remote), "the --via chain outlived envguard"
@@ -89,13 +95,67 @@ def test_a_via_that_daemonises_in_its_own_session_is_killed_too(
     proc = subprocess.Popen(
         argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    deadline = time.monotonic() + 20
-    while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    daemon = int(pidfile.read_text())
-    if how == "signal":
-        proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=30)
+    with proc:
+        deadline = time.monotonic() + 20
+        while (
+            not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline
+        ):
+            time.sleep(0.05)
+        daemon = int(pidfile.read_text())
+        if how == "signal":
+            proc.send_signal(signal.SIGTERM)
+        try:
+            out, err = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
     assert proc.returncode in (2, 1, 128 + signal.SIGTERM) and out == "", err
     assert len(err.strip().splitlines()) <= 2, err
     assert _gone(daemon), "a daemonised child of the --via prefix outlived envguard"
+
+
+_LOST_SIGNAL = """
+import os, signal, sys, weakref
+from envguard.probe import runner
+
+started = runner.ProbeRun.__init__
+
+def start_then_lose_a_signal(self, *args, **kwargs):
+    started(self, *args, **kwargs)
+    class Gone: pass
+    def callback(_):  # the handler runs here, and CPython drops what it raises
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(100000): pass
+    thing = Gone()
+    ref = weakref.ref(thing, callback)
+    del thing
+
+runner.ProbeRun.__init__ = start_then_lose_a_signal
+sys.argv = ["envguard", *sys.argv[1:]]
+from envguard.__main__ import main
+main()
+"""
+
+
+def test_a_signal_whose_exception_python_lost_still_stops_the_wait(tmp_path: Path) -> None:
+    """The handler's exception, raised inside a weakref callback (importlib's module locks
+    have one), is dropped by CPython: the probe's wait still sees the signal and stops."""
+    pidfile = tmp_path / "pid"
+    prefix = tmp_path / "slow-ssh"
+    prefix.write_text(f"#!/bin/sh\necho $$ > {pidfile}\nexec sleep 60\n")
+    prefix.chmod(0o755)
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-c", _LOST_SIGNAL, "snapshot", "--via", str(prefix), "--out", "-"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert time.monotonic() - started < 15
+    assert (proc.returncode, proc.stderr, proc.stdout) == (
+        128 + signal.SIGTERM,
+        "error: interrupted (SIGTERM)\n",
+        "",
+    )
+    if pidfile.exists() and pidfile.read_text().strip():
+        assert _gone(int(pidfile.read_text())), "the --via chain outlived envguard"

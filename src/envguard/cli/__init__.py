@@ -222,6 +222,7 @@ def main() -> None:
     own_variable("PYDANTIC_DISABLE_PLUGINS", "__all__")
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _terminate)
+    sys.unraisablehook = _unraisable
     import os
 
     if "_ENVGUARD_COMPLETE" in os.environ:
@@ -231,6 +232,14 @@ def main() -> None:
 
         completion_init()
     app(prog_name="envguard")
+
+
+def _unraisable(info: "sys.UnraisableHookArgs") -> None:
+    """An interrupt raised where CPython cannot raise it (a weakref callback, ``__del__``)
+    is not a second error to print: the signal is noted and the next wait raises it."""
+    if info.exc_type is not None and issubclass(info.exc_type, KeyboardInterrupt):
+        return
+    sys.__unraisablehook__(info)
 
 
 def _terminate(signum: int, frame: object) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from envguard.errors import ProbeError, UsageError
+from envguard.errors import ProbeError, UsageError, raise_if_signalled
 from envguard.probe.payload import probe_payload
 
 if TYPE_CHECKING:
@@ -30,6 +30,8 @@ _SAFE_PYTHON = re.compile(r"^[A-Za-z0-9_./+-]+$")
 # Past this the output is not a report: stop reading (and the probe) instead of buffering.
 OUTPUT_CAP = 64 << 20
 _STDERR_TAIL = 64 << 10
+# How often a wait looks for an interrupt whose exception was lost (errors.raise_if_signalled).
+_POLL = 0.25
 
 
 def kill_running() -> None:
@@ -259,13 +261,28 @@ class ProbeRun:
             with _RUNNING_LOCK:
                 _RUNNING.pop(self.proc.pid, None)
 
+    def _wait(self) -> None:
+        """Wait for the probe in short slices, so an interrupt whose exception CPython lost
+        (errors.raise_if_signalled) still stops the wait; TimeoutExpired past the timeout."""
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        while True:
+            raise_if_signalled()
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired(self.proc.args, self.timeout or 0)
+            try:
+                self.proc.wait(timeout=_POLL if left is None else min(left, _POLL))
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
     def result(self) -> ProbeReport:
         """Wait for the report; ProbeError for a timeout, a failure or a bad report."""
         from envguard.probe.report import parse_report
 
         proc = self.proc
         try:
-            proc.wait(timeout=self.timeout)
+            self._wait()
             # The probe has ended; a process it left behind (a --via that daemonised) may
             # still hold the pipes open: read what came, then stop that group too.
             self._out.join(5)

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import FrameType
 
 from envguard.compare.models import Drift, Severity
-from envguard.errors import ActionError, UsageError, set_interrupt_hint
+from envguard.errors import ActionError, UsageError, raise_if_signalled, set_interrupt_hint
 from envguard.recovery.outcome import Outcome
 from envguard.recovery.plan import Plan, RunStep, SwapStep, VerifyStep
 from envguard.snapshots.models import Snapshot
@@ -212,6 +212,7 @@ def run_step(step: RunStep, *, on_line: Callable[[str], None] | None = None) -> 
             proc.kill()
             proc.wait()
             raise
+    raise_if_signalled()  # an interrupt whose exception CPython lost: stop before the next step
     trace.done(step.purpose, started)
     if proc.returncode != 0:
         # uv marks its error lines "error:" or with a cross.
