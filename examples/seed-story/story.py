@@ -5,12 +5,13 @@ swapped from its cu128 to its cu130 build, the compile cache was deleted and a d
 was left in the model script. This script builds that story from tiny fake wheels in a temp
 dir (the fake torch raises on import: nothing here imports it), then recovers with envguard:
 
-    envguard snapshot   after the good run
+    envguard snapshot --keep-files --keep-cache   after the good run
     envguard diff       shows what drifted, worst first (exit 1)
-    envguard rebuild    restores the venv atomically and verifies it
-    git checkout        restores the model script, as `rebuild` suggests
-    --then warmup.py    re-warms the compile cache
-    envguard diff       clean (exit 0): the environment is provably the good one
+    envguard restore    one command: packages rebuilt and verified, the model script and
+                        the compile cache put back (hashes checked), a variables file
+    envguard diff       clean (exit 0) with the variables file sourced
+    envguard restore --via ./fake-pct   the same recovery inside a (fake) container, where
+                        the checkout lives at another path
 
 Run: python examples/seed-story/story.py [--keep]
 """
@@ -123,11 +124,14 @@ def main(keep: bool = False) -> int:
         sh(*git, "add", "-A", cwd=root, env=env)
         sh(*git, "commit", "--quiet", "-m", "known-good model", cwd=root, env=env)
         sh(".venv/bin/python", code / "warmup.py", cwd=root, env=env)
+        env["NCCL_P2P_DISABLE"] = "1"  # part of the good run's environment
         sh(
             *envguard,
             "snapshot",
             "--name",
             "good",
+            "--keep-files",
+            "--keep-cache",
             "--repo",
             code,
             "--file",
@@ -172,35 +176,24 @@ def main(keep: bool = False) -> int:
         shutil.rmtree(root / "torchinductor")
         with (code / "model.py").open("a") as fh:
             fh.write("\n# debugging monkey-patch\nimport builtins; builtins.DEBUG_ATTN = True\n")
+        env["NCCL_P2P_DISABLE"] = "0"
 
         step("envguard diff: what changed since 21.5k tok/s, worst first")
         sh(*envguard, "diff", "good", cwd=root, env=env, expect=1)
 
-        step("envguard rebuild: fresh venv, verified, swapped in; cache re-warmed")
-        sh(
-            *envguard,
-            "rebuild",
-            "good",
-            "--venv",
-            ".venv",
-            "--execute",
-            "--no-backup",
-            *offline,
-            "--torch-index",
-            torch_index,
-            "--then",
-            f"python {code / 'warmup.py'}",
-            cwd=root,
-            env=env,
-        )
+        step("envguard restore: packages, model script, compile cache, variables")
+        restore = ("restore", "good", "--venv", ".venv", *offline, "--torch-index", torch_index)
+        sh(*envguard, *restore, cwd=root, env=env)  # the plan: nothing changes
+        sh(*envguard, *restore, "--execute", "--no-backup", cwd=root, env=env)
 
-        step("restore the model script as rebuild suggested")
-        sh(*git, "checkout", "--", "model.py", cwd=root, env=env)
-
-        step("envguard diff: provably the good environment again")
-        out = sh(*envguard, "diff", "good", cwd=root, env=env, expect=0)
+        step("envguard diff, variables file sourced: provably the good environment again")
+        sourced = f". ./good.env.sh && exec {' '.join(envguard)} diff good"
+        out = sh("sh", "-c", sourced, cwd=root, env=env, expect=0)
         if "no drift" not in out:
             raise SystemExit("story failed: the final diff is not clean")
+
+        step("the same recovery in a (fake) container, its checkout at another path")
+        container(root, code, envguard, env, offline, torch_index)
         print("\nstory complete: any remaining failure is in the code, not the environment")
         return 0
     finally:
@@ -208,6 +201,66 @@ def main(keep: bool = False) -> int:
             print(f"(kept {root})")
         else:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def container(
+    root: Path,
+    code: Path,
+    envguard: tuple[str, ...],
+    env: dict[str, str],
+    offline: list[str],
+    torch_index: str,
+) -> None:
+    """A prefix that runs the command as `pct exec` would, in the container's own working
+    directory: the checkout there is a clone at another path, polluted the same way."""
+    box = root / "container"
+    box.mkdir()
+    prefix = root / "fake-pct"
+    prefix.write_text(f'#!/bin/sh\ncd {box} && exec "$@"\n')
+    prefix.chmod(0o755)
+    clone = box / "code"
+    sh("git", "clone", "--quiet", code, clone, cwd=root, env=env)
+    with (clone / "model.py").open("a") as fh:
+        fh.write("\nimport builtins; builtins.DEBUG_ATTN = True\n")
+    sh(
+        *envguard,
+        "restore",
+        "good",
+        "--via",
+        prefix,
+        "--python",
+        sys.executable,
+        "--venv",
+        box / "venv",
+        "--root",
+        clone,
+        *offline,
+        "--torch-index",
+        torch_index,
+        "--execute",
+        cwd=root,
+        env=env,
+    )
+    out = sh(
+        *envguard,
+        "diff",
+        "good",
+        "--via",
+        prefix,
+        "--python",
+        box / "venv" / "bin" / "python",
+        "--root",
+        clone,
+        "--only",
+        "packages",
+        "--only",
+        "files",
+        cwd=root,
+        env=env,
+        expect=0,
+    )
+    if "no drift" not in out:
+        raise SystemExit("story failed: the container's diff is not clean")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from envguard.compare.policy import Policy
     from envguard.recovery.outcome import Outcome
     from envguard.recovery.plan import Plan, Sources
+    from envguard.recovery.restore import Item, RestoreReport
+    from envguard.recovery.target import Target
     from envguard.snapshots.history import Entry
     from envguard.snapshots.hosts import HostResult
     from envguard.snapshots.models import MetricValue, Snapshot
@@ -96,6 +98,7 @@ def snapshot(
     via: str | Sequence[str] | None = None,
     timeout: float | None = 120.0,
     command: Sequence[str] | None = None,
+    root: str | Path | None = None,
 ) -> Snapshot:
     """Measure an environment: the interpreter (default: $VIRTUAL_ENV, ./.venv, python3),
     its packages, torch's build, the GPU, git repos, files, caches and environment."""
@@ -116,6 +119,10 @@ def snapshot(
     )
     if any("{host}" in token for token in request.via):
         raise UsageError("--via contains {host}: pass --hosts to say which hosts")
+    if root is not None:
+        from dataclasses import replace
+
+        request = replace(request, root=Path(_root(root, remote=bool(request.via))))
     started = start_capture(request)
     # The probe runs while the models (pydantic) load: that import is most of the start-up.
     from envguard.snapshots.capture import finish_capture
@@ -201,6 +208,46 @@ def save(
     return target
 
 
+def keep(
+    snap: Snapshot,
+    *,
+    store: str | Path,
+    files: bool = False,
+    caches: bool = False,
+    via: str | Sequence[str] | None = None,
+    python: str | None = None,
+    timeout: float | None = 120.0,
+) -> Snapshot:
+    """``snap`` with its tracked files' contents (``files``) and its compile caches
+    (``caches``, as gzip tarballs) kept in the content store ``store``; read where ``snap``
+    was taken: pass the same ``via`` (a prefix stored in a snapshot is never run)."""
+    from envguard.snapshots.blobs import Blobs
+    from envguard.snapshots.keep import keep_caches, keep_files
+
+    blobs = Blobs(store)
+    target = _target(via, python=python, timeout=timeout)
+    warnings: list[str] = []
+    if files:
+        snap, warnings = keep_files(snap, blobs, target)
+    if caches:
+        snap = keep_caches(snap, blobs, target)
+    if warnings:
+        snap = snap.model_copy(update={"warnings": (*snap.warnings, *warnings)})
+    return snap
+
+
+def _target(
+    via: str | Sequence[str] | None, *, python: str | None, timeout: float | None
+) -> Target:
+    from envguard.recovery.target import RemoteTarget, Target
+    from envguard.tools import split_command
+
+    if not via:
+        return Target()
+    prefix = split_command(via, option="--via") if isinstance(via, str) else tuple(via)
+    return RemoteTarget(prefix, python or "python3", timeout=timeout)
+
+
 def default_path(name: str) -> Path:
     """Where a snapshot named ``name`` is saved by default: snapshots/NAME.json."""
     from envguard.snapshots import store
@@ -275,12 +322,16 @@ def diff(
     via: str | None = None,
     policy: Policy | None = None,
     allow: Sequence[str | Path] = (),
+    root: str | Path | None = None,
 ) -> Drift:
     """What drifted from ``good`` (default: the newest snapshot) to ``against``, or to the
     live environment measured as ``good`` was (``python``/``via`` say where). The files,
     caches and repos the snapshot names are read only under the working directory, its git
-    work tree, the target's compile cache folders and ``allow``."""
+    work tree, the target's compile cache folders and ``allow``. ``root``: where the
+    checkout holding the snapshot's tracked files lies now (default: where it was, else
+    the work tree around the working directory)."""
     allowed = tuple(str(a) for a in allow)
+    where = None if root is None else _root(root, remote=via is not None)
     # Nothing heavy (pydantic) is imported before the probe starts: it works meanwhile.
     from envguard.snapshots import store
 
@@ -296,18 +347,32 @@ def diff(
         assert good is not None  # a Snapshot: measure the live side as it was measured
         snap = _load(good)
         live = capture_snapshot(
-            live_request(Recorded.of(snap), python=python, via=via, allow=allowed)
+            live_request(Recorded.of(snap), python=python, via=via, allow=allowed, root=where)
         )
         return compute(snap, live, rules)
     from envguard.snapshots.live import measure_like
 
     path = store.resolve(str(good)) if good is not None else newest()
     expected, live = measure_like(
-        store.read(path), source=str(path), python=python, via=via, allow=allowed
+        store.read(path), source=str(path), python=python, via=via, allow=allowed, root=where
     )
     from envguard.compare.engine import diff as compute
 
     return compute(expected, live, policy if policy is not None else load_policy())
+
+
+def _root(root: str | Path, *, remote: bool) -> str:
+    """--root as an absolute path (on the far side: as given, which must be absolute)."""
+    from envguard.errors import UsageError
+
+    text = os.path.expanduser(str(root))
+    if remote:
+        if not os.path.isabs(text):
+            raise UsageError(f"--root {root}: with --via it must be an absolute path")
+        return text
+    if not os.path.isdir(text):
+        raise UsageError(f"--root {root}: no such directory")
+    return os.path.abspath(text)
 
 
 def check(
@@ -320,13 +385,14 @@ def check(
     policy: Policy | None = None,
     allow: Sequence[str | Path] = (),
     selection: Selection | None = None,
+    root: str | Path | None = None,
 ) -> Drift:
     """The CI gate. With ``lock`` (uv.lock, pylock.toml, requirements.txt, ``-`` for stdin):
     the snapshot ``good`` (default: the newest) against it, or with ``python``/``via`` and
     no ``good`` the live environment against it, with no snapshot at all. Without ``lock``:
     the snapshot against another snapshot or the live environment, as diff() does."""
     if lock is None:
-        return diff(good, against, python=python, via=via, policy=policy, allow=allow)
+        return diff(good, against, python=python, via=via, policy=policy, allow=allow, root=root)
     from envguard.compare.lockfiles import OutsideLock, lock_drift, read_lock
 
     rules = policy if policy is not None else load_policy()
@@ -395,6 +461,7 @@ def diff_locks(
     *,
     policy: Policy | None = None,
     selection: Selection | None = None,
+    root: str | Path | None = None,
 ) -> Drift:
     """What changing lockfile ``old`` to ``new`` does to the installed set (either may be
     ``-``, stdin), both evaluated for this machine's interpreter."""
@@ -554,6 +621,229 @@ def rebuild(
     return outcome
 
 
+def restore(
+    good: str | Path | None = None,
+    *,
+    venv: str | Path | None = None,
+    execute: bool = False,
+    python: str | None = None,
+    via: str | None = None,
+    root: str | Path | None = None,
+    repos: bool = False,
+    store: str | Path | None = None,
+    env_file: str | None = None,
+    sources: Sources | None = None,
+    skip_editables: bool = False,
+    base_python: str | None = None,
+    no_backup: bool = False,
+    keep_backups: int = 1,
+    allow: Sequence[str | Path] = (),
+    timeout: float | None = 120.0,
+    remote_uv: str | None = None,
+    status: Callable[[str], None] = lambda _: None,
+    on_line: Callable[[str], None] | None = None,
+) -> RestoreReport:
+    """Bring back everything ``good`` knows, in order: packages (a verified rebuild of
+    ``venv``), with ``repos`` the repos' recorded commits, tracked files (from the store or
+    git), compile caches (on the exact stack only) and a variables file to source. Without
+    ``execute`` only the plan; on this host, or through ``via`` on the far side. An item
+    that fails is left as it was; the report says what happened to each."""
+    from envguard.recovery.restore import (
+        Context,
+        restore_caches,
+        restore_files,
+        restore_repos,
+        write_env_file,
+    )
+    from envguard.recovery.restore import RestoreReport as Report
+    from envguard.snapshots import store as snapshots
+    from envguard.snapshots.blobs import Blobs, store_for
+    from envguard.snapshots.capture import capture_snapshot
+    from envguard.snapshots.live import Recorded, live_request
+
+    path = snapshots.resolve(str(good)) if good is not None else newest()
+    snap = snapshots.load(path)
+    target = _target(via, python=python, timeout=timeout)
+    where = None if root is None else _root(root, remote=via is not None)
+    venv_path = _restore_venv(snap, venv, remote=via is not None)
+    python_now = str(venv_path / "bin" / "python")
+    if via:
+        has_venv = bool(target.call("room", path=python_now).get("exists"))
+    else:
+        has_venv = (venv_path / "bin" / "python").exists()
+    if not has_venv:  # no venv yet: files, caches, repos and variables are still measured
+        python_now = (python or "python3") if via else sys.executable
+    live = capture_snapshot(
+        live_request(
+            Recorded.of(snap),
+            python=python_now,
+            via=via,
+            allow=tuple(str(a) for a in allow),
+            source=str(path),
+            root=where,
+        )
+    )
+    ctx = Context(
+        snap=snap,
+        live=live,
+        target=target,
+        blobs=Blobs(store if store is not None else store_for(path)),
+        execute=execute,
+        status=status,
+    )
+    items: list[Item] = []
+    notes: list[str] = []
+    stack = live
+    package_item, verified = _restore_packages(
+        snap,
+        live,
+        path=path,
+        venv=venv_path,
+        has_venv=has_venv,
+        execute=execute,
+        via=via,
+        target=target,
+        sources=sources,
+        skip_editables=skip_editables,
+        base_python=base_python,
+        no_backup=no_backup,
+        keep_backups=keep_backups,
+        remote_uv=remote_uv,
+        notes=notes,
+        status=status,
+        on_line=on_line,
+    )
+    items.append(package_item)
+    if verified is not None:
+        stack = verified
+    if repos:
+        items += restore_repos(ctx, root=where)
+    items += restore_files(ctx)
+    items += restore_caches(ctx, stack, rebuild_pending=package_item.status == "planned")
+    env_path = env_file or f"{snap.name}.env.sh"
+    if snap.env:
+        items.append(write_env_file(ctx, env_path if via else str(Path(env_path).absolute())))
+    return Report(
+        snapshot=snap.name,
+        target=target.label,
+        executed=execute,
+        items=tuple(items),
+        env_file=env_path if snap.env else None,
+        notes=tuple(notes),
+    )
+
+
+def _restore_venv(snap: Snapshot, venv: str | Path | None, *, remote: bool) -> Path:
+    from envguard.errors import UsageError
+
+    if venv is None:
+        if not remote:
+            return Path(".venv").absolute()
+        if snap.interpreter.is_venv and os.path.isabs(snap.interpreter.prefix):
+            return Path(snap.interpreter.prefix)
+        raise UsageError("--venv: say which venv to restore on the far side (an absolute path)")
+    if remote and not os.path.isabs(str(venv)):
+        raise UsageError(f"--venv {venv}: with --via it must be an absolute path")
+    return Path(venv) if remote else Path(venv).expanduser().absolute()
+
+
+def _restore_packages(
+    snap: Snapshot,
+    live: Snapshot,
+    *,
+    path: Path,
+    venv: Path,
+    has_venv: bool,
+    execute: bool,
+    via: str | None,
+    target: Target,
+    sources: Sources | None,
+    skip_editables: bool,
+    base_python: str | None,
+    no_backup: bool,
+    keep_backups: int,
+    remote_uv: str | None,
+    notes: list[str],
+    status: Callable[[str], None],
+    on_line: Callable[[str], None] | None,
+) -> tuple[Item, Snapshot | None]:
+    """The packages item, and the venv as verified after a rebuild (None without one)."""
+    from envguard.compare.engine import diff as compute
+    from envguard.compare.policy import Policy, only_sections
+    from envguard.compare.severity import Severity
+    from envguard.errors import EnvguardError
+    from envguard.recovery.restore import Item
+
+    differ = [
+        c
+        for c in compute(snap, live, only_sections(Policy(), ("packages", "interpreter"))).changes
+        if c.severity.rank > Severity.info.rank
+    ]
+    if not differ and has_venv:
+        return Item(
+            kind="packages",
+            name=str(venv),
+            status="already",
+            detail=f"{len(snap.packages)} packages and the interpreter match",
+            verified="fingerprints of every package",
+        ), None
+    why = f"{len(differ)} differences" if has_venv else "no venv there yet"
+    if not execute:
+        return Item(
+            kind="packages",
+            name=str(venv),
+            status="planned",
+            detail=f"rebuild ({why}): build beside, verify, swap ('envguard rebuild' shows"
+            " the steps)",
+        ), None
+    try:
+        if via is not None:
+            from envguard.recovery.remote import remote_rebuild
+
+            outcome = remote_rebuild(
+                snap,
+                target,  # type: ignore[arg-type]
+                venv=venv,
+                sources=sources,
+                skip_editables=skip_editables,
+                base_python=base_python,
+                no_backup=no_backup,
+                keep_backups=keep_backups,
+                remote_uv=remote_uv,
+                status=status,
+            )
+        else:
+            outcome = rebuild(
+                path,
+                venv=venv,
+                sources=sources,
+                skip_editables=skip_editables,
+                base_python=base_python,
+                no_backup=no_backup,
+                keep_backups=keep_backups,
+                status=status,
+                on_line=on_line,
+            )
+    except EnvguardError as exc:
+        detail = exc.message + (f" ({exc.hint})" if exc.hint else "")
+        return Item(kind="packages", name=str(venv), status="failed", detail=detail), None
+    notes += outcome.notes
+    kept = None
+    if outcome.backup is not None:
+        from envguard.units import human_size
+
+        size = f", {human_size(outcome.backup_bytes)}" if outcome.backup_bytes else ""
+        kept = f"{outcome.backup}{size}"
+    return Item(
+        kind="packages",
+        name=str(venv),
+        status="restored",
+        detail=f"rebuilt ({why}): {outcome.packages} packages",
+        verified="packages and interpreter re-measured: fingerprints match",
+        kept=kept,
+    ), outcome.live
+
+
 def export(
     good: str | Path,
     *,
@@ -595,8 +885,18 @@ def fleet(refs: Sequence[str | Path], *, baseline: str | Path | None = None) -> 
     return compare_files(paths, baseline=load(baseline) if baseline is not None else None)
 
 
-def run_then(argv: Sequence[str], venv: str | Path) -> None:
-    """Run a command with ``venv`` active (after a rebuild); ActionError when it fails."""
+def run_then(
+    argv: Sequence[str], venv: str | Path, *, env: Mapping[str, str] | None = None
+) -> None:
+    """Run a command with ``venv`` active (after a rebuild) and ``env`` set; ActionError
+    when it fails."""
     from envguard.recovery.execute import run_then as run
 
-    run(tuple(argv), Path(venv))
+    run(tuple(argv), Path(venv), env=env or {})
+
+
+def restore_env(good: str | Path | None = None) -> dict[str, str]:
+    """The variables a restore sets for --then: the snapshot's, less secrets and loaders."""
+    from envguard.recovery.restore import run_env
+
+    return run_env(_load(good if good is not None else newest()))

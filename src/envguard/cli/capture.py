@@ -54,6 +54,19 @@ def snapshot(
     ] = None,
     jobs: Annotated[int, typer.Option(help="Hosts captured at once.")] = 16,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per host.")] = 120.0,
+    root: Annotated[
+        str | None,
+        typer.Option(help="Also record --file paths relative to this folder (work trees are)."),
+    ] = None,
+    keep_files: Annotated[
+        bool, typer.Option(help="Keep the --file contents in the store, for restore.")
+    ] = False,
+    keep_cache: Annotated[
+        bool, typer.Option(help="Keep the compile caches (gzip tarballs) in the store.")
+    ] = False,
+    store: Annotated[
+        str | None, typer.Option(help="The content store [default: .store beside the snapshot].")
+    ] = None,
 ) -> None:
     """Record the whole environment after a good run."""
     from envguard import api
@@ -61,6 +74,11 @@ def snapshot(
 
     metrics = dict(parse_metric(m) for m in metric or [])
     command = ("envguard", *sys.argv[1:])
+    keeping = keep_files or keep_cache
+    if keeping and hosts is not None:
+        fail("--keep-files and --keep-cache take one host at a time (drop --hosts)")
+    if keeping and out == "-" and store is None:
+        fail("--out - with --keep-files or --keep-cache needs --store DIR")
     if hosts is not None:
         if out == "-":
             fail("--out - cannot hold many hosts; give a directory")
@@ -102,7 +120,21 @@ def snapshot(
         via=via,
         timeout=timeout,
         command=command,
+        root=root,
     )
+    if keeping:
+        from envguard.snapshots.blobs import store_for
+
+        target = out if out not in (None, "-") else api.default_path(snap.name)
+        snap = api.keep(
+            snap,
+            store=store if store is not None else store_for(str(target)),
+            files=keep_files,
+            caches=keep_cache,
+            via=via,
+            python=python,
+            timeout=timeout,
+        )
     _print_warnings(snap)
     if out == "-":
         from envguard.snapshots.store import dumps

@@ -92,6 +92,13 @@ Allow = Annotated[
         " [default: only the cwd, its work tree and the cache folders] (repeatable)."
     ),
 ]
+Root = Annotated[
+    str | None,
+    typer.Option(
+        help="Where the checkout holding the tracked files lies now (another clone, a"
+        " container's path) [default: where it was, else the cwd's work tree]."
+    ),
+]
 Format = Annotated[
     DriftFormat | None,
     typer.Option("--format", help="[default: github under GitHub Actions, else table]"),
@@ -180,6 +187,7 @@ def diff(
         str | None, typer.Option(help="Measure through this command prefix ('ssh gpu01').")
     ] = None,
     allow: Allow = None,
+    root: Root = None,
     lock: Annotated[
         list[str] | None,
         typer.Option(
@@ -214,7 +222,13 @@ def diff(
         )
     else:
         drift = api.diff(
-            snapshot_ref, against, python=python, via=via, policy=policy, allow=allow or ()
+            snapshot_ref,
+            against,
+            python=python,
+            via=via,
+            policy=policy,
+            allow=allow or (),
+            root=root,
         )
     _emit_drift(drift, _default_format(format), expand=expand)
     _exit(drift, policy)
@@ -249,6 +263,7 @@ def check(
     format: Format = None,
     fail_on: FailOn = None,
     allow: Allow = None,
+    root: Root = None,
     extra: Extra = None,
     all_extras: AllExtras = False,
     group: Group = None,
@@ -276,6 +291,7 @@ def check(
         policy=policy,
         allow=allow or (),
         selection=chosen,
+        root=root,
     )
     _emit_drift(drift, _default_format(format), expand=expand)
     _exit(drift, policy)

@@ -152,3 +152,132 @@ def export(
         sys.stdout.write(text)
     else:
         typer.echo(f"wrote {output}")
+
+
+class RestoreFormat(str, Enum):
+    table = "table"
+    json = "json"
+
+
+@app.command()
+def restore(
+    snapshot_ref: Annotated[
+        str | None, typer.Argument(metavar="[SNAPSHOT]", help="[default: newest in snapshots/]")
+    ] = None,
+    venv: Annotated[
+        Path | None,
+        typer.Option(help="The venv to restore [default: .venv; with --via: the snapshot's]."),
+    ] = None,
+    execute: Annotated[bool, typer.Option(help="Do it (default: only print the plan).")] = False,
+    via: Annotated[
+        str | None,
+        typer.Option(
+            help="Restore on the far side of this prefix ('ssh gpu01', 'pct exec 200 --')."
+        ),
+    ] = None,
+    python: Annotated[
+        str | None, typer.Option(help="With --via: the Python there [default: python3].")
+    ] = None,
+    root: Annotated[
+        str | None, typer.Option(help="Where the checkout holding the tracked files lies now.")
+    ] = None,
+    repos: Annotated[
+        bool,
+        typer.Option(
+            "--repos", help="Also check out each repo's recorded commit (changes stashed first)."
+        ),
+    ] = False,
+    store: Annotated[
+        str | None, typer.Option(help="The content store [default: .store beside the snapshot].")
+    ] = None,
+    env_file: Annotated[
+        str | None,
+        typer.Option(help="Write the recorded variables here [default: NAME.env.sh in the cwd]."),
+    ] = None,
+    allow: Annotated[
+        list[Path] | None,
+        typer.Option(help="Also write files and caches the snapshot names under this folder."),
+    ] = None,
+    no_backup: Annotated[bool, typer.Option(help="Delete the old venv after the swap.")] = False,
+    keep_backups: Annotated[
+        int, typer.Option(min=0, help="Keep this many envguard backups of the venv.")
+    ] = 1,
+    format: Annotated[RestoreFormat, typer.Option("--format")] = RestoreFormat.table,
+    index_url: Annotated[str | None, typer.Option(help="Passed to uv.")] = None,
+    extra_index_url: Annotated[list[str] | None, typer.Option(help="Passed to uv.")] = None,
+    find_links: Annotated[list[str] | None, typer.Option(help="Passed to uv.")] = None,
+    offline: Annotated[bool, typer.Option(help="Passed to uv.")] = False,
+    no_index: Annotated[bool, typer.Option(help="Passed to uv.")] = False,
+    torch_index: Annotated[str | None, typer.Option(help="PyTorch index base (a mirror).")] = None,
+    skip_editables: Annotated[
+        bool, typer.Option(help="Leave out editable installs whose path is gone.")
+    ] = False,
+    base_python: Annotated[
+        str | None, typer.Option(help="Interpreter for a new venv [default: snapshot's X.Y.Z].")
+    ] = None,
+    remote_uv: Annotated[
+        str | None,
+        typer.Option(help="With --via: uv's path there [default: its PATH, python -m uv]."),
+    ] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds allowed per call through --via.")] = 600.0,
+    then: Annotated[
+        str | None,
+        typer.Option(help="Afterwards run CMD with the venv active and the variables set."),
+    ] = None,
+) -> None:
+    """Bring back everything the snapshot knows: packages, repos, files, caches, variables."""
+    from envguard import api
+    from envguard.tools import split_command
+
+    then_argv = split_command(then, option="--then") if then else None
+    if then_argv and via:
+        raise typer.BadParameter(
+            "--then runs on this host; run it there yourself", param_hint="--then"
+        )
+    sources = api.sources(
+        index_url=index_url,
+        extra_index_urls=extra_index_url or (),
+        find_links=find_links or () if not via else (),
+        offline=offline,
+        no_index=no_index,
+        torch_index=torch_index,
+    )
+    if via and find_links:
+        from dataclasses import replace
+
+        sources = replace(sources, find_links=tuple(find_links))  # paths on the far side
+    err = console(stderr=True)
+    with err.status("restoring") as status:
+        report = api.restore(
+            snapshot_ref,
+            venv=venv,
+            execute=execute,
+            python=python,
+            via=via,
+            root=root,
+            repos=repos,
+            store=store,
+            env_file=env_file,
+            sources=sources,
+            skip_editables=skip_editables,
+            base_python=base_python,
+            no_backup=no_backup,
+            keep_backups=keep_backups,
+            allow=allow or (),
+            timeout=timeout,
+            remote_uv=remote_uv,
+            status=status.update,
+            on_line=lambda line: err.print(f"  {line}", markup=False, style="dim"),
+        )
+    if format is RestoreFormat.json:
+        sys.stdout.write(report.model_dump_json(indent=2, by_alias=True) + "\n")
+    else:
+        from envguard.render.table import restore_table
+
+        restore_table(report, console())
+    set_interrupt_hint(None)
+    if not report.ok:
+        raise typer.Exit(1)
+    if then_argv and execute:
+        typer.echo(f"running: {shlex.join(then_argv)}")
+        api.run_then(then_argv, venv or Path(".venv"), env=api.restore_env(snapshot_ref))

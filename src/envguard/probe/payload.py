@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 # Dependency order: a module is installed after everything it imports.
@@ -27,6 +28,7 @@ TARGET_MODULES = (
     "trees",
     "gitrepos",
     "env",
+    "apply",
     "main",
 )
 # Modules of envguard/ itself that both sides use (they ship beside the target modules).
@@ -70,12 +72,26 @@ def target_sources() -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def probe_payload(args: Mapping[str, Any]) -> str:
-    """The whole program: version check, the target package, then ``main(args)``."""
+def probe_payload(args: Mapping[str, Any], *, entry: str = "main") -> str:
+    """The whole program: version check, the target package, then ``<entry>.main(args)``
+    (``main``: the probe; ``apply``: one restore operation)."""
+    assert entry in TARGET_MODULES
     arg_text = json.dumps(dict(args), sort_keys=True)
     return (
         _VERSION_CHECK
         + LOADER
         + f"_pkg = _envguard_install({PACKAGE!r}, {target_sources()!r})\n"
-        + f"sys.exit(_pkg.main.main(__import__('json').loads({arg_text!r})))\n"
+        + f"sys.exit(_pkg.{entry}.main(__import__('json').loads({arg_text!r})))\n"
     )
+
+
+@cache
+def local_package() -> ModuleType:
+    """The target package installed in this process, exactly as the payload installs it on
+    the far side: a local restore runs the same apply operations in-process."""
+    import sys
+
+    namespace: dict[str, Any] = {"sys": sys}
+    exec(LOADER, namespace)  # noqa: S102  # our own source, the same text the payload carries
+    package: ModuleType = namespace["_envguard_install"](PACKAGE, target_sources())
+    return package

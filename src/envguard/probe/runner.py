@@ -179,6 +179,8 @@ class ProbeRun:
         label: str | None = None,
         prefix: Sequence[str] = (),
         timeout: float | None = None,
+        entry: str = "main",
+        output_cap: int = OUTPUT_CAP,
     ) -> None:
         self.label = label or (f"--via {shlex.join(prefix)}" if prefix else f"--python {python}")
         self.remote = bool(prefix)
@@ -208,10 +210,11 @@ class ProbeRun:
             _RUNNING[self.proc.pid] = self.marker
             _STARTED.add(self.proc.pid)
         assert self.proc.stdout is not None and self.proc.stderr is not None
-        self._out = _Reader(self.proc.stdout, OUTPUT_CAP, on_overflow=self._kill)
+        self.output_cap = output_cap
+        self._out = _Reader(self.proc.stdout, output_cap, on_overflow=self._kill)
         self._err = _Reader(self.proc.stderr, _STDERR_TAIL, keep_tail=True)
         self._feeder = threading.Thread(
-            target=self._feed, args=(probe_payload(args).encode(),), daemon=True
+            target=self._feed, args=(probe_payload(args, entry=entry).encode(),), daemon=True
         )
         for thread in (self._feeder, self._out, self._err):
             thread.start()
@@ -280,6 +283,18 @@ class ProbeRun:
         """Wait for the report; ProbeError for a timeout, a failure or a bad report."""
         from envguard.probe.report import parse_report
 
+        data, stderr = self.output()
+        return parse_report(
+            data,
+            label=self.label,
+            returncode=self.proc.returncode,
+            stderr_tail=stderr,
+            remote=self.remote,
+        )
+
+    def output(self) -> tuple[bytes, str]:
+        """Wait for the program to end: (its stdout, the tail of its stderr); ProbeError
+        for a timeout or output past the cap."""
         proc = self.proc
         try:
             self._wait()
@@ -291,7 +306,9 @@ class ProbeRun:
                 self._out.join(1)
             self._err.join(1)
             if self._out.overflow:
-                raise ProbeError(f"{self.label}: output larger than {OUTPUT_CAP} bytes; stopped")
+                raise ProbeError(
+                    f"{self.label}: output larger than {self.output_cap} bytes; stopped"
+                )
         except subprocess.TimeoutExpired:
             self._reap()
             raise ProbeError(f"{self.label}: no answer within {self.timeout:g}s") from None
@@ -305,10 +322,4 @@ class ProbeRun:
         from envguard import trace
 
         trace.done(f"probe ({self.label}), {len(self._out.data)} bytes", self._started)
-        return parse_report(
-            bytes(self._out.data),
-            label=self.label,
-            returncode=proc.returncode,
-            stderr_tail=bytes(self._err.data).decode("utf-8", "replace"),
-            remote=self.remote,
-        )
+        return bytes(self._out.data), bytes(self._err.data).decode("utf-8", "replace")

@@ -15,7 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -512,12 +512,14 @@ def not_restored(snapshot: Snapshot, live: Snapshot) -> list[str]:
     return restore_hints(rest.changes, snapshot)
 
 
-def run_then(argv: tuple[str, ...], venv: Path) -> None:
-    """Run the user's --then command with ``venv`` active; ActionError when it fails."""
+def run_then(argv: tuple[str, ...], venv: Path, *, env: Mapping[str, str] | None = None) -> None:
+    """Run the user's --then command with ``venv`` active and ``env`` set; ActionError when
+    it fails."""
     from envguard.tools import user_environ
 
     env = {
         **user_environ(),
+        **(env or {}),
         "VIRTUAL_ENV": str(venv),
         "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
     }

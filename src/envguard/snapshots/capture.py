@@ -43,14 +43,39 @@ def _probed_repos(request: CaptureRequest, raw: list[ReportRepo]) -> tuple[Repo,
     return tuple(sorted(repos, key=lambda r: r.path))
 
 
-def _files(raw: list[ReportFile], *, strict: bool) -> tuple[FileDigest, ...]:
+def _files(
+    raw: list[ReportFile], request: CaptureRequest, tops: list[str]
+) -> tuple[FileDigest, ...]:
+    """The probe's hashes as FileDigests, each placed in its work tree (or --root); a live
+    file read where its checkout lies now keeps the path it was recorded under."""
+    keys = request.file_keys if len(request.file_keys) == len(raw) else (None,) * len(raw)
     out = []
-    for f in raw:
+    for f, key in zip(raw, keys, strict=True):
         error = f["error"]
-        if error and strict:
+        if error and request.strict:
             raise UsageError(f"--file {f['path']}: {error.lower()}")
-        out.append(FileDigest(path=f["path"], sha256=f["sha256"], size=f["size"], error=error))
+        root, rel = place(f["path"], tops)
+        out.append(
+            FileDigest(
+                path=key or f["path"],
+                sha256=f["sha256"],
+                size=f["size"],
+                root=root,
+                rel=rel,
+                read_from=f["path"] if key and key != f["path"] else None,
+                error=error,
+            )
+        )
     return tuple(sorted(out, key=lambda f: f.path))
+
+
+def place(path: str, tops: list[str]) -> tuple[str | None, str | None]:
+    """(the deepest of ``tops`` holding ``path``, the path below it) or (None, None)."""
+    for top in sorted(tops, key=len, reverse=True):
+        head = top.rstrip("/") + "/"
+        if path.startswith(head) and len(path) > len(head):
+            return top, path[len(head) :]
+    return None, None
 
 
 def capture_snapshot(request: CaptureRequest) -> Snapshot:
@@ -105,7 +130,12 @@ def snapshot_from_report(report: ProbeReport, request: CaptureRequest) -> Snapsh
         torch=torch_from_probe(report["torch"], by_name),
         accelerator=Accelerator(**report["accelerator"]),
         repos=_probed_repos(request, report["repos"]),
-        files=_files(report["files"], strict=request.strict),
+        files=_files(
+            report["files"],
+            request,
+            ([str(request.root)] if request.root is not None else [])
+            + [r["path"] for r in report["repos"] if not r.get("error")],
+        ),
         caches=tuple(caches[key] for key in sorted(caches)),
         env=report["env"],  # redacted by the model, whatever the far side did
         warnings=tuple(redact_text(w) for w in report["warnings"]),

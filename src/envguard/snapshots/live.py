@@ -38,6 +38,9 @@ class Recorded:
     via: str | None = None
     repos: tuple[str, ...] = ()
     files: tuple[str, ...] = ()
+    # Each file's path in its work tree (or --root), None where not recorded: where it is
+    # read when its checkout lies elsewhere now.
+    rels: tuple[str | None, ...] = ()
     caches: tuple[tuple[str, str], ...] = ()
 
     @classmethod
@@ -48,6 +51,7 @@ class Recorded:
             via=snapshot.via,
             repos=tuple(r.path for r in snapshot.repos),
             files=tuple(f.path for f in snapshot.files),
+            rels=tuple(f.rel for f in snapshot.files),
             caches=tuple((c.kind, c.path) for c in snapshot.caches),
         )
 
@@ -62,6 +66,9 @@ class Recorded:
                 via=None if raw.get("via") is None else _text(raw["via"]),
                 repos=tuple(_text(r["path"]) for r in raw.get("repos", [])),
                 files=tuple(_text(f["path"]) for f in raw.get("files", [])),
+                rels=tuple(
+                    None if f.get("rel") is None else _text(f["rel"]) for f in raw.get("files", [])
+                ),
                 caches=tuple((_text(c["kind"]), _text(c["path"])) for c in raw.get("caches", [])),
             )
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
@@ -85,25 +92,56 @@ def request_like(
     cwd: Path | None = None,
     via: tuple[str, ...] = (),
     allow: tuple[str, ...] = (),
+    root: str | None = None,
 ) -> CaptureRequest:
     """A request that measures the live side exactly as the snapshot was measured. The
     files, caches and repos it names are confined (envguard.confine) to the working
     directory, its work tree, the target's cache folders and ``allow``."""
+    here = cwd or Path.cwd()
+    reads = file_locations(recorded, root=root, cwd=here, remote=bool(via))
     return CaptureRequest(
         python=python,
         python_label=python_label,
         via=via,
         name=recorded.name + "-live",
         repos=tuple(Path(r) for r in recorded.repos),
-        files=recorded.files,
+        files=reads,
+        file_keys=recorded.files if reads != recorded.files else (),
         caches=recorded.caches,
         default_caches=False,
         include_cwd_repo=False,
-        cwd=cwd or Path.cwd(),
+        cwd=here,
         strict=False,
         confined=True,
         allow=allow,
     )
+
+
+def file_locations(
+    recorded: Recorded, *, root: str | None, cwd: Path, remote: bool
+) -> tuple[str, ...]:
+    """Where each recorded file is read now: below ``root`` (--root, the checkout's place
+    now) by its path in its work tree; else where it was, if it is there (or remote); else
+    below the work tree around ``cwd``, when that holds it."""
+    top = None if remote or root is not None else find_work_tree(cwd)
+    out = []
+    rels = recorded.rels if len(recorded.rels) == len(recorded.files) else ()
+    for i, path in enumerate(recorded.files):
+        rel = rels[i] if rels else None
+        if rel is None or not _plain_rel(rel):
+            out.append(path)
+        elif root is not None:
+            out.append(os.path.join(root, rel))
+        elif remote or os.path.lexists(path) or top is None:
+            out.append(path)
+        else:
+            out.append(str(top / rel))
+    return tuple(out)
+
+
+def _plain_rel(rel: str) -> bool:
+    """A path below a folder: relative, no '..' (confinement still applies to the result)."""
+    return bool(rel) and not os.path.isabs(rel) and ".." not in Path(rel).parts
 
 
 _PYTHON_NAME = re.compile(r"^(python|pypy)[0-9.]*$")
@@ -206,6 +244,7 @@ def live_request(
     via: str | None,
     allow: tuple[str, ...] = (),
     source: str | None = None,
+    root: str | None = None,
 ) -> CaptureRequest:
     """How to measure the live side as ``recorded`` was measured: the user's --python and
     --via win; otherwise the snapshot's interpreter, if recorded_python() trusts it. A `via`
@@ -213,7 +252,11 @@ def live_request(
     if via:
         remote = python or str(recorded_python(recorded.executable, remote=True))
         return request_like(
-            recorded, python=remote, via=split_command(via, option="--via"), allow=allow
+            recorded,
+            python=remote,
+            via=split_command(via, option="--via"),
+            allow=allow,
+            root=root,
         )
     if recorded.via:
         raise UsageError(
@@ -224,7 +267,7 @@ def live_request(
         resolve_python(python) if python else recorded_python(recorded.executable, source=source)
     )
     label = f"--python {python}" if python else f"the snapshot's interpreter {target}"
-    return request_like(recorded, python=target, python_label=label, allow=allow)
+    return request_like(recorded, python=target, python_label=label, allow=allow, root=root)
 
 
 def _is_default(executable: str) -> bool:
@@ -242,6 +285,7 @@ def measure_like(
     python: str | None,
     via: str | None,
     allow: tuple[str, ...] = (),
+    root: str | None = None,
 ) -> tuple[Snapshot, Snapshot]:
     """(the snapshot in ``text``, the live environment measured as it was)."""
     from envguard.snapshots import store
@@ -256,7 +300,9 @@ def measure_like(
     if recorded is not None:
         try:
             started = start_capture(
-                live_request(recorded, python=python, via=via, allow=allow, source=source)
+                live_request(
+                    recorded, python=python, via=via, allow=allow, source=source, root=root
+                )
             )
         except EnvguardError as exc:
             early = exc  # reported only if the file itself is valid: its errors come first
@@ -267,7 +313,12 @@ def measure_like(
         if started is None:
             started = start_capture(
                 live_request(
-                    Recorded.of(expected), python=python, via=via, allow=allow, source=source
+                    Recorded.of(expected),
+                    python=python,
+                    via=via,
+                    allow=allow,
+                    source=source,
+                    root=root,
                 )
             )
         from envguard.snapshots.capture import finish_capture

@@ -119,9 +119,28 @@ class FileDigest(Model):
     path: str
     sha256: str | None = None
     size: int | None = None
+    # The work tree (or the --root) the file lay in, and its path there: the same file is
+    # compared and restored by content wherever the checkout lives now (another checkout, a
+    # container). None in snapshots taken before it was recorded, or outside any work tree.
+    root: str | None = None
+    rel: str | None = None
+    # A live file read somewhere else than ``path`` (its checkout moved): where. Never written.
+    read_from: str | None = Field(default=None, exclude=True)
     # Why a live file has no hash (e.g. outside the paths a snapshot may name). Never written:
     # a saved snapshot's files all hashed, or the snapshot command failed.
     error: Line | None = Field(default=None, exclude=True)
+
+
+Sha256 = Annotated[str, StringConstraints(pattern="^[0-9a-f]{64}$")]
+
+
+class CacheArchive(Model):
+    """A cache kept in the content store (``snapshot --keep-cache``): a gzip tarball."""
+
+    sha256: Sha256  # of the archive, its name in the store
+    files: int  # regular files in it, and their bytes: what a restore must find extracted
+    bytes: int
+    compressed: int
 
 
 class Cache(Model):
@@ -132,6 +151,7 @@ class Cache(Model):
     bytes: int = 0
     files: int = 0
     newest_mtime: float | None = None
+    archive: CacheArchive | None = None
     # Why a live cache was not walked (see FileDigest.error). Never written.
     error: Line | None = Field(default=None, exclude=True)
 

@@ -39,6 +39,11 @@ class CaptureRequest:
     allow: tuple[str, ...] = ()
     repos: tuple[Path, ...] = ()
     files: tuple[str, ...] = ()
+    # The path each of ``files`` was recorded under, when it is read elsewhere now (a live
+    # side whose checkout moved); empty when they are the same.
+    file_keys: tuple[str, ...] = ()
+    # Files below it are recorded by their path there too (--root; work trees always are).
+    root: Path | None = None
     caches: tuple[tuple[str, str], ...] = ()
     default_caches: bool = True
     include_cwd_repo: bool = True

@@ -12,13 +12,21 @@ from envguard.compare.severity import Severity
 if TYPE_CHECKING:
     from envguard.compare.engine import Collector
     from envguard.compare.models import Change
-    from envguard.snapshots.models import Snapshot
+    from envguard.snapshots.models import FileDigest, Snapshot
 
 
 def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
     actual = {f.path: f for f in a.files}
+    # Two snapshots of one checkout at two places (a clone, a container): the same file is
+    # the one at the same path in its work tree, when that names exactly one.
+    by_rel: dict[str, list[FileDigest]] = {}
+    for f in a.files:
+        if f.rel is not None:
+            by_rel.setdefault(f.rel, []).append(f)
     for ef in e.files:
         af = actual.get(ef.path)
+        if af is None and ef.rel is not None and len(by_rel.get(ef.rel, ())) == 1:
+            af = by_rel[ef.rel][0]
         if af is None or af.sha256 is None:
             b.add(
                 "missing",
@@ -35,7 +43,9 @@ def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
                 expected=(ef.sha256 or "")[:12],
                 actual=af.sha256[:12],
                 severity=Severity.critical,
-                message=f"tracked file {ef.path} changed ({ef.size} -> {af.size} bytes)",
+                message=f"tracked file {ef.path} changed ({ef.size} -> {af.size} bytes"
+                + (f", read at {where}" if (where := af.read_from or af.path) != ef.path else "")
+                + ")",
             )
 
 

@@ -1,0 +1,521 @@
+"""What a restore changes on the target, one operation at a time: stdlib only, Python 3.8.
+
+The same functions run in-process for a local restore and, sent on stdin like the probe
+(probe/payload.py), on the far side of --via: one implementation of every write. Each
+operation takes one JSON-able dict and returns one ({"ok": false, "error": ...} on
+failure); none raises to its caller, none leaves a half-written file: content is staged
+beside its destination, verified by sha256, then renamed over it, and whatever it
+displaced is kept beside it under a name that says so.
+"""
+
+# ruff: noqa: UP006, UP035, UP036
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+from .confine import SAFE_GIT_ENV
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Any, Callable, Dict
+
+# What stays beside a restored path: the version it replaced.
+DISPLACED = ".envguard-displaced-"
+STAGE = ".envguard-stage-"
+_BLOCK = 1 << 20
+
+
+def _fail(message: str) -> Dict[str, Any]:
+    return {"ok": False, "error": message}
+
+
+def _why(exc: OSError) -> str:
+    where = " (%s)" % exc.filename if exc.filename else ""
+    return (exc.strerror or str(exc)) + where
+
+
+def digests(path: str) -> Dict[str, Any]:
+    """sha256, md5 (people compare it by hand) and size of a regular file."""
+    sha, md5, size = hashlib.sha256(), _md5(), 0
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(_BLOCK), b""):
+            sha.update(block)
+            md5.update(block)
+            size += len(block)
+    return {"sha256": sha.hexdigest(), "md5": md5.hexdigest(), "size": size}
+
+
+def _md5() -> Any:
+    if sys.version_info >= (3, 9):  # FIPS builds refuse md5 unless it is not for security
+        return hashlib.md5(usedforsecurity=False)
+    return hashlib.md5()  # pragma: no cover
+
+
+def stage(args: Dict[str, Any]) -> Dict[str, Any]:
+    """A new private file beside ``dest`` to fill (``put``), or ``data`` (base64) written
+    to it at once; returns its path."""
+    dest = args["dest"]
+    try:
+        folder = os.path.dirname(dest) or "."
+        os.makedirs(folder, exist_ok=True)
+        fd, path = tempfile.mkstemp(prefix="." + os.path.basename(dest) + STAGE, dir=folder)
+        with os.fdopen(fd, "wb") as fh:
+            if args.get("data"):
+                fh.write(base64.b64decode(args["data"]))
+    except OSError as exc:
+        return _fail("cannot stage %s: %s" % (dest, _why(exc)))
+    return {"ok": True, "path": path}
+
+
+def put(args: Dict[str, Any]) -> Dict[str, Any]:
+    """Append a base64 chunk to a staged file (one made by ``stage``, never another)."""
+    path = args["path"]
+    if STAGE not in os.path.basename(path):
+        return _fail("%s: not a staged file" % path)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(base64.b64decode(args["data"]))
+    except OSError as exc:
+        return _fail("cannot write %s: %s" % (path, _why(exc)))
+    return {"ok": True}
+
+
+# A rebuild's build and plan folders beside the venv (envguard/recovery/execute.py).
+BUILD_MARK, PLAN_MARK, BUILDING = ".envguard-build-", ".envguard-plan-", ".envguard-building"
+
+
+def discard(args: Dict[str, Any]) -> Dict[str, Any]:
+    """Remove staged files and build folders this module made (anything else is left)."""
+    for path in args.get("paths", []):
+        base = os.path.basename(path.rstrip("/"))
+        if not any(mark in base for mark in (STAGE, BUILD_MARK, PLAN_MARK)):
+            continue
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+    return {"ok": True}
+
+
+def install_file(args: Dict[str, Any]) -> Dict[str, Any]:
+    """Put staged content at ``dest`` when its sha256 is ``sha256``: the old file is kept
+    beside it (a hard link, so the swap itself is one atomic rename), the new one hashed
+    again after the rename; on any mismatch the old file is put back."""
+    staged, dest, want, stamp = args["staged"], args["dest"], args["sha256"], args["stamp"]
+    try:
+        got = digests(staged)
+        try:
+            same = stat.S_ISREG(os.lstat(dest).st_mode) and digests(dest)["sha256"] == want
+        except OSError:
+            same = False
+        if same:  # already the content (a checkout put it back): nothing to displace
+            os.unlink(staged)
+            return dict(got, ok=True, displaced=None, same=True)
+        if got["sha256"] != want:
+            os.unlink(staged)
+            return _fail(
+                "the content for %s has sha256 %s, not %s" % (dest, got["sha256"][:12], want[:12])
+            )
+        displaced = None
+        try:
+            st = os.lstat(dest)
+        except FileNotFoundError:
+            st = None
+        if st is not None:
+            if not stat.S_ISREG(st.st_mode):
+                os.unlink(staged)
+                return _fail("%s is not a regular file; left as it is" % dest)
+            os.chmod(staged, stat.S_IMODE(st.st_mode))
+            displaced = dest + DISPLACED + stamp
+            try:
+                os.link(dest, displaced)
+            except OSError:
+                shutil.copy2(dest, displaced)
+        os.replace(staged, dest)
+        after = digests(dest)
+        if after["sha256"] != want:
+            if displaced is not None:
+                os.replace(displaced, dest)
+            else:
+                os.unlink(dest)
+            return _fail(
+                "%s hashed %s after writing, not %s; put back"
+                % (dest, after["sha256"][:12], want[:12])
+            )
+    except OSError as exc:
+        try:
+            os.unlink(staged)
+        except OSError:
+            pass
+        return _fail("cannot restore %s: %s" % (dest, _why(exc)))
+    return dict(after, ok=True, displaced=displaced)
+
+
+def file_from_git(args: Dict[str, Any]) -> Dict[str, Any]:
+    """Stage the blob at ``head``:``rel`` of the work tree ``repo`` beside ``dest`` (git
+    cat-file, hooks and filters off), for install_file; refused unless its sha256 fits."""
+    repo, head, rel, dest, want = (
+        args["repo"],
+        args["head"],
+        args["rel"],
+        args["dest"],
+        args["sha256"],
+    )
+    env = dict(os.environ, **SAFE_GIT_ENV)
+    try:
+        proc = subprocess.run(
+            ["git", "-C", repo, "cat-file", "blob", "%s:%s" % (head, rel)],
+            capture_output=True,
+            env=env,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return _fail("git cannot read %s at %s: %s" % (rel, head[:12], exc))
+    if proc.returncode != 0:
+        return _fail("%s is not in %s at %s" % (rel, repo, head[:12]))
+    if hashlib.sha256(proc.stdout).hexdigest() != want:
+        return _fail("%s at %s (git) differs from the recorded content" % (rel, head[:12]))
+    return stage({"dest": dest, "data": base64.b64encode(proc.stdout).decode()})
+
+
+def extract(args: Dict[str, Any]) -> Dict[str, Any]:
+    """Unpack a staged cache archive beside ``dest``, check it holds the recorded files and
+    bytes, then rename it into place (the cache it replaces is kept beside it).
+
+    Only folders and regular files are written, below the new folder; links, devices and
+    names with '..' or a leading '/' are skipped and counted, never followed."""
+    staged, dest, want, stamp = args["staged"], args["dest"], args["sha256"], args["stamp"]
+    new = None
+    try:
+        sha = hashlib.sha256()
+        with open(staged, "rb") as fh:
+            for block in iter(lambda: fh.read(_BLOCK), b""):
+                sha.update(block)
+        if sha.hexdigest() != want:
+            return _fail(
+                "the archive for %s has sha256 %s, not %s" % (dest, sha.hexdigest()[:12], want[:12])
+            )
+        parent = os.path.dirname(os.path.abspath(dest))
+        os.makedirs(parent, exist_ok=True)
+        new = tempfile.mkdtemp(prefix="." + os.path.basename(dest) + STAGE, dir=parent)
+        files, size, skipped = _unpack(staged, new)
+        if (files, size) != (args["files"], args["bytes"]):
+            shutil.rmtree(new, ignore_errors=True)
+            return _fail(
+                "the archive for %s unpacked to %d files, %d bytes; %d files, %d bytes were kept"
+                % (dest, files, size, args["files"], args["bytes"])
+            )
+        displaced = None
+        if os.path.lexists(dest):
+            displaced = dest + DISPLACED + stamp
+            os.rename(dest, displaced)
+        os.rename(new, dest)
+        new = None
+    except (OSError, tarfile.TarError, EOFError) as exc:
+        if new is not None:
+            shutil.rmtree(new, ignore_errors=True)
+        why = _why(exc) if isinstance(exc, OSError) else "damaged archive (%s)" % exc
+        return _fail("cannot restore %s: %s" % (dest, why))
+    finally:
+        try:
+            os.unlink(staged)
+        except OSError:
+            pass
+    return {"ok": True, "files": files, "bytes": size, "skipped": skipped, "displaced": displaced}
+
+
+def _unpack(archive: str, into: str) -> Any:
+    files = size = skipped = 0
+    made = {""}
+    with tarfile.open(archive, "r:gz") as tar:
+        for member in tar:
+            name = member.name.lstrip("./") if member.name.startswith("./") else member.name
+            parts = [p for p in name.split("/") if p not in ("", ".")]
+            if not parts or name.startswith("/") or ".." in parts:
+                skipped += 1
+                continue
+            rel = "/".join(parts)
+            if member.isdir():
+                _mkdirs(into, rel, made)
+            elif member.isreg():
+                folder = rel.rpartition("/")[0]
+                _mkdirs(into, folder, made)
+                source = tar.extractfile(member)
+                assert source is not None
+                target = os.path.join(into, rel)
+                fd = os.open(
+                    target,
+                    os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                    0o600 | (member.mode & 0o755),
+                )
+                with os.fdopen(fd, "wb") as out:
+                    shutil.copyfileobj(source, out, _BLOCK)
+                files += 1
+                size += member.size
+            else:
+                skipped += 1
+    return files, size, skipped
+
+
+def _mkdirs(into: str, rel: str, made: Any) -> None:
+    if rel in made:
+        return
+    head = rel.rpartition("/")[0]
+    if head not in made:
+        _mkdirs(into, head, made)
+    path = os.path.join(into, rel)
+    try:
+        os.mkdir(path, 0o755)
+    except FileExistsError:
+        if os.path.islink(path) or not os.path.isdir(path):
+            raise OSError(17, "a file where a folder belongs", path) from None
+    made.add(rel)
+
+
+def pack(out: IO[bytes], base: str) -> Dict[str, Any]:
+    """Write a gzip tarball of the folders and regular files below ``base`` to ``out``
+    (names relative to it, sorted); symlinks and anything else are left out."""
+    import gzip
+
+    files = size = 0
+    # Level 1: a compile cache is mostly binary; higher levels cost seconds for little.
+    with (
+        gzip.GzipFile(fileobj=out, mode="wb", compresslevel=1, mtime=0) as gz,
+        tarfile.open(
+            fileobj=gz, mode="w|", format=tarfile.PAX_FORMAT
+        ) as tar,
+    ):
+        for folder, dirs, names in os.walk(base):
+            dirs.sort()
+            rel_folder = os.path.relpath(folder, base)
+            if rel_folder != ".":
+                info = tarfile.TarInfo(rel_folder)
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+            for name in sorted(names):
+                path = os.path.join(folder, name)
+                try:
+                    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+                except OSError:
+                    continue  # a symlink, or gone since the walk
+                with os.fdopen(fd, "rb") as fh:
+                    st = os.fstat(fh.fileno())
+                    if not stat.S_ISREG(st.st_mode):
+                        continue
+                    info = tarfile.TarInfo(os.path.relpath(path, base))
+                    info.size, info.mode, info.mtime = (
+                        st.st_size,
+                        stat.S_IMODE(st.st_mode),
+                        int(st.st_mtime),
+                    )
+                    tar.addfile(info, fh)
+                files += 1
+                size += st.st_size
+    return {"ok": True, "files": files, "bytes": size}
+
+
+# At most this much file content comes back in one answer (model scripts, configs).
+READ_CAP = 32 << 20
+
+
+def read_files(args: Dict[str, Any]) -> Dict[str, Any]:
+    """The contents (base64) of regular files, at most READ_CAP bytes in all."""
+    from .reading import read_bytes
+
+    out, left = {}, READ_CAP
+    for path in args["paths"]:
+        try:
+            data = read_bytes(path, left)
+        except OSError as exc:
+            return _fail("cannot read %s: %s" % (path, _why(exc)))
+        left -= len(data)
+        out[path] = base64.b64encode(data).decode()
+    return {"ok": True, "files": out}
+
+
+def begin_build(args: Dict[str, Any]) -> Dict[str, Any]:
+    """Make the build folder (marked as a build from its first moment) and the plan folder."""
+    build, plan = args["build"], args["plan"]
+    if BUILD_MARK not in os.path.basename(build) or PLAN_MARK not in os.path.basename(plan):
+        return _fail("%s: not a build folder" % build)
+    try:
+        os.makedirs(plan, exist_ok=True)
+        os.mkdir(build)
+        open(os.path.join(build, BUILDING), "w").close()
+    except OSError as exc:
+        return _fail("cannot make the build folder: %s" % _why(exc))
+    return {"ok": True}
+
+
+def swap(args: Dict[str, Any]) -> Dict[str, Any]:
+    """Put a verified build at the venv's path, the old venv kept as a backup (or removed),
+    older backups pruned to ``keep``; put back when the new python does not start."""
+    build, venv, stamp = args["build"], args["venv"], args["stamp"]
+    if not os.path.isfile(os.path.join(build, BUILDING)):
+        return _fail("%s is not an envguard build" % build)
+    parent, name = os.path.split(venv.rstrip("/"))
+    backup = None
+    try:
+        if os.path.lexists(venv):
+            if os.path.islink(venv) or not os.path.isfile(os.path.join(venv, "pyvenv.cfg")):
+                return _fail("%s is not a virtualenv; left as it is" % venv)
+            backup = os.path.join(parent, name + ".envguard-backup-" + stamp)
+            os.rename(venv, backup)
+        os.unlink(os.path.join(build, BUILDING))
+        os.rename(build, venv)
+    except OSError as exc:
+        if backup is not None and not os.path.lexists(venv):
+            os.rename(backup, venv)
+        return _fail("cannot swap in the new venv: %s" % _why(exc))
+    check = run({"argv": [os.path.join(venv, "bin", "python"), "-c", "import sys"]})
+    if check.get("code") != 0:
+        failed = venv + ".envguard-failed"
+        shutil.rmtree(failed, ignore_errors=True)
+        os.rename(venv, failed)
+        if backup is not None:
+            os.rename(backup, venv)
+        return _fail("the rebuilt venv's python does not start; the old venv is back")
+    removed = []
+    if backup is not None and args.get("no_backup"):
+        shutil.rmtree(backup, ignore_errors=True)
+        removed.append(backup)
+        backup = None
+    prefix = name + ".envguard-backup-"
+    others = [
+        os.path.join(parent, n)
+        for n in os.listdir(parent)
+        if n.startswith(prefix) and os.path.join(parent, n) != backup
+    ]
+    others = [p for p in others if os.path.isdir(p) and not os.path.islink(p)]
+    others.sort(key=lambda p: os.stat(p).st_mtime, reverse=True)
+    for old in others[max(0, int(args.get("keep", 1)) - (backup is not None)) :]:
+        shutil.rmtree(old, ignore_errors=True)
+        removed.append(old)
+    size = 0
+    for folder, _dirs, names in os.walk(backup) if backup else []:
+        for n in names:
+            try:
+                size += os.lstat(os.path.join(folder, n)).st_size
+            except OSError:
+                pass
+    return {"ok": True, "backup": backup, "backup_bytes": size, "removed": removed}
+
+
+def list_wheels(args: Dict[str, Any]) -> Dict[str, Any]:
+    """The wheel file names in local --find-links folders."""
+    names = []
+    for folder in args.get("folders", []):
+        try:
+            names += [n for n in os.listdir(folder) if n.endswith(".whl")]
+        except OSError:
+            continue
+    return {"ok": True, "wheels": sorted(names)}
+
+
+def room(args: Dict[str, Any]) -> Dict[str, Any]:
+    """Free bytes where ``path`` would be written, and whether ``path`` exists."""
+    path = args["path"]
+    probe = path
+    while probe and not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    try:
+        st = os.statvfs(probe or "/")
+    except OSError as exc:
+        return _fail(_why(exc))
+    return {"ok": True, "free": st.f_bavail * st.f_frsize, "exists": os.path.lexists(path)}
+
+
+def run(args: Dict[str, Any]) -> Dict[str, Any]:
+    """Run an argv (no shell) with ``unset`` variables removed; its exit code and the
+    last lines it printed."""
+    env = {k: v for k, v in os.environ.items() if k not in set(args.get("unset", []))}
+    env.update(args.get("set", {}))
+    try:
+        proc = subprocess.run(
+            list(args["argv"]),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=args.get("cwd"),
+        )
+    except OSError as exc:
+        return _fail("cannot run %s: %s" % (args["argv"][0], _why(exc)))
+    lines = proc.stdout.decode("utf-8", "replace").splitlines()
+    return {"ok": True, "code": proc.returncode, "tail": lines[-20:]}
+
+
+def find_uv(args: Dict[str, Any]) -> Dict[str, Any]:
+    """How to run uv here: ``given``, uv on PATH, or ``python -m uv``; None when none."""
+    given = args.get("given")
+    candidates = [[given]] if given else []
+    which = shutil.which("uv")
+    if which:
+        candidates.append([which])
+    candidates.append([sys.executable, "-m", "uv"])
+    for argv in candidates:
+        try:
+            proc = subprocess.run(
+                [*argv, "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=30
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if proc.returncode == 0:
+            return {
+                "ok": True,
+                "uv": argv,
+                "version": proc.stdout.decode("utf-8", "replace").strip(),
+            }
+        if given:
+            break
+    return {"ok": True, "uv": None}
+
+
+OPERATIONS: Dict[str, Callable[[Dict[str, Any]], Dict[str, Any]]] = {
+    "stage": stage,
+    "put": put,
+    "discard": discard,
+    "install_file": install_file,
+    "file_from_git": file_from_git,
+    "extract": extract,
+    "room": room,
+    "begin_build": begin_build,
+    "swap": swap,
+    "list_wheels": list_wheels,
+    "read_files": read_files,
+    "run": run,
+    "find_uv": find_uv,
+}
+
+
+def main(args: Dict[str, Any]) -> int:
+    """Run ``args["op"]`` (``pack`` streams a tarball to stdout; the others print JSON)."""
+    op = args.get("op")
+    if op == "pack":
+        out = sys.stdout.buffer
+        pack(out, args["base"])
+        out.flush()
+        return 0
+    if op not in OPERATIONS:
+        sys.stdout.write(json.dumps(_fail("unknown operation %r" % op)))
+        return 1
+    try:
+        result = OPERATIONS[op](args)
+    except Exception as exc:  # reported as data, never as a traceback
+        result = _fail("%s: %s" % (type(exc).__name__, exc))
+    sys.stdout.write(json.dumps(result))
+    sys.stdout.flush()
+    return 0 if result.get("ok") else 1

@@ -1,0 +1,121 @@
+"""Where a restore writes: this host (the apply operations called in-process) or the far
+side of a --via prefix (the same operations sent on stdin, as the probe is). Nothing but
+Python is needed there; content travels over the prefix's stdin, in chunks."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from envguard.errors import ActionError
+
+# Content sent per call: each call is one run of the prefix (ssh, pct exec) and one
+# program compiled there, so chunks are large; base64 makes them a third larger.
+CHUNK = 8 << 20
+
+
+class Target:
+    """This host: every operation runs in-process."""
+
+    remote = False
+    label = "this host"
+
+    def call(self, op: str, **args: Any) -> dict[str, Any]:
+        """Run one apply operation; its answer (``ok`` false with ``error`` on failure)."""
+        from envguard.probe.payload import local_package
+
+        answer: dict[str, Any] = local_package().apply.OPERATIONS[op](dict(args, op=op))
+        return answer
+
+    def send(self, source: Path, dest: str) -> str:
+        """A staged copy of the local file ``source`` beside ``dest``; its path there."""
+        staged = self._staged(dest)
+        try:
+            shutil.copyfile(source, staged)
+        except OSError as exc:
+            self.call("discard", paths=[staged])
+            raise ActionError(f"cannot stage {dest}: {exc.strerror}") from None
+        return staged
+
+    def send_bytes(self, data: bytes, dest: str) -> str:
+        answer = self.call("stage", dest=dest, data=base64.b64encode(data).decode())
+        return self._path(answer, dest)
+
+    def _staged(self, dest: str) -> str:
+        return self._path(self.call("stage", dest=dest), dest)
+
+    @staticmethod
+    def _path(answer: dict[str, Any], dest: str) -> str:
+        if not answer.get("ok"):
+            raise ActionError(str(answer.get("error") or f"cannot stage {dest}"))
+        return str(answer["path"])
+
+
+class RemoteTarget(Target):
+    """The far side of a --via prefix."""
+
+    remote = True
+
+    def __init__(self, prefix: Sequence[str], python: str, *, timeout: float | None) -> None:
+        import shlex
+
+        self.prefix, self.python, self.timeout = tuple(prefix), python, timeout
+        self.label = f"--via {shlex.join(self.prefix)}"
+
+    def call(self, op: str, **args: Any) -> dict[str, Any]:
+        from envguard.probe.runner import ProbeRun
+
+        run = ProbeRun(
+            self.python,
+            dict(args, op=op),
+            label=self.label,
+            prefix=self.prefix,
+            timeout=self.timeout,
+            entry="apply",
+            output_cap=1 << 20,
+        )
+        data, stderr = run.output()
+        try:
+            answer = json.loads(data)
+            if not isinstance(answer, dict):
+                raise ValueError
+        except ValueError:
+            tail = stderr.strip().splitlines()[-1:] or ["no answer"]
+            raise ActionError(f"{self.label}: {op} failed there: {tail[0][:200]}") from None
+        return answer
+
+    def send(self, source: Path, dest: str) -> str:
+        staged = self._staged(dest)
+        try:
+            with open(source, "rb") as fh:
+                while block := fh.read(CHUNK):
+                    answer = self.call("put", path=staged, data=base64.b64encode(block).decode())
+                    if not answer.get("ok"):
+                        raise ActionError(str(answer.get("error")))
+        except BaseException:
+            self.call("discard", paths=[staged])
+            raise
+        return staged
+
+    def fetch(self, op: str, *, cap: int, **args: Any) -> bytes:
+        """The raw bytes an operation prints there (``pack``: a cache as a tarball)."""
+        from envguard.probe.runner import ProbeRun
+
+        run = ProbeRun(
+            self.python,
+            dict(args, op=op),
+            label=self.label,
+            prefix=self.prefix,
+            timeout=self.timeout,
+            entry="apply",
+            output_cap=cap,
+        )
+        data, stderr = run.output()
+        if run.proc.returncode != 0:
+            tail = stderr.strip().splitlines()[-1:] or ["no output"]
+            raise ActionError(f"{self.label}: {op} failed there: {tail[0][:200]}")
+        return data

@@ -1,0 +1,83 @@
+"""`snapshot --keep-files` and `--keep-cache`: the contents a restore needs, put in the
+content store (snapshots/blobs.py), read on the target (this host, or through --via)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import tarfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from envguard.errors import ActionError
+
+if TYPE_CHECKING:
+    from envguard.recovery.target import Target
+    from envguard.snapshots.blobs import Blobs
+    from envguard.snapshots.models import Cache, Snapshot
+
+# A compile cache sent back through --via is held in memory once: past this it is refused.
+REMOTE_CACHE_CAP = 8 << 30
+
+
+def keep_files(snap: Snapshot, blobs: Blobs, target: Target) -> tuple[Snapshot, list[str]]:
+    """Store the content of each tracked file that still hashes as recorded."""
+    paths = [f.path for f in snap.files if f.sha256]
+    if not paths:
+        return snap, []
+    answer = target.call("read_files", paths=paths)
+    if not answer.get("ok"):
+        raise ActionError(f"--keep-files: {answer.get('error')}")
+    warnings = []
+    for f in snap.files:
+        data = base64.b64decode(answer["files"].get(f.path, "")) if f.sha256 else b""
+        if f.sha256 and hashlib.sha256(data).hexdigest() != f.sha256:
+            warnings.append(f"{f.path}: changed while the snapshot was taken; content not kept")
+        elif f.sha256:
+            blobs.add_bytes(data)
+    return snap, warnings
+
+
+def keep_caches(snap: Snapshot, blobs: Blobs, target: Target) -> Snapshot:
+    """Archive each compile cache that exists into the store; the snapshot says which."""
+    from envguard.snapshots.models import CacheArchive
+
+    kept: list[Cache] = []
+    for cache in snap.caches:
+        if not cache.exists or not cache.readable or cache.files == 0 or cache.error:
+            kept.append(cache)
+            continue
+        counts: dict[str, Any] = {}
+        if target.remote:
+            from envguard.recovery.target import RemoteTarget
+
+            assert isinstance(target, RemoteTarget)
+            data = target.fetch("pack", cap=REMOTE_CACHE_CAP, base=cache.path)
+            sha, size = blobs.add_bytes(data), len(data)
+            counts = archive_counts(blobs.path(sha))
+        else:
+            from envguard.probe.payload import local_package
+
+            def fill(fh: Any, path: str = cache.path, counts: dict[str, Any] = counts) -> None:
+                counts.update(local_package().apply.pack(fh, path))
+
+            sha, size = blobs.write(fill)
+        archive = CacheArchive(
+            sha256=sha, files=counts["files"], bytes=counts["bytes"], compressed=size
+        )
+        kept.append(cache.model_copy(update={"archive": archive}))
+    return snap.model_copy(update={"caches": tuple(kept)})
+
+
+def archive_counts(path: Path) -> dict[str, int]:
+    """Regular files and their bytes in a gzip tarball."""
+    files = size = 0
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            for member in tar:
+                if member.isreg():
+                    files += 1
+                    size += member.size
+    except (OSError, tarfile.TarError, EOFError) as exc:
+        raise ActionError(f"--keep-cache: the archive that came back is damaged ({exc})") from None
+    return {"files": files, "bytes": size}
