@@ -321,9 +321,28 @@ def restore_repos(ctx: Context, *, root: str | None) -> list[Item]:
     """Each recorded repo back at its recorded HEAD: everything (untracked too) stashed
     first, the stash named; refused when the commit is not there."""
     live = {r.path: r for r in ctx.live.repos}
+    # A repo recorded only because an editable install lives in it (envguard's own
+    # checkout, a library being hacked on) is not the training code: left alone, unless a
+    # tracked file lies in it.
+    editable = [p.source.path for p in ctx.snap.packages if p.source.kind == "editable"]
+    tracked = {f.root for f in ctx.snap.files}
     items = []
     for recorded in ctx.snap.repos:
         if not recorded.head:
+            continue
+        head = recorded.path.rstrip("/") + "/"
+        holds_editable = any(e and (e + "/").startswith(head) for e in editable)
+        if holds_editable and recorded.path not in tracked:
+            items.append(
+                Item(
+                    kind="repo",
+                    name=recorded.path,
+                    status="skipped",
+                    detail="the checkout of an editable install, no tracked file in it:"
+                    f" left as it is (git -C {shlex.quote(recorded.path)} checkout"
+                    f" {recorded.head[:12]} restores it)",
+                )
+            )
             continue
         path = root if root is not None and len(ctx.snap.repos) == 1 else recorded.path
         items.append(_restore_repo(ctx, recorded, live.get(recorded.path), path))

@@ -292,12 +292,8 @@ def pack(out: IO[bytes], base: str) -> Dict[str, Any]:
 
     files = size = 0
     # Level 1: a compile cache is mostly binary; higher levels cost seconds for little.
-    with (
-        gzip.GzipFile(fileobj=out, mode="wb", compresslevel=1, mtime=0) as gz,
-        tarfile.open(
-            fileobj=gz, mode="w|", format=tarfile.PAX_FORMAT
-        ) as tar,
-    ):
+    gz = gzip.GzipFile(fileobj=out, mode="wb", compresslevel=1, mtime=0)
+    with gz, tarfile.open(fileobj=gz, mode="w|", format=tarfile.PAX_FORMAT) as tar:
         for folder, dirs, names in os.walk(base):
             dirs.sort()
             rel_folder = os.path.relpath(folder, base)
