@@ -26,10 +26,9 @@ if TYPE_CHECKING:
     from envguard.compare.lockfiles.common import Selection
     from envguard.compare.models import Drift, FleetReport
     from envguard.compare.policy import Policy
-    from envguard.recovery.outcome import Outcome
+    from envguard.probe.channel import Target
+    from envguard.recovery.outcome import Item, Outcome, RestoreReport
     from envguard.recovery.plan import Plan, Sources
-    from envguard.recovery.restore import Item, RestoreReport
-    from envguard.recovery.target import Target
     from envguard.snapshots.history import Entry
     from envguard.snapshots.hosts import HostResult
     from envguard.snapshots.models import MetricValue, Snapshot
@@ -239,7 +238,7 @@ def keep(
 def _target(
     via: str | Sequence[str] | None, *, python: str | None, timeout: float | None
 ) -> Target:
-    from envguard.recovery.target import RemoteTarget, Target
+    from envguard.probe.channel import RemoteTarget, Target
     from envguard.tools import split_command
 
     if not via:
@@ -648,6 +647,7 @@ def restore(
     git), compile caches (on the exact stack only) and a variables file to source. Without
     ``execute`` only the plan; on this host, or through ``via`` on the far side. An item
     that fails is left as it was; the report says what happened to each."""
+    from envguard.recovery.outcome import RestoreReport as Report
     from envguard.recovery.restore import (
         Context,
         restore_caches,
@@ -655,7 +655,6 @@ def restore(
         restore_repos,
         write_env_file,
     )
-    from envguard.recovery.restore import RestoreReport as Report
     from envguard.snapshots import store as snapshots
     from envguard.snapshots.blobs import Blobs, store_for
     from envguard.snapshots.capture import capture_snapshot
@@ -772,7 +771,7 @@ def _restore_packages(
     from envguard.compare.policy import Policy, only_sections
     from envguard.compare.severity import Severity
     from envguard.errors import EnvguardError
-    from envguard.recovery.restore import Item
+    from envguard.recovery.outcome import Item
 
     differ = [
         c

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, TypeAdapter
 from typing_extensions import TypedDict
 
-KINDS = ("snapshot", "drift", "fleet", "plan", "list")
+KINDS = ("snapshot", "drift", "fleet", "plan", "list", "restore")
 
 
 class ChangeDocument(TypedDict):
@@ -114,7 +114,8 @@ class ListDocument(TypedDict):
 
 
 def schema(kind: str) -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of ``kind``: snapshot, drift, fleet, plan or list."""
+    """The JSON Schema (draft 2020-12) of ``kind``: snapshot, drift, fleet, plan, list or
+    restore."""
     if kind == "snapshot":
         from envguard.snapshots.models import Snapshot
 
@@ -129,6 +130,10 @@ def schema(kind: str) -> dict[str, Any]:
         found = Plan.model_json_schema(mode="serialization", by_alias=True)
     elif kind == "list":
         found = TypeAdapter(ListDocument).json_schema()
+    elif kind == "restore":
+        from envguard.recovery.outcome import RestoreReport
+
+        found = RestoreReport.model_json_schema(mode="serialization", by_alias=True)
     else:
         raise ValueError(kind)
     return {

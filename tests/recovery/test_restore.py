@@ -240,7 +240,7 @@ def test_the_variables_file_quotes_values_and_writes_no_secret_or_loader() -> No
                     "is_venv": False,
                     "os": "linux",
                     "machine": "x86_64",
-                },  # fmt: skip
+                },
                 "env": {
                     "NCCL_DEBUG": "$(touch /tmp/pwned)'; echo",
                     "HF_TOKEN": "hf_abcdefghijklmnopqrstuvwxyz0123",

@@ -287,6 +287,7 @@ class SchemaKind(str, Enum):
     fleet = "fleet"
     plan = "plan"
     list = "list"
+    restore = "restore"
 
 
 @app.command()

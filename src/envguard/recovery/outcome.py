@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
     from envguard.compare.models import Drift
@@ -24,3 +26,40 @@ class Outcome:
     live: Snapshot | None = None  # the rebuilt venv as verification measured it
     notes: list[str] = field(default_factory=list)
     not_restored: list[str] = field(default_factory=list)  # repos, files, caches
+
+
+Status = Literal["planned", "restored", "already", "refused", "failed", "skipped"]
+Kind = Literal["packages", "repo", "file", "cache", "env"]
+
+
+class Item(BaseModel):
+    """One thing restore looked at: what it is, what happened, how it was verified."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Kind
+    name: str
+    status: Status
+    detail: str
+    verified: str | None = None  # e.g. "sha256 3f2a..., md5 9b1c..." after a write
+    kept: str | None = None  # where the displaced version (or the stash) is
+
+
+class RestoreReport(BaseModel):
+    """`envguard restore --format json`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    schema_: Literal["envguard.restore"] = Field(default="envguard.restore", alias="schema")
+    schema_version: Literal[1] = 1
+    snapshot: str
+    target: str
+    executed: bool
+    items: tuple[Item, ...]
+    env_file: str | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """Nothing failed or was refused."""
+        return not any(i.status in ("failed", "refused") for i in self.items)

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from envguard.errors import ActionError
 
 if TYPE_CHECKING:
+    from envguard.probe.channel import RemoteTarget
     from envguard.recovery.outcome import Outcome
     from envguard.recovery.plan import Sources
-    from envguard.recovery.target import RemoteTarget
     from envguard.snapshots.models import Snapshot
 
 

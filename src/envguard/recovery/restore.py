@@ -14,55 +14,17 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import TYPE_CHECKING
 
 from envguard.confine import OUTSIDE
 from envguard.errors import ActionError, EnvguardError
+from envguard.recovery.outcome import Item
 from envguard.redact import REDACTED
 
 if TYPE_CHECKING:
-    from envguard.recovery.target import Target
+    from envguard.probe.channel import Target
     from envguard.snapshots.blobs import Blobs
     from envguard.snapshots.models import Cache, FileDigest, Repo, Snapshot
-
-Status = Literal["planned", "restored", "already", "refused", "failed", "skipped"]
-Kind = Literal["packages", "repo", "file", "cache", "env"]
-
-
-class Item(BaseModel):
-    """One thing restore looked at: what it is, what happened, how it was verified."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: Kind
-    name: str
-    status: Status
-    detail: str
-    verified: str | None = None  # e.g. "sha256 3f2a..., md5 9b1c..." after a write
-    kept: str | None = None  # where the displaced version (or the stash) is
-
-
-class RestoreReport(BaseModel):
-    """`envguard restore --format json`."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-
-    schema_: Literal["envguard.restore"] = Field(default="envguard.restore", alias="schema")
-    schema_version: Literal[1] = 1
-    snapshot: str
-    target: str
-    executed: bool
-    items: tuple[Item, ...]
-    env_file: str | None = None
-    notes: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        """Nothing failed or was refused."""
-        return not any(i.status in ("failed", "refused") for i in self.items)
-
 
 # Loader and search-path variables from an untrusted snapshot would run its code in every
 # process of the shell that sources the file: written commented out, for a person to read.

@@ -14,8 +14,8 @@ from envguard.units import human_size
 
 if TYPE_CHECKING:
     from envguard.compare.models import Drift, FleetReport
+    from envguard.recovery.outcome import RestoreReport
     from envguard.recovery.plan import Plan
-    from envguard.recovery.restore import RestoreReport
     from envguard.snapshots.history import Entry
     from envguard.snapshots.models import MetricValue, Snapshot
     from envguard.snapshots.store import Listed

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from envguard.errors import ActionError
 
 if TYPE_CHECKING:
-    from envguard.recovery.target import Target
+    from envguard.probe.channel import Target
     from envguard.snapshots.blobs import Blobs
     from envguard.snapshots.models import Cache, Snapshot
 
@@ -49,7 +49,7 @@ def keep_caches(snap: Snapshot, blobs: Blobs, target: Target) -> Snapshot:
             continue
         counts: dict[str, Any] = {}
         if target.remote:
-            from envguard.recovery.target import RemoteTarget
+            from envguard.probe.channel import RemoteTarget
 
             assert isinstance(target, RemoteTarget)
             data = target.fetch("pack", cap=REMOTE_CACHE_CAP, base=cache.path)
