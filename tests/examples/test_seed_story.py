@@ -20,7 +20,7 @@ def test_seed_story_runs_offline_and_ends_clean() -> None:
     assert "warm-up: compiled 8 graphs" in out
     # one restore put back the model script (hash printed) and the cache, here and in the
     # container, whose checkout lies at another path
-    assert out.count("file model.py") >= 3 and "cache inductor cache │ restored" in out
+    assert out.count("file model.py") >= 3 and "restored  cache inductor cache" in out
     assert "on --via" in out and "rebuilt (no venv there yet)" in out
     assert out.count("no drift: the environment matches good") == 2
     assert out.rstrip().endswith("any remaining failure is in the code, not the environment")

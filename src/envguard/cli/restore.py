@@ -272,9 +272,9 @@ def restore(
     if format is RestoreFormat.json:
         sys.stdout.write(report.model_dump_json(indent=2, by_alias=True) + "\n")
     else:
-        from envguard.render.table import restore_table
+        from envguard.render.text import restore_report
 
-        restore_table(report, console())
+        typer.echo(restore_report(report))
     set_interrupt_hint(None)
     if not report.ok:
         raise typer.Exit(1)

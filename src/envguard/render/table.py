@@ -14,7 +14,6 @@ from envguard.units import human_size
 
 if TYPE_CHECKING:
     from envguard.compare.models import Drift, FleetReport
-    from envguard.recovery.outcome import RestoreReport
     from envguard.recovery.plan import Plan
     from envguard.snapshots.history import Entry
     from envguard.snapshots.models import MetricValue, Snapshot
@@ -310,32 +309,3 @@ def fleet_table(report: FleetReport, console: Console) -> None:
         f" odd ones out{against}: {printable(host_list(report.odd_hosts))}",
         markup=False,
     )
-
-
-def restore_table(report: RestoreReport, console: Console) -> None:
-    """What `envguard restore` planned or did, item by item, and how each was verified."""
-    from envguard.render.text import printable
-
-    done = "restored" if report.executed else "restore plan"
-    console.print(
-        printable(f"{done} from snapshot {report.snapshot} on {report.target}"), markup=False
-    )
-    table = Table("what", "status", "detail", "verified / kept")
-    table.columns[2].overflow = "fold"
-    table.columns[3].overflow = "fold"
-    for item in report.items:
-        extra = [x for x in (item.verified, f"kept: {item.kept}" if item.kept else None) if x]
-        _row(
-            table,
-            printable(f"{item.kind} {item.name}" if item.kind != "packages" else "packages"),
-            item.status,
-            Text(printable(item.detail), overflow="fold"),
-            Text(printable("; ".join(extra)) or "-", overflow="fold"),
-        )
-    console.print(table)
-    for note in report.notes:
-        console.print(printable(note), markup=False)
-    if not report.executed:
-        console.print("nothing was changed; pass --execute to run it", markup=False)
-    elif not report.ok:
-        console.print("some items were not restored (see above); the rest were", markup=False)

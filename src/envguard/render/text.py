@@ -11,7 +11,7 @@ from envguard.reading import UNSAFE_CHARS
 if TYPE_CHECKING:
     # Types only: error lines use printable() without loading pydantic.
     from envguard.compare.models import Change, Drift
-    from envguard.recovery.outcome import Outcome
+    from envguard.recovery.outcome import Item, Outcome, RestoreReport
 
 
 # C0/C1 controls, DEL, and the bidirectional overrides that reorder what a terminal shows.
@@ -134,3 +134,29 @@ def host_list(hosts: tuple[str, ...], limit: int = 12) -> str:
     """``a, b, c (+N more)``: a long list of hosts kept to one readable line."""
     shown = ", ".join(hosts[:limit])
     return shown + (f" (+{len(hosts) - limit} more)" if len(hosts) > limit else "")
+
+
+def restore_report(report: RestoreReport) -> str:
+    """What `envguard restore` planned or did, one line per item (status first), with how
+    each write was verified and where the displaced version is kept on the lines below.
+    Plain text: a restore of hundreds of files prints at once, and reads at any width."""
+    done = "restored" if report.executed else "restore plan"
+    lines = [printable(f"{done} from snapshot {report.snapshot} on {report.target}")]
+    width = max((len(_what(i)) for i in report.items), default=0)
+    for item in report.items:
+        lines.append(printable(f"  {item.status:<9} {_what(item):<{width}}  {item.detail}"))
+        pad = " " * (14 + width)
+        if item.verified:
+            lines.append(printable(f"{pad}verified: {item.verified}"))
+        if item.kept:
+            lines.append(printable(f"{pad}kept: {item.kept}"))
+    lines += [printable(note) for note in report.notes]
+    if not report.executed:
+        lines.append("nothing was changed; pass --execute to run it")
+    elif not report.ok:
+        lines.append("some items were not restored (see above); the others were")
+    return "\n".join(lines)
+
+
+def _what(item: Item) -> str:
+    return "packages" if item.kind == "packages" else f"{item.kind} {item.name}"

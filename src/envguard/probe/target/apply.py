@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import zlib
 
 from .confine import SAFE_GIT_ENV
 
@@ -191,32 +192,59 @@ def file_from_git(args: Dict[str, Any]) -> Dict[str, Any]:
     return stage({"dest": dest, "data": base64.b64encode(proc.stdout).decode()})
 
 
+class _HashingReader:
+    """A file read once, hashed as it is read (the archive is checked in the same pass
+    that unpacks it)."""
+
+    def __init__(self, fh: IO[bytes]) -> None:
+        self.fh, self.sha = fh, hashlib.sha256()
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.fh.read(size)
+        self.sha.update(data)
+        return data
+
+    def rest(self) -> str:
+        for _block in iter(lambda: self.read(_BLOCK), b""):
+            pass
+        return self.sha.hexdigest()
+
+
+class _TooMuch(Exception):
+    pass
+
+
 def extract(args: Dict[str, Any]) -> Dict[str, Any]:
-    """Unpack a staged cache archive beside ``dest``, check it holds the recorded files and
-    bytes, then rename it into place (the cache it replaces is kept beside it).
+    """Unpack a cache archive beside ``dest``; when it hashed to ``sha256`` and held exactly
+    the recorded files and bytes, rename it into place (the cache it replaces is kept
+    beside it). A staged archive is removed after; one in the store is only read.
 
     Only folders and regular files are written, below the new folder; links, devices and
-    names with '..' or a leading '/' are skipped and counted, never followed."""
+    names with '..' or a leading '/' are skipped and counted, never followed; unpacking
+    stops past the recorded files or bytes (an archive cannot fill the disk)."""
     staged, dest, want, stamp = args["staged"], args["dest"], args["sha256"], args["stamp"]
+    limit = (int(args["files"]), int(args["bytes"]))
     new = None
     try:
-        sha = hashlib.sha256()
-        with open(staged, "rb") as fh:
-            for block in iter(lambda: fh.read(_BLOCK), b""):
-                sha.update(block)
-        if sha.hexdigest() != want:
-            return _fail(
-                "the archive for %s has sha256 %s, not %s" % (dest, sha.hexdigest()[:12], want[:12])
-            )
         parent = os.path.dirname(os.path.abspath(dest))
         os.makedirs(parent, exist_ok=True)
         new = tempfile.mkdtemp(prefix="." + os.path.basename(dest) + STAGE, dir=parent)
-        files, size, skipped = _unpack(staged, new)
-        if (files, size) != (args["files"], args["bytes"]):
+        with open(staged, "rb") as fh:
+            reader = _HashingReader(fh)
+            try:
+                files, size, skipped = _unpack(reader, new, limit)
+            except _TooMuch:
+                files = size = -1
+            got = reader.rest()
+        if got != want:
             shutil.rmtree(new, ignore_errors=True)
+            return _fail("the archive for %s has sha256 %s, not %s" % (dest, got[:12], want[:12]))
+        if (files, size) != limit:
+            shutil.rmtree(new, ignore_errors=True)
+            found = "more" if files < 0 else "%d files, %d bytes" % (files, size)
             return _fail(
-                "the archive for %s unpacked to %d files, %d bytes; %d files, %d bytes were kept"
-                % (dest, files, size, args["files"], args["bytes"])
+                "the archive for %s holds %s; %d files, %d bytes were kept"
+                % (dest, found, limit[0], limit[1])
             )
         displaced = None
         if os.path.lexists(dest):
@@ -224,25 +252,26 @@ def extract(args: Dict[str, Any]) -> Dict[str, Any]:
             os.rename(dest, displaced)
         os.rename(new, dest)
         new = None
-    except (OSError, tarfile.TarError, EOFError) as exc:
+    except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
         if new is not None:
             shutil.rmtree(new, ignore_errors=True)
         why = _why(exc) if isinstance(exc, OSError) else "damaged archive (%s)" % exc
         return _fail("cannot restore %s: %s" % (dest, why))
     finally:
-        try:
-            os.unlink(staged)
-        except OSError:
-            pass
+        if STAGE in os.path.basename(staged):
+            try:
+                os.unlink(staged)
+            except OSError:
+                pass
     return {"ok": True, "files": files, "bytes": size, "skipped": skipped, "displaced": displaced}
 
 
-def _unpack(archive: str, into: str) -> Any:
+def _unpack(source: Any, into: str, limit: Any) -> Any:
     files = size = skipped = 0
     made = {""}
-    with tarfile.open(archive, "r:gz") as tar:
+    with tarfile.open(fileobj=source, mode="r|gz") as tar:
         for member in tar:
-            name = member.name.lstrip("./") if member.name.startswith("./") else member.name
+            name = member.name
             parts = [p for p in name.split("/") if p not in ("", ".")]
             if not parts or name.startswith("/") or ".." in parts:
                 skipped += 1
@@ -251,20 +280,18 @@ def _unpack(archive: str, into: str) -> Any:
             if member.isdir():
                 _mkdirs(into, rel, made)
             elif member.isreg():
-                folder = rel.rpartition("/")[0]
-                _mkdirs(into, folder, made)
-                source = tar.extractfile(member)
-                assert source is not None
-                target = os.path.join(into, rel)
-                fd = os.open(
-                    target,
-                    os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                    0o600 | (member.mode & 0o755),
-                )
-                with os.fdopen(fd, "wb") as out:
-                    shutil.copyfileobj(source, out, _BLOCK)
                 files += 1
                 size += member.size
+                if files > limit[0] or size > limit[1]:
+                    raise _TooMuch()
+                folder = rel.rpartition("/")[0]
+                _mkdirs(into, folder, made)
+                data = tar.extractfile(member)
+                assert data is not None
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                fd = os.open(os.path.join(into, rel), flags, 0o600 | (member.mode & 0o755))
+                with os.fdopen(fd, "wb") as out:
+                    shutil.copyfileobj(data, out, _BLOCK)
             else:
                 skipped += 1
     return files, size, skipped
