@@ -51,6 +51,7 @@ def _env(root: Path) -> dict[str, str]:
 
 
 def _run(argv: list[str], *, cwd: Path, env: dict[str, str]) -> float:
+    os.sync()  # the deletions before each run are written out first, on both sides
     start = time.perf_counter()
     proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
     took = time.perf_counter() - start

@@ -20,7 +20,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from envguard.compare.lockfiles.common import Selection
@@ -660,7 +660,7 @@ def restore(
     from envguard.snapshots.capture import capture_snapshot
     from envguard.snapshots.live import Recorded, live_request
 
-    path = snapshots.resolve(str(good)) if good is not None else newest()
+    path = _snapshot_path(good)
     snap = snapshots.load(path)
     target = _target(via, python=python, timeout=timeout)
     where = None if root is None else _root(root, remote=via is not None)
@@ -730,6 +730,56 @@ def restore(
         env_file=env_path if snap.env else None,
         notes=tuple(notes),
     )
+
+
+def restore_hosts(
+    good: str | Path | None,
+    *,
+    hosts: str | Sequence[str],
+    via: str,
+    jobs: int = 16,
+    **options: Any,
+) -> list[tuple[str, RestoreReport | str]]:
+    """restore() on every host (``{host}`` in ``via``), at most ``jobs`` at once: each
+    host's report, or the one-line error that stopped it there. ``options`` are restore()'s
+    (``venv`` is a path on every host)."""
+    import shlex
+    from concurrent.futures import ThreadPoolExecutor
+
+    from envguard.errors import EnvguardError, UsageError
+    from envguard.probe.runner import kill_running
+    from envguard.snapshots.hosts import parse_hosts, prefix_for
+    from envguard.tools import split_command
+
+    host_list = parse_hosts(hosts) if isinstance(hosts, str) else list(hosts)
+    tokens = split_command(via, option="--via")
+    if not any("{host}" in t for t in tokens):
+        raise UsageError("--hosts needs {host} in --via, e.g. --via 'ssh {host}'")
+    if jobs < 1:
+        raise UsageError(f"--jobs {jobs}: must be at least 1")
+    path = str(_snapshot_path(good))  # one snapshot for all: resolved once, here
+
+    def one(host: str) -> tuple[str, RestoreReport | str]:
+        try:
+            return host, restore(path, via=shlex.join(prefix_for(tokens, host)), **options)
+        except EnvguardError as exc:
+            return host, exc.message
+
+    pool = ThreadPoolExecutor(max_workers=min(jobs, len(host_list)))
+    try:
+        return list(pool.map(one, host_list))
+    except BaseException:  # Ctrl-C: start nothing more, stop what runs
+        pool.shutdown(wait=False, cancel_futures=True)
+        kill_running()
+        raise
+    finally:
+        pool.shutdown(wait=True)
+
+
+def _snapshot_path(good: str | Path | None) -> Path:
+    from envguard.snapshots import store
+
+    return store.resolve(str(good)) if good is not None else newest()
 
 
 def _restore_venv(snap: Snapshot, venv: str | Path | None, *, remote: bool) -> Path:

@@ -307,3 +307,24 @@ def test_a_repo_without_the_recorded_commit_is_refused(project: Path) -> None:
     snap.write_text(json.dumps(data))
     done = restore(project, "--repos", "--execute")
     assert done.returncode == 1 and "is not in" in done.stdout
+
+
+def test_a_fleet_restore_reports_every_host_and_fails_for_the_one_down(tmp_path: Path) -> None:
+    done = envguard(
+        "snapshot", "--python", sys.executable, "--name", "good", cwd=tmp_path,
+        env={"NCCL_P2P_DISABLE": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    for host in ("n1", "n2"):
+        (tmp_path / host).mkdir()
+    prefix = tmp_path / "fake-ssh"
+    prefix.write_text(f'#!/bin/sh\nhost=$1; shift\ncd {tmp_path}/"$host" || exit 255\nexec "$@"\n')
+    prefix.chmod(0o755)
+    out = envguard(
+        "restore", "good", "--hosts", "n1,n2,down", "--via", f"{prefix} {{host}}",
+        "--python", sys.executable, "--venv", sys.prefix, "--execute", cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "2 of 3 hosts restored; not: down" in out.stdout
+    for host in ("n1", "n2"):
+        assert "export NCCL_P2P_DISABLE=1" in (tmp_path / host / "good.env.sh").read_text()

@@ -1,10 +1,11 @@
 """`envguard rebuild` and `export`."""
 
+import json
 import shlex
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -219,6 +220,11 @@ def restore(
         str | None,
         typer.Option(help="With --via: uv's path there [default: its PATH, python -m uv]."),
     ] = None,
+    hosts: Annotated[
+        str | None,
+        typer.Option(help="h1,h2,... or @hostfile: restore each through --via '... {host}'."),
+    ] = None,
+    jobs: Annotated[int, typer.Option(help="Hosts restored at once.")] = 16,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per call through --via.")] = 600.0,
     then: Annotated[
         str | None,
@@ -246,28 +252,38 @@ def restore(
         from dataclasses import replace
 
         sources = replace(sources, find_links=tuple(find_links))  # paths on the far side
+    options = dict(
+        venv=venv,
+        execute=execute,
+        python=python,
+        root=root,
+        repos=repos,
+        store=store,
+        env_file=env_file,
+        sources=sources,
+        skip_editables=skip_editables,
+        base_python=base_python,
+        no_backup=no_backup,
+        keep_backups=keep_backups,
+        allow=allow or (),
+        timeout=timeout,
+        remote_uv=remote_uv,
+    )
+    if hosts is not None:
+        if via is None:
+            raise typer.BadParameter("--hosts needs --via '... {host} ...'", param_hint="--via")
+        _restore_fleet(
+            api.restore_hosts(snapshot_ref, hosts=hosts, via=via, jobs=jobs, **options), format
+        )
+        return
     err = console(stderr=True)
     with err.status("restoring") as status:
         report = api.restore(
             snapshot_ref,
-            venv=venv,
-            execute=execute,
-            python=python,
             via=via,
-            root=root,
-            repos=repos,
-            store=store,
-            env_file=env_file,
-            sources=sources,
-            skip_editables=skip_editables,
-            base_python=base_python,
-            no_backup=no_backup,
-            keep_backups=keep_backups,
-            allow=allow or (),
-            timeout=timeout,
-            remote_uv=remote_uv,
             status=status.update,
             on_line=lambda line: err.print(f"  {line}", markup=False, style="dim"),
+            **options,  # type: ignore[arg-type]
         )
     if format is RestoreFormat.json:
         sys.stdout.write(report.model_dump_json(indent=2, by_alias=True) + "\n")
@@ -281,3 +297,28 @@ def restore(
     if then_argv and execute:
         typer.echo(f"running: {shlex.join(then_argv)}")
         api.run_then(then_argv, venv or Path(".venv"), env=api.restore_env(snapshot_ref))
+
+
+def _restore_fleet(results: list[tuple[str, Any]], format: RestoreFormat) -> None:
+    """Each host's report (or its error line); exit 1 unless every host restored cleanly."""
+    from envguard.render.text import printable, restore_report
+
+    failed = [host for host, r in results if isinstance(r, str) or not r.ok]
+    if format is RestoreFormat.json:
+        hosts = {
+            host: {"error": r} if isinstance(r, str) else r.model_dump(mode="json", by_alias=True)
+            for host, r in results
+        }
+        sys.stdout.write(json.dumps({"hosts": hosts, "failed": failed}, indent=2) + "\n")
+    else:
+        for host, result in results:
+            typer.echo(printable(f"== {host}"))
+            typer.echo(
+                printable(f"error: {result}") if isinstance(result, str) else restore_report(result)
+            )
+        typer.echo(
+            f"{len(results) - len(failed)} of {len(results)} hosts restored"
+            + (f"; not: {', '.join(failed)}" if failed else "")
+        )
+    if failed:
+        raise typer.Exit(1)
