@@ -39,7 +39,9 @@ def _probed_repos(request: CaptureRequest, raw: list[ReportRepo]) -> tuple[Repo,
                 continue  # gone: diff reports it missing
             where = " (on the far side of --via)" if request.via else ""
             raise UsageError(f"--repo {repo['path']}: {repo.get('error')}{where}")
-        repos.append(Repo(**{k: v for k, v in repo.items() if k != "error"}))
+        fields = {k: v for k, v in repo.items() if k != "error"}
+        fields["path"] = request.repo_keys.get(repo["path"], repo["path"])
+        repos.append(Repo(**fields))
     return tuple(sorted(repos, key=lambda r: r.path))
 
 

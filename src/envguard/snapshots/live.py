@@ -41,6 +41,7 @@ class Recorded:
     # Each file's path in its work tree (or --root), None where not recorded: where it is
     # read when its checkout lies elsewhere now.
     rels: tuple[str | None, ...] = ()
+    roots: tuple[str | None, ...] = ()  # each file's work tree (or --root) as recorded
     caches: tuple[tuple[str, str], ...] = ()
 
     @classmethod
@@ -52,6 +53,7 @@ class Recorded:
             repos=tuple(r.path for r in snapshot.repos),
             files=tuple(f.path for f in snapshot.files),
             rels=tuple(f.rel for f in snapshot.files),
+            roots=tuple(f.root for f in snapshot.files),
             caches=tuple((c.kind, c.path) for c in snapshot.caches),
         )
 
@@ -68,6 +70,10 @@ class Recorded:
                 files=tuple(_text(f["path"]) for f in raw.get("files", [])),
                 rels=tuple(
                     None if f.get("rel") is None else _text(f["rel"]) for f in raw.get("files", [])
+                ),
+                roots=tuple(
+                    None if f.get("root") is None else _text(f["root"])
+                    for f in raw.get("files", [])
                 ),
                 caches=tuple((_text(c["kind"]), _text(c["path"])) for c in raw.get("caches", [])),
             )
@@ -99,12 +105,18 @@ def request_like(
     directory, its work tree, the target's cache folders and ``allow``."""
     here = cwd or Path.cwd()
     reads = file_locations(recorded, root=root, cwd=here, remote=bool(via))
+    moved = _moved_repos(recorded, root)
     return CaptureRequest(
         python=python,
         python_label=python_label,
         via=via,
         name=recorded.name + "-live",
-        repos=tuple(Path(r) for r in recorded.repos),
+        repos=tuple(Path(moved.get(r, r)) for r in recorded.repos),
+        repo_keys={
+            spelling: recorded_path
+            for recorded_path, now in moved.items()
+            for spelling in {now, os.path.realpath(now) if not via else now}
+        },
         files=reads,
         file_keys=recorded.files if reads != recorded.files else (),
         caches=recorded.caches,
@@ -137,6 +149,17 @@ def file_locations(
         else:
             out.append(str(top / rel))
     return tuple(out)
+
+
+def _moved_repos(recorded: Recorded, root: str | None) -> dict[str, str]:
+    """{recorded repo: where it is read now}: with --root, the work tree that held the
+    tracked files (or the only repo recorded) is the checkout at ``root``."""
+    if root is None:
+        return {}
+    holding = {r for r in recorded.roots if r is not None} & set(recorded.repos)
+    if not holding and len(recorded.repos) == 1:
+        holding = set(recorded.repos)
+    return {r: root for r in holding} if len(holding) == 1 else {}
 
 
 def _plain_rel(rel: str) -> bool:

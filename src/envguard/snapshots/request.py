@@ -42,6 +42,8 @@ class CaptureRequest:
     # The path each of ``files`` was recorded under, when it is read elsewhere now (a live
     # side whose checkout moved); empty when they are the same.
     file_keys: tuple[str, ...] = ()
+    # {path a repo is read at: the path it was recorded under} (a checkout that moved).
+    repo_keys: dict[str, str] = field(default_factory=dict)
     # Files below it are recorded by their path there too (--root; work trees always are).
     root: Path | None = None
     caches: tuple[tuple[str, str], ...] = ()
