@@ -328,3 +328,14 @@ def test_a_fleet_restore_reports_every_host_and_fails_for_the_one_down(tmp_path:
     assert "2 of 3 hosts restored; not: down" in out.stdout
     for host in ("n1", "n2"):
         assert "export NCCL_P2P_DISABLE=1" in (tmp_path / host / "good.env.sh").read_text()
+
+
+def test_a_cache_larger_than_the_free_space_is_refused_before_unpacking(tmp_path: Path) -> None:
+    data = _archive([_member("a.bin")])
+    dest = tmp_path / "cache"
+    staged = apply.stage({"dest": str(dest), "data": base64.b64encode(data).decode()})["path"]
+    sha = hashlib.sha256(data).hexdigest()
+    args = {"staged": staged, "dest": str(dest), "sha256": sha, "files": 1, "bytes": 1 << 60}
+    done = apply.extract({**args, "stamp": "s"})
+    assert not done["ok"] and "nothing was changed" in done["error"]
+    assert list(tmp_path.iterdir()) == []

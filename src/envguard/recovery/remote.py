@@ -57,6 +57,15 @@ def remote_rebuild(
     from envguard.snapshots.live import Recorded, request_like
 
     uv = find_remote_uv(target, remote_uv)
+    space = _check(target.call("room", path=str(venv.parent), measure=str(venv)))
+    if space.get("bytes") and space["bytes"] > 0 and space["free"] < space["bytes"]:
+        from envguard.units import human_size
+
+        raise ActionError(
+            f"{venv.parent} ({target.label}): {human_size(space['free'])} free, the new venv"
+            f" needs about {human_size(space['bytes'])}",
+            hint="free some room there (old envguard backups: --keep-backups 0)",
+        )
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
     hidden = venv.name if venv.name.startswith(".") else f".{venv.name}"
     build = venv.parent / f"{hidden}.envguard-build-{stamp}"
@@ -121,7 +130,8 @@ def remote_rebuild(
                 )
                 swapped = True
                 outcome.backup = Path(done["backup"]) if done.get("backup") else None
-                outcome.backup_bytes = done.get("backup_bytes")
+                size = done.get("backup_bytes")
+                outcome.backup_bytes = size if isinstance(size, int) and size >= 0 else None
                 outcome.notes += [f"removed an older backup ({p})" for p in done["removed"]]
     except ActionError as exc:
         exc.hint = f"{venv} was not touched" + (f"; {exc.hint}" if exc.hint else "")

@@ -228,6 +228,12 @@ def extract(args: Dict[str, Any]) -> Dict[str, Any]:
     try:
         parent = os.path.dirname(os.path.abspath(dest))
         os.makedirs(parent, exist_ok=True)
+        st = os.statvfs(parent)
+        if st.f_bavail * st.f_frsize < limit[1]:
+            return _fail(
+                "%s: %d MB free, the cache needs %d MB; nothing was changed"
+                % (parent, st.f_bavail * st.f_frsize >> 20, limit[1] >> 20)
+            )
         new = tempfile.mkdtemp(prefix="." + os.path.basename(dest) + STAGE, dir=parent)
         with open(staged, "rb") as fh:
             reader = _HashingReader(fh)
@@ -427,13 +433,7 @@ def swap(args: Dict[str, Any]) -> Dict[str, Any]:
     for old in others[max(0, int(args.get("keep", 1)) - (backup is not None)) :]:
         shutil.rmtree(old, ignore_errors=True)
         removed.append(old)
-    size = 0
-    for folder, _dirs, names in os.walk(backup) if backup else []:
-        for n in names:
-            try:
-                size += os.lstat(os.path.join(folder, n)).st_size
-            except OSError:
-                pass
+    size = tree_bytes(backup) if backup else None
     return {"ok": True, "backup": backup, "backup_bytes": size, "removed": removed}
 
 
@@ -448,9 +448,28 @@ def list_wheels(args: Dict[str, Any]) -> Dict[str, Any]:
     return {"ok": True, "wheels": sorted(names)}
 
 
+def tree_bytes(root: str, seconds: float = 10.0) -> int:
+    """Bytes below ``root`` (symlinks not followed); -1 past ``seconds``."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    total = 0
+    for folder, _dirs, names in os.walk(root):
+        if time.monotonic() > deadline:
+            return -1
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
 def room(args: Dict[str, Any]) -> Dict[str, Any]:
-    """Free bytes where ``path`` would be written, and whether ``path`` exists."""
+    """Free bytes where ``path`` would be written, whether ``path`` exists, and (with
+    ``measure``) how many bytes the tree ``measure`` takes."""
     path = args["path"]
+    size = tree_bytes(args["measure"]) if args.get("measure") else None
     probe = path
     while probe and not os.path.exists(probe):
         probe = os.path.dirname(probe)
@@ -458,7 +477,8 @@ def room(args: Dict[str, Any]) -> Dict[str, Any]:
         st = os.statvfs(probe or "/")
     except OSError as exc:
         return _fail(_why(exc))
-    return {"ok": True, "free": st.f_bavail * st.f_frsize, "exists": os.path.lexists(path)}
+    free = st.f_bavail * st.f_frsize
+    return {"ok": True, "free": free, "exists": os.path.lexists(path), "bytes": size}
 
 
 def run(args: Dict[str, Any]) -> Dict[str, Any]:
