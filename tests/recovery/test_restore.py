@@ -339,3 +339,44 @@ def test_a_cache_larger_than_the_free_space_is_refused_before_unpacking(tmp_path
     done = apply.extract({**args, "stamp": "s"})
     assert not done["ok"] and "nothing was changed" in done["error"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_through_a_prefix_files_and_caches_are_kept_and_restored(tmp_path: Path) -> None:
+    """snapshot --via --keep-files --keep-cache reads them on the far side (the cache comes
+    back as a tarball streamed into the store); restore --via puts them back there."""
+    box = tmp_path / "box"
+    cache = box / "inductor"
+    (cache / "fx").mkdir(parents=True)
+    (cache / "fx" / "graph.bin").write_bytes(os.urandom(70000))
+    (box / "train.py").write_text("good\n")
+    prefix = tmp_path / "fake-pct"
+    prefix.write_text(f'#!/bin/sh\ncd {box} && TORCHINDUCTOR_CACHE_DIR={cache} exec "$@"\n')
+    prefix.chmod(0o755)
+    via = ["--via", str(prefix), "--python", sys.executable]
+    done = envguard(
+        "snapshot", *via, "--name", "good", "--file", str(box / "train.py"), "--root", str(box),
+        "--keep-files", "--keep-cache", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    data = json.loads((tmp_path / "snapshots" / "good.json").read_text())
+    (kept,) = [c for c in data["caches"] if c["kind"] == "inductor"]
+    assert kept["archive"]["files"] == 1 and kept["archive"]["bytes"] == 70000
+    assert data["files"][0]["rel"] == "train.py"
+    import shutil
+
+    shutil.rmtree(cache)
+    (box / "train.py").write_text("hacked\n")
+    out = envguard(
+        "restore", "good", *via, "--venv", sys.prefix, "--execute", "--format", "json",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    statuses = {i["kind"]: i["status"] for i in json.loads(out.stdout)["items"]}
+    assert statuses | {"env": "-"} == {
+        "packages": "already",
+        "file": "restored",
+        "cache": "restored",
+        "env": "-",
+    }
+    assert (box / "train.py").read_text() == "good\n"
+    assert len((cache / "fx" / "graph.bin").read_bytes()) == 70000

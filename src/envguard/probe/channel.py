@@ -9,7 +9,7 @@ import json
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from envguard.errors import ActionError
 
@@ -101,8 +101,9 @@ class RemoteTarget(Target):
             raise
         return staged
 
-    def fetch(self, op: str, *, cap: int, **args: Any) -> bytes:
-        """The raw bytes an operation prints there (``pack``: a cache as a tarball)."""
+    def fetch(self, op: str, *, cap: int, sink: IO[bytes], **args: Any) -> None:
+        """Write the raw bytes an operation prints there (``pack``: a cache as a tarball)
+        to ``sink`` as they come, at most ``cap`` of them."""
         from envguard.probe.runner import ProbeRun
 
         run = ProbeRun(
@@ -113,9 +114,9 @@ class RemoteTarget(Target):
             timeout=self.timeout,
             entry="apply",
             output_cap=cap,
+            sink=sink,
         )
-        data, stderr = run.output()
+        _data, stderr = run.output()
         if run.proc.returncode != 0:
             tail = stderr.strip().splitlines()[-1:] or ["no output"]
             raise ActionError(f"{self.label}: {op} failed there: {tail[0][:200]}")
-        return data

@@ -148,16 +148,26 @@ class _Reader(threading.Thread):
         *,
         keep_tail: bool = False,
         on_overflow: Callable[[], None] = lambda: None,
+        sink: IO[bytes] | None = None,
     ) -> None:
         super().__init__(daemon=True)
         self.pipe, self.cap, self.keep_tail, self.on_overflow = pipe, cap, keep_tail, on_overflow
         self.data = bytearray()
         self.overflow = False
+        self.sink, self.written = sink, 0  # a sink takes the bytes instead of memory
 
     def run(self) -> None:
         read = getattr(self.pipe, "read1", self.pipe.read)
         with contextlib.suppress(OSError, ValueError):
             while block := read(65536):
+                if self.sink is not None:
+                    self.written += len(block)
+                    if self.written > self.cap:
+                        self.overflow = True
+                        self.on_overflow()
+                        return
+                    self.sink.write(block)
+                    continue
                 self.data += block
                 if len(self.data) > self.cap:
                     if not self.keep_tail:
@@ -181,6 +191,7 @@ class ProbeRun:
         timeout: float | None = None,
         entry: str = "main",
         output_cap: int = OUTPUT_CAP,
+        sink: IO[bytes] | None = None,
     ) -> None:
         self.label = label or (f"--via {shlex.join(prefix)}" if prefix else f"--python {python}")
         self.remote = bool(prefix)
@@ -211,7 +222,7 @@ class ProbeRun:
             _STARTED.add(self.proc.pid)
         assert self.proc.stdout is not None and self.proc.stderr is not None
         self.output_cap = output_cap
-        self._out = _Reader(self.proc.stdout, output_cap, on_overflow=self._kill)
+        self._out = _Reader(self.proc.stdout, output_cap, on_overflow=self._kill, sink=sink)
         self._err = _Reader(self.proc.stderr, _STDERR_TAIL, keep_tail=True)
         self._feeder = threading.Thread(
             target=self._feed, args=(probe_payload(args, entry=entry).encode(),), daemon=True

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from envguard.snapshots.blobs import Blobs
     from envguard.snapshots.models import Cache, Snapshot
 
-# A compile cache sent back through --via is held in memory once: past this it is refused.
+# A compile cache sent back through --via larger than this is refused (stopped there).
 REMOTE_CACHE_CAP = 8 << 30
 
 
@@ -52,8 +52,11 @@ def keep_caches(snap: Snapshot, blobs: Blobs, target: Target) -> Snapshot:
             from envguard.probe.channel import RemoteTarget
 
             assert isinstance(target, RemoteTarget)
-            data = target.fetch("pack", cap=REMOTE_CACHE_CAP, base=cache.path)
-            sha, size = blobs.add_bytes(data), len(data)
+
+            def receive(fh: Any, path: str = cache.path, remote: RemoteTarget = target) -> None:
+                remote.fetch("pack", cap=REMOTE_CACHE_CAP, sink=fh, base=path)
+
+            sha, size = blobs.write(receive)  # streamed into the store, never held whole
             counts = archive_counts(blobs.path(sha))
         else:
             from envguard.probe.payload import local_package
