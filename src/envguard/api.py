@@ -493,6 +493,11 @@ def sources(
     """uv's package sources for rebuild and export (local --find-links made absolute)."""
     from envguard.recovery.plan import Sources
 
+    for link in find_links:
+        if "://" not in link and not Path(link).expanduser().is_dir():
+            from envguard.errors import UsageError
+
+            raise UsageError(f"--find-links {link}: no such directory")
     return Sources(
         index_url=index_url,
         extra_index_urls=tuple(extra_index_urls),
@@ -513,7 +518,8 @@ def _with_wheelhouse(sources: Sources) -> Sources:
         if "://" in link and not link.startswith("file://"):
             continue  # a remote page: uv reads it, envguard does not
         try:
-            names += [e.name for e in os.scandir(folder) if e.name.endswith(".whl")]
+            with os.scandir(folder) as scan:
+                names += [e.name for e in scan if e.name.endswith(".whl")]
         except OSError:
             continue
     return replace(sources, wheelhouse=tuple(sorted(names)))
@@ -650,6 +656,7 @@ def restore(
     from envguard.recovery.outcome import RestoreReport as Report
     from envguard.recovery.restore import (
         Context,
+        env_file_name,
         restore_caches,
         restore_files,
         restore_repos,
@@ -682,6 +689,7 @@ def restore(
             root=where,
         )
     )
+    allowed = [str(a) for a in allow] + ([where] if where is not None else [])
     ctx = Context(
         snap=snap,
         live=live,
@@ -689,6 +697,11 @@ def restore(
         blobs=Blobs(store if store is not None else store_for(path)),
         execute=execute,
         status=status,
+        # Local paths are absolute here; the far side resolves its own against its cwd.
+        confine={
+            "cwd": None if via else os.getcwd(),
+            "allow": allowed if via else [os.path.abspath(a) for a in allowed],
+        },
     )
     items: list[Item] = []
     notes: list[str] = []
@@ -719,7 +732,7 @@ def restore(
         items += restore_repos(ctx, root=where)
     items += restore_files(ctx)
     items += restore_caches(ctx, stack, rebuild_pending=package_item.status == "planned")
-    env_path = env_file or f"{snap.name}.env.sh"
+    env_path = env_file or env_file_name(snap)
     if snap.env:
         items.append(write_env_file(ctx, env_path if via else str(Path(env_path).absolute())))
     return Report(
@@ -788,11 +801,15 @@ def _restore_venv(snap: Snapshot, venv: str | Path | None, *, remote: bool) -> P
     if venv is None:
         if not remote:
             return Path(".venv").absolute()
-        if snap.interpreter.is_venv and os.path.isabs(snap.interpreter.prefix):
-            return Path(snap.interpreter.prefix)
+        # Not the snapshot's prefix: a snapshot is untrusted, and this venv is replaced.
         raise UsageError("--venv: say which venv to restore on the far side (an absolute path)")
-    if remote and not os.path.isabs(str(venv)):
-        raise UsageError(f"--venv {venv}: with --via it must be an absolute path")
+    import re
+
+    if remote and not (os.path.isabs(str(venv)) and re.match(r"^[A-Za-z0-9_./+-]+$", str(venv))):
+        raise UsageError(
+            f"--venv {venv}: with --via it must be an absolute plain path (letters, digits,"
+            " . _ + - /): its python runs through the prefix unquoted"
+        )
     return Path(venv) if remote else Path(venv).expanduser().absolute()
 
 

@@ -87,7 +87,7 @@ def test_a_hacked_script_is_restored_from_the_store_hashed_and_the_hack_kept(
     assert script.read_text() == "good = 1\n"
     sha = hashlib.sha256(b"good = 1\n").hexdigest()
     md5 = hashlib.md5(b"good = 1\n").hexdigest()
-    assert item["verified"] == f"sha256 {sha}, md5 {md5}"
+    assert (item["sha256"], item["md5"]) == (sha, md5)
     assert "DEBUG" in Path(item["kept"]).read_text()  # nothing the user wrote is lost
     again = restore(project, "--execute")
     assert again.returncode == 0 and "already" in again.stdout
@@ -274,7 +274,10 @@ def test_repos_are_checked_out_at_the_recorded_commit_with_the_work_stashed(proj
     (code / "model.py").write_text("uncommitted\n")
     done = restore(project, "--repos", "--execute")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "stash@{0}" in done.stdout
+    stash_sha = subprocess.run(
+        ["git", "-C", str(code), "rev-parse", "stash@{0}"], capture_output=True, text=True
+    ).stdout.strip()
+    assert f"kept: stash {stash_sha[:12]} in {code}" in done.stdout
     recorded = json.loads((project / "snapshots" / "good.json").read_text())["repos"][0]["head"]
     head = subprocess.run(
         ["git", "-C", str(code), "rev-parse", "HEAD"], capture_output=True, text=True

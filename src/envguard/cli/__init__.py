@@ -115,6 +115,7 @@ _METAVARS = {
     "file": "PATH",
     "cache": "DIR",
     "root": "DIR",
+    "allow": "DIR",
     "store": "DIR",
     "env_file": "PATH",
     "out": "PATH",
@@ -141,6 +142,8 @@ def _tidy_options(command: Any) -> None:
             param.show_default = False
         elif not param.is_flag and param.metavar is None and param.type.name in _TEXT_TYPES:
             param.metavar = _METAVARS.get(param.name, (param.name or "value").upper())
+        elif not param.is_flag and param.metavar is None and "range" in param.type.name:
+            param.metavar = "N"  # not <int range>
 
 
 def _interrupted_if_signalled() -> None:

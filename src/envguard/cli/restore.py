@@ -228,7 +228,10 @@ def restore(
     timeout: Annotated[float, typer.Option(help="Seconds allowed per call through --via.")] = 600.0,
     then: Annotated[
         str | None,
-        typer.Option(help="Afterwards run CMD with the venv active and the variables set."),
+        typer.Option(
+            help="Afterwards run CMD here with the venv active and the variables set (not"
+            " with --via)."
+        ),
     ] = None,
 ) -> None:
     """Bring back everything the snapshot knows: packages, repos, files, caches, variables."""

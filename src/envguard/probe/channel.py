@@ -31,9 +31,10 @@ class Target:
         answer: dict[str, Any] = local_package().apply.OPERATIONS[op](dict(args, op=op))
         return answer
 
-    def send(self, source: Path, dest: str) -> str:
-        """A staged copy of the local file ``source`` beside ``dest``; its path there."""
-        staged = self._staged(dest)
+    def send(self, source: Path, dest: str, **where: Any) -> str:
+        """A staged copy of the local file ``source`` beside ``dest``; its path there
+        (``where``: ``confine`` and ``cache``, see apply.refused)."""
+        staged = self._staged(dest, **where)
         try:
             shutil.copyfile(source, staged)
         except OSError as exc:
@@ -45,8 +46,8 @@ class Target:
         answer = self.call("stage", dest=dest, data=base64.b64encode(data).decode())
         return self._path(answer, dest)
 
-    def _staged(self, dest: str) -> str:
-        return self._path(self.call("stage", dest=dest), dest)
+    def _staged(self, dest: str, **where: Any) -> str:
+        return self._path(self.call("stage", dest=dest, **where), dest)
 
     @staticmethod
     def _path(answer: dict[str, Any], dest: str) -> str:
@@ -83,13 +84,13 @@ class RemoteTarget(Target):
             answer = json.loads(data)
             if not isinstance(answer, dict):
                 raise ValueError
-        except ValueError:
+        except (ValueError, RecursionError):
             tail = stderr.strip().splitlines()[-1:] or ["no answer"]
             raise ActionError(f"{self.label}: {op} failed there: {tail[0][:200]}") from None
-        return answer
+        return checked(op, answer, label=self.label)
 
-    def send(self, source: Path, dest: str) -> str:
-        staged = self._staged(dest)
+    def send(self, source: Path, dest: str, **where: Any) -> str:
+        staged = self._staged(dest, **where)
         try:
             with open(source, "rb") as fh:
                 while block := fh.read(CHUNK):
@@ -120,3 +121,36 @@ class RemoteTarget(Target):
         if run.proc.returncode != 0:
             tail = stderr.strip().splitlines()[-1:] or ["no output"]
             raise ActionError(f"{self.label}: {op} failed there: {tail[0][:200]}")
+
+
+# What each operation's answer holds when it succeeded: a far side is untrusted, and its
+# answers go on into file names, reports and decisions.
+_ANSWERS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "stage": {"path": str},
+    "file_from_git": {"path": str},
+    "install_file": {"sha256": str, "md5": str},
+    "extract": {"files": int, "bytes": int},
+    "room": {"free": int},
+    "run": {"code": int, "tail": list},
+    "read_files": {"files": dict},
+    "swap": {"removed": list},
+    "list_wheels": {"wheels": list},
+    "find_uv": {},
+    "begin_build": {},
+    "put": {},
+    "discard": {},
+}
+
+
+def checked(op: str, answer: dict[str, Any], *, label: str) -> dict[str, Any]:
+    """``answer`` when it has the shape ``op``'s answers have; ActionError otherwise."""
+    ok = answer.get("ok")
+    if ok is False:
+        return {"ok": False, "error": str(answer.get("error"))[:500]}
+    shape = _ANSWERS.get(op, {})
+    if ok is not True or any(
+        not isinstance(answer.get(key), kind) or isinstance(answer.get(key), bool)
+        for key, kind in shape.items()
+    ):
+        raise ActionError(f"{label}: a malformed answer to {op} from the far side")
+    return answer

@@ -75,7 +75,8 @@ def kill_adopted() -> None:
     with _RUNNING_LOCK:
         ours = set(_RUNNING)
     try:
-        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+        with os.scandir("/proc") as scan:
+            entries = [e.name for e in scan if e.name.isdigit()]
     except OSError:
         return
     for name in entries:
@@ -107,7 +108,8 @@ MARKER = "ENVGUARD_PROBE_RUN"
 def kill_strays(marker: bytes) -> None:
     """SIGKILL this user's processes whose environment holds ``marker`` (Linux /proc)."""
     try:
-        entries = list(os.scandir("/proc"))
+        with os.scandir("/proc") as scan:
+            entries = list(scan)
     except OSError:
         return
     me, uid = os.getpid(), os.getuid()

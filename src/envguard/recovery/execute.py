@@ -215,20 +215,44 @@ def run_step(step: RunStep, *, on_line: Callable[[str], None] | None = None) -> 
     raise_if_signalled()  # an interrupt whose exception CPython lost: stop before the next step
     trace.done(step.purpose, started)
     if proc.returncode != 0:
-        # uv marks its error lines "error:" or with a cross.
-        errors = [ln for ln in tail if ln.lstrip().lower().startswith(("error", "\u00d7"))]
-        cause = [ln for ln in tail if "because" in ln or "not found" in ln or "no " in ln.lower()]
-        last = (errors or cause or tail or ["no output"])[-1].strip()
+        raise step_failure(step, proc.returncode, tail)
+
+
+# The box-drawing marks uv draws around its error lines.
+_MARKS = " \u2570\u2500\u25b6\u2502\u00d7"
+_NETWORK = ("request failed", "lookup address", "dns error", "connection", "network", "timed out")
+
+
+def step_failure(step: RunStep, code: int, tail: list[str], *, where: str = "") -> ActionError:
+    """A failed uv step as one line: uv's own cause (its 'Because ...' line, else its last
+    error line), and a hint that fits what went wrong (the network, or not)."""
+    because = [ln for ln in tail if "because" in ln.lower()]
+    errors = [ln for ln in tail if ln.lstrip().lower().startswith(("error", "\u00d7"))]
+    last = (because[:1] or errors[-1:] or tail[-1:] or ["no output"])[0].strip(_MARKS)
+    offline = any(any(word in ln.lower() for word in _NETWORK) for ln in tail)
+    hint: str | None
+    if step.kind == "venv":
+        hint = (
+            "uv looked for that Python version and tried to download it:"
+            " --base-python PATH names an interpreter of that version"
+            if offline
+            else "--base-python PATH picks another interpreter of that version"
+        )
+    elif step.kind == "install":
         hint = (
             "no network to the PyTorch index? --find-links WHEELHOUSE holding the torch"
             " wheels (used alone when it has them all), --no-index, --offline, or"
             " --torch-index MIRROR"
-            if step.kind == "install"
+            if offline
+            else "are the exact torch builds in the wheelhouse (or the --torch-index)?"
+        )
+    else:
+        hint = (
+            "no network? --no-index (or --offline) installs from --find-links alone"
+            if offline
             else None
         )
-        raise ActionError(
-            f"step '{step.purpose}' failed (exit {proc.returncode}): {last}", hint=hint
-        )
+    return ActionError(f"step '{step.purpose}' failed{where} (exit {code}): {last}", hint=hint)
 
 
 def verify(
@@ -349,7 +373,7 @@ def venv_lock(venv: Path) -> Iterator[None]:
     import fcntl
 
     venv.parent.mkdir(parents=True, exist_ok=True)
-    path = venv.parent / f".{venv.name}.envguard.lock"
+    path = venv.parent / f"{_hidden(venv)}.envguard.lock"
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
     try:
         try:
@@ -412,8 +436,6 @@ def _execute(
                 else f"{venv} may be partly synced; run the rebuild again"
             )
             exc.hint = where if exc.hint is None else f"{where}; {exc.hint}"
-            if state.current.startswith("create a fresh venv"):
-                exc.hint += f"; --base-python PATH picks another Python {p.python} interpreter"
             raise
     return outcome
 

@@ -41,7 +41,9 @@ class Item(BaseModel):
     name: str
     status: Status
     detail: str
-    verified: str | None = None  # e.g. "sha256 3f2a..., md5 9b1c..." after a write
+    verified: str | None = None  # how it was checked, in words
+    sha256: str | None = None  # a written file's content, hashed again after the write
+    md5: str | None = None
     kept: str | None = None  # where the displaced version (or the stash) is
 
 

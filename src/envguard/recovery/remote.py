@@ -51,6 +51,7 @@ def remote_rebuild(
     from envguard.compare.engine import diff as compute
     from envguard.compare.policy import Policy, only_sections
     from envguard.compare.severity import Severity
+    from envguard.recovery.execute import step_failure
     from envguard.recovery.outcome import Outcome
     from envguard.recovery.plan import PlanOptions, RunStep, Sources, SwapStep, VerifyStep, plan
     from envguard.snapshots.capture import capture_snapshot
@@ -71,7 +72,7 @@ def remote_rebuild(
     build = venv.parent / f"{hidden}.envguard-build-{stamp}"
     workdir = venv.parent / f"{hidden}.envguard-plan-{stamp}"
     given = sources or Sources()
-    wheels = target.call("list_wheels", folders=list(given.find_links)).get("wheels", [])
+    wheels = _check(target.call("list_wheels", folders=list(given.find_links)))["wheels"]
     options = PlanOptions(
         venv=venv,
         snapshot_ref=snap.name,
@@ -100,10 +101,8 @@ def remote_rebuild(
                 argv = [*uv, *step.argv[1:]] if step.argv[0] == "uv" else list(step.argv)
                 ran = _check(target.call("run", argv=argv, unset=list(step.unset_env)))
                 if ran.get("code") != 0:
-                    last = (ran.get("tail") or ["no output"])[-1]
-                    raise ActionError(
-                        f"step '{step.purpose}' failed there (exit {ran.get('code')}): {last}"
-                    )
+                    tail = [str(line) for line in ran.get("tail") or []]
+                    raise step_failure(step, int(ran["code"]), tail, where=" there")
             elif isinstance(step, VerifyStep):
                 request = request_like(Recorded.of(snap), python=step.python, via=target.prefix)
                 outcome.live = capture_snapshot(request)

@@ -10,11 +10,12 @@ A failed item is left as it was and said; the others go on; the report says all.
 from __future__ import annotations
 
 import os
+import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from envguard.confine import OUTSIDE
 from envguard.errors import ActionError, EnvguardError
@@ -26,11 +27,34 @@ if TYPE_CHECKING:
     from envguard.snapshots.blobs import Blobs
     from envguard.snapshots.models import Cache, FileDigest, Repo, Snapshot
 
+
+class _HasPath(Protocol):
+    @property
+    def path(self) -> str: ...
+
+
+_Pathed = TypeVar("_Pathed", bound=_HasPath)
+
+
 # Loader and search-path variables from an untrusted snapshot would run its code in every
 # process of the shell that sources the file: written commented out, for a person to read.
 REVIEW = frozenset({"LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONPATH"})
-# Where a venv is, not what it is: never restored.
+# Where a venv is, not what it is, and the installers' own settings: never restored.
 _SKIP = frozenset({"VIRTUAL_ENV"})
+_SKIP_PREFIXES = ("UV_", "PIP_")
+
+
+def _restorable(name: str, value: str | None = None) -> bool:
+    """A variable the probe records (its prefixes and names: a forged snapshot's BASH_ENV,
+    LD_AUDIT or PROMPT_COMMAND is not one), not skipped, and a value a shell can hold."""
+    from envguard.probe.payload import local_package
+
+    env = local_package().env
+    if not (name.startswith(env.ENV_PREFIXES) or name in env.ENV_NAMES):
+        return False
+    if name in _SKIP or name.startswith(_SKIP_PREFIXES) or not name.isidentifier():
+        return False
+    return name.isascii() and (value is None or "\x00" not in value)
 
 
 def env_file_text(snap: Snapshot, live_env: dict[str, str]) -> tuple[str, list[str]]:
@@ -40,7 +64,7 @@ def env_file_text(snap: Snapshot, live_env: dict[str, str]) -> tuple[str, list[s
     lines.append("# source it in the shell that runs training: . FILE")
     left_out = []
     for name, value in sorted(snap.env.items()):
-        if name in _SKIP or not name.isidentifier() or not name.isascii():
+        if not _restorable(name, value):
             continue
         if REDACTED[:-1] in value:  # a secret, or a value with a token in it
             left_out.append(name)
@@ -48,8 +72,8 @@ def env_file_text(snap: Snapshot, live_env: dict[str, str]) -> tuple[str, list[s
             continue
         line = f"export {name}={shlex.quote(value)}"
         lines.append(f"# review, then uncomment: {line}" if name in REVIEW else line)
-    for name in sorted(set(live_env) - set(snap.env) - _SKIP):
-        if name.isidentifier() and name.isascii():
+    for name in sorted(set(live_env) - set(snap.env)):
+        if _restorable(name):
             lines.append(f"unset {name}")
     return "\n".join(lines) + "\n", left_out
 
@@ -58,12 +82,21 @@ def _safe(text: str) -> str:
     return "".join(c if c.isprintable() and c not in "\r\n" else "?" for c in text)
 
 
+def env_file_name(snap: Snapshot) -> str:
+    """The default variables file: NAME.env.sh in the working directory, the name reduced
+    to a plain file name (a snapshot's name may hold '/' or '..')."""
+    import re
+
+    base = re.sub(r"[^A-Za-z0-9._-]", "_", snap.name).lstrip(".") or "snapshot"
+    return f"{base}.env.sh"
+
+
 def run_env(snap: Snapshot) -> dict[str, str]:
     """The variables a --then command gets from the snapshot (the file's export lines)."""
     return {
         n: v
         for n, v in snap.env.items()
-        if n not in _SKIP and n not in REVIEW and n.isidentifier() and REDACTED[:-1] not in v
+        if _restorable(n, v) and n not in REVIEW and REDACTED[:-1] not in v
     }
 
 
@@ -76,6 +109,8 @@ class Context:
     target: Target
     blobs: Blobs
     execute: bool
+    # Where a write may go (probe/target/apply.refused checks it there, at write time).
+    confine: dict[str, object] = field(default_factory=dict)
     stamp: str = field(
         default_factory=lambda: (
             datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
@@ -84,31 +119,53 @@ class Context:
     status: Callable[[str], None] = lambda _: None
 
 
-def _digest_text(answer: dict[str, object]) -> str:
-    return f"sha256 {answer['sha256']}, md5 {answer['md5']}"
+def _digests(answer: dict[str, object]) -> dict[str, str]:
+    return {
+        "verified": "hashed again after the write",
+        "sha256": str(answer["sha256"]),
+        "md5": str(answer["md5"]),
+    }
 
 
 def restore_files(ctx: Context) -> list[Item]:
     """Each tracked file whose content differs: written from the store, or from git at the
     recorded HEAD when the hash matches; the displaced version kept beside it."""
-    live = {f.path: f for f in ctx.live.files}
+    live = _by_path(ctx.live.files)
     items = []
     for recorded in ctx.snap.files:
         if recorded.sha256 is None:
             continue
-        now = live.get(recorded.path)
-        dest = (now.read_from or now.path) if now is not None else recorded.path
+        now = live.get(_key(recorded.path))
         name = recorded.rel or recorded.path
-        if now is not None and now.sha256 == recorded.sha256:
+        if now is None:  # the live side did not measure it: never written blind
+            items.append(Item(kind="file", name=name, status="refused", detail=_UNMEASURED))
+            continue
+        dest = now.read_from or now.path
+        if now.sha256 == recorded.sha256:
             items.append(Item(kind="file", name=name, status="already", detail=f"same ({dest})"))
             continue
-        if now is not None and now.error and now.error.startswith(OUTSIDE):
-            items.append(
-                Item(kind="file", name=name, status="refused", detail=f"{dest}: {now.error}")
-            )
+        if now.error and now.error.startswith(OUTSIDE):
+            detail = f"{dest}: {NOT_WRITTEN}"
+            items.append(Item(kind="file", name=name, status="refused", detail=detail))
             continue
         items.append(_restore_file(ctx, recorded, dest, name))
     return items
+
+
+_UNMEASURED = "not measured where it would be written (the path is not a plain one)"
+NOT_WRITTEN = (
+    "not written: outside the working directory, its work tree and the cache folders"
+    " (--allow PATH lets restore write there)"
+)
+
+
+def _key(path: str) -> str:
+    """A path as the probe reports it (absolute, normalised): the live side's key."""
+    return os.path.normpath(os.path.abspath(os.path.expanduser(path)))
+
+
+def _by_path(entries: Iterable[_Pathed]) -> dict[str, _Pathed]:
+    return {_key(e.path): e for e in entries}
 
 
 def _restore_file(ctx: Context, recorded: FileDigest, dest: str, name: str) -> Item:
@@ -129,7 +186,7 @@ def _restore_file(ctx: Context, recorded: FileDigest, dest: str, name: str) -> I
     ctx.status(f"restoring {dest}")
     try:
         if not isinstance(found, str):
-            staged = ctx.target.send(found, dest)
+            staged = ctx.target.send(found, dest, confine=ctx.confine)
         else:
             assert repo is not None and recorded.rel is not None
             answer = ctx.target.call(
@@ -139,23 +196,31 @@ def _restore_file(ctx: Context, recorded: FileDigest, dest: str, name: str) -> I
                 rel=recorded.rel,
                 dest=dest,
                 sha256=recorded.sha256,
+                confine=ctx.confine,
             )
             if not answer.get("ok"):
                 raise ActionError(str(answer.get("error")))
             staged = str(answer["path"])
         answer = ctx.target.call(
-            "install_file", staged=staged, dest=dest, sha256=recorded.sha256, stamp=ctx.stamp
+            "install_file",
+            staged=staged,
+            dest=dest,
+            sha256=recorded.sha256,
+            stamp=ctx.stamp,
+            confine=ctx.confine,
         )
     except EnvguardError as exc:
         return Item(kind="file", name=name, status="failed", detail=exc.message)
     if not answer.get("ok"):
         return Item(kind="file", name=name, status="failed", detail=str(answer.get("error")))
+    if answer.get("same"):  # a checkout (--repos) put it back already
+        return Item(kind="file", name=name, status="already", detail=f"same ({dest})")
     return Item(
         kind="file",
         name=name,
         status="restored",
         detail=f"{dest} from {source}",
-        verified=_digest_text(answer),
+        **_digests(answer),
         kept=answer.get("displaced"),
     )
 
@@ -165,7 +230,7 @@ def _git_source(ctx: Context, recorded: FileDigest) -> tuple[str, str] | None:
     if recorded.root is None or recorded.rel is None:
         return None
     head = next((r.head for r in ctx.snap.repos if r.path == recorded.root and r.head), None)
-    live = {f.path: f for f in ctx.live.files}.get(recorded.path)
+    live = _by_path(ctx.live.files).get(_key(recorded.path))
     if head is None or live is None:
         return None
     where = live.read_from or live.path
@@ -209,12 +274,12 @@ def restore_caches(ctx: Context, stack_live: Snapshot, *, rebuild_pending: bool)
     """Each kept compile cache put back (extracted beside, renamed in), only on the exact
     stack it was compiled for (in a plan whose packages are still to be rebuilt: the GPU
     and driver now, the rest once they are)."""
-    live = {(c.kind, c.path): c for c in ctx.live.caches}
+    live = {(c.kind, _key(c.path)): c for c in ctx.live.caches}
     items = []
     for cache in ctx.snap.caches:
         if cache.archive is None:
             continue
-        now = live.get((cache.kind, cache.path))
+        now = live.get((cache.kind, _key(cache.path)))
         items.append(_restore_cache(ctx, cache, now, stack_live, rebuild_pending))
     return items
 
@@ -225,8 +290,11 @@ def _restore_cache(
     archive = cache.archive
     assert archive is not None
     name = f"{cache.kind} cache"
-    if now is not None and now.error and now.error.startswith(OUTSIDE):
-        return Item(kind="cache", name=name, status="refused", detail=f"{cache.path}: {now.error}")
+    if now is None:
+        return Item(kind="cache", name=name, status="refused", detail=_UNMEASURED)
+    if now.error and now.error.startswith(OUTSIDE):
+        detail = f"{cache.path}: {NOT_WRITTEN}"
+        return Item(kind="cache", name=name, status="refused", detail=detail)
     differs = stack_difference(ctx.snap, stack_live, machine_only=rebuild_pending)
     if differs is not None:
         return Item(
@@ -235,7 +303,7 @@ def _restore_cache(
             status="refused",
             detail=f"{cache.path}: compiled for another stack ({differs})",
         )
-    if now is not None and now.exists and (now.files, now.bytes) == (archive.files, archive.bytes):
+    if now.exists and (now.files, now.bytes) == (archive.files, archive.bytes):
         return Item(
             kind="cache",
             name=name,
@@ -261,9 +329,14 @@ def _restore_cache(
     ctx.status(f"restoring {cache.path}")
     try:
         # This host unpacks straight from the store; the far side gets a staged copy.
-        staged = ctx.target.send(found, cache.path) if ctx.target.remote else str(found)
+        staged = (
+            ctx.target.send(found, cache.path, confine=ctx.confine, cache=True)
+            if ctx.target.remote
+            else str(found)
+        )
         answer = ctx.target.call(
             "extract",
+            confine=ctx.confine,
             staged=staged,
             dest=cache.path,
             sha256=archive.sha256,
@@ -288,49 +361,72 @@ def _restore_cache(
 def restore_repos(ctx: Context, *, root: str | None) -> list[Item]:
     """Each recorded repo back at its recorded HEAD: everything (untracked too) stashed
     first, the stash named; refused when the commit is not there."""
-    live = {r.path: r for r in ctx.live.repos}
+    from envguard.snapshots.live import Recorded, moved_repos
+
+    live = _by_path(ctx.live.repos)
+    moved = moved_repos(Recorded.of(ctx.snap), root)
     # A repo recorded only because an editable install lives in it (envguard's own
     # checkout, a library being hacked on) is not the training code: left alone, unless a
-    # tracked file lies in it.
-    editable = [p.source.path for p in ctx.snap.packages if p.source.kind == "editable"]
+    # tracked file lies in it. Both sides' installs count (a snapshot may leave its out).
+    editable = [
+        p.source.path
+        for snap in (ctx.snap, ctx.live)
+        for p in snap.packages
+        if p.source.kind == "editable" and p.source.path
+    ]
     tracked = {f.root for f in ctx.snap.files}
     items = []
     for recorded in ctx.snap.repos:
         if not recorded.head:
             continue
-        head = recorded.path.rstrip("/") + "/"
-        holds_editable = any(e and (e + "/").startswith(head) for e in editable)
-        if holds_editable and recorded.path not in tracked:
+        path = moved.get(recorded.path, recorded.path)
+        inside = [e for e in editable if _key(e + "/x").startswith(_key(path) + "/")]
+        if inside and recorded.path not in tracked:
             items.append(
                 Item(
                     kind="repo",
-                    name=recorded.path,
+                    name=path,
                     status="skipped",
                     detail="the checkout of an editable install, no tracked file in it:"
-                    f" left as it is (git -C {shlex.quote(recorded.path)} checkout"
+                    f" left as it is (git -C {shlex.quote(path)} checkout"
                     f" {recorded.head[:12]} restores it)",
                 )
             )
             continue
-        path = root if root is not None and len(ctx.snap.repos) == 1 else recorded.path
-        items.append(_restore_repo(ctx, recorded, live.get(recorded.path), path))
+        items.append(_restore_repo(ctx, recorded, live.get(_key(recorded.path)), path))
     return items
+
+
+_COMMIT = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
 
 
 def _restore_repo(ctx: Context, recorded: Repo, now: Repo | None, path: str) -> Item:
     head = recorded.head
     assert head is not None
-    if now is not None and now.error:
-        return Item(kind="repo", name=path, status="refused", detail=now.error)
-    if now is not None and now.head == head and not now.dirty and not now.untracked:
+    if not _COMMIT.match(head):
+        return Item(kind="repo", name=path, status="refused", detail="HEAD is not a commit id")
+    if now is None:
+        return Item(kind="repo", name=path, status="refused", detail=_UNMEASURED)
+    if now.error:
+        detail = NOT_WRITTEN if now.error.startswith(OUTSIDE) else now.error
+        return Item(kind="repo", name=path, status="refused", detail=detail)
+    if now.head == head and not now.dirty and not now.untracked:
         return Item(kind="repo", name=path, status="already", detail=f"at {head[:12]}, clean")
     git = ["git", "-c", "core.hooksPath=/dev/null", "-C", path]
 
     def run(*argv: str) -> dict[str, object]:
-        return ctx.target.call("run", argv=[*git, *argv], set={"GIT_TERMINAL_PROMPT": "0"})
+        return ctx.target.call(
+            "run",
+            argv=[*git, *argv],
+            set={"GIT_TERMINAL_PROMPT": "0"},
+            within=path,
+            confine=ctx.confine,
+        )
 
     known = run("cat-file", "-e", f"{head}^{{commit}}")
-    if not known.get("ok") or known.get("code") != 0:
+    if not known.get("ok"):
+        return Item(kind="repo", name=path, status="refused", detail=_tail(known))
+    if known.get("code") != 0:
         return Item(
             kind="repo",
             name=path,
@@ -345,26 +441,28 @@ def _restore_repo(ctx: Context, recorded: Repo, now: Repo | None, path: str) -> 
             detail=f"stash all changes (untracked too), check out {head[:12]}",
         )
     kept = None
-    if now is None or now.dirty or now.untracked:
+    if now.dirty or now.untracked:
         message = f"envguard restore {ctx.snap.name} {ctx.stamp}"
         stashed = run("stash", "push", "--include-untracked", "-m", message)
         if stashed.get("code") != 0:
             return Item(kind="repo", name=path, status="failed", detail=_tail(stashed))
-        if "No local changes" not in _tail(stashed):
-            kept = f"git -C {shlex.quote(path)} stash list | grep {shlex.quote(ctx.stamp)}"
-            listed = run("stash", "list", "--format=%gd %s")
-            for line in listed.get("tail", []):  # type: ignore[attr-defined]
-                if ctx.stamp in line:
-                    kept = f"{line.split(' ', 1)[0]} in {path} (git stash pop to get it back)"
+        listed = run("stash", "list", "--format=%H %s")
+        for line in listed.get("tail", []):  # type: ignore[attr-defined]
+            if ctx.stamp in line:
+                sha = line.split(" ", 1)[0]
+                kept = f"stash {sha[:12]} in {path} (git stash apply {sha[:12]} gets it back)"
     checked = run("checkout", "--quiet", "--detach", head)
     if checked.get("code") != 0:
         return Item(kind="repo", name=path, status="failed", detail=_tail(checked), kept=kept)
+    now_head = run("rev-parse", "HEAD")
+    if _tail(now_head) != head:
+        return Item(kind="repo", name=path, status="failed", detail="HEAD did not move there")
     return Item(
         kind="repo",
         name=path,
         status="restored",
         detail=f"checked out {head[:12]} (detached)",
-        verified="HEAD is the recorded commit",
+        verified="git rev-parse HEAD is the recorded commit",
         kept=kept,
     )
 
@@ -398,11 +496,13 @@ def write_env_file(ctx: Context, path: str) -> Item:
         return Item(kind="env", name="variables", status="failed", detail=exc.message)
     if not answer.get("ok"):
         return Item(kind="env", name="variables", status="failed", detail=str(answer["error"]))
+    if answer.get("same"):
+        return Item(kind="env", name="variables", status="already", detail=detail)
     return Item(
         kind="env",
         name="variables",
         status="restored",
         detail=detail,
-        verified=_digest_text(answer),
+        **_digests(answer),
         kept=answer.get("displaced"),
     )

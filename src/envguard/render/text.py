@@ -148,6 +148,9 @@ def restore_report(report: RestoreReport) -> str:
         pad = " " * (14 + width)
         if item.verified:
             lines.append(printable(f"{pad}verified: {item.verified}"))
+        if item.sha256:
+            lines.append(printable(f"{pad}sha256 {item.sha256}"))
+            lines.append(printable(f"{pad}md5    {item.md5}"))
         if item.kept:
             lines.append(printable(f"{pad}kept: {item.kept}"))
     lines += [printable(note) for note in report.notes]

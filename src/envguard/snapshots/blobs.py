@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import IO
 from envguard.errors import ActionError
 
 STORE_DIR = ".store"
+_HEX = re.compile(r"^[0-9a-f]{64}$")
 _BLOCK = 1 << 20
 
 
@@ -44,6 +46,8 @@ class Blobs:
         self.root = Path(root)
 
     def path(self, sha256: str) -> Path:
+        if not _HEX.match(sha256):  # a name, never a path
+            raise ActionError(f"{sha256[:80]!r} is not a sha256")
         return self.root / "sha256" / sha256[:2] / sha256
 
     def has(self, sha256: str) -> bool:
@@ -83,10 +87,15 @@ class Blobs:
     def verified(self, sha256: str) -> Path | str:
         """The blob's path when it is there and still hashes to its name; otherwise why not
         (a string: missing, or damaged)."""
+        from envguard.reading import open_regular
+
         path = self.path(sha256)
         digest = hashlib.sha256()
         try:
-            with open(path, "rb") as fh:
+            # A regular file, not a link, FIFO or device: a store can be tampered with.
+            if path.is_symlink():
+                return f"not a regular file in the store {self.root}"
+            with os.fdopen(open_regular(str(path)), "rb") as fh:
                 for block in iter(lambda: fh.read(_BLOCK), b""):
                     digest.update(block)
         except FileNotFoundError:

@@ -29,8 +29,13 @@ def keep_files(snap: Snapshot, blobs: Blobs, target: Target) -> tuple[Snapshot, 
     if not answer.get("ok"):
         raise ActionError(f"--keep-files: {answer.get('error')}")
     warnings = []
+    contents = answer["files"]
     for f in snap.files:
-        data = base64.b64decode(answer["files"].get(f.path, "")) if f.sha256 else b""
+        try:
+            text = contents.get(f.path, "") if f.sha256 else ""
+            data = base64.b64decode(text, validate=True) if isinstance(text, str) else b""
+        except ValueError:  # binascii.Error: not base64, from a far side
+            data = b""
         if f.sha256 and hashlib.sha256(data).hexdigest() != f.sha256:
             warnings.append(f"{f.path}: changed while the snapshot was taken; content not kept")
         elif f.sha256:

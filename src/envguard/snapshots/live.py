@@ -105,7 +105,7 @@ def request_like(
     directory, its work tree, the target's cache folders and ``allow``."""
     here = cwd or Path.cwd()
     reads = file_locations(recorded, root=root, cwd=here, remote=bool(via))
-    moved = _moved_repos(recorded, root)
+    moved = moved_repos(recorded, root)
     return CaptureRequest(
         python=python,
         python_label=python_label,
@@ -151,7 +151,7 @@ def file_locations(
     return tuple(out)
 
 
-def _moved_repos(recorded: Recorded, root: str | None) -> dict[str, str]:
+def moved_repos(recorded: Recorded, root: str | None) -> dict[str, str]:
     """{recorded repo: where it is read now}: with --root, the work tree that held the
     tracked files (or the only repo recorded) is the checkout at ``root``."""
     if root is None:

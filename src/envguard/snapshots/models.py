@@ -115,9 +115,13 @@ class Repo(Model):
     error: Line | None = Field(default=None, exclude=True)
 
 
+# A sha256 as hex: it names a blob in the content store, so nothing else (no path) may pass.
+Sha256 = Annotated[str, StringConstraints(pattern="^[0-9a-f]{64}$")]
+
+
 class FileDigest(Model):
     path: str
-    sha256: str | None = None
+    sha256: Sha256 | None = None
     size: int | None = None
     # The work tree (or the --root) the file lay in, and its path there: the same file is
     # compared and restored by content wherever the checkout lives now (another checkout, a
@@ -129,9 +133,6 @@ class FileDigest(Model):
     # Why a live file has no hash (e.g. outside the paths a snapshot may name). Never written:
     # a saved snapshot's files all hashed, or the snapshot command failed.
     error: Line | None = Field(default=None, exclude=True)
-
-
-Sha256 = Annotated[str, StringConstraints(pattern="^[0-9a-f]{64}$")]
 
 
 class CacheArchive(Model):

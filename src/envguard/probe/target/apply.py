@@ -8,7 +8,7 @@ beside its destination, verified by sha256, then renamed over it, and whatever i
 displaced is kept beside it under a name that says so.
 """
 
-# ruff: noqa: UP006, UP035, UP036
+# ruff: noqa: UP006, UP035, UP036, UP045
 from __future__ import annotations
 
 import base64
@@ -23,11 +23,12 @@ import tarfile
 import tempfile
 import zlib
 
-from .confine import SAFE_GIT_ENV
+from .confine import SAFE_GIT_ENV, Roots, work_tree
+from .reading import open_regular
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import IO, Any, Callable, Dict
+    from typing import IO, Any, Callable, Dict, Optional
 
 # What stays beside a restored path: the version it replaced.
 DISPLACED = ".envguard-displaced-"
@@ -44,10 +45,40 @@ def _why(exc: OSError) -> str:
     return (exc.strerror or str(exc)) + where
 
 
+NOT_HERE = "not written: outside the working directory, its git work tree and the cache folders"
+
+
+def refused(dest: str, args: Dict[str, Any], cache: bool = False) -> Optional[str]:
+    """Why ``dest`` may not be written, or None. With ``confine`` in ``args`` (a restore of
+    what a snapshot names), it must lie, symlinks resolved at this moment, under the
+    working directory, its work tree, ``allow`` (--allow, --root) or, for a cache, this
+    user's own compile cache folders; never another user's."""
+    confine = args.get("confine")
+    if not isinstance(confine, dict):
+        return None
+    cwd = confine.get("cwd") or os.getcwd()
+    roots = [cwd]
+    top = work_tree(cwd)
+    if top:
+        roots.append(top)
+    roots += [os.path.expanduser(a) for a in confine.get("allow", []) if isinstance(a, str) and a]
+    if cache:
+        from .trees import default_caches
+
+        roots += [path for _, path in default_caches(dict(os.environ))]
+    full = os.path.abspath(os.path.join(cwd, os.path.expanduser(dest)))
+    real = os.path.join(os.path.realpath(os.path.dirname(full)), os.path.basename(full))
+    if os.path.islink(full):
+        real = os.path.realpath(full)
+    if not Roots(roots).admits(real):
+        return "%s: %s (--allow PATH lets restore write there)" % (dest, NOT_HERE)
+    return None
+
+
 def digests(path: str) -> Dict[str, Any]:
     """sha256, md5 (people compare it by hand) and size of a regular file."""
     sha, md5, size = hashlib.sha256(), _md5(), 0
-    with open(path, "rb") as fh:
+    with os.fdopen(open_regular(path), "rb") as fh:
         for block in iter(lambda: fh.read(_BLOCK), b""):
             sha.update(block)
             md5.update(block)
@@ -65,6 +96,9 @@ def stage(args: Dict[str, Any]) -> Dict[str, Any]:
     """A new private file beside ``dest`` to fill (``put``), or ``data`` (base64) written
     to it at once; returns its path."""
     dest = args["dest"]
+    why = refused(dest, args, cache=bool(args.get("cache")))
+    if why:
+        return _fail(why)
     try:
         folder = os.path.dirname(dest) or "."
         os.makedirs(folder, exist_ok=True)
@@ -116,6 +150,10 @@ def install_file(args: Dict[str, Any]) -> Dict[str, Any]:
     beside it (a hard link, so the swap itself is one atomic rename), the new one hashed
     again after the rename; on any mismatch the old file is put back."""
     staged, dest, want, stamp = args["staged"], args["dest"], args["sha256"], args["stamp"]
+    why = refused(dest, args)
+    if why:
+        discard({"paths": [staged]})
+        return _fail(why)
     try:
         got = digests(staged)
         try:
@@ -175,6 +213,9 @@ def file_from_git(args: Dict[str, Any]) -> Dict[str, Any]:
         args["dest"],
         args["sha256"],
     )
+    why = refused(repo, args) or refused(dest, args)
+    if why:
+        return _fail(why)
     env = dict(os.environ, **SAFE_GIT_ENV)
     try:
         proc = subprocess.run(
@@ -189,7 +230,8 @@ def file_from_git(args: Dict[str, Any]) -> Dict[str, Any]:
         return _fail("%s is not in %s at %s" % (rel, repo, head[:12]))
     if hashlib.sha256(proc.stdout).hexdigest() != want:
         return _fail("%s at %s (git) differs from the recorded content" % (rel, head[:12]))
-    return stage({"dest": dest, "data": base64.b64encode(proc.stdout).decode()})
+    data = base64.b64encode(proc.stdout).decode()
+    return stage({"dest": dest, "data": data, "confine": args.get("confine")})
 
 
 class _HashingReader:
@@ -210,6 +252,10 @@ class _HashingReader:
         return self.sha.hexdigest()
 
 
+# Deeper than any compile cache nests: a folder chain no tool (rm -r aside) can remove.
+_DEPTH = 64
+
+
 class _TooMuch(Exception):
     pass
 
@@ -224,6 +270,10 @@ def extract(args: Dict[str, Any]) -> Dict[str, Any]:
     stops past the recorded files or bytes (an archive cannot fill the disk)."""
     staged, dest, want, stamp = args["staged"], args["dest"], args["sha256"], args["stamp"]
     limit = (int(args["files"]), int(args["bytes"]))
+    why = refused(dest, args, cache=True)
+    if why:
+        discard({"paths": [staged]})
+        return _fail(why)
     new = None
     try:
         parent = os.path.dirname(os.path.abspath(dest))
@@ -235,7 +285,7 @@ def extract(args: Dict[str, Any]) -> Dict[str, Any]:
                 % (parent, st.f_bavail * st.f_frsize >> 20, limit[1] >> 20)
             )
         new = tempfile.mkdtemp(prefix="." + os.path.basename(dest) + STAGE, dir=parent)
-        with open(staged, "rb") as fh:
+        with os.fdopen(open_regular(staged), "rb") as fh:  # never a FIFO or a device
             reader = _HashingReader(fh)
             try:
                 files, size, skipped = _unpack(reader, new, limit)
@@ -243,27 +293,28 @@ def extract(args: Dict[str, Any]) -> Dict[str, Any]:
                 files = size = -1
             got = reader.rest()
         if got != want:
-            shutil.rmtree(new, ignore_errors=True)
             return _fail("the archive for %s has sha256 %s, not %s" % (dest, got[:12], want[:12]))
         if (files, size) != limit:
-            shutil.rmtree(new, ignore_errors=True)
             found = "more" if files < 0 else "%d files, %d bytes" % (files, size)
             return _fail(
                 "the archive for %s holds %s; %d files, %d bytes were kept"
                 % (dest, found, limit[0], limit[1])
             )
+        umask = os.umask(0o022)
+        os.umask(umask)
+        os.chmod(new, 0o777 & ~umask)  # mkdtemp made it private; a cache is not
         displaced = None
         if os.path.lexists(dest):
             displaced = dest + DISPLACED + stamp
             os.rename(dest, displaced)
         os.rename(new, dest)
         new = None
-    except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
-        if new is not None:
-            shutil.rmtree(new, ignore_errors=True)
+    except (OSError, tarfile.TarError, EOFError, zlib.error, RecursionError) as exc:
         why = _why(exc) if isinstance(exc, OSError) else "damaged archive (%s)" % exc
         return _fail("cannot restore %s: %s" % (dest, why))
-    finally:
+    finally:  # also on Ctrl-C or a signal: no half-unpacked folder is left beside
+        if new is not None:
+            shutil.rmtree(new, ignore_errors=True)
         if STAGE in os.path.basename(staged):
             try:
                 os.unlink(staged)
@@ -279,7 +330,7 @@ def _unpack(source: Any, into: str, limit: Any) -> Any:
         for member in tar:
             name = member.name
             parts = [p for p in name.split("/") if p not in ("", ".")]
-            if not parts or name.startswith("/") or ".." in parts:
+            if not parts or name.startswith("/") or ".." in parts or len(parts) > _DEPTH:
                 skipped += 1
                 continue
             rel = "/".join(parts)
@@ -304,18 +355,20 @@ def _unpack(source: Any, into: str, limit: Any) -> Any:
 
 
 def _mkdirs(into: str, rel: str, made: Any) -> None:
-    if rel in made:
-        return
-    head = rel.rpartition("/")[0]
-    if head not in made:
-        _mkdirs(into, head, made)
-    path = os.path.join(into, rel)
-    try:
-        os.mkdir(path, 0o755)
-    except FileExistsError:
-        if os.path.islink(path) or not os.path.isdir(path):
-            raise OSError(17, "a file where a folder belongs", path) from None
-    made.add(rel)
+    """Make ``rel`` and the folders above it below ``into`` (iteratively: a member may be
+    nested thousands deep); never through a symlink or over a file."""
+    todo = []
+    while rel not in made:
+        todo.append(rel)
+        rel = rel.rpartition("/")[0]
+    for folder in reversed(todo):
+        path = os.path.join(into, folder)
+        try:
+            os.mkdir(path, 0o755)
+        except FileExistsError:
+            if os.path.islink(path) or not os.path.isdir(path):
+                raise OSError(17, "a file where a folder belongs", path) from None
+        made.add(folder)
 
 
 def pack(out: IO[bytes], base: str) -> Dict[str, Any]:
@@ -439,12 +492,15 @@ def swap(args: Dict[str, Any]) -> Dict[str, Any]:
 
 def list_wheels(args: Dict[str, Any]) -> Dict[str, Any]:
     """The wheel file names in local --find-links folders."""
-    names = []
+    names, missing = [], []
     for folder in args.get("folders", []):
         try:
             names += [n for n in os.listdir(folder) if n.endswith(".whl")]
         except OSError:
-            continue
+            if "://" not in folder:
+                missing.append(folder)
+    if missing:
+        return _fail("--find-links %s: no such directory there" % missing[0])
     return {"ok": True, "wheels": sorted(names)}
 
 
@@ -484,6 +540,10 @@ def room(args: Dict[str, Any]) -> Dict[str, Any]:
 def run(args: Dict[str, Any]) -> Dict[str, Any]:
     """Run an argv (no shell) with ``unset`` variables removed; its exit code and the
     last lines it printed."""
+    if args.get("within"):
+        why = refused(args["within"], args)
+        if why:
+            return _fail(why)
     env = {k: v for k, v in os.environ.items() if k not in set(args.get("unset", []))}
     env.update(args.get("set", {}))
     try:

@@ -1,0 +1,237 @@
+"""restore against a hostile snapshot, store or far side: each hole a review found, closed by
+a mechanism (write-time confinement in probe/target/apply.refused, validated names, shapes
+and variables), and held here."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from envguard.probe.payload import local_package
+
+apply = local_package().apply
+
+
+def envguard(*args: str | Path, cwd: Path, timeout: float = 120) -> Any:
+    return subprocess.run(
+        [sys.executable, "-m", "envguard", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"},
+    )
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=T", "-c", "user.email=t@e", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A project with a kept model script and a kept cache; ``outside`` holds the victims."""
+    p = tmp_path / "p"
+    code = p / "code"
+    code.mkdir(parents=True)
+    (code / "model.py").write_text("good = 1\n")
+    _git(code, "init", "-q")
+    _git(code, "add", "-A")
+    _git(code, "commit", "-qm", "good")
+    (p / "cache").mkdir()
+    (p / "cache" / "k.bin").write_bytes(b"kernel" * 100)
+    done = envguard(
+        "snapshot", "--python", sys.executable, "--name", "good", "--file", "code/model.py",
+        "--repo", "code", "--cache", "cache", "--keep-files", "--keep-cache", cwd=p,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (tmp_path / "outside").mkdir()
+    edit(p, lambda d: d.update(repos=[r for r in d["repos"] if r["path"] == str(code)]))
+    return p
+
+
+def edit(project: Path, change: Any) -> dict[str, Any]:
+    path = project / "snapshots" / "good.json"
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+    return data
+
+
+def restore(project: Path, *args: str) -> Any:
+    return envguard("restore", "good", "--venv", sys.prefix, "--format", "json", *args, cwd=project)
+
+
+def _items(out: Any) -> dict[str, str]:
+    assert "Traceback" not in out.stderr, out.stderr
+    return {f"{i['kind']} {i['name']}": i["status"] for i in json.loads(out.stdout)["items"]}
+
+
+def test_unnormalised_paths_cannot_lead_a_write_outside(project: Path) -> None:
+    outside = project.parent / "outside"
+    victim = outside / "victim.sh"
+    victim.write_text("mine\n")
+    (outside / "victimdir").mkdir()
+    (outside / "victimdir" / "keep").write_text("mine\n")
+    repo = outside / "victimrepo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "a").write_text("1")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "one")
+    (repo / "a").write_text("2")
+    _git(repo, "commit", "-qam", "two")
+    first = _git(repo, "rev-parse", "HEAD~1")
+
+    def hostile(d: dict[str, Any]) -> None:
+        d["files"][0].update(path="code/../../outside/victim.sh", rel=None, root=None)
+        (cache,) = [c for c in d["caches"] if c.get("archive")]
+        cache["path"] = str(project) + "/./../outside/victimdir"
+        d["repos"] = [{"path": str(project) + "/../outside/victimrepo", "head": first}]
+
+    edit(project, hostile)
+    out = restore(project, "--execute", "--repos")
+    assert out.returncode == 1
+    assert {s for k, s in _items(out).items() if not k.startswith("env ")} == {
+        "already",
+        "refused",
+    }
+    assert victim.read_text() == "mine\n"
+    assert (outside / "victimdir" / "keep").read_text() == "mine\n"
+    assert _git(repo, "rev-parse", "HEAD") != first and (repo / "a").read_text() == "2"
+
+
+def test_a_symlinked_folder_is_judged_where_it_leads_at_write_time(tmp_path: Path) -> None:
+    inside, outside = tmp_path / "in", tmp_path / "out"
+    inside.mkdir()
+    outside.mkdir()
+    (inside / "sub").symlink_to(outside)
+    confine = {"cwd": str(inside), "allow": []}
+    dest = str(inside / "sub" / "model.py")
+    data = base64.b64encode(b"x").decode()
+    assert "not written" in apply.stage({"dest": dest, "data": data, "confine": confine})["error"]
+    staged = apply.stage({"dest": str(inside / "m.py"), "data": data})["path"]
+    sha = hashlib.sha256(b"x").hexdigest()
+    args = {"staged": staged, "dest": dest, "sha256": sha, "stamp": "s", "confine": confine}
+    assert not apply.install_file(args)["ok"] and list(outside.iterdir()) == []
+
+
+def test_a_snapshot_name_cannot_place_the_variables_file(project: Path) -> None:
+    edit(project, lambda d: d.update(name="../outside/evil", env={"NCCL_DEBUG": "INFO"}))
+    out = restore(project, "--execute")
+    assert "Traceback" not in out.stderr
+    assert not (project.parent / "outside" / "evil.env.sh").exists()
+    assert (project / "_outside_evil.env.sh").exists()  # a plain name in the cwd
+
+
+def test_a_head_that_is_not_a_commit_id_is_refused(project: Path) -> None:
+    edit(project, lambda d: d["repos"][0].update(head="HEAD~1"))
+    (project / "code" / "model.py").write_text("mine\n")
+    out = restore(project, "--execute", "--repos")
+    repos = [i for i in json.loads(out.stdout)["items"] if i["kind"] == "repo"]
+    assert repos[0]["status"] == "refused" and "not a commit id" in repos[0]["detail"]
+
+
+def test_variables_that_run_code_are_never_exported(project: Path) -> None:
+    evil = {"BASH_ENV": "/tmp/x.sh", "LD_AUDIT": "/tmp/a.so", "PROMPT_COMMAND": "id", "ENV": "x"}
+    edit(project, lambda d: d.update(env={**evil, "NCCL_DEBUG": "INFO"}))
+    out = envguard(
+        "restore", "good", "--venv", sys.prefix, "--execute",
+        "--then", f"{sys.executable} -c 'import os,sys; print(sorted(os.environ))'", cwd=project,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    text = (project / "good.env.sh").read_text()
+    assert "NCCL_DEBUG" in text and not any(name in text for name in evil)
+    printed = out.stdout.rsplit("\n", 2)[-2]
+    assert "NCCL_DEBUG" in printed and not any(f"'{n}'" in printed for n in evil)
+
+
+def test_a_sha256_that_is_a_path_is_bad_input(project: Path) -> None:
+    edit(project, lambda d: d["files"][0].update(sha256="../../../../etc/passwd"))
+    out = restore(project)
+    assert out.returncode == 2 and out.stderr.startswith("error:"), out.stderr
+
+
+def test_a_fifo_in_the_store_fails_the_item_without_hanging(project: Path) -> None:
+    data = json.loads((project / "snapshots" / "good.json").read_text())
+    sha = data["files"][0]["sha256"]
+    blob = project / "snapshots" / ".store" / "sha256" / sha[:2] / sha
+    blob.unlink()
+    os.mkfifo(blob)
+    edit(project, lambda d: d.update(repos=[]))  # and no commit to fall back on
+    (project / "code" / "model.py").write_text("hacked\n")
+    out = restore(project, "--execute")
+    assert out.returncode == 1 and _items(out)["file model.py"] == "failed"
+
+
+def _deep_archive() -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        info = tarfile.TarInfo("a/" * 1500 + "f")
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+    return buf.getvalue()
+
+
+def test_a_member_nested_thousands_deep_is_no_traceback(tmp_path: Path) -> None:
+    data = _deep_archive()
+    dest = tmp_path / "cache"
+    staged = apply.stage({"dest": str(dest), "data": base64.b64encode(data).decode()})["path"]
+    sha = hashlib.sha256(data).hexdigest()
+    done = apply.extract(
+        {"staged": staged, "dest": str(dest), "sha256": sha, "files": 1, "bytes": 1, "stamp": "s"}
+    )
+    assert not done["ok"] and "holds 0 files" in done["error"]  # skipped, not unpacked
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_another_users_inductor_folder_is_never_written(project: Path) -> None:
+    def other(d: dict[str, Any]) -> None:
+        (cache,) = [c for c in d["caches"] if c.get("archive")]
+        cache["path"] = "/tmp/torchinductor_victimuser"
+
+    edit(project, other)
+    out = restore(project, "--execute")
+    assert out.returncode == 1 and not Path("/tmp/torchinductor_victimuser").exists()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        '{"ok": true}',
+        '{"ok": true, "files": []}',
+        '{"ok": "yes"}',
+        "[1]",
+        '{"ok": true, "files": {"/x": 5}}',
+    ],
+)
+def test_a_far_side_with_malformed_answers_gets_one_line(tmp_path: Path, answer: str) -> None:
+    (tmp_path / "m.py").write_text("x\n")
+    liar = tmp_path / "liar"
+    # The probe answers truthfully (its program reads 'main'); every apply operation lies.
+    liar.write_text(
+        "#!/bin/sh\nprogram=$(cat)\n"
+        'case "$program" in *"_pkg.apply.main"*) printf %s \'' + answer + "'; exit 0;; esac\n"
+        f'printf %s "$program" | exec {sys.executable} -I -S -\n'
+    )
+    liar.chmod(0o755)
+    out = envguard(
+        "snapshot", "--via", str(liar), "--python", sys.executable, "--file", str(tmp_path / "m.py"),
+        "--keep-files", "--out", "s.json", cwd=tmp_path,
+    )  # fmt: skip
+    assert "Traceback" not in out.stderr, out.stderr
+    assert out.returncode in (0, 1, 2) and len(out.stderr.strip().splitlines()) <= 3, out.stderr
