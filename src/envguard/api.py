@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from envguard.snapshots.history import Entry
     from envguard.snapshots.hosts import HostResult
     from envguard.snapshots.models import MetricValue, Snapshot
-    from envguard.snapshots.request import CaptureRequest
+    from envguard.snapshots.request import CaptureRequest, StartedCapture
     from envguard.snapshots.store import Listed
 
 
@@ -491,7 +491,7 @@ def sources(
     torch_index: str | None = None,
 ) -> Sources:
     """uv's package sources for rebuild and export (local --find-links made absolute)."""
-    from envguard.recovery.plan import Sources
+    from envguard.recovery.sources import Sources
 
     for link in find_links:
         if "://" not in link and not Path(link).expanduser().is_dir():
@@ -653,6 +653,49 @@ def restore(
     git), compile caches (on the exact stack only) and a variables file to source. Without
     ``execute`` only the plan; on this host, or through ``via`` on the far side. An item
     that fails is left as it was; the report says what happened to each."""
+    from envguard.snapshots import store as snapshots
+    from envguard.snapshots.live import Recorded, live_request
+    from envguard.snapshots.request import start_capture
+
+    path = _snapshot_path(good)
+    text = snapshots.read(path)
+    target = _target(via, python=python, timeout=timeout)
+    where = None if root is None else _root(root, remote=via is not None)
+    venv_path = _restore_venv(venv, remote=via is not None)
+    python_now = str(venv_path / "bin" / "python")
+    if via:
+        has_venv = bool(target.call("room", path=python_now).get("exists"))
+    else:
+        has_venv = (venv_path / "bin" / "python").exists()
+    if not has_venv:  # no venv yet: files, caches, repos and variables are still measured
+        python_now = (python or "python3") if via else sys.executable
+
+    def measuring(recorded: Recorded) -> StartedCapture:
+        request = live_request(
+            recorded,
+            python=python_now,  # the user's (--venv, --python): never the snapshot's own
+            via=via,
+            allow=tuple(str(a) for a in allow),
+            source=str(path),
+            root=where,
+        )
+        return start_capture(request)
+
+    # The live side is measured while the models load (as diff does), from the raw JSON;
+    # the file is validated in full meanwhile, and an invalid one stops the probe.
+    raw = Recorded.from_json(text)
+    started = measuring(raw) if raw is not None else None
+    try:
+        snap = snapshots.loads(text, source=str(path))
+        if started is None:
+            started = measuring(Recorded.of(snap))
+        from envguard.snapshots.capture import finish_capture
+
+        live = finish_capture(started)
+    except BaseException:
+        if started is not None:
+            started.probe.cancel()
+        raise
     from envguard.recovery.outcome import RestoreReport as Report
     from envguard.recovery.restore import (
         Context,
@@ -662,33 +705,8 @@ def restore(
         restore_repos,
         write_env_file,
     )
-    from envguard.snapshots import store as snapshots
     from envguard.snapshots.blobs import Blobs, store_for
-    from envguard.snapshots.capture import capture_snapshot
-    from envguard.snapshots.live import Recorded, live_request
 
-    path = _snapshot_path(good)
-    snap = snapshots.load(path)
-    target = _target(via, python=python, timeout=timeout)
-    where = None if root is None else _root(root, remote=via is not None)
-    venv_path = _restore_venv(snap, venv, remote=via is not None)
-    python_now = str(venv_path / "bin" / "python")
-    if via:
-        has_venv = bool(target.call("room", path=python_now).get("exists"))
-    else:
-        has_venv = (venv_path / "bin" / "python").exists()
-    if not has_venv:  # no venv yet: files, caches, repos and variables are still measured
-        python_now = (python or "python3") if via else sys.executable
-    live = capture_snapshot(
-        live_request(
-            Recorded.of(snap),
-            python=python_now,
-            via=via,
-            allow=tuple(str(a) for a in allow),
-            source=str(path),
-            root=where,
-        )
-    )
     allowed = [str(a) for a in allow] + ([where] if where is not None else [])
     ctx = Context(
         snap=snap,
@@ -795,7 +813,7 @@ def _snapshot_path(good: str | Path | None) -> Path:
     return store.resolve(str(good)) if good is not None else newest()
 
 
-def _restore_venv(snap: Snapshot, venv: str | Path | None, *, remote: bool) -> Path:
+def _restore_venv(venv: str | Path | None, *, remote: bool) -> Path:
     from envguard.errors import UsageError
 
     if venv is None:

@@ -279,13 +279,21 @@ def restore(
             api.restore_hosts(snapshot_ref, hosts=hosts, via=via, jobs=jobs, **options), format
         )
         return
-    err = console(stderr=True)
-    with err.status("restoring") as status:
+    if sys.stderr.isatty():  # a spinner and uv's lines for a person watching
+        err = console(stderr=True)
+        with err.status("restoring") as status:
+            report = api.restore(
+                snapshot_ref,
+                via=via,
+                status=status.update,
+                on_line=lambda line: err.print(f"  {line}", markup=False, style="dim"),
+                **options,  # type: ignore[arg-type]
+            )
+    else:  # a log: uv's lines as they come, no rich
         report = api.restore(
             snapshot_ref,
             via=via,
-            status=status.update,
-            on_line=lambda line: err.print(f"  {line}", markup=False, style="dim"),
+            on_line=lambda line: print(f"  {line}", file=sys.stderr),
             **options,  # type: ignore[arg-type]
         )
     if format is RestoreFormat.json:

@@ -19,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import Field
 
 from envguard.errors import UsageError
+from envguard.recovery.sources import Sources as Sources
 from envguard.snapshots.models import Model, Package, Snapshot
 
 DEFAULT_TORCH_INDEX = "https://download.pytorch.org/whl"
@@ -75,27 +76,12 @@ class PlanError(UsageError):
 
 
 @dataclass(frozen=True)
-class Sources:
-    """Where uv may find packages: the user's pass-through options."""
-
-    index_url: str | None = None
-    extra_index_urls: tuple[str, ...] = ()
-    find_links: tuple[str, ...] = ()
-    offline: bool = False
-    no_index: bool = False
-    torch_index: str | None = None  # None: download.pytorch.org (skipped with --no-index)
-    # Wheel file names in the local --find-links folders (listed by the caller: the plan does
-    # no I/O). When they hold every torch-variant pin, that step uses them alone.
-    wheelhouse: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
 class PlanOptions:
     """Where to build, with which tools, and which package sources uv may use."""
 
     venv: Path
     snapshot_ref: str
-    sources: Sources = Sources()
+    sources: Sources = field(default_factory=Sources)
     uv: str = "uv"
     envguard: tuple[str, ...] = ("envguard",)  # how the shell script calls envguard back
     in_place: bool = False
