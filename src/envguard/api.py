@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from envguard.compare.models import Drift, FleetReport
     from envguard.compare.policy import Policy
     from envguard.probe.channel import Target
+    from envguard.recovery.bisect import BisectReport, Step
     from envguard.recovery.outcome import Item, Outcome, RestoreReport
     from envguard.recovery.plan import Plan, Sources
     from envguard.snapshots.history import Entry
@@ -926,6 +927,95 @@ def _restore_packages(
         verified="packages and interpreter re-measured: fingerprints match",
         kept=kept,
     ), outcome.live
+
+
+def bisect(
+    good: str | Path,
+    *,
+    run: str,
+    bad: str | Path | None = None,
+    python: str | None = None,
+    shell: bool = False,
+    metric: str | None = None,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    timeout: float = 600.0,
+    max_steps: int = 30,
+    keep: bool = False,
+    resume: bool = False,
+    sources: Sources | None = None,
+    on_step: Callable[[Step], None] = lambda _: None,
+) -> BisectReport:
+    """Which changes from ``good`` to ``bad`` (a snapshot, or the live environment at
+    ``python``) turn the command ``run`` from good to bad: each candidate built with uv in
+    a scratch venv (never the user's), judged by ``run``'s exit status or ``metric``
+    (``minimum``/``maximum``). Or: the good environment is bad too, so it is not the cause."""
+    import shutil
+    import tempfile
+
+    from envguard.recovery.bisect import Session, check_from
+    from envguard.recovery.bisect import bisect as search
+    from envguard.recovery.execute import run_step
+    from envguard.recovery.plan import PlanOptions, RunStep, plan, python_request
+    from envguard.recovery.sources import Sources as Plain
+    from envguard.tools import find_modern_uv, user_environ
+
+    check = check_from(
+        run, shell=shell, timeout=timeout, metric=metric, minimum=minimum, maximum=maximum
+    )
+    good_snap = load(good)
+    bad_snap = load(bad) if bad is not None else snapshot(python=python)
+    uv = find_modern_uv()
+    where = _with_wheelhouse(sources or Plain())
+    root = Path(tempfile.mkdtemp(prefix="envguard-bisect-"))
+    venv = root / "venv"
+
+    def options(snap: Snapshot) -> PlanOptions:
+        return PlanOptions(
+            venv=venv,
+            snapshot_ref=snap.name,
+            sources=where,
+            uv=uv,
+            in_place=True,
+            workdir=root / "plan",
+            skip_editables=True,
+            check_paths=False,
+        )
+
+    def build(snap: Snapshot, into: Path) -> None:
+        the_plan = plan(snap, options(snap))
+        (root / "plan").mkdir(exist_ok=True)
+        for f in the_plan.files:
+            Path(f.path).write_text(f.content, encoding="utf-8")
+        for step in the_plan.steps:
+            if isinstance(step, RunStep):
+                run_step(step)
+
+    try:
+        request = python_request(good_snap, options(good_snap))
+        run_step(
+            RunStep(
+                kind="venv",
+                purpose=f"create the scratch venv with Python {request}",
+                argv=(uv, "venv", "--quiet", "--python", request, str(venv)),
+            )
+        )
+        session = Session(
+            good_snap,
+            bad_snap,
+            check,
+            scratch=venv,
+            build=build,
+            env=user_environ(),
+            cwd=Path.cwd(),
+            log=Path(".envguard") / "bisect" / f"{good_snap.name}--{bad_snap.name}.jsonl",
+            resume=resume,
+            on_step=on_step,
+        )
+        return search(session, max_steps=max_steps)
+    finally:
+        if not keep:  # --keep: the scratch venv stays (its path is in the report)
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def export(

@@ -333,3 +333,85 @@ def _restore_fleet(results: list[tuple[str, Any]], format: RestoreFormat) -> Non
         )
     if failed:
         raise typer.Exit(1)
+
+
+@app.command()
+def bisect(
+    good: Annotated[str, typer.Argument(metavar="GOOD", help="The good snapshot.")],
+    run: Annotated[str, typer.Option(help="The check: good when it exits 0 (or by --metric).")],
+    bad: Annotated[
+        str | None, typer.Option(help="The bad snapshot [default: the live environment].")
+    ] = None,
+    python: Annotated[
+        str | None, typer.Option(help="Without --bad: the live interpreter or venv.")
+    ] = None,
+    metric: Annotated[
+        str | None, typer.Option(help="Judge by NAME=value (or JSON) the command prints.")
+    ] = None,
+    min: Annotated[float | None, typer.Option("--min", help="Good when the metric >= X.")] = None,
+    max: Annotated[float | None, typer.Option("--max", help="Good when the metric <= X.")] = None,
+    shell: Annotated[bool, typer.Option(help="Run --run through sh -c.")] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds per run (then: skip).")] = 600.0,
+    max_steps: Annotated[int, typer.Option(min=2, help="At most this many builds.")] = 30,
+    keep: Annotated[bool, typer.Option(help="Keep the scratch venv.")] = False,
+    resume: Annotated[
+        bool, typer.Option(help="Reuse the results logged by an earlier run.")
+    ] = False,
+    format: Annotated[RestoreFormat, typer.Option("--format")] = RestoreFormat.table,
+    index_url: Annotated[str | None, typer.Option(help="Passed to uv.")] = None,
+    extra_index_url: Annotated[list[str] | None, typer.Option(help="Passed to uv.")] = None,
+    find_links: Annotated[list[str] | None, typer.Option(help="Passed to uv.")] = None,
+    offline: Annotated[bool, typer.Option(help="Passed to uv.")] = False,
+    no_index: Annotated[bool, typer.Option(help="Passed to uv.")] = False,
+    torch_index: Annotated[str | None, typer.Option(help="PyTorch index base (a mirror).")] = None,
+) -> None:
+    """Find which drifted change breaks the run, or show it is not the environment."""
+    from envguard import api
+    from envguard.render.text import printable
+
+    sources = api.sources(
+        index_url=index_url,
+        extra_index_urls=extra_index_url or (),
+        find_links=find_links or (),
+        offline=offline,
+        no_index=no_index,
+        torch_index=torch_index,
+    )
+    count = [0]
+
+    def progress(step: Any) -> None:
+        count[0] += 1
+        applied = ", ".join(step.units) or "none (the good environment)"
+        shown = "" if step.metric is None else f" ({metric}={step.metric:g})"
+        typer.echo(
+            printable(f"step {count[0]} of at most {max_steps}: {applied} -> {step.result}{shown}"),
+            err=True,
+        )
+
+    report = api.bisect(
+        good,
+        run=run,
+        bad=bad,
+        python=python,
+        shell=shell,
+        metric=metric,
+        minimum=min,
+        maximum=max,
+        timeout=timeout,
+        max_steps=max_steps,
+        keep=keep,
+        resume=resume,
+        sources=sources,
+        on_step=progress,
+    )
+    if format is RestoreFormat.json:
+        sys.stdout.write(report.to_json() + "\n")
+    else:
+        typer.echo(printable(f"bisect {report.good} -> {report.bad}: {report.verdict}"))
+        for culprit in report.culprits:
+            typer.echo(printable(f"  {culprit['label']}: {', '.join(culprit['packages'])}"))  # type: ignore[arg-type]
+        for line in report.other_drift[:20]:
+            typer.echo(printable(f"  also drifted: {line}"))
+        typer.echo(printable(f"{len(report.steps)} builds; every step is in {report.log}"))
+    if not report.culprits:
+        raise typer.Exit(0 if "not the cause" in report.verdict else 1)

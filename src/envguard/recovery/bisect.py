@@ -1,0 +1,386 @@
+"""`envguard bisect`: which of the drift's changes turns a good run bad, or proof that the
+environment is not the cause.
+
+The units are the drift's groups: the torch stack (torch, triton, the nvidia-* libraries)
+as one, each install with what it pulled in (compare/causes.py), each remaining package
+change, and the environment variables as one. A candidate is the good snapshot with some
+units taken from the bad side; it is built as exact pins with uv into one scratch venv
+(reused: uv changes only what differs), and the user's command judges it. Delta debugging
+(ddmin) finds the smallest set of units that is bad: about 2*log2(units) builds for one
+culprit, and interactions (bad only together) are found too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from envguard.errors import ActionError, UsageError
+from envguard.snapshots.models import Package, Snapshot
+
+Result = Literal["good", "bad", "skip"]
+# The torch stack moves together: its builds pin each other's CUDA libraries.
+_TORCH = frozenset({"torch", "torchvision", "torchaudio", "triton", "pytorch-triton"})
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One thing bisect can apply: some packages taken from the bad side, or its variables."""
+
+    id: str
+    label: str
+    packages: tuple[str, ...] = ()
+    env: bool = False
+
+
+def _differs(a: Package | None, b: Package | None) -> bool:
+    if a is None or b is None:
+        return a is not b
+    return (a.version, a.source, a.fingerprint) != (b.version, b.source, b.fingerprint)
+
+
+def units(good: Snapshot, bad: Snapshot) -> list[Unit]:
+    """The drift from ``good`` to ``bad`` as bisect units, largest cause first."""
+    from envguard.compare.causes import group_changes
+
+    gm, bm = good.package_map(), bad.package_map()
+    changed = {n for n in gm.keys() | bm.keys() if _differs(gm.get(n), bm.get(n))}
+    out: list[Unit] = []
+    torch = sorted(n for n in changed if n in _TORCH or n.startswith("nvidia-"))
+    if torch:
+        out.append(Unit(id="torch", label=f"the torch stack ({len(torch)} packages)",
+                        packages=tuple(torch)))  # fmt: skip
+    taken = set(torch)
+    for cause in group_changes(bad, changed):
+        members = [m for m in (cause.root, *cause.members) if m not in taken]
+        if cause.root in taken or not members:
+            continue
+        taken.update(members)
+        label = f"{cause.root} and what it pulled in ({len(members) - 1} packages)"
+        out.append(Unit(id=f"group:{cause.root}", label=label, packages=tuple(members)))
+    for name in sorted(changed - taken):
+        before, after = gm.get(name), bm.get(name)
+        if before is None:
+            what = f"{name} added ({after.version if after else '?'})"
+        elif after is None:
+            what = f"{name} removed (was {before.version})"
+        else:
+            what = f"{name} {before.version} -> {after.version}"
+        out.append(Unit(id=f"package:{name}", label=what, packages=(name,)))
+    if {k: v for k, v in good.env.items() if k != "VIRTUAL_ENV"} != {
+        k: v for k, v in bad.env.items() if k != "VIRTUAL_ENV"
+    }:
+        out.append(Unit(id="env", label="the environment variables", env=True))
+    return out
+
+
+def candidate(good: Snapshot, bad: Snapshot, chosen: Sequence[Unit]) -> Snapshot:
+    """``good`` with the ``chosen`` units taken from ``bad``."""
+    packages = {p.name: p for p in good.packages if not p.shadowed}
+    bm = bad.package_map()
+    names = {n for u in chosen for n in u.packages}
+    for name in names:
+        if name in bm:
+            packages[name] = bm[name]
+        else:
+            packages.pop(name, None)
+    update: dict[str, object] = {"packages": tuple(sorted(packages.values(), key=lambda p: p.name))}
+    if "torch" in names:
+        update["torch"] = bad.torch
+    if any(u.env for u in chosen):
+        update["env"] = bad.env
+    return good.model_copy(update=update)
+
+
+def ddmin(
+    items: Sequence[Unit], test: Callable[[frozenset[str]], Result], *, max_steps: int
+) -> tuple[list[Unit], bool]:
+    """Zeller's ddmin: a 1-minimal subset of ``items`` for which ``test`` is bad (all of
+    them is bad). ``test`` takes unit ids; ``skip`` counts as not bad. (subset, complete):
+    complete is False when ``max_steps`` tests ran out first."""
+    steps = 0
+    current = list(items)
+    n = 2
+    while len(current) >= 2:
+        chunks = [current[i * len(current) // n : (i + 1) * len(current) // n] for i in range(n)]
+        chunks = [c for c in chunks if c]
+        reduced = False
+        for group in (chunks, [[u for u in current if u not in c] for c in chunks]):
+            for subset in group:
+                if steps >= max_steps:
+                    return current, False
+                steps += 1
+                if test(frozenset(u.id for u in subset)) == "bad":
+                    current = subset
+                    n = 2 if group is chunks else max(n - 1, 2)
+                    reduced = True
+                    break
+            if reduced:
+                break
+        if not reduced:
+            if n >= len(current):
+                break
+            n = min(len(current), 2 * n)
+    return current, True
+
+
+_METRIC_LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*[=:]\s*(-?[0-9][0-9.eE+-]*)\s*$")
+
+
+def metric_value(output: str, name: str) -> float | None:
+    """The last ``NAME=value`` (or ``NAME: value``) line, or NAME in the last JSON object
+    on a line of its own, in ``output``."""
+    found: float | None = None
+    for line in output.splitlines():
+        text = line.strip()
+        if text.startswith("{") and text.endswith("}"):
+            try:
+                value = json.loads(text).get(name)
+            except (ValueError, AttributeError, RecursionError):
+                continue
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                found = float(value)
+            continue
+        match = _METRIC_LINE.match(text)
+        if match and match.group(1) == name:
+            try:
+                found = float(match.group(2))
+            except ValueError:
+                continue
+    return found
+
+
+@dataclass(frozen=True)
+class Check:
+    """How the user's command judges an environment."""
+
+    argv: tuple[str, ...]
+    timeout: float = 600.0
+    metric: str | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+
+
+def judge(check: Check, code: int | None, output: str) -> tuple[Result, float | None]:
+    """good/bad by the exit status or the metric; skip when the command could not run, hit
+    an import error, timed out, exited 125 (git bisect's skip) or printed no metric."""
+    if code is None or code == 125 or re.search(r"^(ModuleNotFound|Import)Error\b", output, re.M):
+        return "skip", None
+    if check.metric is None:
+        return ("good" if code == 0 else "bad"), None
+    value = metric_value(output, check.metric)
+    if code != 0:
+        return "bad", value
+    if value is None:
+        return "skip", None
+    if check.minimum is not None and value < check.minimum:
+        return "bad", value
+    if check.maximum is not None and value > check.maximum:
+        return "bad", value
+    return "good", value
+
+
+def run_check(check: Check, venv: Path, env: dict[str, str], cwd: Path) -> tuple[int | None, str]:
+    """Run the command in ``venv`` (its bin first on PATH); (exit code or None, output)."""
+    full = {
+        **env,
+        "VIRTUAL_ENV": str(venv),
+        "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', os.defpath)}",
+    }
+    try:
+        proc = subprocess.Popen(
+            list(check.argv),
+            cwd=cwd,
+            env=full,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError:
+        return None, ""
+    try:
+        out, _ = proc.communicate(timeout=check.timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return None, "timed out"
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    return proc.returncode, out.decode("utf-8", "replace")[-1_000_000:]
+
+
+@dataclass
+class Step:
+    """One build and run: which units were applied, what the command said."""
+
+    units: list[str]
+    result: Result
+    metric: float | None
+    seconds: float
+
+
+@dataclass
+class BisectReport:
+    """What bisect found; ``verdict`` is the sentence a person reads first."""
+
+    good: str
+    bad: str
+    verdict: str
+    culprits: list[dict[str, object]] = field(default_factory=list)
+    units: list[dict[str, object]] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    other_drift: list[str] = field(default_factory=list)
+    complete: bool = True
+    log: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"schema": "envguard.bisect", "schema_version": 1, **asdict(self)}, indent=2
+        )
+
+
+class Session:
+    """The scratch venv, the log on disk (for --resume) and every step taken."""
+
+    def __init__(
+        self,
+        good: Snapshot,
+        bad: Snapshot,
+        check: Check,
+        *,
+        scratch: Path,
+        build: Callable[[Snapshot, Path], None],
+        env: dict[str, str],
+        cwd: Path,
+        log: Path,
+        resume: bool,
+        on_step: Callable[[Step], None],
+    ) -> None:
+        self.good, self.bad, self.check = good, bad, check
+        self.scratch, self.build, self.env, self.cwd = scratch, build, env, cwd
+        self.log, self.on_step = log, on_step
+        self.all = units(good, bad)
+        self.by_id = {u.id: u for u in self.all}
+        self.steps: list[Step] = []
+        self.known: dict[frozenset[str], Step] = {}
+        if resume and log.is_file():
+            for line in log.read_text(encoding="utf-8").splitlines():
+                try:
+                    raw = json.loads(line)
+                    step = Step(list(raw["units"]), raw["result"], raw["metric"], raw["seconds"])
+                except (ValueError, KeyError, TypeError):
+                    continue
+                if step.result in ("good", "bad", "skip"):
+                    self.known[frozenset(step.units)] = step
+
+    def test(self, ids: frozenset[str]) -> Result:
+        """Build and judge the good snapshot with the units ``ids`` applied (from the log
+        when a run before already did)."""
+        if ids in self.known:
+            step = self.known[ids]
+        else:
+            chosen = [u for u in self.all if u.id in ids]
+            snap = candidate(self.good, self.bad, chosen)
+            started = time.monotonic()
+            self.build(snap, self.scratch)
+            env = {**self.env, **_variables(snap)}
+            code, output = run_check(self.check, self.scratch, env, self.cwd)
+            result, value = judge(self.check, code, output)
+            step = Step(sorted(ids), result, value, round(time.monotonic() - started, 2))
+            self.known[ids] = step
+            self.log.parent.mkdir(parents=True, exist_ok=True)
+            with self.log.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(asdict(step)) + "\n")
+        self.steps.append(step)
+        self.on_step(step)
+        return step.result
+
+
+def _variables(snap: Snapshot) -> dict[str, str]:
+    from envguard.recovery.restore import run_env
+
+    return run_env(snap)
+
+
+def bisect(session: Session, *, max_steps: int) -> BisectReport:
+    """Endpoints first, then ddmin over the units."""
+    from envguard.compare.engine import diff
+    from envguard.compare.policy import Policy
+
+    good, bad = session.good, session.bad
+    report = BisectReport(
+        good=good.name,
+        bad=bad.name,
+        verdict="",
+        units=[{"id": u.id, "label": u.label, "packages": list(u.packages)} for u in session.all],
+        log=str(session.log),
+    )
+    first = session.test(frozenset())
+    if first != "good":
+        rest = diff(good, bad, Policy()).changes
+        report.other_drift = [
+            c.message for c in rest if c.section not in ("packages", "torch", "env", "interpreter")
+        ]
+        report.verdict = (
+            "the environment is not the cause: the good snapshot's exact environment"
+            f" runs {first} with today's code"
+            if first == "bad"
+            else "the good snapshot's environment cannot run the command (skip): fix the"
+            " command first"
+        )
+        report.steps = session.steps
+        return report
+    if not session.all:
+        report.verdict = "no package or variable drifted: the environment is not the cause"
+        report.steps = session.steps
+        return report
+    last = session.test(frozenset(u.id for u in session.all))
+    if last != "bad":
+        report.verdict = (
+            f"the bad environment, rebuilt, runs {last}: the failure is not in the packages"
+            " or variables (look at files, caches, the driver, the code)"
+        )
+        report.steps = session.steps
+        return report
+    found, complete = ddmin(session.all, session.test, max_steps=max(0, max_steps - 2))
+    report.complete = complete
+    report.culprits = [{"id": u.id, "label": u.label, "packages": list(u.packages)} for u in found]
+    names = "; ".join(u.label for u in found)
+    together = " together" if len(found) > 1 else ""
+    report.verdict = (
+        f"{'the smallest set found so far' if not complete else 'it is'}{together}: {names}"
+    )
+    report.steps = session.steps
+    return report
+
+
+def check_from(
+    run: str, *, shell: bool, timeout: float, metric: str | None,
+    minimum: float | None, maximum: float | None,
+) -> Check:  # fmt: skip
+    """The Check for --run (no shell unless --shell), --metric and --min/--max."""
+    from envguard.tools import split_command
+
+    if (minimum is not None or maximum is not None) and metric is None:
+        raise UsageError("--min/--max need --metric NAME")
+    if metric is not None and minimum is None and maximum is None:
+        raise UsageError(f"--metric {metric}: say what is good with --min X or --max X")
+    argv = ("sh", "-c", run) if shell else split_command(run, option="--run")
+    if timeout <= 0:
+        raise UsageError(f"--timeout {timeout:g}: must be positive")
+    return Check(argv=tuple(argv), timeout=timeout, metric=metric, minimum=minimum, maximum=maximum)
+
+
+def failed_build(exc: ActionError) -> ActionError:
+    return ActionError(f"a candidate environment did not build: {exc.message}", hint=exc.hint)

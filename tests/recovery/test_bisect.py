@@ -1,0 +1,109 @@
+"""envguard bisect: names the install that broke the run, finds two changes that only break
+it together, and says so when the good environment is bad too."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import GOOD, POLLUTION
+
+# The stand-in benchmark: slow when the inference stack is importable (and, with INTERACT,
+# only when transformers was upgraded too).
+BENCH = """\
+import importlib.metadata as md, importlib.util, os, sys
+slow = importlib.util.find_spec("sglang") is not None
+if os.environ.get("INTERACT"):
+    slow = slow and md.version("transformers") == "4.47.0"
+if os.environ.get("ALWAYS_SLOW"):
+    slow = True
+print("tok_s=%d" % (4300 if slow else 21500))
+"""
+
+
+@pytest.fixture
+def polluted(tmp_path: Path, venv_factory: Callable[..., Path], wheelhouse: Path) -> Path:
+    good = venv_factory("good", *GOOD)
+    done = subprocess.run(
+        [sys.executable, "-m", "envguard", "snapshot", "--python", str(good), "--name", "good"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    bad_reqs = [r for r in GOOD if not r.startswith("transformers")]
+    venv_factory("bad", *bad_reqs, "transformers==4.47.0", *POLLUTION)
+    (tmp_path / "bench.py").write_text(BENCH)
+    return tmp_path
+
+
+def bisect(root: Path, wheelhouse: Path, **env: str) -> Any:
+    out = subprocess.run(
+        [
+            sys.executable, "-m", "envguard", "bisect", "good", "--python", str(root / "bad"),
+            "--run", "python bench.py", "--metric", "tok_s", "--min", "20000",
+            "--no-index", "--find-links", str(wheelhouse), "--offline", "--format", "json",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **env},
+    )  # fmt: skip
+    assert "Traceback" not in out.stderr, out.stderr
+    return out
+
+
+def test_bisect_names_the_inference_stack_in_few_builds(polluted: Path, wheelhouse: Path) -> None:
+    out = bisect(polluted, wheelhouse)
+    assert out.returncode == 0, out.stdout + out.stderr
+    report = json.loads(out.stdout)
+    assert [c["id"] for c in report["culprits"]] == ["package:sglang"], report
+    units = len(report["units"])
+    assert len(report["steps"]) <= 2 * (units - 1).bit_length() + 3
+    assert report["steps"][0] == {**report["steps"][0], "units": [], "result": "good"}
+    assert "step 1 of at most 30: none (the good environment) -> good (tok_s=21500)" in out.stderr
+
+
+def test_bisect_finds_two_changes_that_only_break_it_together(
+    polluted: Path, wheelhouse: Path
+) -> None:
+    out = bisect(polluted, wheelhouse, INTERACT="1")
+    report = json.loads(out.stdout)
+    assert sorted(c["id"] for c in report["culprits"]) == [
+        "package:sglang",
+        "package:transformers",
+    ], report
+
+
+def test_bisect_says_when_the_environment_is_not_the_cause(
+    polluted: Path, wheelhouse: Path
+) -> None:
+    out = bisect(polluted, wheelhouse, ALWAYS_SLOW="1")
+    report = json.loads(out.stdout)
+    assert out.returncode == 0 and report["culprits"] == []
+    assert report["verdict"].startswith("the environment is not the cause")
+    assert len(report["steps"]) == 1
+
+
+def test_resume_reuses_the_logged_runs(polluted: Path, wheelhouse: Path) -> None:
+    first = json.loads(bisect(polluted, wheelhouse).stdout)
+    log = Path(polluted / first["log"])
+    lines = log.read_text().splitlines()
+    again = subprocess.run(
+        [
+            sys.executable, "-m", "envguard", "bisect", "good", "--python", str(polluted / "bad"),
+            "--run", "python bench.py", "--metric", "tok_s", "--min", "20000", "--resume",
+            "--no-index", "--find-links", str(wheelhouse), "--offline", "--format", "json",
+        ],
+        cwd=polluted, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert json.loads(again.stdout)["culprits"] == first["culprits"]
+    assert log.read_text().splitlines() == lines  # nothing was built again
