@@ -5,12 +5,15 @@ import shlex
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from envguard.cli import app, console
 from envguard.errors import set_interrupt_hint
+
+if TYPE_CHECKING:
+    from envguard.recovery.sources import Sources
 
 
 class PlanFormat(str, Enum):
@@ -22,6 +25,41 @@ class PlanFormat(str, Enum):
 class ExportFormat(str, Enum):
     requirements = "requirements"
     pylock = "pylock"
+
+
+# uv's package-source options, the same on every command that installs or resolves.
+IndexUrl = Annotated[str | None, typer.Option(help="Passed to uv.")]
+ExtraIndexUrl = Annotated[list[str] | None, typer.Option(help="Passed to uv.")]
+FindLinks = Annotated[list[str] | None, typer.Option(help="Passed to uv.")]
+Offline = Annotated[bool, typer.Option(help="Passed to uv.")]
+NoIndex = Annotated[bool, typer.Option(help="Passed to uv.")]
+TorchIndex = Annotated[str | None, typer.Option(help="PyTorch index base (a mirror).")]
+
+
+def _sources(
+    index_url: str | None,
+    extra_index_url: list[str] | None,
+    find_links: list[str] | None,
+    offline: bool,
+    no_index: bool,
+    torch_index: str | None,
+    *,
+    remote: bool = False,
+) -> "Sources":
+    """The options as api.Sources (with --via, --find-links are the far side's paths)."""
+    from dataclasses import replace
+
+    from envguard import api
+
+    sources = api.sources(
+        index_url=index_url,
+        extra_index_urls=extra_index_url or (),
+        find_links=() if remote else find_links or (),
+        offline=offline,
+        no_index=no_index,
+        torch_index=torch_index,
+    )
+    return replace(sources, find_links=tuple(find_links or ())) if remote else sources
 
 
 @app.command()
@@ -42,17 +80,15 @@ def rebuild(
         typer.Option(min=0, help="Keep this many envguard backups of the venv (the newest)."),
     ] = 1,
     format: Annotated[PlanFormat, typer.Option("--format")] = PlanFormat.table,
-    index_url: Annotated[str | None, typer.Option(help="Passed to uv.")] = None,
-    extra_index_url: Annotated[list[str] | None, typer.Option(help="Passed to uv.")] = None,
-    find_links: Annotated[list[str] | None, typer.Option(help="Passed to uv.")] = None,
-    offline: Annotated[bool, typer.Option(help="Passed to uv.")] = False,
-    no_index: Annotated[bool, typer.Option(help="Passed to uv.")] = False,
+    index_url: IndexUrl = None,
+    extra_index_url: ExtraIndexUrl = None,
+    find_links: FindLinks = None,
+    offline: Offline = False,
+    no_index: NoIndex = False,
     skip_editables: Annotated[
         bool, typer.Option(help="Leave out editable installs whose path is gone.")
     ] = False,
-    torch_index: Annotated[
-        str | None, typer.Option(help="Base of the PyTorch variant indexes (a mirror).")
-    ] = None,
+    torch_index: TorchIndex = None,
     base_python: Annotated[
         str | None, typer.Option(help="Interpreter for the new venv [default: snapshot's X.Y.Z].")
     ] = None,
@@ -65,14 +101,7 @@ def rebuild(
     from envguard.tools import split_command
 
     then_argv = split_command(then, option="--then") if then else None  # check before building
-    sources = api.sources(
-        index_url=index_url,
-        extra_index_urls=extra_index_url or (),
-        find_links=find_links or (),
-        offline=offline,
-        no_index=no_index,
-        torch_index=torch_index,
-    )
+    sources = _sources(index_url, extra_index_url, find_links, offline, no_index, torch_index)
     if not execute:
         the_plan = api.plan_rebuild(
             snapshot_ref,
@@ -121,26 +150,19 @@ def export(
     snapshot_ref: Annotated[str, typer.Argument(metavar="SNAPSHOT", help="Path or name.")],
     format: Annotated[ExportFormat, typer.Option("--format")] = ExportFormat.requirements,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="[default: stdout]")] = None,
-    index_url: Annotated[str | None, typer.Option(help="Passed to uv (pylock).")] = None,
-    extra_index_url: Annotated[list[str] | None, typer.Option(help="Passed to uv.")] = None,
-    find_links: Annotated[list[str] | None, typer.Option(help="Passed to uv.")] = None,
-    offline: Annotated[bool, typer.Option(help="Passed to uv.")] = False,
-    no_index: Annotated[bool, typer.Option(help="Passed to uv.")] = False,
+    index_url: IndexUrl = None,
+    extra_index_url: ExtraIndexUrl = None,
+    find_links: FindLinks = None,
+    offline: Offline = False,
+    no_index: NoIndex = False,
     skip_editables: Annotated[bool, typer.Option(help="Leave out editable installs.")] = False,
-    torch_index: Annotated[str | None, typer.Option(help="PyTorch index base.")] = None,
+    torch_index: TorchIndex = None,
     force: Annotated[bool, typer.Option(help="Overwrite --output.")] = False,
 ) -> None:
     """Write the snapshot as a pinned requirements.txt or a PEP 751 pylock.toml."""
     from envguard import api
 
-    sources = api.sources(
-        index_url=index_url,
-        extra_index_urls=extra_index_url or (),
-        find_links=find_links or (),
-        offline=offline,
-        no_index=no_index,
-        torch_index=torch_index,
-    )
+    sources = _sources(index_url, extra_index_url, find_links, offline, no_index, torch_index)
     text = api.export(
         snapshot_ref,
         format=format.value,
@@ -204,12 +226,12 @@ def restore(
         int, typer.Option(min=0, help="Keep this many envguard backups of the venv.")
     ] = 1,
     format: Annotated[RestoreFormat, typer.Option("--format")] = RestoreFormat.table,
-    index_url: Annotated[str | None, typer.Option(help="Passed to uv.")] = None,
-    extra_index_url: Annotated[list[str] | None, typer.Option(help="Passed to uv.")] = None,
-    find_links: Annotated[list[str] | None, typer.Option(help="Passed to uv.")] = None,
-    offline: Annotated[bool, typer.Option(help="Passed to uv.")] = False,
-    no_index: Annotated[bool, typer.Option(help="Passed to uv.")] = False,
-    torch_index: Annotated[str | None, typer.Option(help="PyTorch index base (a mirror).")] = None,
+    index_url: IndexUrl = None,
+    extra_index_url: ExtraIndexUrl = None,
+    find_links: FindLinks = None,
+    offline: Offline = False,
+    no_index: NoIndex = False,
+    torch_index: TorchIndex = None,
     skip_editables: Annotated[
         bool, typer.Option(help="Leave out editable installs whose path is gone.")
     ] = False,
@@ -243,18 +265,9 @@ def restore(
         raise typer.BadParameter(
             "--then runs on this host; run it there yourself", param_hint="--then"
         )
-    sources = api.sources(
-        index_url=index_url,
-        extra_index_urls=extra_index_url or (),
-        find_links=find_links or () if not via else (),
-        offline=offline,
-        no_index=no_index,
-        torch_index=torch_index,
+    sources = _sources(
+        index_url, extra_index_url, find_links, offline, no_index, torch_index, remote=bool(via)
     )
-    if via and find_links:
-        from dataclasses import replace
-
-        sources = replace(sources, find_links=tuple(find_links))  # paths on the far side
     options = dict(
         venv=venv,
         execute=execute,
@@ -358,25 +371,18 @@ def bisect(
         bool, typer.Option(help="Reuse the results logged by an earlier run.")
     ] = False,
     format: Annotated[RestoreFormat, typer.Option("--format")] = RestoreFormat.table,
-    index_url: Annotated[str | None, typer.Option(help="Passed to uv.")] = None,
-    extra_index_url: Annotated[list[str] | None, typer.Option(help="Passed to uv.")] = None,
-    find_links: Annotated[list[str] | None, typer.Option(help="Passed to uv.")] = None,
-    offline: Annotated[bool, typer.Option(help="Passed to uv.")] = False,
-    no_index: Annotated[bool, typer.Option(help="Passed to uv.")] = False,
-    torch_index: Annotated[str | None, typer.Option(help="PyTorch index base (a mirror).")] = None,
+    index_url: IndexUrl = None,
+    extra_index_url: ExtraIndexUrl = None,
+    find_links: FindLinks = None,
+    offline: Offline = False,
+    no_index: NoIndex = False,
+    torch_index: TorchIndex = None,
 ) -> None:
     """Find which drifted change breaks the run, or show it is not the environment."""
     from envguard import api
     from envguard.render.text import printable
 
-    sources = api.sources(
-        index_url=index_url,
-        extra_index_urls=extra_index_url or (),
-        find_links=find_links or (),
-        offline=offline,
-        no_index=no_index,
-        torch_index=torch_index,
-    )
+    sources = _sources(index_url, extra_index_url, find_links, offline, no_index, torch_index)
     count = [0]
 
     def progress(step: Any) -> None:
