@@ -943,6 +943,7 @@ def bisect(
     max_steps: int = 30,
     keep: bool = False,
     resume: bool = False,
+    repo: str | Path | None = None,
     sources: Sources | None = None,
     on_step: Callable[[Step], None] = lambda _: None,
 ) -> BisectReport:
@@ -1012,7 +1013,7 @@ def bisect(
             resume=resume,
             on_step=on_step,
         )
-        return search(session, max_steps=max_steps)
+        return search(session, max_steps=max_steps, repo=Path(repo).absolute() if repo else None)
     finally:
         if not keep:  # --keep: the scratch venv stays (its path is in the report)
             shutil.rmtree(root, ignore_errors=True)

@@ -107,3 +107,48 @@ def test_resume_reuses_the_logged_runs(polluted: Path, wheelhouse: Path) -> None
     )  # fmt: skip
     assert json.loads(again.stdout)["culprits"] == first["culprits"]
     assert log.read_text().splitlines() == lines  # nothing was built again
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=T", "-c", "user.email=t@e", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+def test_a_slow_commit_is_named_when_the_environment_is_not_the_cause(
+    tmp_path: Path, venv_factory: Callable[..., Path], wheelhouse: Path
+) -> None:
+    good = venv_factory("good", *GOOD)
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "bench.py").write_text("import model\nprint('tok_s=%d' % model.speed())\n")
+    (code / "model.py").write_text("def speed():\n    return 21500\n")
+    _git(code, "init", "-q")
+    _git(code, "add", "-A")
+    _git(code, "commit", "-qm", "fast model")
+    snap = [sys.executable, "-m", "envguard", "snapshot", "--python", str(good), "--name", "good"]
+    done = subprocess.run([*snap, "--repo", str(code)], cwd=code, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    for i, speed in enumerate([21500, 4300, 4300, 4300]):
+        (code / "model.py").write_text(f"def speed():\n    return {speed}  # v{i}\n")
+        _git(code, "commit", "-qam", f"change {i}" + (" (the race)" if i == 1 else ""))
+    before = (_git(code, "rev-parse", "HEAD"), _git(code, "status", "--porcelain", "-uno"))
+    out = subprocess.run(
+        [
+            sys.executable, "-m", "envguard", "bisect", "good", "--python", str(good),
+            "--run", "python bench.py", "--metric", "tok_s", "--min", "20000",
+            "--repo", str(code), "--no-index", "--find-links", str(wheelhouse), "--offline",
+            "--format", "json",
+        ],
+        cwd=code, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    verdict = json.loads(out.stdout)["verdict"]
+    assert verdict.startswith("the environment is not the cause"), verdict
+    assert "the first bad commit: " in verdict and "change 1 (the race)" in verdict, verdict
+    after = (_git(code, "rev-parse", "HEAD"), _git(code, "status", "--porcelain", "-uno"))
+    assert after == before  # the user's checkout was never touched
+    assert _git(code, "worktree", "list").count("\n") == 0  # the worktree is gone

@@ -370,6 +370,13 @@ def bisect(
     resume: Annotated[
         bool, typer.Option(help="Reuse the results logged by an earlier run.")
     ] = False,
+    repo: Annotated[
+        Path | None,
+        typer.Option(
+            help="When the environment is not the cause: bisect this repo's commits since"
+            " the snapshot's, in a temporary worktree."
+        ),
+    ] = None,
     format: Annotated[RestoreFormat, typer.Option("--format")] = RestoreFormat.table,
     index_url: IndexUrl = None,
     extra_index_url: ExtraIndexUrl = None,
@@ -407,6 +414,7 @@ def bisect(
         max_steps=max_steps,
         keep=keep,
         resume=resume,
+        repo=repo,
         sources=sources,
         on_step=progress,
     )

@@ -284,18 +284,20 @@ class Session:
                 if step.result in ("good", "bad", "skip"):
                     self.known[frozenset(step.units)] = step
 
-    def test(self, ids: frozenset[str]) -> Result:
+    def test(self, ids: frozenset[str], *, cwd: Path | None = None) -> Result:
         """Build and judge the good snapshot with the units ``ids`` applied (from the log
-        when a run before already did)."""
+        when a run before already did); with ``cwd`` (a commit's worktree), the scratch
+        venv is used as it is."""
         if ids in self.known:
             step = self.known[ids]
         else:
             chosen = [u for u in self.all if u.id in ids]
             snap = candidate(self.good, self.bad, chosen)
             started = time.monotonic()
-            self.build(snap, self.scratch)
+            if cwd is None:
+                self.build(snap, self.scratch)
             env = {**self.env, **_variables(snap)}
-            code, output = run_check(self.check, self.scratch, env, self.cwd)
+            code, output = run_check(self.check, self.scratch, env, cwd or self.cwd)
             result, value = judge(self.check, code, output)
             step = Step(sorted(ids), result, value, round(time.monotonic() - started, 2))
             self.known[ids] = step
@@ -313,8 +315,9 @@ def _variables(snap: Snapshot) -> dict[str, str]:
     return run_env(snap)
 
 
-def bisect(session: Session, *, max_steps: int) -> BisectReport:
-    """Endpoints first, then ddmin over the units."""
+def bisect(session: Session, *, max_steps: int, repo: Path | None = None) -> BisectReport:
+    """Endpoints first, then ddmin over the units; when the good environment is bad too
+    and ``repo`` is given, the repo's commits since the snapshot's, in that environment."""
     from envguard.compare.engine import diff
     from envguard.compare.policy import Policy
 
@@ -339,6 +342,8 @@ def bisect(session: Session, *, max_steps: int) -> BisectReport:
             else "the good snapshot's environment cannot run the command (skip): fix the"
             " command first"
         )
+        if first == "bad" and repo is not None:
+            report.verdict += "; " + bisect_commits(session, repo, max_steps=max_steps - 1)
         report.steps = session.steps
         return report
     if not session.all:
@@ -384,3 +389,81 @@ def check_from(
 
 def failed_build(exc: ActionError) -> ActionError:
     return ActionError(f"a candidate environment did not build: {exc.message}", hint=exc.hint)
+
+
+_COMMIT = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
+
+
+def _git(repo: Path, *args: str) -> str:
+    from envguard.confine import SAFE_GIT_ENV
+
+    proc = subprocess.run(
+        ["git", "-C", str(repo), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **SAFE_GIT_ENV},
+    )
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["failed"])[-1]
+        raise ActionError(f"git {args[0]} in {repo}: {last}")
+    return proc.stdout.strip()
+
+
+def recorded_head(snap: Snapshot, repo: Path) -> str:
+    """The commit ``snap`` recorded for the work tree ``repo``."""
+    top = _git(repo, "rev-parse", "--show-toplevel")
+    heads = [r.head for r in snap.repos if r.head and os.path.realpath(r.path) == top]
+    if not heads and len(snap.repos) == 1 and snap.repos[0].head:
+        heads = [snap.repos[0].head]
+    if not heads or not _COMMIT.match(heads[0]):
+        raise UsageError(f"--repo {repo}: the snapshot records no commit for this repo")
+    return heads[0]
+
+
+def bisect_commits(session: Session, repo: Path, *, max_steps: int) -> str:
+    """The first commit after the snapshot's where the check goes bad, run in the good
+    environment from a temporary worktree (the user's checkout is never touched)."""
+    import shutil
+    import tempfile
+
+    good_head = recorded_head(session.good, repo)
+    commits = _git(repo, "rev-list", "--reverse", "--first-parent", f"{good_head}..HEAD")
+    todo = commits.split()
+    if not todo:
+        return "the repo is still at the snapshot's commit: the cause is elsewhere"
+    where = Path(tempfile.mkdtemp(prefix="envguard-bisect-worktree-"))
+    tree = where / "tree"
+    _git(repo, "worktree", "add", "--quiet", "--detach", str(tree), good_head)
+    steps = 0
+
+    def test(commit: str) -> Result:
+        nonlocal steps
+        steps += 1
+        _git(tree, "-c", "core.hooksPath=/dev/null", "checkout", "--quiet", "--detach", commit)
+        return session.test(frozenset({f"commit:{commit[:12]}"}), cwd=tree)
+
+    try:
+        if test(good_head) != "good":
+            return (
+                f"the snapshot's own commit {good_head[:12]} is bad in it too: neither the"
+                " environment nor the code since; look at data, hardware or nondeterminism"
+            )
+        lo, hi = -1, len(todo) - 1  # todo[hi] (HEAD) is bad: the first run said so
+        while hi - lo > 1 and steps < max_steps:
+            mid = (lo + hi) // 2
+            result = test(todo[mid])
+            if result == "skip":
+                del todo[mid]  # as git bisect skip: judged by its neighbours
+                hi -= 1
+                continue
+            lo, hi = (mid, hi) if result == "good" else (lo, mid)
+        first = todo[hi]
+        subject = _git(repo, "log", "-1", "--format=%h %s", first)
+        exact = "" if hi - lo <= 1 else " (--max-steps reached: somewhere up to)"
+        return f"the first bad commit{exact}: {subject}"
+    finally:
+        subprocess.run(
+            ["git", "-C", str(repo), "worktree", "remove", "--force", str(tree)],
+            capture_output=True,
+        )
+        shutil.rmtree(where, ignore_errors=True)
