@@ -235,3 +235,17 @@ def test_a_far_side_with_malformed_answers_gets_one_line(tmp_path: Path, answer:
     )  # fmt: skip
     assert "Traceback" not in out.stderr, out.stderr
     assert out.returncode in (0, 1, 2) and len(out.stderr.strip().splitlines()) <= 3, out.stderr
+
+
+def test_restoring_a_repo_runs_no_program_its_config_names(project: Path) -> None:
+    code = project / "code"
+    marker = project.parent / "ran"
+    _git(code, "config", "core.fsmonitor", f"touch {marker}; false")
+    _git(code, "config", "core.hooksPath", str(project.parent))
+    hook = project.parent / "post-checkout"
+    hook.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    hook.chmod(0o755)
+    (code / "model.py").write_text("dirty\n")
+    out = restore(project, "--repos", "--execute")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert not marker.exists()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from envguard.confine import OUTSIDE
+from envguard.confine import OUTSIDE, SAFE_GIT_ENV
 from envguard.errors import ActionError, EnvguardError
 from envguard.recovery.outcome import Item
 from envguard.redact import REDACTED
@@ -418,7 +418,8 @@ def _restore_repo(ctx: Context, recorded: Repo, now: Repo | None, path: str) -> 
         return ctx.target.call(
             "run",
             argv=[*git, *argv],
-            set={"GIT_TERMINAL_PROMPT": "0"},
+            # No fsmonitor program, hook or pager from the repo's config, no bare repo.
+            set=dict(SAFE_GIT_ENV),
             within=path,
             confine=ctx.confine,
         )
