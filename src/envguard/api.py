@@ -1013,7 +1013,9 @@ def bisect(
             resume=resume,
             on_step=on_step,
         )
-        return search(session, max_steps=max_steps, repo=Path(repo).absolute() if repo else None)
+        report = search(session, max_steps=max_steps, repo=Path(repo).absolute() if repo else None)
+        report.scratch = str(venv) if keep else None
+        return report
     finally:
         if not keep:  # --keep: the scratch venv stays (its path is in the report)
             shutil.rmtree(root, ignore_errors=True)

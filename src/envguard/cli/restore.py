@@ -427,5 +427,7 @@ def bisect(
         for line in report.other_drift[:20]:
             typer.echo(printable(f"  also drifted: {line}"))
         typer.echo(printable(f"{len(report.steps)} builds; every step is in {report.log}"))
+        if report.scratch:
+            typer.echo(printable(f"the scratch venv is kept at {report.scratch}"))
     if not report.culprits:
         raise typer.Exit(0 if "not the cause" in report.verdict else 1)

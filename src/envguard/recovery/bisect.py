@@ -243,6 +243,7 @@ class BisectReport:
     other_drift: list[str] = field(default_factory=list)
     complete: bool = True
     log: str | None = None
+    scratch: str | None = None  # the scratch venv, when --keep kept it
 
     def to_json(self) -> str:
         return json.dumps(
