@@ -43,6 +43,12 @@ INFERENCE_STACK = {
     "uvloop": "0.21.0",
     "outlines": "0.1.11",
 }
+# The stand-in benchmark: the inference stack in the venv costs the throughput.
+BENCH = """\
+import importlib.util
+slow = importlib.util.find_spec("sglang") is not None
+print("tok_s=%d" % (4300 if slow else 21500))
+"""
 WARMUP = """\
 import os, pathlib
 cache = pathlib.Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]) / "fxgraph"
@@ -181,6 +187,15 @@ def main(keep: bool = False) -> int:
         step("envguard diff: what changed since 21.5k tok/s, worst first")
         sh(*envguard, "diff", "good", cwd=root, env=env, expect=1)
 
+        step("envguard bisect: which change costs the throughput?")
+        (root / "bench.py").write_text(BENCH)
+        check = ("--run", "python bench.py", "--metric", "tok_s", "--min", "20000")
+        sources = (*offline, "--torch-index", torch_index)
+        out = sh(*envguard, "bisect", "good", "--python", ".venv", *check, *sources,
+                 cwd=root, env=env)  # fmt: skip
+        if "sglang" not in out.splitlines()[-3]:
+            raise SystemExit("story failed: bisect did not name sglang")
+
         step("envguard restore: packages, model script, compile cache, variables")
         restore = ("restore", "good", "--venv", ".venv", *offline, "--torch-index", torch_index)
         sh(*envguard, *restore, cwd=root, env=env)  # the plan: nothing changes
@@ -191,6 +206,23 @@ def main(keep: bool = False) -> int:
         out = sh("sh", "-c", sourced, cwd=root, env=env, expect=0)
         if "no drift" not in out:
             raise SystemExit("story failed: the final diff is not clean")
+
+        step("a race lands in the training code: bisect says it is not the environment")
+        # The benchmark reads the model from the directory it runs in (the worktree).
+        race = root / "bench_race.py"
+        race.write_text(
+            "print('tok_s=%d' % (4300 if 'race' in open('model.py').read() else 21500))\n"
+        )
+        with (code / "model.py").open("a") as fh:
+            fh.write("# a race: two streams share a buffer\n")
+        sh(*git, "commit", "--quiet", "-am", "overlap the all-reduce (the race)", cwd=root, env=env)
+        good = root / "snapshots" / "good.json"
+        run_race = ("--run", f"python {race}", *check[2:])
+        out = sh(*envguard, "bisect", good, "--python", root / ".venv", *run_race, *sources,
+                 "--repo", code, cwd=code, env=env)  # fmt: skip
+        if "not the cause" not in out or "(the race)" not in out:
+            raise SystemExit("story failed: bisect did not name the commit")
+        sh(*git, "reset", "--quiet", "--hard", "HEAD~1", cwd=root, env=env)
 
         step("the same recovery in a (fake) container, its checkout at another path")
         container(root, code, envguard, env, offline, torch_index)

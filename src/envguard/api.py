@@ -965,7 +965,13 @@ def bisect(
         run, shell=shell, timeout=timeout, metric=metric, minimum=minimum, maximum=maximum
     )
     good_snap = load(good)
-    bad_snap = load(bad) if bad is not None else snapshot(python=python)
+    if bad is not None:
+        bad_snap = load(bad)
+    else:  # the live side, measured as the good one was (its files, repos, caches too)
+        from envguard.snapshots.capture import capture_snapshot
+        from envguard.snapshots.live import Recorded, live_request
+
+        bad_snap = capture_snapshot(live_request(Recorded.of(good_snap), python=python, via=None))
     uv = find_modern_uv()
     where = _with_wheelhouse(sources or Plain())
     root = Path(tempfile.mkdtemp(prefix="envguard-bisect-"))

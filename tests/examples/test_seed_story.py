@@ -18,6 +18,8 @@ def test_seed_story_runs_offline_and_ends_clean() -> None:
     assert "torch 2.11.0+cu128 -> 2.11.0+cu130" in out
     assert "sglang 0.4.0 added" in out and "is cold" in out
     assert "warm-up: compiled 8 graphs" in out
+    assert "bisect good -> " in out and "it is: sglang added (0.4.0)" in out
+    assert "the first bad commit: " in out and "overlap the all-reduce (the race)" in out
     # one restore put back the model script (hash printed) and the cache, here and in the
     # container, whose checkout lies at another path
     assert out.count("file model.py") >= 3 and "restored  cache inductor cache" in out

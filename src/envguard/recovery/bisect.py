@@ -132,6 +132,9 @@ def ddmin(
     return current, True
 
 
+# The command could not run at all here: an import error, or no such script (a commit
+# from before the benchmark existed). Judged as git bisect's "skip".
+_CANNOT_RUN = re.compile(r"^(ModuleNotFoundError|ImportError)\b|can't open file", re.M)
 _METRIC_LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*[=:]\s*(-?[0-9][0-9.eE+-]*)\s*$")
 
 
@@ -172,7 +175,7 @@ class Check:
 def judge(check: Check, code: int | None, output: str) -> tuple[Result, float | None]:
     """good/bad by the exit status or the metric; skip when the command could not run, hit
     an import error, timed out, exited 125 (git bisect's skip) or printed no metric."""
-    if code is None or code == 125 or re.search(r"^(ModuleNotFound|Import)Error\b", output, re.M):
+    if code is None or code == 125 or _CANNOT_RUN.search(output):
         return "skip", None
     if check.metric is None:
         return ("good" if code == 0 else "bad"), None
