@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, TypeAdapter
 from typing_extensions import TypedDict
 
-KINDS = ("snapshot", "drift", "fleet", "plan", "list", "restore")
+KINDS = ("snapshot", "drift", "fleet", "plan", "list", "restore", "bisect")
 
 
 class ChangeDocument(TypedDict):
@@ -114,8 +114,8 @@ class ListDocument(TypedDict):
 
 
 def schema(kind: str) -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of ``kind``: snapshot, drift, fleet, plan, list or
-    restore."""
+    """The JSON Schema (draft 2020-12) of ``kind``: snapshot, drift, fleet, plan, list,
+    restore or bisect."""
     if kind == "snapshot":
         from envguard.snapshots.models import Snapshot
 
@@ -134,6 +134,10 @@ def schema(kind: str) -> dict[str, Any]:
         from envguard.recovery.outcome import RestoreReport
 
         found = RestoreReport.model_json_schema(mode="serialization", by_alias=True)
+    elif kind == "bisect":
+        from envguard.recovery.bisect import BisectReport
+
+        found = TypeAdapter(BisectReport).json_schema(mode="serialization")
     else:
         raise ValueError(kind)
     return {

@@ -66,6 +66,11 @@ def test_bisect_names_the_inference_stack_in_few_builds(polluted: Path, wheelhou
     assert out.returncode == 0, out.stdout + out.stderr
     report = json.loads(out.stdout)
     assert [c["id"] for c in report["culprits"]] == ["package:sglang"], report
+    from pydantic import TypeAdapter
+
+    from envguard.recovery.bisect import BisectReport
+
+    TypeAdapter(BisectReport).validate_python(report)  # the published schema's model
     units = len(report["units"])
     assert len(report["steps"]) <= 2 * (units - 1).bit_length() + 3
     assert report["steps"][0] == {**report["steps"][0], "units": [], "result": "good"}

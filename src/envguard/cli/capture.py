@@ -288,6 +288,7 @@ class SchemaKind(str, Enum):
     plan = "plan"
     list = "list"
     restore = "restore"
+    bisect = "bisect"
 
 
 @app.command()

@@ -247,11 +247,11 @@ class BisectReport:
     complete: bool = True
     log: str | None = None
     scratch: str | None = None  # the scratch venv, when --keep kept it
+    schema: Literal["envguard.bisect"] = "envguard.bisect"
+    schema_version: Literal[1] = 1
 
     def to_json(self) -> str:
-        return json.dumps(
-            {"schema": "envguard.bisect", "schema_version": 1, **asdict(self)}, indent=2
-        )
+        return json.dumps(asdict(self), indent=2)
 
 
 class Session:
