@@ -157,3 +157,37 @@ def test_a_slow_commit_is_named_when_the_environment_is_not_the_cause(
     after = (_git(code, "rev-parse", "HEAD"), _git(code, "status", "--porcelain", "-uno"))
     assert after == before  # the user's checkout was never touched
     assert _git(code, "worktree", "list").count("\n") == 0  # the worktree is gone
+
+
+def test_a_signal_stops_the_check_and_removes_the_scratch_venv(
+    polluted: Path, wheelhouse: Path
+) -> None:
+    import signal
+    import time
+
+    tmp = polluted / "tmp"
+    tmp.mkdir()
+    (polluted / "slow.py").write_text(
+        "import time; print('started', flush=True); time.sleep(120)\n"
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "envguard", "bisect", "good", "--python", str(polluted / "bad"),
+            "--run", "python slow.py", "--no-index", "--find-links", str(wheelhouse), "--offline",
+        ],
+        cwd=polluted, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "TMPDIR": str(tmp)},
+    )  # fmt: skip
+    with proc:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any(tmp.glob("envguard-bisect-*/venv/bin")):
+            time.sleep(0.1)
+        time.sleep(2)  # the check is running
+        proc.send_signal(signal.SIGTERM)
+        try:
+            _out, err = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert err.strip().splitlines()[-1] == "error: interrupted (SIGTERM)"
+    assert list(tmp.iterdir()) == []  # the scratch venv is gone
