@@ -964,7 +964,12 @@ def bisect(
     check = check_from(
         run, shell=shell, timeout=timeout, metric=metric, minimum=minimum, maximum=maximum
     )
-    good_snap = load(good)
+    from envguard.snapshots import store as snapshots
+    from envguard.snapshots.blobs import Blobs, store_for
+
+    good_path = snapshots.resolve(str(good))
+    good_snap = snapshots.load(good_path)
+    blobs = Blobs(store_for(good_path))
     if bad is not None:
         bad_snap = load(bad)
     else:  # the live side, measured as the good one was (its files, repos, caches too)
@@ -998,6 +1003,25 @@ def bisect(
             if isinstance(step, RunStep):
                 run_step(step)
 
+    def warm(kind: str, into: Path) -> None:
+        """The good run's kept ``kind`` cache, unpacked from the store into ``into``."""
+        from envguard.errors import ActionError
+        from envguard.probe.payload import local_package
+
+        kept = next(c.archive for c in good_snap.caches if c.kind == kind and c.archive)
+        answer = local_package().apply.extract(
+            {
+                "staged": str(blobs.path(kept.sha256)),
+                "dest": str(into),
+                "sha256": kept.sha256,
+                "files": kept.files,
+                "bytes": kept.bytes,
+                "stamp": "bisect",
+            }
+        )
+        if not answer.get("ok"):
+            raise ActionError(f"the good run's {kind} cache: {answer.get('error')}")
+
     try:
         request = python_request(good_snap, options(good_snap))
         run_step(
@@ -1018,6 +1042,7 @@ def bisect(
             log=Path(".envguard") / "bisect" / f"{good_snap.name}--{bad_snap.name}.jsonl",
             resume=resume,
             on_step=on_step,
+            warm=warm,
         )
         report = search(session, max_steps=max_steps, repo=Path(repo).absolute() if repo else None)
         report.scratch = str(venv) if keep else None

@@ -191,3 +191,36 @@ def test_a_signal_stops_the_check_and_removes_the_scratch_venv(
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert err.strip().splitlines()[-1] == "error: interrupted (SIGTERM)"
     assert list(tmp.iterdir()) == []  # the scratch venv is gone
+
+
+def test_a_cold_compile_cache_is_a_unit_and_can_be_the_culprit(
+    tmp_path: Path, venv_factory: Callable[..., Path], wheelhouse: Path
+) -> None:
+    import shutil
+
+    good = venv_factory("good", *GOOD)
+    cache = tmp_path / "inductor"
+    (cache / "fx").mkdir(parents=True)
+    (cache / "fx" / "graph.bin").write_bytes(b"kernel" * 1000)
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache)}
+    snap = [sys.executable, "-m", "envguard", "snapshot", "--python", str(good), "--name", "good"]
+    done = subprocess.run([*snap, "--keep-cache"], cwd=tmp_path, env=env, capture_output=True)
+    assert done.returncode == 0, done.stderr
+    shutil.rmtree(cache)  # the compile cache was deleted: the first steps recompile
+    (tmp_path / "bench.py").write_text(
+        "import os\n"
+        "warm = os.listdir(os.environ['TORCHINDUCTOR_CACHE_DIR'])\n"
+        "print('tok_s=%d' % (21500 if warm else 4300))\n"
+    )
+    out = subprocess.run(
+        [
+            sys.executable, "-m", "envguard", "bisect", "good", "--python", str(good),
+            "--run", "python bench.py", "--metric", "tok_s", "--min", "20000",
+            "--no-index", "--find-links", str(wheelhouse), "--offline", "--format", "json",
+        ],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    report = json.loads(out.stdout)
+    assert [c["id"] for c in report["culprits"]] == ["cache:inductor"], report
+    assert not cache.exists()  # the user's (deleted) cache was never recreated by bisect

@@ -39,6 +39,11 @@ class Unit:
     label: str
     packages: tuple[str, ...] = ()
     env: bool = False
+    cache: str | None = None  # a kept compile cache's kind: applied, the run starts cold
+
+
+# The variable each kept cache kind is pointed at for a run.
+CACHE_VARIABLES = {"inductor": "TORCHINDUCTOR_CACHE_DIR", "triton": "TRITON_CACHE_DIR"}
 
 
 def _differs(a: Package | None, b: Package | None) -> bool:
@@ -79,6 +84,14 @@ def units(good: Snapshot, bad: Snapshot) -> list[Unit]:
         k: v for k, v in bad.env.items() if k != "VIRTUAL_ENV"
     }:
         out.append(Unit(id="env", label="the environment variables", env=True))
+    now = {c.kind: c for c in bad.caches}
+    for kept in good.caches:
+        if kept.archive is None or kept.kind not in CACHE_VARIABLES:
+            continue
+        live = now.get(kept.kind)
+        if live is None or (live.files, live.bytes) != (kept.archive.files, kept.archive.bytes):
+            label = f"a cold {kept.kind} cache (the good run's was warm)"
+            out.append(Unit(id=f"cache:{kept.kind}", label=label, cache=kept.kind))
     return out
 
 
@@ -270,10 +283,11 @@ class Session:
         log: Path,
         resume: bool,
         on_step: Callable[[Step], None],
+        warm: Callable[[str, Path], None] = lambda kind, into: None,
     ) -> None:
         self.good, self.bad, self.check = good, bad, check
         self.scratch, self.build, self.env, self.cwd = scratch, build, env, cwd
-        self.log, self.on_step = log, on_step
+        self.log, self.on_step, self.warm = log, on_step, warm
         self.all = units(good, bad)
         self.by_id = {u.id: u for u in self.all}
         self.steps: list[Step] = []
@@ -300,7 +314,7 @@ class Session:
             started = time.monotonic()
             if cwd is None:
                 self.build(snap, self.scratch)
-            env = {**self.env, **_variables(snap)}
+            env = {**self.env, **_variables(snap), **self._caches(chosen)}
             code, output = run_check(self.check, self.scratch, env, cwd or self.cwd)
             result, value = judge(self.check, code, output)
             step = Step(sorted(ids), result, value, round(time.monotonic() - started, 2))
@@ -311,6 +325,25 @@ class Session:
         self.steps.append(step)
         self.on_step(step)
         return step.result
+
+    def _caches(self, chosen: Sequence[Unit]) -> dict[str, str]:
+        """Each kept cache, fresh for this run: empty when its unit is applied (cold), else
+        unpacked again from the store (warm; a run may write into it)."""
+        import shutil
+
+        out = {}
+        cold = {u.cache for u in chosen if u.cache}
+        for unit in self.all:
+            if unit.cache is None:
+                continue
+            folder = self.scratch.parent / f"cache-{unit.cache}"
+            shutil.rmtree(folder, ignore_errors=True)
+            if unit.cache in cold:
+                folder.mkdir()
+            else:
+                self.warm(unit.cache, folder)
+            out[CACHE_VARIABLES[unit.cache]] = str(folder)
+        return out
 
 
 def _variables(snap: Snapshot) -> dict[str, str]:
