@@ -676,7 +676,7 @@ def restore(
             recorded,
             python=python_now,  # the user's (--venv, --python): never the snapshot's own
             via=via,
-            allow=tuple(str(a) for a in allow),
+            allow=tuple(str(a) for a in allow) + ((where,) if where else ()),
             source=str(path),
             root=where,
         )
@@ -721,6 +721,7 @@ def restore(
             "cwd": None if via else os.getcwd(),
             "allow": allowed if via else [os.path.abspath(a) for a in allowed],
         },
+        keep_out=[str(path.absolute().parent), os.path.abspath(env_file or env_file_name(snap))],
     )
     items: list[Item] = []
     notes: list[str] = []

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 
 class EnvguardError(Exception):
     """A failure the user can act on: a message, an optional hint, and an exit code."""
@@ -69,10 +72,25 @@ def received_signal() -> int | None:
 
 def raise_if_signalled() -> None:
     """Raise the interrupt a signal handler raised and CPython lost (it drops exceptions
-    raised inside weakref callbacks and ``__del__``): long waits call this as they poll."""
+    raised inside weakref callbacks and ``__del__``): long waits call this as they poll.
+    Not while ``cleaning_up()``: the clean-up an interrupt asked for must get to run."""
     signum = received_signal()
-    if signum is not None:
+    if signum is not None and not _cleaning:
         raise Terminated(signum)
+
+
+_cleaning: list[bool] = []
+
+
+@contextlib.contextmanager
+def cleaning_up() -> Iterator[None]:
+    """Waits inside do not stop for a signal already received (a far side's staged file is
+    removed after an interrupt, not left behind)."""
+    _cleaning.append(True)
+    try:
+        yield
+    finally:
+        _cleaning.pop()
 
 
 class Terminated(KeyboardInterrupt):

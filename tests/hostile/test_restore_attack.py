@@ -249,3 +249,132 @@ def test_restoring_a_repo_runs_no_program_its_config_names(project: Path) -> Non
     out = restore(project, "--repos", "--execute")
     assert out.returncode == 0, out.stdout + out.stderr
     assert not marker.exists()
+
+
+def _kept_archive(project: Path, members: dict[str, tuple[bytes, int]]) -> dict[str, Any]:
+    """An archive put in the project's store; the snapshot's kept cache points at it."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, (data, mode) in members.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+    data = buf.getvalue()
+    sha = hashlib.sha256(data).hexdigest()
+    blob = project / "snapshots" / ".store" / "sha256" / sha[:2] / sha
+    blob.parent.mkdir(parents=True, exist_ok=True)
+    blob.write_bytes(data)
+    size = sum(len(d) for d, _ in members.values())
+    return {"sha256": sha, "files": len(members), "bytes": size, "compressed": len(data)}
+
+
+@pytest.mark.parametrize("where", ["cwd", "hooks", "home"])
+def test_a_cache_cannot_replace_the_project_a_hooks_folder_or_home(
+    project: Path, where: str
+) -> None:
+    target = {
+        "cwd": str(project),
+        "hooks": str(project / "code" / ".git" / "hooks"),
+        "home": os.path.expanduser("~"),
+    }[where]
+    archive = _kept_archive(project, {"pre-commit": (b"#!/bin/sh\ntouch /tmp/pwned\n", 0o755)})
+
+    def hostile(d: dict[str, Any]) -> None:
+        (cache,) = [c for c in d["caches"] if c.get("archive")]
+        cache.update(path=target, archive=archive)
+
+    edit(project, hostile)
+    out = restore(project, "--execute", "--allow", str(project))
+    caches = [i for i in json.loads(out.stdout)["items"] if i["kind"] == "cache"]
+    assert out.returncode == 1 and caches[0]["status"] in ("refused", "failed"), caches
+    assert (project / "snapshots" / "good.json").exists() and (project / "code").is_dir()
+
+
+def test_unpacked_files_are_never_executable(tmp_path: Path) -> None:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        info = tarfile.TarInfo("run.sh")
+        info.size, info.mode = 3, 0o755
+        tar.addfile(info, io.BytesIO(b"x=1"))
+    data = buf.getvalue()
+    staged = apply.stage({"dest": str(tmp_path / "c"), "data": base64.b64encode(data).decode()})
+    done = apply.extract(
+        {"staged": staged["path"], "dest": str(tmp_path / "c"), "sha256":
+         hashlib.sha256(data).hexdigest(), "files": 1, "bytes": 3, "stamp": "s"}
+    )  # fmt: skip
+    assert done["ok"] and not os.access(tmp_path / "c" / "run.sh", os.X_OK)
+
+
+def test_a_far_side_in_slash_or_home_has_no_working_directory_to_write_in(tmp_path: Path) -> None:
+    for cwd in ("/", os.path.expanduser("~")):
+        why = apply.refused(str(tmp_path / "model.py"), {"confine": {"cwd": cwd, "allow": []}})
+        assert why and "not written" in why
+    assert "inside a .git folder" in apply.refused(
+        str(tmp_path / ".git" / "config"), {"confine": {"cwd": str(tmp_path), "allow": []}}
+    )
+
+
+def test_an_archive_of_huge_names_or_a_million_folders_stops_early(tmp_path: Path) -> None:
+    for make in ("name", "folders"):
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.GNU_FORMAT) as tar:
+            if make == "name":
+                info = tarfile.TarInfo("n" * 300000)
+                info.size = 1
+                tar.addfile(info, io.BytesIO(b"x"))
+            else:
+                for i in range(30000):
+                    info = tarfile.TarInfo(f"d{i}")
+                    info.type = tarfile.DIRTYPE
+                    tar.addfile(info)
+        data = buf.getvalue()
+        dest = tmp_path / make
+        staged = apply.stage({"dest": str(dest), "data": base64.b64encode(data).decode()})
+        done = apply.extract(
+            {"staged": staged["path"], "dest": str(dest), "sha256":
+             hashlib.sha256(data).hexdigest(), "files": 0, "bytes": 0, "stamp": "s"}
+        )  # fmt: skip
+        assert not done["ok"] and len(done["error"]) <= 500
+        assert not dest.exists()
+
+
+def test_variables_that_load_code_are_commented_out_and_escapes_dropped(project: Path) -> None:
+    edit(
+        project,
+        lambda d: d.update(
+            env={
+                "CUDA_INJECTION64_PATH": "/x.so",
+                "NCCL_NET_PLUGIN": "evil",
+                "NCCL_DEBUG": "INFO\x1b]0;pwn\x07",
+                "NCCL_ALGO": "Ring",
+            }
+        ),
+    )
+    out = restore(project, "--execute")
+    text = (project / "good.env.sh").read_text()
+    assert "\nexport NCCL_ALGO=Ring" in text and "\x1b" not in text
+    assert "# review, then uncomment: export CUDA_INJECTION64_PATH" in text
+    assert "# review, then uncomment: export NCCL_NET_PLUGIN" in text
+    assert "Traceback" not in out.stderr
+
+
+def test_the_stash_of_repos_leaves_the_snapshot_folder_in_place(tmp_path: Path) -> None:
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "conf.yaml").write_text("lr: 1\n")
+    _git(code, "init", "-q")
+    _git(code, "add", "-A")
+    _git(code, "commit", "-qm", "one")
+    done = envguard(
+        "snapshot", "--python", sys.executable, "--name", "good", "--file", "conf.yaml",
+        "--keep-files", cwd=code,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    edit(code, lambda d: d.update(repos=[r for r in d["repos"] if r["path"] == str(code)]))
+    (code / "conf.yaml").write_text("lr: 9\n")
+    _git(code, "commit", "-qam", "two")
+    (code / "conf.yaml").write_text("lr: 99\n")  # dirty: stashed first
+    out = envguard("restore", "good", "--venv", sys.prefix, "--repos", "--execute", cwd=code)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert (code / "conf.yaml").read_text() == "lr: 1\n"
+    assert (code / "snapshots" / "good.json").exists()

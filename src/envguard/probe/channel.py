@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from envguard.errors import ActionError
+from envguard.errors import ActionError, EnvguardError
 
 # Content sent per call: each call is one run of the prefix (ssh, pct exec) and one
 # program compiled there, so chunks are large; base64 makes them a third larger.
@@ -98,7 +98,16 @@ class RemoteTarget(Target):
                     if not answer.get("ok"):
                         raise ActionError(str(answer.get("error")))
         except BaseException:
-            self.call("discard", paths=[staged])
+            from envguard.errors import cleaning_up
+
+            with cleaning_up():  # also after Ctrl-C: no partial copy stays over there
+                self.timeout, saved = 30.0, self.timeout
+                try:
+                    self.call("discard", paths=[staged])
+                except EnvguardError:
+                    pass  # the first error is the one to report
+                finally:
+                    self.timeout = saved
             raise
         return staged
 

@@ -10,6 +10,7 @@ literals, and runs ``main.main``.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -85,13 +86,19 @@ def probe_payload(args: Mapping[str, Any], *, entry: str = "main") -> str:
     )
 
 
-@cache
+_INSTALLED: list[ModuleType] = []
+_INSTALLING = threading.Lock()
+
+
 def local_package() -> ModuleType:
     """The target package installed in this process, exactly as the payload installs it on
-    the far side: a local restore runs the same apply operations in-process."""
-    import sys
+    the far side: a local restore runs the same apply operations in-process. Once, under a
+    lock (restore --hosts asks from many threads)."""
+    with _INSTALLING:
+        if not _INSTALLED:
+            import sys
 
-    namespace: dict[str, Any] = {"sys": sys}
-    exec(LOADER, namespace)  # noqa: S102  # our own source, the same text the payload carries
-    package: ModuleType = namespace["_envguard_install"](PACKAGE, target_sources())
-    return package
+            namespace: dict[str, Any] = {"sys": sys}
+            exec(LOADER, namespace)  # noqa: S102  # our own source, as the payload carries it
+            _INSTALLED.append(namespace["_envguard_install"](PACKAGE, target_sources()))
+        return _INSTALLED[0]

@@ -357,7 +357,11 @@ def prune_backups(venv: Path, *, keep: int, current: Path | None) -> list[str]:
     found = [
         p
         for p in venv.parent.iterdir()
-        if p.name.startswith(prefix) and p.is_dir() and not p.is_symlink() and p != current
+        if p.name.startswith(prefix)
+        and p.is_dir()
+        and not p.is_symlink()
+        and (p / "pyvenv.cfg").is_file()  # only a venv: a folder merely named so is kept
+        and p != current
     ]
     found.sort(key=lambda p: p.stat().st_mtime, reverse=True)
     removed = []

@@ -39,6 +39,17 @@ _Pathed = TypeVar("_Pathed", bound=_HasPath)
 # Loader and search-path variables from an untrusted snapshot would run its code in every
 # process of the shell that sources the file: written commented out, for a person to read.
 REVIEW = frozenset({"LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONPATH"})
+# Names that load code or send data somewhere (CUDA_INJECTION64_PATH, HSA_TOOLS_LIB,
+# OMP_TOOL_LIBRARIES, NCCL_NET_PLUGIN, TRITON_LIBCUDA_PATH, TORCH_HOME, HF_ENDPOINT): the
+# same treatment, by the words in them.
+_REVIEW_WORDS = re.compile(r"PRELOAD|LIBRAR|_LIB|PLUGIN|INJECTION|TOOL|PATH|HOME|ENDPOINT|URL")
+
+
+def needs_review(name: str) -> bool:
+    """Written commented out, for a person to read: it could load code or leak data."""
+    return name in REVIEW or bool(_REVIEW_WORDS.search(name))
+
+
 # Where a venv is, not what it is, and the installers' own settings: never restored.
 _SKIP = frozenset({"VIRTUAL_ENV"})
 _SKIP_PREFIXES = ("UV_", "PIP_")
@@ -54,7 +65,8 @@ def _restorable(name: str, value: str | None = None) -> bool:
         return False
     if name in _SKIP or name.startswith(_SKIP_PREFIXES) or not name.isidentifier():
         return False
-    return name.isascii() and (value is None or "\x00" not in value)
+    # No control character: a \r or an escape sequence could hide a line from `cat`.
+    return name.isascii() and (value is None or value.isprintable())
 
 
 def env_file_text(snap: Snapshot, live_env: dict[str, str]) -> tuple[str, list[str]]:
@@ -71,7 +83,7 @@ def env_file_text(snap: Snapshot, live_env: dict[str, str]) -> tuple[str, list[s
             lines.append(f"# {name}: redacted in the snapshot; set it yourself")
             continue
         line = f"export {name}={shlex.quote(value)}"
-        lines.append(f"# review, then uncomment: {line}" if name in REVIEW else line)
+        lines.append(f"# review, then uncomment: {line}" if needs_review(name) else line)
     for name in sorted(set(live_env) - set(snap.env)):
         if _restorable(name):
             lines.append(f"unset {name}")
@@ -96,7 +108,7 @@ def run_env(snap: Snapshot) -> dict[str, str]:
     return {
         n: v
         for n, v in snap.env.items()
-        if _restorable(n, v) and n not in REVIEW and REDACTED[:-1] not in v
+        if _restorable(n, v) and not needs_review(n) and REDACTED[:-1] not in v
     }
 
 
@@ -111,6 +123,8 @@ class Context:
     execute: bool
     # Where a write may go (probe/target/apply.refused checks it there, at write time).
     confine: dict[str, object] = field(default_factory=dict)
+    # Local paths a repo's stash must leave in place (the snapshot's folder, the env file).
+    keep_out: list[str] = field(default_factory=list)
     stamp: str = field(
         default_factory=lambda: (
             datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
@@ -213,6 +227,8 @@ def _restore_file(ctx: Context, recorded: FileDigest, dest: str, name: str) -> I
         return Item(kind="file", name=name, status="failed", detail=exc.message)
     if not answer.get("ok"):
         return Item(kind="file", name=name, status="failed", detail=str(answer.get("error")))
+    if answer.get("sha256") != recorded.sha256:  # a far side's word is checked too
+        return Item(kind="file", name=name, status="failed", detail=f"{dest}: not verified")
     if answer.get("same"):  # a checkout (--repos) put it back already
         return Item(kind="file", name=name, status="already", detail=f"same ({dest})")
     return Item(
@@ -230,6 +246,8 @@ def _git_source(ctx: Context, recorded: FileDigest) -> tuple[str, str] | None:
     if recorded.root is None or recorded.rel is None:
         return None
     head = next((r.head for r in ctx.snap.repos if r.path == recorded.root and r.head), None)
+    if head is not None and not _COMMIT.match(head):
+        return None  # a branch or HEAD~1 names no fixed content
     live = _by_path(ctx.live.files).get(_key(recorded.path))
     if head is None or live is None:
         return None
@@ -444,7 +462,15 @@ def _restore_repo(ctx: Context, recorded: Repo, now: Repo | None, path: str) -> 
     kept = None
     if now.dirty or now.untracked:
         message = f"envguard restore {ctx.snap.name} {ctx.stamp}"
-        stashed = run("stash", "push", "--include-untracked", "-m", message)
+        keep_out = [
+            f":(exclude,top){os.path.relpath(p, path)}"
+            for p in ctx.keep_out
+            if not ctx.target.remote and _key(p).startswith(_key(path) + "/")
+        ]
+        # The snapshot's folder (its store) and the variables file stay: later items need
+        # them, and the stash must pop cleanly over a restored tree.
+        spec = ["--", ":/", *keep_out] if keep_out else []
+        stashed = run("stash", "push", "--include-untracked", "-m", message, *spec)
         if stashed.get("code") != 0:
             return Item(kind="repo", name=path, status="failed", detail=_tail(stashed))
         listed = run("stash", "list", "--format=%H %s")

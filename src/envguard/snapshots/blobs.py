@@ -65,11 +65,15 @@ class Blobs:
         try:
             with os.fdopen(fd, "wb") as fh:
                 hashing = _Hashing(fh)
-                fill(hashing)  # type: ignore[arg-type]  # a writable binary stream
+                try:
+                    fill(hashing)  # type: ignore[arg-type]  # a writable binary stream
+                except OSError as exc:  # reading the content failed, not the store
+                    why = f"{exc.filename or 'the content'}: {exc.strerror or exc}"
+                    raise ActionError(why) from None
             sha = hashing.sha.hexdigest()
             final = self.path(sha)
             final.parent.mkdir(exist_ok=True)
-            os.chmod(tmp, 0o444)
+            os.chmod(tmp, 0o400)  # kept content may be private: the owner reads it
             if final.is_file():
                 os.unlink(tmp)
             else:

@@ -45,36 +45,47 @@ def keep_files(snap: Snapshot, blobs: Blobs, target: Target) -> tuple[Snapshot, 
 
 def keep_caches(snap: Snapshot, blobs: Blobs, target: Target) -> Snapshot:
     """Archive each compile cache that exists into the store; the snapshot says which."""
-    from envguard.snapshots.models import CacheArchive
 
     kept: list[Cache] = []
+    warnings: list[str] = []
     for cache in snap.caches:
         if not cache.exists or not cache.readable or cache.files == 0 or cache.error:
             kept.append(cache)
             continue
-        counts: dict[str, Any] = {}
-        if target.remote:
-            from envguard.probe.channel import RemoteTarget
+        try:
+            kept.append(_keep_cache(cache, blobs, target))
+        except ActionError as exc:  # a link planted in /tmp, another user's folder, ...
+            warnings.append(f"{cache.path}: not kept ({exc.message})")
+            kept.append(cache)
+    return snap.model_copy(update={"caches": tuple(kept), "warnings": (*snap.warnings, *warnings)})
 
-            assert isinstance(target, RemoteTarget)
 
-            def receive(fh: Any, path: str = cache.path, remote: RemoteTarget = target) -> None:
-                remote.fetch("pack", cap=REMOTE_CACHE_CAP, sink=fh, base=path)
+def _keep_cache(cache: Cache, blobs: Blobs, target: Target) -> Cache:
+    """``cache`` with its archive in the store (read on the target)."""
+    from envguard.snapshots.models import CacheArchive
 
-            sha, size = blobs.write(receive)  # streamed into the store, never held whole
-            counts = archive_counts(blobs.path(sha))
-        else:
-            from envguard.probe.payload import local_package
+    counts: dict[str, Any] = {}
+    if target.remote:
+        from envguard.probe.channel import RemoteTarget
 
-            def fill(fh: Any, path: str = cache.path, counts: dict[str, Any] = counts) -> None:
-                counts.update(local_package().apply.pack(fh, path))
+        assert isinstance(target, RemoteTarget)
 
-            sha, size = blobs.write(fill)
-        archive = CacheArchive(
-            sha256=sha, files=counts["files"], bytes=counts["bytes"], compressed=size
-        )
-        kept.append(cache.model_copy(update={"archive": archive}))
-    return snap.model_copy(update={"caches": tuple(kept)})
+        def receive(fh: Any, path: str = cache.path, remote: RemoteTarget = target) -> None:
+            remote.fetch("pack", cap=REMOTE_CACHE_CAP, sink=fh, base=path)
+
+        sha, size = blobs.write(receive)  # streamed into the store, never held whole
+        counts = archive_counts(blobs.path(sha))
+    else:
+        from envguard.probe.payload import local_package
+
+        def fill(fh: Any, path: str = cache.path, counts: dict[str, Any] = counts) -> None:
+            counts.update(local_package().apply.pack(fh, path))
+
+        sha, size = blobs.write(fill)
+    archive = CacheArchive(
+        sha256=sha, files=counts["files"], bytes=counts["bytes"], compressed=size
+    )
+    return cache.model_copy(update={"archive": archive})
 
 
 def archive_counts(path: Path) -> dict[str, int]:

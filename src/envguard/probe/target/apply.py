@@ -37,7 +37,7 @@ _BLOCK = 1 << 20
 
 
 def _fail(message: str) -> Dict[str, Any]:
-    return {"ok": False, "error": message}
+    return {"ok": False, "error": message[:500]}
 
 
 def _why(exc: OSError) -> str:
@@ -50,28 +50,40 @@ NOT_HERE = "not written: outside the working directory, its git work tree and th
 
 def refused(dest: str, args: Dict[str, Any], cache: bool = False) -> Optional[str]:
     """Why ``dest`` may not be written, or None. With ``confine`` in ``args`` (a restore of
-    what a snapshot names), it must lie, symlinks resolved at this moment, under the
-    working directory, its work tree, ``allow`` (--allow, --root) or, for a cache, this
-    user's own compile cache folders; never another user's."""
+    what a snapshot names), symlinks resolved at this moment, it must lie:
+    - a file or repo: under the working directory (never / or the home folder itself),
+      its work tree or ``allow`` (--allow, --root);
+    - a cache: inside this user's own compile cache folders or ``allow``; never another
+      user's, never a folder that is (or holds) one of those roots;
+    and never in a .git folder (a config or hook there runs programs)."""
     confine = args.get("confine")
     if not isinstance(confine, dict):
         return None
     cwd = confine.get("cwd") or os.getcwd()
-    roots = [cwd]
-    top = work_tree(cwd)
-    if top:
-        roots.append(top)
-    roots += [os.path.expanduser(a) for a in confine.get("allow", []) if isinstance(a, str) and a]
+    allow = [os.path.expanduser(a) for a in confine.get("allow", []) if isinstance(a, str) and a]
     if cache:
         from .trees import default_caches
 
-        roots += [path for _, path in default_caches(dict(os.environ))]
+        roots = [path for _, path in default_caches(dict(os.environ))] + allow
+    else:
+        # A far side that lands in / or a home folder has no working directory to speak
+        # of: only its work tree (if any) and what the user allowed count.
+        broad = os.path.realpath(cwd) in ("/", os.path.realpath(os.path.expanduser("~")))
+        roots = ([] if broad else [cwd]) + allow
+        top = work_tree(cwd)
+        if top and os.path.realpath(top) not in ("/", os.path.realpath(os.path.expanduser("~"))):
+            roots.append(top)
     full = os.path.abspath(os.path.join(cwd, os.path.expanduser(dest)))
     real = os.path.join(os.path.realpath(os.path.dirname(full)), os.path.basename(full))
     if os.path.islink(full):
         real = os.path.realpath(full)
+    if ".git" in real.split(os.sep):
+        return "%s: not written: inside a .git folder" % dest
     if not Roots(roots).admits(real):
         return "%s: %s (--allow PATH lets restore write there)" % (dest, NOT_HERE)
+    here = os.path.realpath(cwd)
+    if cache and (here == real or here.startswith(real.rstrip("/") + "/")):
+        return "%s: not written: it holds the working directory" % dest
     return None
 
 
@@ -173,6 +185,10 @@ def install_file(args: Dict[str, Any]) -> Dict[str, Any]:
             st = os.lstat(dest)
         except FileNotFoundError:
             st = None
+        if st is None:  # a new file: the usual mode, not mkstemp's private one
+            umask = os.umask(0o022)
+            os.umask(umask)
+            os.chmod(staged, 0o666 & ~umask)
         if st is not None:
             if not stat.S_ISREG(st.st_mode):
                 os.unlink(staged)
@@ -323,11 +339,27 @@ def extract(args: Dict[str, Any]) -> Dict[str, Any]:
     return {"ok": True, "files": files, "bytes": size, "skipped": skipped, "displaced": displaced}
 
 
+# Name and extended headers are read whole by tarfile: a 2 GiB "name" in a 2 MB archive.
+_HEADER_CAP = 64 << 10
+_LONG_TYPES = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE,
+               tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE)  # fmt: skip
+
+
+class _BoundedInfo(tarfile.TarInfo):
+    def _proc_member(self, tarfile_: Any) -> Any:
+        if self.type in _LONG_TYPES and self.size > _HEADER_CAP:
+            raise tarfile.HeaderError("a %d-byte name or extended header" % self.size)
+        return super()._proc_member(tarfile_)  # type: ignore[misc]
+
+
 def _unpack(source: Any, into: str, limit: Any) -> Any:
-    files = size = skipped = 0
+    files = size = skipped = members = 0
     made = {""}
-    with tarfile.open(fileobj=source, mode="r|gz") as tar:
+    with tarfile.open(fileobj=source, mode="r|gz", tarinfo=_BoundedInfo) as tar:
         for member in tar:
+            members += 1  # folders and skipped entries count too: a million folders is no cache
+            if members > 2 * limit[0] + 10000:
+                raise _TooMuch()
             name = member.name
             parts = [p for p in name.split("/") if p not in ("", ".")]
             if not parts or name.startswith("/") or ".." in parts or len(parts) > _DEPTH:
@@ -346,7 +378,9 @@ def _unpack(source: Any, into: str, limit: Any) -> Any:
                 data = tar.extractfile(member)
                 assert data is not None
                 flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                fd = os.open(os.path.join(into, rel), flags, 0o600 | (member.mode & 0o755))
+                # Never an executable bit from an archive: a cache's .so files are loaded,
+                # not run, and a hook or script planted by an archive must not be runnable.
+                fd = os.open(os.path.join(into, rel), flags, 0o600 | (member.mode & 0o644))
                 with os.fdopen(fd, "wb") as out:
                     shutil.copyfileobj(data, out, _BLOCK)
             else:
@@ -376,6 +410,11 @@ def pack(out: IO[bytes], base: str) -> Dict[str, Any]:
     (names relative to it, sorted); symlinks and anything else are left out."""
     import gzip
 
+    st = os.lstat(base)
+    if stat.S_ISLNK(st.st_mode) or st.st_uid != os.geteuid():
+        # A cache root in a shared folder may be a link planted by another user, leading
+        # to files they want read into a store: not followed, not kept.
+        raise OSError(1, "a symlink or another user's folder; not kept", base)
     files = size = 0
     # Level 1: a compile cache is mostly binary; higher levels cost seconds for little.
     gz = gzip.GzipFile(fileobj=out, mode="wb", compresslevel=1, mtime=0)
@@ -481,7 +520,11 @@ def swap(args: Dict[str, Any]) -> Dict[str, Any]:
         for n in os.listdir(parent)
         if n.startswith(prefix) and os.path.join(parent, n) != backup
     ]
-    others = [p for p in others if os.path.isdir(p) and not os.path.islink(p)]
+    others = [
+        p
+        for p in others
+        if os.path.isdir(p) and not os.path.islink(p) and os.path.isfile(p + "/pyvenv.cfg")
+    ]
     others.sort(key=lambda p: os.stat(p).st_mtime, reverse=True)
     for old in others[max(0, int(args.get("keep", 1)) - (backup is not None)) :]:
         shutil.rmtree(old, ignore_errors=True)
