@@ -955,7 +955,7 @@ def bisect(
     import shutil
     import tempfile
 
-    from envguard.recovery.bisect import Session, check_from
+    from envguard.recovery.bisect import Session, check_from, log_path
     from envguard.recovery.bisect import bisect as search
     from envguard.recovery.execute import run_step
     from envguard.recovery.plan import PlanOptions, RunStep, plan, python_request
@@ -971,6 +971,10 @@ def bisect(
     good_path = snapshots.resolve(str(good))
     good_snap = snapshots.load(good_path)
     blobs = Blobs(store_for(good_path))
+    if bad is not None and python is not None:
+        from envguard.errors import UsageError
+
+        raise UsageError("--bad and --python: give one (a bad snapshot, or the live side)")
     if bad is not None:
         bad_snap = load(bad)
     else:  # the live side, measured as the good one was (its files, repos, caches too)
@@ -1040,7 +1044,7 @@ def bisect(
             build=build,
             env=user_environ(),
             cwd=Path.cwd(),
-            log=Path(".envguard") / "bisect" / f"{good_snap.name}--{bad_snap.name}.jsonl",
+            log=log_path(good_snap, bad_snap, check),
             resume=resume,
             on_step=on_step,
             warm=warm,

@@ -224,3 +224,41 @@ def test_a_cold_compile_cache_is_a_unit_and_can_be_the_culprit(
     report = json.loads(out.stdout)
     assert [c["id"] for c in report["culprits"]] == ["cache:inductor"], report
     assert not cache.exists()  # the user's (deleted) cache was never recreated by bisect
+
+
+def test_a_check_that_leaves_a_daemon_behind_is_judged_and_not_waited_for(
+    tmp_path: Path,
+) -> None:
+    from envguard.recovery.bisect import Check, judge, run_check
+
+    script = tmp_path / "daemon.py"
+    script.write_text(
+        "import os, subprocess, sys\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(15)'],"
+        " start_new_session=True)\n"
+        "print('tok_s=21500')\n"
+    )
+    check = Check(argv=(sys.executable, str(script)), timeout=30, metric="tok_s", minimum=2e4)
+    import time
+
+    started = time.monotonic()
+    code, out = run_check(check, Path(sys.prefix), dict(os.environ), tmp_path)
+    assert time.monotonic() - started < 10
+    assert judge(check, code, out) == ("good", 21500.0)
+    nan = Check(argv=("x",), metric="loss", maximum=1.0)
+    assert judge(nan, 0, '{"loss": NaN}')[0] == "bad"
+
+
+def test_resume_never_reuses_the_results_of_another_check(polluted: Path, wheelhouse: Path) -> None:
+    first = json.loads(bisect(polluted, wheelhouse).stdout)
+    (polluted / "other.py").write_text("print('tok_s=21500')\n")
+    again = subprocess.run(
+        [
+            sys.executable, "-m", "envguard", "bisect", "good", "--python", str(polluted / "bad"),
+            "--run", "python other.py", "--metric", "tok_s", "--min", "20000", "--resume",
+            "--no-index", "--find-links", str(wheelhouse), "--offline", "--format", "json",
+        ],
+        cwd=polluted, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    report = json.loads(again.stdout)
+    assert report["log"] != first["log"] and report["culprits"] == []

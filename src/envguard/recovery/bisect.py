@@ -148,7 +148,9 @@ def ddmin(
 # The command could not run at all here: an import error, or no such script (a commit
 # from before the benchmark existed). Judged as git bisect's "skip".
 _CANNOT_RUN = re.compile(r"^(ModuleNotFoundError|ImportError)\b|can't open file", re.M)
-_METRIC_LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*[=:]\s*(-?[0-9][0-9.eE+-]*)\s*$")
+_METRIC_LINE = re.compile(
+    r"^\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*[=:]\s*(-?[0-9][0-9.eE+-]*|nan|NaN)\s*$"
+)
 
 
 def metric_value(output: str, name: str) -> float | None:
@@ -197,6 +199,8 @@ def judge(check: Check, code: int | None, output: str) -> tuple[Result, float | 
         return "bad", value
     if value is None:
         return "skip", None
+    if value != value:  # NaN: a loss that went NaN is the classic regression
+        return "bad", None
     if check.minimum is not None and value < check.minimum:
         return "bad", value
     if check.maximum is not None and value > check.maximum:
@@ -204,36 +208,49 @@ def judge(check: Check, code: int | None, output: str) -> tuple[Result, float | 
     return "good", value
 
 
+_OUTPUT_TAIL = 1 << 20
+
+
 def run_check(check: Check, venv: Path, env: dict[str, str], cwd: Path) -> tuple[int | None, str]:
-    """Run the command in ``venv`` (its bin first on PATH); (exit code or None, output)."""
+    """Run the command in ``venv`` (its bin first on PATH); (exit code or None, output).
+
+    Output goes to a temporary file, not a pipe: a child the check left running (in a
+    session of its own) could hold a pipe open for ever; the wait is for the process.
+    Only the last MiB of output is read."""
+    import contextlib
+    import tempfile
+
     full = {
         **env,
         "VIRTUAL_ENV": str(venv),
         "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', os.defpath)}",
     }
-    try:
-        proc = subprocess.Popen(
-            list(check.argv),
-            cwd=cwd,
-            env=full,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    except OSError:
-        return None, ""
-    try:
-        out, _ = proc.communicate(timeout=check.timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        return None, "timed out"
-    except BaseException:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        raise
-    return proc.returncode, out.decode("utf-8", "replace")[-1_000_000:]
+    with tempfile.TemporaryFile() as out:
+        try:
+            proc = subprocess.Popen(
+                list(check.argv),
+                cwd=cwd,
+                env=full,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except OSError:
+            return None, ""
+        try:
+            code: int | None = proc.wait(timeout=check.timeout)
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:  # also on Ctrl-C: the check and what it started in its group go
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            if proc.returncode is None:
+                proc.wait()
+        size = out.seek(0, os.SEEK_END)
+        out.seek(max(0, size - _OUTPUT_TAIL))
+        text = out.read().decode("utf-8", "replace")
+    return code, text if code is not None else "timed out"
 
 
 @dataclass
@@ -292,15 +309,9 @@ class Session:
         self.by_id = {u.id: u for u in self.all}
         self.steps: list[Step] = []
         self.known: dict[frozenset[str], Step] = {}
-        if resume and log.is_file():
-            for line in log.read_text(encoding="utf-8").splitlines():
-                try:
-                    raw = json.loads(line)
-                    step = Step(list(raw["units"]), raw["result"], raw["metric"], raw["seconds"])
-                except (ValueError, KeyError, TypeError):
-                    continue
-                if step.result in ("good", "bad", "skip"):
-                    self.known[frozenset(step.units)] = step
+        if resume:
+            for step in read_log(log):
+                self.known[frozenset(step.units)] = step
 
     def test(self, ids: frozenset[str], *, cwd: Path | None = None) -> Result:
         """Build and judge the good snapshot with the units ``ids`` applied (from the log
@@ -314,13 +325,14 @@ class Session:
             started = time.monotonic()
             if cwd is None:
                 self.build(snap, self.scratch)
-            env = {**self.env, **_variables(snap), **self._caches(chosen)}
+            env = {**_without_recorded(self.env), **_variables(snap), **self._caches(chosen)}
             code, output = run_check(self.check, self.scratch, env, cwd or self.cwd)
             result, value = judge(self.check, code, output)
             step = Step(sorted(ids), result, value, round(time.monotonic() - started, 2))
             self.known[ids] = step
             self.log.parent.mkdir(parents=True, exist_ok=True)
-            with self.log.open("a", encoding="utf-8") as fh:
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+            with os.fdopen(os.open(self.log, flags, 0o600), "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(asdict(step)) + "\n")
         self.steps.append(step)
         self.on_step(step)
@@ -344,6 +356,60 @@ class Session:
                 self.warm(unit.cache, folder)
             out[CACHE_VARIABLES[unit.cache]] = str(folder)
         return out
+
+
+def read_log(log: Path) -> list[Step]:
+    """The steps an earlier run logged; a damaged or forged line is passed over."""
+    from envguard.reading import read_text
+
+    text = read_text(str(log), 16 << 20)  # a regular file, capped
+    if text is None:
+        return []
+    steps = []
+    for line in text.splitlines():
+        try:
+            raw = json.loads(line)
+            units, result, metric = raw["units"], raw["result"], raw["metric"]
+            if not (isinstance(units, list) and all(isinstance(u, str) for u in units)):
+                continue
+            if result not in ("good", "bad", "skip"):
+                continue
+            if metric is not None and (
+                isinstance(metric, bool) or not isinstance(metric, (int, float))
+            ):
+                continue
+            steps.append(Step(units, result, None if metric is None else float(metric), 0.0))
+        except (ValueError, KeyError, TypeError, RecursionError, AttributeError):
+            continue
+    return steps
+
+
+def _without_recorded(env: dict[str, str]) -> dict[str, str]:
+    """The user's environment less every variable of the kinds a snapshot records: a
+    candidate's variables are the snapshot's, not whatever this shell has set."""
+    from envguard.probe.payload import local_package
+
+    kinds = local_package().env
+    return {
+        k: v
+        for k, v in env.items()
+        if not (k.startswith(kinds.ENV_PREFIXES) or k in kinds.ENV_NAMES)
+        or k.startswith(("UV_", "PIP_"))
+    }
+
+
+def log_path(good: Snapshot, bad: Snapshot, check: Check) -> Path:
+    """Where a bisect's steps are logged: one file per good/bad pair and check (a
+    different command, threshold or bad environment never reuses another's results)."""
+    import hashlib
+
+    key = json.dumps(
+        [list(check.argv), check.metric, check.minimum, check.maximum,
+         sorted((p.name, p.version, p.fingerprint or "") for p in good.packages),
+         sorted((p.name, p.version, p.fingerprint or "") for p in bad.packages),
+         sorted(good.env.items()), sorted(bad.env.items())]
+    )  # fmt: skip
+    return Path(".envguard") / "bisect" / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.jsonl"
 
 
 def _variables(snap: Snapshot) -> dict[str, str]:
@@ -392,6 +458,9 @@ def bisect(session: Session, *, max_steps: int, repo: Path | None = None) -> Bis
         report.verdict = (
             f"the bad environment, rebuilt, runs {last}: the failure is not in the packages"
             " or variables (look at files, caches, the driver, the code)"
+            if last == "good"
+            else "the bad environment, rebuilt, could not be judged (skip: it could not run the"
+            " command, an import failed, or it timed out): see the log, or judge by exit status"
         )
         report.steps = session.steps
         return report
@@ -419,8 +488,11 @@ def check_from(
     if metric is not None and minimum is None and maximum is None:
         raise UsageError(f"--metric {metric}: say what is good with --min X or --max X")
     argv = ("sh", "-c", run) if shell else split_command(run, option="--run")
-    if timeout <= 0:
-        raise UsageError(f"--timeout {timeout:g}: must be positive")
+    if not 0 < timeout <= 1e6:  # also NaN and infinity
+        raise UsageError(f"--timeout {timeout:g}: seconds, more than 0 and at most 1e6")
+    for option, value in (("--min", minimum), ("--max", maximum)):
+        if value is not None and value != value:
+            raise UsageError(f"{option} nan: a number")
     return Check(argv=tuple(argv), timeout=timeout, metric=metric, minimum=minimum, maximum=maximum)
 
 
@@ -466,11 +538,15 @@ def bisect_commits(session: Session, repo: Path, *, max_steps: int) -> str:
     good_head = recorded_head(session.good, repo)
     commits = _git(repo, "rev-list", "--reverse", "--first-parent", f"{good_head}..HEAD")
     todo = commits.split()
+    dirty = (
+        " (uncommitted changes are not tested)"
+        if _git(repo, "status", "--porcelain", "-uno")
+        else ""
+    )
     if not todo:
-        return "the repo is still at the snapshot's commit: the cause is elsewhere"
-    where = Path(tempfile.mkdtemp(prefix="envguard-bisect-worktree-"))
-    tree = where / "tree"
-    _git(repo, "worktree", "add", "--quiet", "--detach", str(tree), good_head)
+        return "the repo is still at the snapshot's commit: the cause is elsewhere" + dirty
+    # The good environment in the scratch venv (a --resume may not have built it yet).
+    session.build(candidate(session.good, session.bad, []), session.scratch)
     steps = 0
 
     def test(commit: str) -> Result:
@@ -479,8 +555,14 @@ def bisect_commits(session: Session, repo: Path, *, max_steps: int) -> str:
         _git(tree, "-c", "core.hooksPath=/dev/null", "checkout", "--quiet", "--detach", commit)
         return session.test(frozenset({f"commit:{commit[:12]}"}), cwd=tree)
 
+    where = Path(tempfile.mkdtemp(prefix="envguard-bisect-worktree-"))
+    tree = where / "tree"
     try:
-        if test(good_head) != "good":
+        _git(repo, "worktree", "add", "--quiet", "--detach", str(tree), good_head)
+        first = test(good_head)
+        if first == "skip":
+            return f"the snapshot's own commit {good_head[:12]} could not be judged (skip)"
+        if first != "good":
             return (
                 f"the snapshot's own commit {good_head[:12]} is bad in it too: neither the"
                 " environment nor the code since; look at data, hardware or nondeterminism"
@@ -494,10 +576,10 @@ def bisect_commits(session: Session, repo: Path, *, max_steps: int) -> str:
                 hi -= 1
                 continue
             lo, hi = (mid, hi) if result == "good" else (lo, mid)
-        first = todo[hi]
-        subject = _git(repo, "log", "-1", "--format=%h %s", first)
+        culprit = todo[hi]
+        subject = _git(repo, "log", "-1", "--format=%h %s", culprit)
         exact = "" if hi - lo <= 1 else " (--max-steps reached: somewhere up to)"
-        return f"the first bad commit{exact}: {subject}"
+        return f"the first bad commit{exact}: {subject}{dirty}"
     finally:
         subprocess.run(
             ["git", "-C", str(repo), "worktree", "remove", "--force", str(tree)],
