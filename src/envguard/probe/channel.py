@@ -9,9 +9,12 @@ import json
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from envguard.errors import ActionError, EnvguardError
+
+if TYPE_CHECKING:
+    from envguard.probe.runner import ProbeRun
 
 # Content sent per call: each call is one run of the prefix (ssh, pct exec) and one
 # program compiled there, so chunks are large; base64 makes them a third larger.
@@ -67,18 +70,25 @@ class RemoteTarget(Target):
         self.prefix, self.python, self.timeout = tuple(prefix), python, timeout
         self.label = f"--via {shlex.join(self.prefix)}"
 
-    def call(self, op: str, **args: Any) -> dict[str, Any]:
+    def _start(
+        self, op: str, args: dict[str, Any], *, cap: int, sink: IO[bytes] | None = None
+    ) -> ProbeRun:
+        """One operation started there: the apply payload on the prefix's stdin."""
         from envguard.probe.runner import ProbeRun
 
-        run = ProbeRun(
+        return ProbeRun(
             self.python,
             dict(args, op=op),
             label=self.label,
             prefix=self.prefix,
             timeout=self.timeout,
             entry="apply",
-            output_cap=1 << 20,
+            output_cap=cap,
+            sink=sink,
         )
+
+    def call(self, op: str, **args: Any) -> dict[str, Any]:
+        run = self._start(op, args, cap=1 << 20)
         data, stderr = run.output()
         try:
             answer = json.loads(data)
@@ -114,18 +124,7 @@ class RemoteTarget(Target):
     def fetch(self, op: str, *, cap: int, sink: IO[bytes], **args: Any) -> None:
         """Write the raw bytes an operation prints there (``pack``: a cache as a tarball)
         to ``sink`` as they come, at most ``cap`` of them."""
-        from envguard.probe.runner import ProbeRun
-
-        run = ProbeRun(
-            self.python,
-            dict(args, op=op),
-            label=self.label,
-            prefix=self.prefix,
-            timeout=self.timeout,
-            entry="apply",
-            output_cap=cap,
-            sink=sink,
-        )
+        run = self._start(op, args, cap=cap, sink=sink)
         _data, stderr = run.output()
         if run.proc.returncode != 0:
             tail = stderr.strip().splitlines()[-1:] or ["no output"]
