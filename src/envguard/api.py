@@ -955,7 +955,7 @@ def bisect(
     import shutil
     import tempfile
 
-    from envguard.recovery.bisect import Session, check_from, log_path
+    from envguard.recovery.bisect import Session, candidate, check_from, log_path, units
     from envguard.recovery.bisect import bisect as search
     from envguard.recovery.execute import run_step
     from envguard.recovery.plan import PlanOptions, RunStep, plan, python_request
@@ -1028,6 +1028,10 @@ def bisect(
             raise ActionError(f"the good run's {kind} cache: {answer.get('error')}")
 
     try:
+        # Both endpoints planned before anything is built: a snapshot whose pins cannot be
+        # installed (a local path, a bad URL) is refused now, not after the first run.
+        plan(good_snap, options(good_snap))
+        plan(candidate(good_snap, bad_snap, units(good_snap, bad_snap)), options(bad_snap))
         request = python_request(good_snap, options(good_snap))
         run_step(
             RunStep(

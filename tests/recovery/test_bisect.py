@@ -50,6 +50,8 @@ def bisect(root: Path, wheelhouse: Path, **env: str) -> Any:
             sys.executable, "-m", "envguard", "bisect", "good", "--python", str(root / "bad"),
             "--run", "python bench.py", "--metric", "tok_s", "--min", "20000",
             "--no-index", "--find-links", str(wheelhouse), "--offline", "--format", "json",
+            *(["--max-steps", env.pop("_MAX_STEPS")] if "_MAX_STEPS" in env else []),
+            *(["--resume"] if env.pop("_RESUME", None) else []),
         ],
         cwd=root,
         capture_output=True,
@@ -229,7 +231,7 @@ def test_a_cold_compile_cache_is_a_unit_and_can_be_the_culprit(
 def test_a_check_that_leaves_a_daemon_behind_is_judged_and_not_waited_for(
     tmp_path: Path,
 ) -> None:
-    from envguard.recovery.bisect import Check, judge, run_check
+    from envguard.recovery.bisect import Check, Verdict, judge, run_check
 
     script = tmp_path / "daemon.py"
     script.write_text(
@@ -244,9 +246,9 @@ def test_a_check_that_leaves_a_daemon_behind_is_judged_and_not_waited_for(
     started = time.monotonic()
     code, out = run_check(check, Path(sys.prefix), dict(os.environ), tmp_path)
     assert time.monotonic() - started < 10
-    assert judge(check, code, out) == ("good", 21500.0)
+    assert judge(check, code, out) == Verdict("good", 21500.0)
     nan = Check(argv=("x",), metric="loss", maximum=1.0)
-    assert judge(nan, 0, '{"loss": NaN}')[0] == "bad"
+    assert judge(nan, 0, '{"loss": NaN}').result == "bad"
 
 
 def test_resume_never_reuses_the_results_of_another_check(polluted: Path, wheelhouse: Path) -> None:
@@ -262,3 +264,78 @@ def test_resume_never_reuses_the_results_of_another_check(polluted: Path, wheelh
     )  # fmt: skip
     report = json.loads(again.stdout)
     assert report["log"] != first["log"] and report["culprits"] == []
+
+
+def test_a_bad_environment_that_crashes_on_import_is_bisected_for_the_crash(
+    polluted: Path, wheelhouse: Path
+) -> None:
+    """The commonest breakage: the polluted venv no longer imports. An import error is a
+    skip for a candidate in general, but when the bad endpoint itself crashes that way, the
+    crash is what is hunted, and the install behind it is named."""
+    (polluted / "bench.py").write_text(
+        "import importlib.util\n"
+        "if importlib.util.find_spec('sglang'):\n"
+        "    raise ImportError('cannot import name flash_attn from torch')\n"
+        "print('tok_s=21500')\n"
+    )
+    out = bisect(polluted, wheelhouse)
+    assert out.returncode == 0, out.stdout + out.stderr
+    report = json.loads(out.stdout)
+    assert [c["id"] for c in report["culprits"]] == ["package:sglang"], report
+    assert report["verdict"].startswith("the bad environment crashes on import (ImportError")
+    assert "-> skip (ImportError: cannot import name flash_attn" in out.stderr
+
+
+def test_max_steps_stops_with_exit_1_and_resume_goes_on_without_building_again(
+    polluted: Path, wheelhouse: Path
+) -> None:
+    short = bisect(polluted, wheelhouse, _MAX_STEPS="3")
+    assert short.returncode == 1, short.stdout + short.stderr
+    first = json.loads(short.stdout)
+    assert first["complete"] is False and len(first["steps"]) == 3
+    assert "--resume and a larger --max-steps" not in short.stderr  # json: no hint line
+    log = polluted / first["log"]
+    logged = log.read_text().splitlines()
+    assert len(logged) == 3
+    done = bisect(polluted, wheelhouse, _RESUME="1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["complete"] is True
+    assert [c["id"] for c in report["culprits"]] == ["package:sglang"]
+    again = log.read_text().splitlines()
+    assert again[:3] == logged  # the three logged builds were not run again
+    built_now = [s for s in report["steps"] if s["seconds"] > 0.0]  # logged ones show 0.0
+    assert len(again) == 3 + len(built_now) and len(built_now) < len(report["steps"])
+
+
+@pytest.mark.parametrize(
+    "run", ["python bench.py | tee out", "python bench.py > out", "FOO=1 python bench.py"]
+)
+def test_shell_syntax_without_shell_is_refused_before_anything_is_built(
+    polluted: Path, run: str
+) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "envguard", "bisect", "good", "--run", run],
+        cwd=polluted, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert "shell syntax" in out.stderr and "--shell" in out.stderr
+    assert not (polluted / ".envguard").exists()
+
+
+def test_a_bad_snapshot_that_cannot_be_installed_is_refused_before_any_build(
+    polluted: Path,
+) -> None:
+    good = json.loads((polluted / "snapshots" / "good.json").read_text())
+    bad = {**good, "name": "bad"}
+    bad["packages"] = [*good["packages"], {**good["packages"][0], "name": "evil",
+                       "version": "1.0; import os", "fingerprint": None}]  # fmt: skip
+    (polluted / "bad.json").write_text(json.dumps(bad))
+    out = subprocess.run(
+        [sys.executable, "-m", "envguard", "bisect", "good", "--bad", "bad.json",
+         "--run", "python bench.py"],
+        cwd=polluted, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr and "step 1" not in out.stderr
+    assert not (polluted / ".envguard").exists()

@@ -107,6 +107,8 @@ _METAVARS = {
     "torch_index": "URL",
     "base_python": "PATH",
     "then": "CMD",
+    "run": "CMD",
+    "timeout": "SECONDS",
     "only": "SECTION",
     "name": "NAME",
     "note": "TEXT",
@@ -144,6 +146,8 @@ def _tidy_options(command: Any) -> None:
             param.metavar = _METAVARS.get(param.name, (param.name or "value").upper())
         elif not param.is_flag and param.metavar is None and "range" in param.type.name:
             param.metavar = "N"  # not <int range>
+        elif not param.is_flag and param.metavar is None and param.type.name in ("float", "int"):
+            param.metavar = _METAVARS.get(param.name, "N" if param.type.name == "int" else "X")
 
 
 def _interrupted_if_signalled() -> None:

@@ -359,7 +359,8 @@ def bisect(
         str | None, typer.Option(help="Without --bad: the live interpreter or venv.")
     ] = None,
     metric: Annotated[
-        str | None, typer.Option(help="Judge by NAME=value (or JSON) the command prints.")
+        str | None,
+        typer.Option(metavar="NAME", help="Judge by NAME=value (or JSON) the command prints."),
     ] = None,
     min: Annotated[float | None, typer.Option("--min", help="Good when the metric >= X.")] = None,
     max: Annotated[float | None, typer.Option("--max", help="Good when the metric <= X.")] = None,
@@ -396,6 +397,7 @@ def bisect(
         count[0] += 1
         applied = ", ".join(step.units) or "none (the good environment)"
         shown = "" if step.metric is None else f" ({metric}={step.metric:g})"
+        shown += f" ({step.why})" if step.why else ""
         typer.echo(
             printable(f"step {count[0]} of at most {max_steps}: {applied} -> {step.result}{shown}"),
             err=True,
@@ -429,5 +431,10 @@ def bisect(
         typer.echo(printable(f"{len(report.steps)} builds; every step is in {report.log}"))
         if report.scratch:
             typer.echo(printable(f"the scratch venv is kept at {report.scratch}"))
-    if not report.culprits:
-        raise typer.Exit(0 if "not the cause" in report.verdict else 1)
+        if not report.complete:
+            typer.echo(
+                "hint: the search stopped at --max-steps; run it again with --resume and a"
+                " larger --max-steps to go on from the log",
+                err=True,
+            )
+    raise typer.Exit(report.exit_code)

@@ -19,7 +19,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -114,12 +114,15 @@ def candidate(good: Snapshot, bad: Snapshot, chosen: Sequence[Unit]) -> Snapshot
 
 
 def ddmin(
-    items: Sequence[Unit], test: Callable[[frozenset[str]], Result], *, max_steps: int
+    items: Sequence[Unit],
+    test: Callable[[frozenset[str]], Result],
+    *,
+    affordable: Callable[[frozenset[str]], bool],
 ) -> tuple[list[Unit], bool]:
     """Zeller's ddmin: a 1-minimal subset of ``items`` for which ``test`` is bad (all of
     them is bad). ``test`` takes unit ids; ``skip`` counts as not bad. (subset, complete):
-    complete is False when ``max_steps`` tests ran out first."""
-    steps = 0
+    complete is False when a test was needed that ``affordable`` refused (the build budget
+    ran out; a test already answered, in this run or a logged one, costs nothing)."""
     current = list(items)
     n = 2
     while len(current) >= 2:
@@ -128,10 +131,10 @@ def ddmin(
         reduced = False
         for group in (chunks, [[u for u in current if u not in c] for c in chunks]):
             for subset in group:
-                if steps >= max_steps:
+                ids = frozenset(u.id for u in subset)
+                if not affordable(ids):
                     return current, False
-                steps += 1
-                if test(frozenset(u.id for u in subset)) == "bad":
+                if test(ids) == "bad":
                     current = subset
                     n = 2 if group is chunks else max(n - 1, 2)
                     reduced = True
@@ -146,8 +149,10 @@ def ddmin(
 
 
 # The command could not run at all here: an import error, or no such script (a commit
-# from before the benchmark existed). Judged as git bisect's "skip".
-_CANNOT_RUN = re.compile(r"^(ModuleNotFoundError|ImportError)\b|can't open file", re.M)
+# from before the benchmark existed). Judged as git bisect's "skip", unless the bad
+# environment itself fails that way (then the crash is what is being hunted).
+_IMPORT_ERROR = re.compile(r"^(?:ModuleNotFoundError|ImportError)\b.*$", re.M)
+_NO_SCRIPT = re.compile(r"can't open file")
 _METRIC_LINE = re.compile(
     r"^\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*[=:]\s*(-?[0-9][0-9.eE+-]*|nan|NaN)\s*$"
 )
@@ -185,27 +190,47 @@ class Check:
     metric: str | None = None
     minimum: float | None = None
     maximum: float | None = None
+    import_error_bad: bool = False  # set once the bad environment itself crashes on import
 
 
-def judge(check: Check, code: int | None, output: str) -> tuple[Result, float | None]:
-    """good/bad by the exit status or the metric; skip when the command could not run, hit
-    an import error, timed out, exited 125 (git bisect's skip) or printed no metric."""
-    if code is None or code == 125 or _CANNOT_RUN.search(output):
-        return "skip", None
+@dataclass(frozen=True)
+class Verdict:
+    """What one run of the check said: the result, the metric, and why when skipped (or
+    the import error that made it bad)."""
+
+    result: Result
+    metric: float | None = None
+    why: str | None = None
+
+
+def judge(check: Check, code: int | None, output: str) -> Verdict:
+    """good/bad by the exit status or the metric; skip when the command could not start,
+    hit an import error (bad once ``import_error_bad``), timed out, exited 125 (git
+    bisect's skip) or printed no metric."""
+    if code is None:
+        return Verdict("skip", why=output or "could not start")
+    if code == 125:
+        return Verdict("skip", why="exit 125")
+    if _NO_SCRIPT.search(output):
+        return Verdict("skip", why="no such script")
+    crash = _IMPORT_ERROR.findall(output)
+    if crash and code != 0:
+        why = crash[-1].strip()[:200]
+        return Verdict("bad" if check.import_error_bad else "skip", why=why)
     if check.metric is None:
-        return ("good" if code == 0 else "bad"), None
+        return Verdict("good" if code == 0 else "bad")
     value = metric_value(output, check.metric)
     if code != 0:
-        return "bad", value
+        return Verdict("bad", value, why=f"exit {code}")
     if value is None:
-        return "skip", None
+        return Verdict("skip", why=f"printed no {check.metric}")
     if value != value:  # NaN: a loss that went NaN is the classic regression
-        return "bad", None
+        return Verdict("bad", why=f"{check.metric} is NaN")
     if check.minimum is not None and value < check.minimum:
-        return "bad", value
+        return Verdict("bad", value)
     if check.maximum is not None and value > check.maximum:
-        return "bad", value
-    return "good", value
+        return Verdict("bad", value)
+    return Verdict("good", value)
 
 
 _OUTPUT_TAIL = 1 << 20
@@ -261,6 +286,7 @@ class Step:
     result: Result
     metric: float | None
     seconds: float
+    why: str | None = None  # why a skip was a skip (or the import error judged bad)
 
 
 @dataclass
@@ -275,6 +301,9 @@ class BisectReport:
     steps: list[Step] = field(default_factory=list)
     other_drift: list[str] = field(default_factory=list)
     complete: bool = True
+    # culprits: the changes named; not_the_environment: the good environment fails too (or
+    # nothing drifted); undecided: an endpoint could not be judged.
+    outcome: Literal["culprits", "not_the_environment", "undecided"] = "undecided"
     log: str | None = None
     scratch: str | None = None  # the scratch venv, when --keep kept it
     schema: Literal["envguard.bisect"] = "envguard.bisect"
@@ -282,6 +311,11 @@ class BisectReport:
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when bisect answered (and finished within its budget), else 1."""
+        return 0 if self.complete and self.outcome != "undecided" else 1
 
 
 class Session:
@@ -308,6 +342,7 @@ class Session:
         self.all = units(good, bad)
         self.by_id = {u.id: u for u in self.all}
         self.steps: list[Step] = []
+        self.builds = 0  # environments built and judged in this run (not from the log)
         self.known: dict[frozenset[str], Step] = {}
         if resume:
             for step in read_log(log):
@@ -327,8 +362,10 @@ class Session:
                 self.build(snap, self.scratch)
             env = {**_without_recorded(self.env), **_variables(snap), **self._caches(chosen)}
             code, output = run_check(self.check, self.scratch, env, cwd or self.cwd)
-            result, value = judge(self.check, code, output)
-            step = Step(sorted(ids), result, value, round(time.monotonic() - started, 2))
+            said = judge(self.check, code, output)
+            seconds = round(time.monotonic() - started, 2)
+            step = Step(sorted(ids), said.result, said.metric, seconds, said.why)
+            self.builds += 1
             self.known[ids] = step
             self.log.parent.mkdir(parents=True, exist_ok=True)
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
@@ -337,6 +374,19 @@ class Session:
         self.steps.append(step)
         self.on_step(step)
         return step.result
+
+    def affordable(self, ids: frozenset[str], max_steps: int) -> bool:
+        """Whether judging ``ids`` fits the budget: a known answer is free."""
+        return ids in self.known or self.builds < max_steps
+
+    def crashes_on_import(self, step: Step) -> bool:
+        """The bad environment crashed on import (judged skip): from now on that crash is
+        the failure being hunted, so an import error is bad, here and in the log."""
+        if step.result != "skip" or not step.why or not _IMPORT_ERROR.match(step.why):
+            return False
+        self.check = replace(self.check, import_error_bad=True)
+        step.result = "bad"
+        return True
 
     def _caches(self, chosen: Sequence[Unit]) -> dict[str, str]:
         """Each kept cache, fresh for this run: empty when its unit is applied (cold), else
@@ -378,7 +428,10 @@ def read_log(log: Path) -> list[Step]:
                 isinstance(metric, bool) or not isinstance(metric, (int, float))
             ):
                 continue
-            steps.append(Step(units, result, None if metric is None else float(metric), 0.0))
+            why = raw.get("why")
+            why = why[:200] if isinstance(why, str) else None
+            number = None if metric is None else float(metric)
+            steps.append(Step(units, result, number, 0.0, why))
         except (ValueError, KeyError, TypeError, RecursionError, AttributeError):
             continue
     return steps
@@ -442,38 +495,69 @@ def bisect(session: Session, *, max_steps: int, repo: Path | None = None) -> Bis
             "the environment is not the cause: the good snapshot's exact environment"
             f" runs {first} with today's code"
             if first == "bad"
-            else "the good snapshot's environment cannot run the command (skip): fix the"
-            " command first"
+            else "the good snapshot's environment cannot run the command (skip:"
+            f" {session.steps[-1].why}): fix the command first"
         )
+        if first == "bad":
+            report.outcome = "not_the_environment"
         if first == "bad" and repo is not None:
-            report.verdict += "; " + bisect_commits(session, repo, max_steps=max_steps - 1)
+            commit, report.complete = bisect_commits(session, repo, max_steps=max_steps - 1)
+            report.verdict += "; " + commit
         report.steps = session.steps
         return report
     if not session.all:
         report.verdict = "no package or variable drifted: the environment is not the cause"
+        report.outcome = "not_the_environment"
         report.steps = session.steps
         return report
-    last = session.test(frozenset(u.id for u in session.all))
+    every = frozenset(u.id for u in session.all)
+    last = session.test(every)
+    crash = ""
+    if session.crashes_on_import(session.known[every]):
+        last = "bad"
+        crash = f"the bad environment crashes on import ({session.known[every].why}); "
     if last != "bad":
+        why = session.known[every].why
         report.verdict = (
             f"the bad environment, rebuilt, runs {last}: the failure is not in the packages"
             " or variables (look at files, caches, the driver, the code)"
             if last == "good"
-            else "the bad environment, rebuilt, could not be judged (skip: it could not run the"
-            " command, an import failed, or it timed out): see the log, or judge by exit status"
+            else f"the bad environment, rebuilt, could not be judged (skip: {why}): see the"
+            " log, or judge by exit status"
         )
+        if last == "good":
+            report.outcome = "not_the_environment"
         report.steps = session.steps
         return report
-    found, complete = ddmin(session.all, session.test, max_steps=max(0, max_steps - 2))
+    found, complete = ddmin(
+        session.all, session.test, affordable=lambda ids: session.affordable(ids, max_steps)
+    )
     report.complete = complete
+    report.outcome = "culprits"
     report.culprits = [{"id": u.id, "label": u.label, "packages": list(u.packages)} for u in found]
     names = "; ".join(u.label for u in found)
     together = " together" if len(found) > 1 else ""
-    report.verdict = (
-        f"{'the smallest set found so far' if not complete else 'it is'}{together}: {names}"
+    report.verdict = crash + (
+        f"{'it is' if complete else f'after {max_steps} builds, the smallest set so far'}"
+        f"{together}: {names}"
     )
     report.steps = session.steps
     return report
+
+
+_OPERATORS = frozenset({"|", "||", "&&", ";", "&", ">", ">>", "<", "<<", "2>", "2>&1", "&>"})
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def _shell_syntax(argv: Sequence[str]) -> str | None:
+    """The first word of ``argv`` that only a shell would understand (a pipe, a
+    redirection, ``$(...)``, a leading ``VAR=value``), or None."""
+    if _ASSIGNMENT.match(argv[0]):
+        return argv[0].split("=", 1)[0] + "=..."
+    for word in argv:
+        if word in _OPERATORS or word.startswith((">", "2>", "$(", "`")) or word.endswith(";"):
+            return word
+    return None
 
 
 def check_from(
@@ -488,6 +572,13 @@ def check_from(
     if metric is not None and minimum is None and maximum is None:
         raise UsageError(f"--metric {metric}: say what is good with --min X or --max X")
     argv = ("sh", "-c", run) if shell else split_command(run, option="--run")
+    if not shell:
+        syntax = _shell_syntax(argv)
+        if syntax:
+            raise UsageError(
+                f"--run: {syntax!r} is shell syntax, and the command runs without a shell",
+                hint="pass --shell to run it through sh -c",
+            )
     if not 0 < timeout <= 1e6:  # also NaN and infinity
         raise UsageError(f"--timeout {timeout:g}: seconds, more than 0 and at most 1e6")
     for option, value in (("--min", minimum), ("--max", maximum)):
@@ -529,9 +620,10 @@ def recorded_head(snap: Snapshot, repo: Path) -> str:
     return heads[0]
 
 
-def bisect_commits(session: Session, repo: Path, *, max_steps: int) -> str:
+def bisect_commits(session: Session, repo: Path, *, max_steps: int) -> tuple[str, bool]:
     """The first commit after the snapshot's where the check goes bad, run in the good
-    environment from a temporary worktree (the user's checkout is never touched)."""
+    environment from a temporary worktree (the user's checkout is never touched); and
+    whether the search finished within ``max_steps`` builds."""
     import shutil
     import tempfile
 
@@ -544,7 +636,7 @@ def bisect_commits(session: Session, repo: Path, *, max_steps: int) -> str:
         else ""
     )
     if not todo:
-        return "the repo is still at the snapshot's commit: the cause is elsewhere" + dirty
+        return "the repo is still at the snapshot's commit: the cause is elsewhere" + dirty, True
     # The good environment in the scratch venv (a --resume may not have built it yet).
     session.build(candidate(session.good, session.bad, []), session.scratch)
     steps = 0
@@ -561,12 +653,12 @@ def bisect_commits(session: Session, repo: Path, *, max_steps: int) -> str:
         _git(repo, "worktree", "add", "--quiet", "--detach", str(tree), good_head)
         first = test(good_head)
         if first == "skip":
-            return f"the snapshot's own commit {good_head[:12]} could not be judged (skip)"
+            return f"the snapshot's own commit {good_head[:12]} could not be judged (skip)", True
         if first != "good":
             return (
                 f"the snapshot's own commit {good_head[:12]} is bad in it too: neither the"
                 " environment nor the code since; look at data, hardware or nondeterminism"
-            )
+            ), True
         lo, hi = -1, len(todo) - 1  # todo[hi] (HEAD) is bad: the first run said so
         while hi - lo > 1 and steps < max_steps:
             mid = (lo + hi) // 2
@@ -578,8 +670,9 @@ def bisect_commits(session: Session, repo: Path, *, max_steps: int) -> str:
             lo, hi = (mid, hi) if result == "good" else (lo, mid)
         culprit = todo[hi]
         subject = _git(repo, "log", "-1", "--format=%h %s", culprit)
-        exact = "" if hi - lo <= 1 else " (--max-steps reached: somewhere up to)"
-        return f"the first bad commit{exact}: {subject}{dirty}"
+        exact = hi - lo <= 1
+        where_ = "" if exact else f" (after {max_steps} builds, somewhere up to)"
+        return f"the first bad commit{where_}: {subject}{dirty}", exact
     finally:
         subprocess.run(
             ["git", "-C", str(repo), "worktree", "remove", "--force", str(tree)],
