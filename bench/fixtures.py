@@ -195,6 +195,61 @@ def torch_venv(tools: Tools, *, log: Log) -> TorchVenv:
     return TorchVenv(venv, wheelhouse, torch_wheels[0], count)
 
 
+# The field-like venv: real distributions with real RECORD and METADATA sizes (torch's CPU
+# build, transformers, datasets, jupyter and everything they pull in).
+REAL = ("torch==2.13.0", "transformers", "datasets", "jupyter")
+REAL_RECIPE = "1"
+
+
+def real_venv(tools: Tools, *, log: Log) -> TorchVenv:
+    """A venv of real distributions from the registry (wheels cached in bench/.cache), pip's
+    own modules byte-compiled so that the `pip freeze` peer is timed as users run it."""
+    venv, wheelhouse = CACHE / "realvenv", CACHE / "realwheels"
+    stamp = venv / ".bench-recipe"
+    wanted = f"recipe {REAL_RECIPE}, {' '.join(REAL)}, {tools.base_python}\n"
+    python = venv / "bin" / "python"
+    if not (stamp.is_file() and stamp.read_text() == wanted):
+        log(f"building {venv} from real distributions (cached for later runs; a few minutes)")
+        shutil.rmtree(venv, ignore_errors=True)
+        run([str(tools.base_python), "-m", "venv", str(venv)])
+        have = {w.name for w in wheelhouse.glob("*.whl")} if wheelhouse.is_dir() else set()
+        if not any(n.startswith("torch-") for n in have):
+            run([str(python), "-m", "pip", "download", "--quiet", "-d", str(wheelhouse), *REAL])
+        run(
+            [
+                str(python), "-m", "pip", "install", "--quiet", "--no-index",
+                "--find-links", str(wheelhouse), *REAL,
+            ]
+        )  # fmt: skip
+        stamp.write_text(wanted)
+    compile_site(venv)
+    torch_wheels = sorted(wheelhouse.glob("torch-*.whl"))
+    freeze = run([tools.uv, "pip", "freeze", "--python", str(venv)])
+    count = sum(1 for ln in freeze.splitlines() if ln.strip() and not ln.startswith("#"))
+    return TorchVenv(venv, wheelhouse, torch_wheels[0], count)
+
+
+def compile_site(prefix: Path) -> None:
+    """Byte-compile every module under ``prefix``'s site-packages (idempotent, quiet):
+    PYTHONDONTWRITEBYTECODE may be set and uv writes no bytecode, and a benchmark that
+    compiles from source at every run measures the compiler."""
+    import compileall
+
+    for site in prefix.glob("lib/python*/site-packages"):
+        compileall.compile_dir(str(site), quiet=2, workers=0)
+
+
+def git_work_tree(root: Path) -> None:
+    """``root`` as a small git work tree with one commit (where users run envguard)."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "train.py").write_text("print('tok_s=21500')\n")
+    (root / "README.md").write_text("a training repo\n")
+    ident = ["-c", "user.name=bench", "-c", "user.email=bench@localhost"]
+    run(["git", "init", "-q", str(root)])
+    run(["git", "-C", str(root), "add", "train.py", "README.md"])
+    run(["git", "-C", str(root), *ident, "commit", "-q", "-m", "bench"])
+
+
 def torch_index(root: Path, torch_wheel: Path) -> str:
     """A local PEP 503 index per variant (``root/cpu/torch/``); returns its file:// base."""
     from envguard.testing import make_simple_index

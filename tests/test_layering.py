@@ -96,7 +96,11 @@ def test_render_never_imports_what_changes_the_machine() -> None:
 def _target_files() -> list[Path]:
     from envguard.probe.payload import SHARED_MODULES
 
-    return [*sorted(TARGET.glob("*.py")), *(SRC / f"{name}.py" for name in SHARED_MODULES)]
+    return [
+        *sorted(TARGET.glob("*.py")),
+        *(SRC / f"{name}.py" for name in SHARED_MODULES),
+        SRC / "probe" / "loader.py",  # runs first on the target
+    ]
 
 
 def test_target_side_is_stdlib_only_and_parses_as_python_38() -> None:

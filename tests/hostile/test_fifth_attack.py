@@ -115,11 +115,12 @@ def test_a_cache_someone_else_could_write_is_not_trusted(tmp_path: Path) -> None
     folder = tmp_path / "xdg" / "envguard"
     folder.mkdir(parents=True)
     folder.chmod(0o777)
-    assert fpcache.FingerprintCache(str(folder / "fingerprints-v1.json")).path is None
+    sites = ["/venv/lib/python3.11/site-packages"]
+    assert fpcache.FingerprintCache(str(folder / "fingerprints-v2"), sites).path is None
     link = tmp_path / "xdg2"
     link.mkdir()
     (link / "envguard").symlink_to(tmp_path)
-    assert fpcache.FingerprintCache(str(link / "envguard" / "fingerprints-v1.json")).path is None
+    assert fpcache.FingerprintCache(str(link / "envguard" / "fingerprints-v2"), sites).path is None
 
 
 @pytest.mark.parametrize(

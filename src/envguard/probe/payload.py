@@ -10,6 +10,7 @@ literals, and runs ``main.main``.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Mapping
 from functools import cache
@@ -43,22 +44,9 @@ _VERSION_CHECK = (
     " % sys.version_info[:2])\n"
     "    sys.exit(1)\n"
 )
-# Installs (name, source) pairs as submodules of one package, so `from .x import y` works.
-LOADER = (
-    "import types\n"
-    "def _envguard_install(package, sources):\n"
-    "    pkg = types.ModuleType(package)\n"
-    "    pkg.__path__ = []\n"
-    "    sys.modules[package] = pkg\n"
-    "    for name, source in sources:\n"
-    "        mod = types.ModuleType(package + '.' + name)\n"
-    "        mod.__package__ = package\n"
-    "        mod.__file__ = '<' + package + '/' + name + '.py>'\n"
-    "        sys.modules[mod.__name__] = mod\n"
-    "        setattr(pkg, name, mod)\n"
-    "        exec(compile(source, mod.__file__, 'exec'), mod.__dict__)\n"
-    "    return pkg\n"
-)
+# The loader (probe/loader.py) installs (name, source) pairs as submodules of one package,
+# so `from .x import y` works; its text goes first, as the payload carries it.
+LOADER = (Path(__file__).parent / "loader.py").read_text(encoding="utf-8")
 
 
 @cache
@@ -73,6 +61,35 @@ def target_sources() -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+_RELATIVE_IMPORT = re.compile(r"^\s*from \.(\w+) import", re.M)
+
+
+@cache
+def entry_sources(entry: str) -> tuple[tuple[str, str], ...]:
+    """The target modules ``entry`` needs (its relative imports, followed), in install
+    order: the probe does not carry restore's operations, nor a restore the probe's."""
+    sources = dict(target_sources())
+    needed, todo = set(), [entry]
+    while todo:
+        name = todo.pop()
+        if name not in needed:
+            needed.add(name)
+            todo.extend(_RELATIVE_IMPORT.findall(sources[name]))
+    return tuple((n, src) for n, src in target_sources() if n in needed)
+
+
+@cache
+def code_key(entry: str) -> str:
+    """Names the compiled code of ``entry``'s modules in the target's cache: a hash of the
+    exact sources (and the package name), so another envguard version never uses it."""
+    import hashlib
+
+    digest = hashlib.sha256(PACKAGE.encode())
+    for name, source in entry_sources(entry):
+        digest.update(b"\0" + name.encode() + b"\0" + source.encode("utf-8"))
+    return digest.hexdigest()[:32]
+
+
 def probe_payload(args: Mapping[str, Any], *, entry: str = "main") -> str:
     """The whole program: version check, the target package, then ``<entry>.main(args)``
     (``main``: the probe; ``apply``: one restore operation)."""
@@ -81,7 +98,7 @@ def probe_payload(args: Mapping[str, Any], *, entry: str = "main") -> str:
     return (
         _VERSION_CHECK
         + LOADER
-        + f"_pkg = _envguard_install({PACKAGE!r}, {target_sources()!r})\n"
+        + f"_pkg = _envguard_install({PACKAGE!r}, {entry_sources(entry)!r}, {code_key(entry)!r})\n"
         + f"sys.exit(_pkg.{entry}.main(__import__('json').loads({arg_text!r})))\n"
     )
 

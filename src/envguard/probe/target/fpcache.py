@@ -5,10 +5,14 @@ whose (path, device, inode, size, mtime_ns) is unchanged holds the same bytes as
 fingerprint was computed: an installer rewrites RECORD on every (re)install, so a rebuilt
 wheel of the same version gets a new inode and mtime and is hashed again.
 
-The cache lives in the user's cache folder ($XDG_CACHE_HOME/envguard, else
-~/.cache/envguard), never inside site-packages. It is a plain JSON map, read through the
-capped regular-file reader; a damaged, foreign or unwritable cache is simply not used, and
-nothing a cache holds is ever executed or shown.
+The cache lives in the user's cache folder ($XDG_CACHE_HOME/envguard/fingerprints-v2, else
+~/.cache/envguard/...), never inside site-packages: one small JSON file per venv (named by a
+hash of its site-packages folders), so a probe reads only its own venv's entries however
+many venvs this user has probed (one shared file grew to 5 MB of other venvs' entries and
+took longer to load than hashing). At most _MAX_SHARDS files are kept, the least recently
+written removed first. Each file is read through the capped regular-file reader; a damaged,
+foreign or unwritable cache is simply not used, and nothing a cache holds is ever executed
+or shown.
 """
 
 # ruff: noqa: UP006, UP035, UP045
@@ -24,9 +28,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Optional
 
-_NAME = "fingerprints-v1.json"
-_CAP = 32 << 20
-_MAX_ENTRIES = 100000
+_FOLDER = "fingerprints-v2"
+_LEGACY = "fingerprints-v1.json"  # the one shared file of earlier versions: removed
+_CAP = 8 << 20
+_MAX_ENTRIES = 20000  # per venv
+_MAX_SHARDS = 256
 _FINGERPRINT = re.compile(r"[0-9a-f]{64}\Z")
 
 
@@ -49,26 +55,31 @@ def _ours(path: str) -> bool:
 
 
 def cache_path(environ: Dict[str, str]) -> Optional[str]:
+    """The folder of the per-venv fingerprint files, or None when there is no home."""
     base = environ.get("XDG_CACHE_HOME") or (
         os.path.join(environ["HOME"], ".cache") if environ.get("HOME") else None
     )
-    return os.path.join(base, "envguard", _NAME) if base and os.path.isabs(base) else None
+    return os.path.join(base, "envguard", _FOLDER) if base and os.path.isabs(base) else None
 
 
 class FingerprintCache:
-    """RECORD stat key -> fingerprint; ``lookup`` before hashing, ``store`` after."""
+    """RECORD stat key -> fingerprint for one venv; ``lookup`` before hashing, ``store``
+    after, ``save`` once the venv was scanned."""
 
-    def __init__(self, path: Optional[str]) -> None:
-        self.path = path
+    def __init__(self, folder: Optional[str], sites: List[str]) -> None:
+        import hashlib
+
+        self.path: Optional[str] = None
         self.entries: Dict[str, str] = {}
         self.used: Dict[str, str] = {}
-        if path is None or not _ours(os.path.dirname(path)):
-            self.path = None  # a folder someone else could fill (or a symlink): no cache
-            return
-        if os.path.lexists(path) and not _ours(path):
+        if folder is None or not (_ours(folder) and _ours(os.path.dirname(folder))):
+            return  # a folder someone else could fill (or a symlink): no cache
+        shard = hashlib.sha256("\0".join(sites).encode("utf-8", "surrogateescape")).hexdigest()
+        self.path = os.path.join(folder, shard[:32] + ".json")
+        if os.path.lexists(self.path) and not _ours(self.path):
             return  # not ours to trust; rewritten below from what this run computes
         try:
-            data = json.loads(read_bytes(path, _CAP).decode("utf-8"))
+            data = json.loads(read_bytes(self.path, _CAP).decode("utf-8"))
         except (OSError, ValueError, RecursionError):
             return  # none yet, or not ours to trust: start afresh
         if isinstance(data, dict):
@@ -104,20 +115,16 @@ class FingerprintCache:
         if key is not None:
             self.used[key] = fingerprint
 
-    def save(self, scanned_sites: List[str]) -> None:
-        """Write what this run used, plus other venvs' entries (capped); never fails."""
-        if self.path is None or all(k in self.entries for k in self.used):
+    def save(self) -> None:
+        """Write this venv's fingerprints when they changed; never fails."""
+        if self.path is None or self.used == self.entries:
             return  # nothing new learned
-        prefixes = tuple(os.path.join(s, "") for s in scanned_sites)
-        kept = {k: v for k, v in self.entries.items() if not k.startswith(prefixes)}
-        kept.update(self.used)
-        if len(kept) > _MAX_ENTRIES:
-            kept = dict(list(self.used.items())[:_MAX_ENTRIES])
+        kept = dict(list(self.used.items())[:_MAX_ENTRIES])
         folder = os.path.dirname(self.path)
         tmp = "%s.%d.tmp" % (self.path, os.getpid())
         try:
             os.makedirs(folder, mode=0o700, exist_ok=True)
-            if not _ours(folder):
+            if not (_ours(folder) and _ours(os.path.dirname(folder))):
                 return
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -128,3 +135,34 @@ class FingerprintCache:
                 os.unlink(tmp)
             except OSError:
                 pass
+            return
+        _prune(folder)
+
+
+def _prune(folder: str) -> None:
+    """At most _MAX_SHARDS venv files (the least recently written go first), and no legacy
+    shared file; only this user's own regular files are removed."""
+    import stat
+
+    legacy = os.path.join(os.path.dirname(folder), _LEGACY)
+    try:
+        names = [n for n in os.listdir(folder) if n.endswith(".json")]
+        if os.path.lexists(legacy) and _ours(legacy):
+            os.unlink(legacy)
+    except OSError:
+        return
+    if len(names) <= _MAX_SHARDS:
+        return
+    aged = []
+    for name in names:
+        try:
+            st = os.lstat(os.path.join(folder, name))
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid():
+            aged.append((st.st_mtime_ns, name))
+    for _, name in sorted(aged)[: len(aged) - _MAX_SHARDS]:
+        try:
+            os.unlink(os.path.join(folder, name))
+        except OSError:
+            pass

@@ -41,10 +41,10 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
     warnings: List[str] = []
     sites = site_dirs()
     fingerprints = FingerprintCache(
-        cache_path(environ) if args.get("fingerprint_cache", True) else None
+        cache_path(environ) if args.get("fingerprint_cache", True) else None, sites
     )
     packages = scan_packages(sites, warnings, fingerprints)
-    fingerprints.save(sites)
+    fingerprints.save()
     caches = []
     own = default_caches(environ)
     # Paths named by a snapshot (not by the user) are read only under these roots.
