@@ -45,9 +45,14 @@ def make_wheel(
         contents[path] = data.encode() if isinstance(data, str) else data
     if salt:
         contents[f"{module}/_build.py"] = f"SALT = {salt!r}\n".encode()
+    # Shaped like the field's: a folded License field holding a line of only spaces (a
+    # continuation, not the end of the headers) before Requires-Dist, and a description
+    # whose text looks like headers (never read as them).
     meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+    meta += ["License: Apache License", "        Version 2.0", "        ", "        END"]
     meta += [f"Requires-Dist: {r}" for r in requires]
-    contents[f"{info}/METADATA"] = ("\n".join(meta) + "\n\nA test package.\n").encode()
+    body = "\n\nA test package.\n\nName: not-this\nRequires-Dist: not-a-dependency\n"
+    contents[f"{info}/METADATA"] = ("\n".join(meta) + body).encode()
     contents[f"{info}/WHEEL"] = (
         b"Wheel-Version: 1.0\nGenerator: envguard-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     )

@@ -63,6 +63,9 @@ def test_quiet_prints_nothing_and_verbose_says_what_runs(in_tmp: Path, good_venv
     assert loud.returncode == 0
     assert "envguard: probe: " in loud.stderr and " -I -S -" in loud.stderr
     assert "no drift" in loud.stdout
+    after = envguard("diff", "good", "--python", str(good_venv), "-q")  # after the command too
+    assert (after.returncode, after.stdout, after.stderr) == (0, "", "")
+    assert "envguard: probe: " in envguard("diff", "good", "-v", "--python", str(good_venv)).stderr
 
 
 def test_show_and_check_default_to_the_newest(in_tmp: Path, good_venv: Path) -> None:

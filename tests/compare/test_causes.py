@@ -71,8 +71,9 @@ def test_the_first_lines_name_the_torch_build_and_the_cause(polluted: Path) -> N
     assert head[1] == (
         "sglang 0.5.23 installed with 23 packages it pulled in (2 GPU stack, 1 downgraded)"
     )
-    assert head[2] == "other packages: 1 added"  # six: nothing pulled it in
-    assert head[-1] == "last good run: tok_s=21500" and len(head) <= 5
+    assert head[2] == "downgraded: numpy 2.1.0 -> 1.26.4"  # by name, once
+    assert head[3] == "other packages: 1 added"  # six: nothing pulled it in
+    assert head[-1] == "last good run: tok_s=21500" and len(head) == 5
     # Folded by default: one row for sglang, the critical ones (torch, flashinfer) kept.
     assert "with 21 more packages it pulled in (--expand lists them)" in result.stdout
     assert "stackdep07" not in result.stdout
@@ -116,3 +117,37 @@ def test_plan_export_show_and_fleet_name_the_torch_build() -> None:
     assert torch_build_label(snap) == "2.14.1+cu130 (CUDA 13.0)"
     assert "# torch build: 2.14.1+cu130 (CUDA 13.0)" in requirements_export(snap, Sources())
     assert items(snap)["package torch"] == "2.14.1+cu130"
+
+
+def test_no_kind_of_change_crowds_another_out_of_the_verdict() -> None:
+    """Several installs, the GPU stack, a downgrade, files, a cache and the metrics: each
+    keeps its line (a six-line cap once cut the changed script and the last good run)."""
+    from envguard.compare.causes import Cause
+    from envguard.compare.models import Change
+    from envguard.compare.policy import Policy
+    from envguard.compare.severity import Severity
+    from envguard.compare.verdict import verdict
+    from factories import package, snapshot
+
+    good = snapshot([package("numpy", "2.4.6")], metrics={"tok_s": 21500})
+    bad = snapshot([package("numpy", "2.2.6")])
+
+    def change(section: str, name: str, kind: str, **kw: str) -> Change:
+        return Change(section=section, name=name, kind=kind, severity=Severity.warning,
+                      message=kw.pop("message", f"{name} {kind}"), **kw)  # fmt: skip
+
+    changes = [
+        change("packages", "numpy", "downgraded", expected="2.4.6", actual="2.2.6"),
+        *(change("packages", f"p{i}", "added", actual="1.0") for i in range(12)),
+        change("packages", "nvidia-nccl-cu12", "added", actual="2.21"),
+        change("files", "train.py", "content_changed"),
+        change("caches", "inductor", "cold", message="inductor cache /tmp/x is cold"),
+    ]
+    causes = [Cause(f"p{i}", (f"p{i + 1}",)) for i in range(0, 10, 2)]
+    lines = verdict(good, bad, changes, causes, Policy())
+    text = "\n".join(lines)
+    assert lines[0].startswith("p0 ") and lines[1].startswith("also installed: p2 (+1)")
+    assert "GPU stack: nvidia-nccl-cu12 2.21 added" in text
+    assert "downgraded: numpy 2.4.6 -> 2.2.6" in text
+    assert "train.py changed" in text and "inductor cache cold" in text
+    assert lines[-1] == "last good run: tok_s=21500"

@@ -76,6 +76,7 @@ class _Group(TyperGroup):
         command = super().get_command(ctx, cmd_name)
         if command is not None:
             _tidy_options(command)
+            _command_loudness(command)
         return command
 
     def invoke(self, ctx: "Context") -> object:
@@ -199,14 +200,39 @@ def _root(
     ] = False,
 ) -> None:
     """Snapshot, diff and rebuild ML training environments."""
+    _loudness(quiet=quiet, verbose=verbose)
+
+
+def _loudness(*, quiet: bool, verbose: bool) -> None:
     if verbose:
         from envguard import trace
 
         trace.enable()
-    if quiet:
+    if quiet and sys.stdout is sys.__stdout__:
         import os
 
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (for the life of the process)
+
+
+def _command_loudness(command: Any) -> None:
+    """-q and -v after the command too (``envguard diff good -q``), as before it."""
+    if any(p.name in ("quiet", "verbose") for p in command.params):
+        return
+    from typer.core import TyperOption
+
+    for decls, name in ((["--quiet", "-q"], "quiet"), (["--verbose", "-v"], "verbose")):
+        command.params.append(
+            TyperOption(
+                param_decls=[*decls, name],
+                is_flag=True,
+                default=False,
+                expose_value=False,
+                hidden=True,
+                callback=lambda _ctx, _param, on, name=name: _loudness(
+                    quiet=on and name == "quiet", verbose=on and name == "verbose"
+                ),
+            )
+        )
 
 
 def console(*, stderr: bool = False) -> "Console":

@@ -38,7 +38,10 @@ def verdict(
     causes: Sequence[Cause],
     policy: Policy,
 ) -> tuple[str, ...]:
-    """At most six short lines, worst first; none when nothing drifted."""
+    """A few short lines, worst first; none when nothing drifted. Each kind of change has
+    at most one line (the installs two), so none crowds another out: the torch build, the
+    installs behind the rest, the GPU stack, downgrades by name, other packages, files,
+    caches, the last good run."""
     if not changes:
         return ()
     lines = []
@@ -52,9 +55,10 @@ def verdict(
         lines.append(f"torch {before or 'absent'} -> {after or 'absent'}{cuda}")
     packages = [c for c in changes if c.section == "packages"]
     by_name = primary_changes(packages)
-    grouped: set[str] = set()
     installed = actual.package_map()
-    for cause in sorted(causes, key=lambda c: (-len(c.members), c.root))[:3]:
+    ranked = sorted(causes, key=lambda c: (-len(c.members), c.root))
+    grouped = {n for c in ranked for n in (c.root, *c.members)}
+    for cause in ranked[:1]:
         root = installed.get(cause.root)
         how = by_name[cause.root].kind if cause.root in by_name else "changed"
         verb = "installed" if how == "added" else how.replace("_", " ")
@@ -67,7 +71,10 @@ def verdict(
             f"{cause.root} {root.version if root else ''} {verb} with {len(cause.members)}"
             f" package{'s' if len(cause.members) != 1 else ''} it pulled in{detail}"
         )
-        grouped |= {cause.root, *cause.members}
+    if len(ranked) > 1:  # every other install named, biggest first, on one line
+        said = [f"{c.root} (+{len(c.members)})" if c.members else c.root for c in ranked[1:]]
+        more = f" and {len(said) - 4} more" if len(said) > 4 else ""
+        lines.append("also installed: " + ", ".join(said[:4]) + more)
     # The GPU stack is never left out of the verdict, even outside the causes shown.
     gpu_rest = [
         c
@@ -78,25 +85,40 @@ def verdict(
         said = [
             f"{c.name} {c.actual or c.expected or ''} {c.kind.replace('_', ' ')}" for c in gpu_rest
         ]
-        more = f" and {len(said) - 3} more" if len(said) > 3 else ""
-        lines.append("GPU stack: " + ", ".join(s.replace("  ", " ") for s in said[:3]) + more)
+        lines.append("GPU stack: " + _some([s.replace("  ", " ") for s in said]))
         grouped |= {c.name for c in gpu_rest}
-    rest = Counter(c.kind for name, c in by_name.items() if name not in grouped and name != "torch")
+    # Downgrades by name, once each (a package two installs pulled back is one downgrade).
+    down = [c for n, c in sorted(by_name.items()) if c.kind == "downgraded" and n != "torch"]
+    if down:
+        lines.append("downgraded: " + _some([f"{c.name} {c.expected} -> {c.actual}" for c in down]))
+    rest = Counter(
+        c.kind
+        for name, c in by_name.items()
+        if name not in grouped and name != "torch" and c.kind != "downgraded"
+    )
     if rest:
         parts = [f"{n} {_plural(kind, n)}" for kind, n in rest.most_common(4)]
         lines.append("other packages: " + ", ".join(parts))
     files = [c.name for c in changes if c.section == "files"]
     if files:
-        shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
-        lines.append(f"{shown} changed" if len(files) < 4 else f"files changed: {shown}")
+        lines.append(
+            f"{_some(files)} changed" if len(files) < 4 else f"files changed: {_some(files)}"
+        )
     caches = [c for c in changes if c.section == "caches"]
     if caches:
-        said = sorted({f"{_cache_label(c)} {_CACHE_WORDS.get(c.kind, c.kind)}" for c in caches})
-        lines.append(", ".join(said[:3]) + (f" and {len(said) - 3} more" if len(said) > 3 else ""))
+        lines.append(
+            _some(sorted({f"{_cache_label(c)} {_CACHE_WORDS.get(c.kind, c.kind)}" for c in caches}))
+        )
     if expected.metrics:
         shown_metrics = redact_metrics(dict(expected.metrics))
         lines.append("last good run: " + ", ".join(f"{k}={v}" for k, v in shown_metrics.items()))
-    return tuple(lines[:6])
+    return tuple(lines)
+
+
+def _some(items: Sequence[str], shown: int = 3) -> str:
+    """``a, b, c and 4 more``."""
+    more = f" and {len(items) - shown} more" if len(items) > shown else ""
+    return ", ".join(items[:shown]) + more
 
 
 def _plural(kind: str, n: int) -> str:

@@ -40,11 +40,16 @@ def _print_rows(
     *,
     title: str | None = None,
     styles: dict[int, dict[str, str]] | None = None,
+    whole: tuple[int, ...] = (),
 ) -> None:
     """A table of ``rows``: rich's when small (``styles`` maps a column to the style of
-    each value), plain aligned columns when large."""
+    each value; the ``whole`` columns, names, are never cut), plain aligned columns when
+    large."""
     if len(rows) <= RICH_ROWS:
         table = Table(*headers, title=title, title_justify="left")
+        for i in whole:
+            table.columns[i].no_wrap = True
+            table.columns[i].min_width = min(48, max((len(r[i]) for r in rows), default=0))
         look = styles or {}
         for row in rows:
             _row(
@@ -90,17 +95,22 @@ def metrics_label(metrics: dict[str, MetricValue]) -> str:
     return ", ".join(f"{k}={v}" for k, v in redact_metrics(metrics).items()) or "-"
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 file``, ``2 files``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def snapshot_summary_line(snap: Snapshot) -> str:
     parts = [
         f"Python {snap.interpreter.version}",
-        f"{sum(not p.shadowed for p in snap.packages)} packages",
+        counted(sum(not p.shadowed for p in snap.packages), "package"),
         f"torch {torch_label(snap)}",
-        f"{len(snap.repos)} repos",
-        f"{len(snap.files)} files",
-        f"{len(snap.caches)} caches",
+        counted(len(snap.repos), "repo"),
+        counted(len(snap.files), "file"),
+        counted(len(snap.caches), "cache"),
     ]
     if snap.warnings:
-        parts.append(f"{len(snap.warnings)} warnings")
+        parts.append(counted(len(snap.warnings), "warning"))
     return ", ".join(parts)
 
 
@@ -110,7 +120,11 @@ def show_snapshot(snap: Snapshot, console: Console) -> None:
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
     head.add_column()
-    _row(head, "snapshot", f"{snap.name}  ({snap.created.isoformat()}, {snap.user}@{snap.host})")
+    _row(
+        head,
+        "snapshot",
+        f"{snap.name}  ({snap.created.isoformat(timespec='seconds')}, {snap.user}@{snap.host})",
+    )
     _row(head, "interpreter", f"{i.implementation} {i.version} {i.machine} {i.libc or ''}".rstrip())
     _row(head, "", i.executable + ("  (venv)" if i.is_venv else ""))
     _row(head, "packages", str(sum(not p.shadowed for p in snap.packages)))
@@ -189,7 +203,7 @@ def log_table(entries: list[Entry], console: Console, *, metric: str | None = No
             shown = metrics_label(e.metrics)
         rows.append((created, e.name, e.torch or "-", shown, e.change))
     headers = ("created", "name", "torch", metric or "metrics", "change since the previous")
-    _print_rows(console, headers, rows)
+    _print_rows(console, headers, rows, whole=(1,))
 
 
 def list_table(rows: list[Listed], console: Console) -> None:

@@ -118,7 +118,7 @@ def snapshot_from_report(report: ProbeReport, request: CaptureRequest) -> Snapsh
     }
     return Snapshot(
         name=request.name,
-        created=datetime.now(timezone.utc).replace(microsecond=0),
+        created=datetime.now(timezone.utc),  # to the microsecond: `log` orders by it
         # What a (possibly forged) report says is redacted here as well as on the far side.
         host=redact_text(report["host"]),
         user=report["user"],

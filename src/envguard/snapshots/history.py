@@ -39,7 +39,7 @@ class Entry:
 def history(paths: list[Path]) -> list[Entry]:
     """Entries oldest first (by `created`), unreadable files last."""
     read = [_read(p) for p in paths]
-    good = sorted((e for e in read if e[0].error is None), key=lambda e: e[0].created or _EPOCH)
+    good = sorted((e for e in read if e[0].error is None), key=_when)
     out: list[Entry] = []
     previous: dict[str, str] | None = None
     previous_torch: str | None = None
@@ -56,6 +56,19 @@ def history(paths: list[Path]) -> list[Entry]:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _when(read: tuple[Entry, dict[str, str]]) -> tuple[datetime, int, str]:
+    """Time order: `created`; then, for two taken in the same second (older snapshots
+    keep whole seconds), the file's own time, then the name."""
+    entry = read[0]
+    try:
+        written = entry.path.stat().st_mtime_ns
+    except OSError:
+        written = 0
+    return entry.created or _EPOCH, written, entry.name
+
+
 # A snapshot's top-level fields (snapshots.models.Snapshot; a test keeps the two equal).
 SNAPSHOT_KEYS = frozenset(
     {

@@ -79,7 +79,7 @@ class Package(Model):
     shadowed: bool = False
     # Requires-Dist as the METADATA writes it (markers and extras included): what pulled in
     # what, for grouping drift by cause. Empty in snapshots taken before it was recorded.
-    requires: tuple[Requirement, ...] = Field(default=(), max_length=500)
+    requires: tuple[Requirement, ...] = Field(default=(), max_length=2000)
 
 
 class TorchBuild(Model):

@@ -51,15 +51,21 @@ def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
                 expected=ev,
                 actual=av,
                 severity=Severity.critical,
-                message=f"torch's {label} {ev} -> {av}",
+                message=f"torch's {label} {_said(key, ev)} -> {_said(key, av)}",
             )
+
+
+def _said(key: str, value: object) -> str:
+    """A build field in words: a CPU build's CUDA is "none", not Python's None."""
+    if value is None:
+        return "none" if key in ("cuda", "hip") else ABSENT
+    return str(value)
 
 
 def identity(snap: Snapshot) -> Iterator[tuple[str, str]]:
     if snap.torch is not None:
         for key in BUILD_FIELDS:
-            value = getattr(snap.torch, key)
-            yield f"torch {key}", ABSENT if value is None else str(value)
+            yield f"torch {key}", _said(key, getattr(snap.torch, key))
 
 
 SECTION = Section(name="torch", title="torch build", compare=compare, identity=identity)

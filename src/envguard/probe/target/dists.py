@@ -41,45 +41,49 @@ def canonical_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+# The header fields the snapshot needs, one per line (a folded continuation line starts
+# with whitespace, so it never matches). Bytes, matched at C speed.
+_HEADER = re.compile(rb"^(Name|Version|Requires-Dist):[ \t]*(.*?)[ \t\r]*$", re.M)
+_HEADER_END = re.compile(rb"\r?\n\r?\n")
+
+
 def metadata_headers(path: str, requires: Optional[List[str]] = None) -> Dict[str, str]:
     """Name and Version from a METADATA/PKG-INFO header block, and each Requires-Dist into
-    ``requires`` (as written, markers included; at most MAX_REQUIRES)."""
+    ``requires`` (as written, markers included).
+
+    Only the header block is read (it ends at the first empty line; the description after
+    it is most of a METADATA's bytes). A line of only spaces inside a folded License field
+    is a continuation, not the end: real METADATA (sglang's, jupyterlab's) has them."""
     found: Dict[str, str] = {}
     fd = open_regular(path)
     try:
-        head = os.read(fd, 65536)  # the header block: Name, Version, Requires-Dist ...
-        if (
-            (b"\n\n" not in head and len(head) == 65536)
-            or b"\nVersion:" not in head
-            or (b"\nName:" not in head and not head.startswith(b"Name:"))
-        ):
-            rest = []
-            total = len(head)
-            while total <= METADATA_CAP:
-                block = os.read(fd, 1 << 20)
-                if not block:
-                    break
-                rest.append(block)
-                total += len(block)
-            head += b"".join(rest)[: max(0, METADATA_CAP - len(head))]
+        head = b""
+        end = None
+        while len(head) < METADATA_CAP:
+            block = os.read(fd, 16384 if len(head) < 65536 else 1 << 20)
+            if not block:
+                break
+            # the terminator may straddle two reads: search from just before this block
+            match = _HEADER_END.search(head + block, max(0, len(head) - 4))
+            head += block
+            if match:
+                end = match.start()
+                break
     finally:
         os.close(fd)
-    for raw in head.splitlines():
-        if not raw.strip():
-            break
-        key, sep, value = raw.partition(b":")
-        if sep and key in (b"Name", b"Version"):
-            text = value.decode("utf-8", "replace").strip()
-            found.setdefault(key.decode(), text)
-        elif sep and key == b"Requires-Dist" and requires is not None:
-            text = value.decode("utf-8", "replace").strip()
-            if len(text) <= 512 and not _UNSAFE.search(text):
-                requires.append(text)
+    for key, value in _HEADER.findall(head[:end] if end is not None else head[:METADATA_CAP]):
+        if key == b"Requires-Dist":
+            if requires is not None:
+                text = value.decode("utf-8", "replace")
+                if len(text) <= 512 and not _UNSAFE.search(text):
+                    requires.append(text)
+        else:
+            found.setdefault(key.decode(), value.decode("utf-8", "replace"))
     return found
 
 
 # A distribution with more requirements than this is not one: the rest are left out.
-MAX_REQUIRES = 500
+MAX_REQUIRES = 2000
 
 
 def _record_row(line: str) -> Tuple[str, str]:
