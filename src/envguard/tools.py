@@ -26,9 +26,11 @@ def find_uv() -> str:
     return found
 
 
-# The first uv with every call envguard makes: `uv export --format pylock.toml` and
-# `uv pip compile --format pylock.toml` (PEP 751) arrived in 0.6.15.
-UV_MINIMUM = (0, 6, 15)
+# The first uv with every call envguard makes as envguard reads it: `uv export --format
+# pylock.toml` and `uv pip compile --format pylock.toml` (PEP 751) arrived in 0.6.15, but
+# until 0.13 a wheel from a flat or local index was exported with `hashes = {}`, which PEP
+# 751 (and packaging) refuse: the gate failed on exactly the air-gapped layouts.
+UV_MINIMUM = (0, 13, 0)
 _UV_CHECKED: dict[str, tuple[int, ...]] = {}
 
 

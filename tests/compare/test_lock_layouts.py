@@ -238,10 +238,10 @@ def test_an_old_uv_is_named_with_the_minimum(
     from envguard.tools import find_modern_uv
 
     old = tmp_path / "uv"
-    old.write_text("#!/bin/sh\necho 'uv 0.5.31'\n")
+    old.write_text("#!/bin/sh\necho 'uv 0.12.9'\n")
     old.chmod(0o755)
     monkeypatch.setenv("ENVGUARD_UV", str(old))
-    with pytest.raises(UsageError, match=r"uv 0\.5\.31 .* needs uv >= 0\.6\.15"):
+    with pytest.raises(UsageError, match=r"uv 0\.12\.9 .* needs uv >= 0\.13\.0"):
         find_modern_uv()
 
 
@@ -303,7 +303,32 @@ def test_lock_against_lock_says_what_a_lock_change_does(layout: Path, tmp_path: 
     )
     assert proc.returncode == 0, proc.stderr
     assert "no drift" in proc.stdout
-    assert "note: <stdin> was read by envguard's own walk" in proc.stderr
+    assert "own walk" not in proc.stderr  # uv read it too, from a scratch copy of the project
+
+
+def test_a_lock_under_another_name_is_read_as_itself(layout: Path, tmp_path: Path) -> None:
+    """uv exports the project's uv.lock whatever file is named: `old.lock` beside it (or a
+    lock on stdin) must be exported as itself, or a lock change reads as no change."""
+    import shutil
+
+    proj = tmp_path / "proj"
+    shutil.copytree(layout, proj)
+    text = (proj / "uv.lock").read_text()
+    (proj / "old.lock").write_text(text)
+    pyproject = (proj / "pyproject.toml").read_text()
+    (proj / "pyproject.toml").write_text(pyproject.replace('lint = ["ruff"]', "lint = []"))
+    index = str(layout.parent / "idx" / "pypi")
+    run([UV, "lock", "--quiet", "--offline", "--default-index", index], cwd=proj)
+    assert (proj / "uv.lock").read_text() != text
+    for old in (["--lock", "../old.lock"], ["--lock", "-"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "envguard", "diff", *old, "--lock", "../uv.lock", "--extra", "cpu",
+             "--format", "json"],
+            input=text, capture_output=True, text=True, cwd=proj / "packages", timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 1, proc.stderr
+        changes = json.loads(proc.stdout)["changes"]
+        assert [(c["kind"], c["name"]) for c in changes] == [("removed", "ruff")], changes
 
 
 MULTI_USE = """\
@@ -414,3 +439,20 @@ def test_requirements_in_pips_syntax(tmp_path: Path, monkeypatch: pytest.MonkeyP
     code, changes, err = gate(tmp_path, snap, tmp_path / "requirements.txt")
     assert (code, changes) == (0, []), (changes, err)
     assert "--index-url ignored" in err and "--find-links ignored" in err
+
+
+def test_a_venvs_seed_packages_are_not_drift(layout: Path, tmp_path: Path) -> None:
+    """`python -m venv` and `uv venv --seed` put pip (and setuptools, wheel) there, and
+    `uv sync` leaves them: reported at info, never failing the gate."""
+    seeded = synced(layout, ("pip", "24.0"), ("setuptools", "70.0.0"))
+    code, changes, _ = gate(tmp_path, seeded, layout / "uv.lock", "--extra", "cpu")
+    assert code == 0
+    assert {(c["name"], c["severity"]) for c in changes} == {
+        ("pip", "info"),
+        ("setuptools", "info"),
+    }
+    assert "a seed package of the venv" in changes[0]["message"]
+    code, changes, _ = gate(
+        tmp_path, synced(layout, ("six", "1.16.0")), layout / "uv.lock", "--extra", "cpu"
+    )
+    assert code == 1 and changes[0]["severity"] == "warning"  # any other package is drift

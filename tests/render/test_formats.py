@@ -138,3 +138,18 @@ def test_github_escapes_newlines_in_messages() -> None:
     )
     out = drift_github(hostile)
     assert out.count("\n") == 1 and "%0A:\u200b:error:\u200b:forged" in out
+
+
+def test_an_annotation_points_at_the_lockfile_from_the_workspace_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative --lock given from a project below $GITHUB_WORKSPACE is annotated by its
+    path from the workspace root, where GitHub looks for it."""
+    from envguard.compare.models import Change, Drift, Severity
+
+    (tmp_path / "proj").mkdir()
+    monkeypatch.chdir(tmp_path / "proj")
+    change = Change(section="packages", kind="not_in_lock", name="six", message="six",
+                    severity=Severity.warning, file="uv.lock", line=12)  # fmt: skip
+    out = drift_github(Drift(changes=(change,)), workspace=str(tmp_path))
+    assert "file=proj/uv.lock,line=12," in out

@@ -36,8 +36,8 @@ def drift_github(drift: Drift, *, workspace: str | None = None) -> str:
 def _relative(path: str, workspace: str | None) -> str:
     import os
 
-    if workspace and os.path.isabs(path):
-        rel = os.path.relpath(path, workspace)
+    if workspace:  # a path given relative to the working directory, which may lie below it
+        rel = os.path.relpath(os.path.abspath(path), workspace)
         if not rel.startswith(".."):
             return rel
     return path

@@ -27,6 +27,9 @@ def _matches(installed: str, pinned: str) -> bool:
         return False
 
 
+SEED_PACKAGES = frozenset({"pip", "setuptools", "wheel"})
+
+
 def lock_drift(
     snapshot: Snapshot,
     pins: dict[str, Pin],
@@ -56,12 +59,17 @@ def lock_drift(
         pkg, pin = packages.get(name), pins.get(name)
         level = package_severity(policy, name)
         if pin is None and pkg is not None:
+            seed = name in SEED_PACKAGES
             b.add(
                 "not_in_lock",
                 name,
                 expected=pkg.version,
-                severity=level,
-                message=f"{name} {pkg.version} is installed but {lock} does not install it",
+                # A venv's seed packages (python -m venv, uv venv --seed) stay through
+                # `uv sync` and `pip install -r`: not drift of the lock's making.
+                severity=Severity.info if seed else level,
+                message=f"{name} {pkg.version} is installed"
+                + (" (a seed package of the venv)" if seed else "")
+                + f" but {lock} does not install it",
             )
         elif pkg is None and pin is not None:
             b.add(

@@ -33,13 +33,21 @@ _EXPORT_SECONDS = 120
 def read_uv_lock(
     text: str, *, where: str, path: Path | None, env: dict[str, str], selection: Selection
 ) -> LockRead:
-    """Pins from a uv.lock's ``text`` (at ``path``, None when it came from stdin)."""
+    """Pins from a uv.lock's ``text`` (at ``path``, None when it came from stdin).
+
+    uv exports the project's own ``uv.lock``, whatever file was named: a lock under another
+    name (``old.lock``) or from stdin (``git show HEAD~1:uv.lock``) is exported from a
+    scratch copy of its project (the pyproject.toml files, this text as uv.lock), so both
+    sides of ``diff --lock OLD --lock NEW`` are read the same way, by uv."""
     lines = package_lines(text, "[[package]]")
-    project = path.parent if path is not None else None
-    why_not = _why_no_uv(project)
+    project = _project_of(path)
+    why_not = _why_no_uv(project, stdin=path is None)
     if why_not is None:
         assert project is not None
-        exported = _export(project, selection, where=where)
+        if path is not None and path.name == "uv.lock" and path.parent.absolute() == project:
+            exported = _export(project, selection, where=where)
+        else:
+            exported = _export_copy(project, text, selection, where=where)
         pins = read_pylock_text(
             exported,
             where=f"{where} (as uv exports it)",
@@ -59,17 +67,29 @@ def read_uv_lock(
     return LockRead(pins={n: _at(p, lines.get(n)) for n, p in pins.items()}, notes=(note,))
 
 
+def _project_of(path: Path | None) -> Path | None:
+    """The project a lock belongs to: the folder holding it when it has a pyproject.toml,
+    else (stdin, or a lock copied elsewhere) the working directory's project."""
+    if path is not None and (path.parent / "pyproject.toml").is_file():
+        return path.parent.absolute()
+    here = Path.cwd()
+    for folder in (here, *here.parents):
+        if (folder / "pyproject.toml").is_file():
+            return folder
+        if (folder / ".git").exists():
+            break
+    return None
+
+
 def _at(pin: Pin, line: int | None) -> Pin:
     from dataclasses import replace
 
     return replace(pin, line=line)
 
 
-def _why_no_uv(project: Path | None) -> str | None:
+def _why_no_uv(project: Path | None, *, stdin: bool) -> str | None:
     if project is None:
-        return "read from stdin: no project beside it"
-    if not (project / "pyproject.toml").is_file():
-        return "no pyproject.toml beside it"
+        return "no pyproject.toml beside it" + (" or in the working directory" if stdin else "")
     from envguard.compare.lockfiles.common import confined
 
     confined(project / "pyproject.toml", what="pyproject.toml beside the lock")
@@ -80,6 +100,37 @@ def _why_no_uv(project: Path | None) -> str | None:
     except UsageError as exc:
         return exc.message
     return None
+
+
+def _export_copy(project: Path, text: str, selection: Selection, *, where: str) -> str:
+    """uv's export of ``text`` as the uv.lock of a scratch copy of ``project``: its
+    pyproject.toml and those of the path packages the lock names inside it (workspace
+    members), nothing else."""
+    import shutil
+    import tempfile
+
+    from envguard.compare.lockfiles.common import confined
+
+    data = parse_toml(text, where=where)
+    members = set()
+    for pkg in data.get("package", []) if isinstance(data.get("package"), list) else []:
+        source = pkg.get("source") if isinstance(pkg, dict) else None
+        for kind in ("editable", "virtual", "directory"):
+            rel = source.get(kind) if isinstance(source, dict) else None
+            if isinstance(rel, str) and rel not in (".", "") and not os.path.isabs(rel):
+                norm = os.path.normpath(rel)
+                if not norm.startswith(".."):
+                    members.add(norm)
+    with tempfile.TemporaryDirectory(prefix="envguard-lock-") as scratch:
+        root = Path(scratch)
+        for rel in [".", *sorted(members)[:1000]]:
+            source_file = project / rel / "pyproject.toml"
+            if source_file.is_file():
+                confined(source_file, what="pyproject.toml of a workspace member")
+                (root / rel).mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source_file, root / rel / "pyproject.toml")
+        (root / "uv.lock").write_text(text, encoding="utf-8")
+        return _export(root, selection, where=where)
 
 
 def _export(project: Path, selection: Selection, *, where: str) -> str:
@@ -113,6 +164,7 @@ def _export(project: Path, selection: Selection, *, where: str) -> str:
             argv,
             capture_output=True,
             stdin=subprocess.DEVNULL,
+            cwd=project,  # uv writes path sources relative to its working directory
             env=env,
             timeout=_EXPORT_SECONDS,
             check=False,
@@ -126,9 +178,12 @@ def _export(project: Path, selection: Selection, *, where: str) -> str:
         said = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         first = next((line for line in said if line.startswith("error:")), said[0] if said else "")
         why = reason(ValueError(first.removeprefix("error:").strip())) if first else "no message"
+        selection_error = any(w in first.lower() for w in ("extra", "group", "package"))
         raise LockfileError(
             f"{where}: uv export refused it ({_unquote(why)})",
-            hint="the same --extra/--group flags as for `uv sync`; see `uv export --help`",
+            hint="the same --extra/--group flags as for `uv sync`; see `uv export --help`"
+            if selection_error
+            else None,
         )
     if len(proc.stdout) > _EXPORT_CAP:
         raise LockfileError(f"{where}: uv export wrote over {_EXPORT_CAP >> 20} MiB")
