@@ -34,12 +34,14 @@ dev = ["pytest"]
 """
 
 
-def run_hook(hook_id: str, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run_hook(
+    hook_id: str, cwd: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     hook = HOOKS[hook_id]
     assert hook["pass_filenames"] is False
     argv = shlex.split(hook["entry"]) + list(hook.get("args", [])) + list(args)
     assert argv[0] == "envguard"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
+    env = {k: v for k, v in (env or os.environ).items() if not k.startswith("GITHUB_")}
     return subprocess.run(
         [sys.executable, "-m", "envguard", *argv[1:]],
         cwd=cwd,
@@ -91,3 +93,30 @@ def test_environment_hook_with_no_arguments_uses_the_newest_snapshot(tmp_path: P
     (repo / "snapshots").mkdir()
     proc = run_hook("envguard-check", repo)
     assert proc.returncode == 2 and proc.stderr.startswith("error: no snapshot in snapshots/")
+
+
+def test_environment_hook_passes_after_a_commit_and_fails_on_package_drift(
+    tmp_path: Path,
+) -> None:
+    """The commit being made moves HEAD: the hook checks what a commit cannot change by
+    itself (packages, torch, the interpreter, variables), not the repo's own state."""
+    from factories import git, make_venv, uv_install
+
+    repo = make_git_repo(tmp_path / "repo", {"README": "x\n"})
+    venv = make_venv(repo / ".venv")
+    wh = tmp_path / "wh"
+    make_wheel(wh, "six", "1.16.0")
+    make_wheel(wh, "idna", "3.7")
+    uv_install(venv, wh, "six==1.16.0")
+    env = {**os.environ, "VIRTUAL_ENV": str(venv)}
+    snap = [sys.executable, "-m", "envguard", "snapshot", "--repo", ".", "--name", "good"]
+    assert subprocess.run(snap, cwd=repo, env=env, capture_output=True).returncode == 0
+    (repo / "README").write_text("y\n")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qam", "next")
+    proc = run_hook("envguard-check", repo, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    plain = [sys.executable, "-m", "envguard", "check"]
+    assert subprocess.run(plain, cwd=repo, env=env, capture_output=True).returncode == 1
+    uv_install(venv, wh, "idna==3.7")
+    proc = run_hook("envguard-check", repo, env=env)
+    assert proc.returncode == 1 and "idna" in proc.stdout

@@ -166,6 +166,9 @@ FailOn = Annotated[
 ]
 
 
+Only = Annotated[list[str] | None, typer.Option(help="Compare only this section (repeatable).")]
+
+
 @app.command()
 def diff(
     snapshot_ref: Annotated[
@@ -180,9 +183,7 @@ def diff(
     ] = None,
     format: Format = None,
     fail_on: FailOn = None,
-    only: Annotated[
-        list[str] | None, typer.Option(help="Compare only this section (repeatable).")
-    ] = None,
+    only: Only = None,
     via: Annotated[
         str | None, typer.Option(help="Measure through this command prefix ('ssh gpu01').")
     ] = None,
@@ -262,6 +263,7 @@ def check(
     ] = None,
     format: Format = None,
     fail_on: FailOn = None,
+    only: Only = None,
     allow: Allow = None,
     root: Root = None,
     extra: Extra = None,
@@ -276,7 +278,7 @@ def check(
     """The CI gate: fail when the environment or a lockfile drifted. Exit 1 on drift."""
     from envguard import api
 
-    policy = api.load_policy(fail_on=fail_on.value if fail_on else None)
+    policy = api.load_policy(fail_on=fail_on.value if fail_on else None, only=only or ())
     chosen = _selection(
         extra, all_extras, group, only_group, no_default_groups, all_groups, package
     )
