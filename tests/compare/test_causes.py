@@ -151,3 +151,23 @@ def test_no_kind_of_change_crowds_another_out_of_the_verdict() -> None:
     assert "downgraded: numpy 2.4.6 -> 2.2.6" in text
     assert "train.py changed" in text and "inductor cache cold" in text
     assert lines[-1] == "last good run: tok_s=21500"
+
+
+def test_markdown_folds_an_install_as_the_table_does(polluted: Path) -> None:
+    """The step summary is read as the terminal table is: one row for sglang with a count,
+    the critical ones kept, every member only in the <details> tree."""
+    result = runner.invoke(app, ["diff", "good", "--python", str(polluted), "--format", "markdown"])
+    text = result.stdout
+    table, _, details = text.partition("<details>")
+    assert "with 21 more packages it pulled in" in table
+    assert "stackdep07" not in table and "stackdep07" in details
+    assert "flashinfer" in table  # critical: never folded
+    assert len(table.splitlines()) < 30
+
+
+def test_github_annotations_open_with_the_verdict_and_fold_an_install(polluted: Path) -> None:
+    result = runner.invoke(app, ["diff", "good", "--python", str(polluted), "--format", "github"])
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("::notice title=envguard verdict::torch 2.13.0+cpu -> 2.14.1+cu130")
+    assert not any("stackdep07" in line for line in lines)
+    assert any("with 21 more packages it pulled in" in line for line in lines)

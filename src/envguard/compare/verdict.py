@@ -75,11 +75,13 @@ def verdict(
         said = [f"{c.root} (+{len(c.members)})" if c.members else c.root for c in ranked[1:]]
         more = f" and {len(said) - 4} more" if len(said) > 4 else ""
         lines.append("also installed: " + ", ".join(said[:4]) + more)
-    # The GPU stack is never left out of the verdict, even outside the causes shown.
+    # The GPU stack is never left out of the verdict: by name, unless the first install's
+    # line already counts it.
+    counted = {n for c in ranked[:1] for n in (c.root, *c.members)}
     gpu_rest = [
         c
         for name, c in sorted(by_name.items())
-        if name not in grouped and name != "torch" and policy.is_critical_package(name)
+        if name not in counted and name != "torch" and policy.is_critical_package(name)
     ]
     if gpu_rest:
         said = [

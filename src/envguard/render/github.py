@@ -21,15 +21,25 @@ def _escape_property(text: str) -> str:
 def drift_github(drift: Drift, *, workspace: str | None = None) -> str:
     """One annotation per change; a change in a lockfile points at its file and line
     (relative to ``workspace``, $GITHUB_WORKSPACE, as GitHub expects)."""
+    from envguard.render.text import collapsed
+
     lines = []
+    if drift.verdict:  # the lines a person reads first, as one notice
+        text = "\n".join(drift.verdict)
+        lines.append(f"::notice title=envguard verdict::{_escape(text)}")
+    # An install's members are folded into its annotation, as in the table.
+    messages, folded = collapsed(drift)
     for c in drift.changes:
+        if id(c) in folded:
+            continue
         props = []
         if c.file:
             props.append(f"file={_escape_property(_relative(c.file, workspace))}")
             if c.line:
                 props.append(f"line={c.line}")
         props.append(f"title={_escape_property(f'envguard {c.section}/{c.kind}')}")
-        lines.append(f"::{_COMMAND[c.severity.value]} {','.join(props)}::{_escape(c.message)}")
+        message = messages.get(id(c), c.message)
+        lines.append(f"::{_COMMAND[c.severity.value]} {','.join(props)}::{_escape(message)}")
     return "\n".join(lines) + ("\n" if lines else "")
 
 

@@ -30,15 +30,22 @@ def drift_markdown(drift: Drift) -> str:
     lines = ["## envguard drift report", "", f"**{_cell(summary(drift))}**", ""]
     if drift.verdict:
         lines += [f"- {_cell(line)}" for line in drift.verdict] + [""]
-    for level, changes in iter_sections(drift):
+    from envguard.render.text import collapsed
+
+    # Folded as the terminal table is: an install's row counts what it pulled in, the
+    # list is in the <details> below (critical changes are never folded).
+    messages, folded = collapsed(drift)
+    for level, all_changes in iter_sections(drift):
+        changes = [c for c in all_changes if id(c) not in folded]
+        if not changes:
+            continue
         lines += [f"### {_ICON[level.value]} {level.value} ({len(changes)})", ""]
         lines += [
             "| section | change | name | expected | actual | why |",
             "| --- | --- | --- | --- | --- | --- |",
         ]
         for c in changes:
-            by = [g for g in c.groups if g != c.name]
-            why = c.message + (f" (pulled in by {', '.join(by)})" if by else "")
+            why = messages.get(id(c), c.message)
             lines.append(
                 f"| {c.section} | {c.kind} | {_cell(c.name)} | {_cell(c.expected)} |"
                 f" {_cell(c.actual)} | {_cell(why)} |"
