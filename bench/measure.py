@@ -59,10 +59,15 @@ class Timing:
     label: str
     samples: list[float] = field(default_factory=list)
     error: str | None = None
+    rss: list[float] = field(default_factory=list)  # peak RSS of each run, MiB
 
     @property
     def median(self) -> float | None:
         return statistics.median(self.samples) if self.samples and not self.error else None
+
+    @property
+    def median_rss(self) -> float | None:
+        return statistics.median(self.rss) if self.rss and not self.error else None
 
 
 def _last_line(text: str) -> str:
@@ -70,31 +75,66 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else "no output"
 
 
-def run_once(cmd: Command, i: int) -> float:
-    """Run every step of ``cmd`` once; the wall time from the first start to the last exit."""
+def run_once(cmd: Command, i: int, rss: list[float] | None = None) -> float:
+    """Run every step of ``cmd`` once; the wall time from the first start to the last exit
+    (and the largest peak RSS of a step, in MiB, appended to ``rss``)."""
+    import tempfile
+
     steps = [list(argv) for argv in cmd.steps(i)]  # built before the clock starts
     start = time.perf_counter()
     for argv in steps:
-        proc = subprocess.run(
-            argv,
-            cwd=cmd.cwd,
-            env=dict(cmd.env),
-            input=cmd.stdin,
-            stdin=subprocess.DEVNULL if cmd.stdin is None else None,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            check=False,
-        )
-        if proc.returncode not in cmd.ok:
-            raise BenchError(
-                f"{shlex.join(argv)[:200]} exited {proc.returncode}: {_last_line(proc.stderr)}"
+        with tempfile.TemporaryFile() as err:
+            proc = subprocess.Popen(
+                argv,
+                cwd=cmd.cwd,
+                env=dict(cmd.env),
+                stdin=subprocess.PIPE if cmd.stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
             )
+            if cmd.stdin is not None:
+                assert proc.stdin is not None
+                proc.stdin.write(cmd.stdin.encode())
+                proc.stdin.close()
+            proc.wait()
+            if proc.returncode not in cmd.ok:
+                err.seek(0)
+                said = err.read().decode("utf-8", "replace")
+                raise BenchError(
+                    f"{shlex.join(argv)[:200]} exited {proc.returncode}: {_last_line(said)}"
+                )
     elapsed = time.perf_counter() - start
+    if rss is not None and len(steps) == 1:
+        # Peak RSS from GNU time in a run of its own: a child forked from this (large)
+        # process counts the parent's pages until it execs, so wait4's figure is wrong.
+        peak = _peak_rss(cmd, steps[0])
+        if peak is not None:
+            rss.append(peak)
     if cmd.cleanup is not None:
         cmd.cleanup(i)
         os.sync()  # flush what the cleanup freed now, not during the next sample
     return elapsed
+
+
+def _peak_rss(cmd: Command, argv: list[str]) -> float | None:
+    """Peak RSS of ``argv`` in MiB (GNU time's %M), or None without /usr/bin/time."""
+    import tempfile
+
+    if not os.path.exists("/usr/bin/time"):
+        return None
+    with tempfile.NamedTemporaryFile("r") as out:
+        subprocess.run(
+            ["/usr/bin/time", "-o", out.name, "-f", "%M", *argv],
+            cwd=cmd.cwd,
+            env=dict(cmd.env),
+            input=cmd.stdin.encode() if cmd.stdin is not None else None,
+            stdin=subprocess.DEVNULL if cmd.stdin is None else None,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=False,
+        )
+        text = out.read().strip().splitlines()
+    return int(text[-1]) / 1024 if text and text[-1].isdigit() else None
 
 
 def measure(
@@ -115,7 +155,8 @@ def measure(
             if timing.error or (cmd.max_repeats is not None and r >= cmd.max_repeats):
                 continue
             try:
-                timing.samples.append(run_once(cmd, r))
+                once = r == 0 and cmd.cleanup is None  # peak RSS: one extra run, untimed
+                timing.samples.append(run_once(cmd, r, timing.rss if once else None))
             except BenchError as exc:
                 timing.error = str(exc)
         log(f"  round {r + 1}/{repeats} done")
@@ -133,7 +174,7 @@ def measure_call(label: str, fn: Callable[[], object], repeats: int) -> Timing:
     return timing
 
 
-Kind = Literal["ratio_at_most", "faster_by", "seconds_under"]
+Kind = Literal["ratio_at_most", "faster_by", "seconds_under", "mib_under"]
 
 
 @dataclass(frozen=True)
@@ -180,6 +221,11 @@ def evaluate(target: Target, timings: Mapping[str, Timing]) -> Row:
     peer = timings.get(target.peer) if target.peer else None
     s = subject.median if subject else None
     p = peer.median if peer else None
+    if target.kind == "mib_under":
+        m = subject.median_rss if subject else None
+        goal = f"<= {target.limit:g} MiB"
+        verdict = "ERROR" if m is None else ("PASS" if m <= target.limit else "FAIL")
+        return Row(target.what, "-" if m is None else f"{m:.1f} MiB", "-", "-", goal, verdict)
     if target.kind == "seconds_under":
         goal = f"< {fmt_seconds(target.limit)}"
         verdict = "ERROR" if s is None else ("PASS" if s < target.limit else "FAIL")
