@@ -111,3 +111,30 @@ def roots_for(args: Dict[str, object], cwd: str, caches: List[Tuple[str, str]]) 
     if isinstance(allow, list):
         roots.extend(os.path.expanduser(p) for p in allow if isinstance(p, str) and p)
     return Roots(roots)
+
+
+def unsafe_place(path: str) -> Optional[str]:
+    """Why the program at ``path`` could have been planted by someone else, or None: the
+    file or a folder above it (resolved) is owned by another user, or writable by everyone
+    without the sticky bit, or the file is writable by others. Run on the side that holds
+    the file (the far side of --via too) before a snapshot-named interpreter runs."""
+    import stat
+
+    me = os.geteuid()
+    resolved = os.path.realpath(path)
+    place = resolved
+    while True:
+        try:
+            st = os.stat(place)
+        except OSError:
+            return "a place that cannot be inspected (%s)" % place
+        if st.st_uid not in (0, me):
+            return "a place owned by another user (%s)" % place
+        if place != resolved and st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+            return "a folder anyone can write to (%s)" % place
+        if place == resolved and st.st_mode & (stat.S_IWOTH | stat.S_IWGRP):
+            return "a file others can change (%s)" % place
+        parent = os.path.dirname(place)
+        if parent == place:
+            return None
+        place = parent

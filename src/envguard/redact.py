@@ -147,6 +147,15 @@ def redact_url(url: str) -> str:
     return _SECRET_QUERY.sub(lambda m: m.group("key") + REDACTED, url) if "=" in url else url
 
 
+def _password_like(value: str) -> bool:
+    """The value of a -p option that may be a password: not a port, not a path."""
+    return bool(value) and not value.isdigit() and not value.startswith(("/", ".", "~", "-"))
+
+
+def _following(argv: List[str], index: int) -> str:
+    return argv[index + 1] if index + 1 < len(argv) else ""
+
+
 def redact_argv(argv: List[str]) -> List[str]:
     """A command line fit to record: URL credentials, NAME=secret and --secret VALUE hidden."""
     out: List[str] = []
@@ -158,12 +167,19 @@ def redact_argv(argv: List[str]) -> List[str]:
             hide_next = False
             previous = arg
             continue
-        if previous.endswith("sshpass") and arg.startswith("-p") and len(arg) > 2:
-            out.append("-p" + REDACTED)  # sshpass -pPASSWORD
+        if arg.startswith("-p") and len(arg) > 2 and _password_like(arg[2:]):
+            out.append("-p" + REDACTED)  # sshpass -pPASSWORD, mysql -pPASSWORD
             previous = arg
             continue
-        # sshpass -p PASSWORD, an HTTP "Authorization: Bearer TOKEN" header
-        if (previous.endswith("sshpass") and arg == "-p") or arg.strip("'\"").lower() in (
+        if previous in ("-u", "--user") and ":" in arg:  # curl -u user:PASSWORD
+            out.append(arg.split(":", 1)[0] + ":" + REDACTED)
+            previous = arg
+            continue
+        # -p PASSWORD (sshpass, docker login; not ssh's -p PORT nor mkdir -p PATH), an HTTP
+        # "Authorization: Bearer TOKEN" header
+        if (arg == "-p" and _password_like(_following(argv, len(out)))) or arg.strip(
+            "'\""
+        ).lower() in (
             "bearer",
             "basic",
             "token",

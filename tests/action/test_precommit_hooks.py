@@ -103,7 +103,8 @@ def test_environment_hook_passes_after_a_commit_and_fails_on_package_drift(
     from factories import git, make_venv, uv_install
 
     repo = make_git_repo(tmp_path / "repo", {"README": "x\n"})
-    venv = make_venv(repo / ".venv")
+    venv = repo / ".venv"
+    make_venv(venv)
     wh = tmp_path / "wh"
     make_wheel(wh, "six", "1.16.0")
     make_wheel(wh, "idna", "3.7")

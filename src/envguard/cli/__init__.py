@@ -267,7 +267,51 @@ def main() -> None:
         from typer.completion import completion_init  # type: ignore[attr-defined]
 
         completion_init()
-    app(prog_name="envguard")
+    sys.stdout = _Output(sys.stdout)
+    try:
+        app(prog_name="envguard")
+    except KeyboardInterrupt as exc:  # a signal while typer still builds the app
+        try:
+            _interrupted(exc.signum if isinstance(exc, Terminated) else signal.SIGINT)
+        except typer.Exit as done:
+            sys.exit(done.exit_code)
+    except _OutputFailed as exc:
+        if exc.broken_pipe:  # `envguard show | head -1`: the reader has what it wanted
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 1)  # nothing more to flush at exit
+            sys.exit(128 + signal.SIGPIPE)
+        _say("error", f"cannot write the output: {exc}")
+        sys.exit(1)
+
+
+class _OutputFailed(Exception):
+    """Standard output could not be written (a full disk, /dev/full, a closed pipe)."""
+
+    def __init__(self, exc: OSError) -> None:
+        super().__init__(exc.strerror or str(exc))
+        self.broken_pipe = isinstance(exc, BrokenPipeError)
+
+
+class _Output:
+    """Standard output whose write errors end the run with one line, not a traceback."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except OSError as exc:
+            raise _OutputFailed(exc) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise _OutputFailed(exc) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _unraisable(info: "sys.UnraisableHookArgs") -> None:

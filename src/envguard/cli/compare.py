@@ -66,8 +66,7 @@ def _emit_drift(drift: "Drift", fmt: DriftFormat, *, expand: bool = False) -> No
         ):
             target = os.environ.get(variable)
             if target:
-                with open(target, "a", encoding="utf-8") as fh:
-                    fh.write(text)
+                _append_to(variable, target, text)
     elif not drift.changes:  # the common, clean case needs no table (nor rich's import)
         from envguard.render.text import metrics_footer, printable, summary
 
@@ -79,6 +78,31 @@ def _emit_drift(drift: "Drift", fmt: DriftFormat, *, expand: bool = False) -> No
         from envguard.render.table import drift_table
 
         drift_table(drift, console(), expand=expand)
+
+
+def _append_to(variable: str, target: str, text: str) -> None:
+    """Append ``text`` to the file GitHub named in ``variable``: a regular file only (a
+    FIFO would block the gate, a folder or full disk would end it in a traceback); when it
+    cannot be written, a warning says so and the gate's verdict stands."""
+    import os
+    import stat
+
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(target, flags, 0o644)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(0, "not a regular file")
+            data = text.encode("utf-8")
+            while data:
+                data = data[os.write(fd, data) :]
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        from envguard.render.text import printable
+
+        why = exc.strerror or str(exc)
+        sys.stderr.write(printable(f"warning: ${variable} {target}: not written ({why})") + "\n")
 
 
 def _exit(drift: "Drift", policy: "Policy") -> NoReturn:

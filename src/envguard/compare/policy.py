@@ -157,24 +157,56 @@ def policy_from_table(table: dict[str, Any], *, where: str) -> Policy:
     return policy
 
 
+_PYPROJECT_CAP = 4 << 20
+
+
 def find_pyproject(start: Path) -> Path | None:
-    """The nearest pyproject.toml from ``start`` upward."""
+    """The nearest pyproject.toml from ``start`` upward, not past the git work tree that
+    holds ``start`` (a pyproject.toml above the project is someone else's: a planted
+    /tmp/pyproject.toml must not set the gate's policy for every folder below it)."""
     for folder in (start, *start.parents):
         candidate = folder / "pyproject.toml"
         if candidate.is_file():
             return candidate
+        if (folder / ".git").exists():
+            return None
+    return None
+
+
+def _foreign(path: Path) -> str | None:
+    """Why a policy file cannot be trusted to set the gate: another user's, or writable by
+    others (root's files are trusted as the system's)."""
+    import os
+    import stat
+
+    st = path.stat()
+    if st.st_uid not in (os.getuid(), 0):
+        return "owned by another user"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return "writable by other users"
     return None
 
 
 def load_policy(start: Path | None = None) -> Policy:
     """The policy of the nearest pyproject.toml's [tool.envguard], else the defaults."""
+    from envguard.reading import NotRegular, read_bytes
+
     path = find_pyproject(Path.cwd() if start is None else start)
     if path is None:
         return Policy()
+    why = _foreign(path)
+    if why is not None:
+        raise UsageError(
+            f"{path}: {why}; its [tool.envguard] would set what the gate fails on",
+            hint="run from your own project, or fix the file's owner and mode",
+        )
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read it as TOML ({exc})") from None
+        data = tomllib.loads(read_bytes(str(path), _PYPROJECT_CAP).decode("utf-8"))
+    except NotRegular:
+        raise UsageError(f"{path}: not a regular file") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise UsageError(f"{path}: cannot read it as TOML ({reason})") from None
     tool = data.get("tool", {})
     if not isinstance(tool, dict):
         raise UsageError(f"{path}: [tool] must be a table")

@@ -147,6 +147,7 @@ _ANSWERS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "begin_build": {},
     "put": {},
     "discard": {},
+    "unsafe_place": {},
 }
 
 

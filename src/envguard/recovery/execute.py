@@ -376,9 +376,16 @@ def venv_lock(venv: Path) -> Iterator[None]:
     """An exclusive lock on ``venv`` (a lock file beside it, held with flock while we run)."""
     import fcntl
 
-    venv.parent.mkdir(parents=True, exist_ok=True)
     path = venv.parent / f"{_hidden(venv)}.envguard.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    try:
+        venv.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:  # a read-only mount, a folder or a symlink in its place
+        raise ActionError(
+            f"{venv}: cannot lock it for the rebuild: {path}: {exc.strerror or exc}",
+            hint="the folder holding the venv must be writable (a read-only mount cannot"
+            " take a rebuild)",
+        ) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -126,7 +126,12 @@ def request_like(
         strict=False,
         confined=True,
         allow=allow,
+        # A far side that never answers must not stall the gate (as snapshot --via).
+        timeout=VIA_TIMEOUT if via else None,
     )
+
+
+VIA_TIMEOUT = 120.0
 
 
 def file_locations(
@@ -239,25 +244,9 @@ def recorded_python(
 
 
 def _unsafe_place(path: Path) -> str | None:
-    """Why ``path`` could have been planted by someone else, or None: the file or a folder
-    above it (resolved) is owned by another user, or writable by everyone without the
-    sticky bit, or sits in a sticky world-writable folder (/tmp) under another's name."""
-    import stat
+    from envguard.confine import unsafe_place
 
-    me = os.geteuid()
-    resolved = Path(os.path.realpath(path))
-    for place in (resolved, *resolved.parents):
-        try:
-            st = place.stat()
-        except OSError:
-            return f"a place that cannot be inspected ({place})"
-        if st.st_uid not in (0, me):
-            return f"a place owned by another user ({place})"
-        if place != resolved and st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
-            return f"a folder anyone can write to ({place})"
-        if place == resolved and st.st_mode & (stat.S_IWOTH | stat.S_IWGRP):
-            return f"a file others can change ({place})"
-    return None
+    return unsafe_place(str(path))
 
 
 def live_request(
@@ -273,11 +262,14 @@ def live_request(
     --via win; otherwise the snapshot's interpreter, if recorded_python() trusts it. A `via`
     stored in a snapshot is never run."""
     if via:
+        prefix = split_command(via, option="--via")
         remote = python or str(recorded_python(recorded.executable, remote=True))
+        if python is None:  # the snapshot's choice: checked where it lives before it runs
+            _trusted_there(prefix, remote)
         return request_like(
             recorded,
             python=remote,
-            via=split_command(via, option="--via"),
+            via=prefix,
             allow=allow,
             root=root,
         )
@@ -291,6 +283,29 @@ def live_request(
     )
     label = f"--python {python}" if python else f"the snapshot's interpreter {target}"
     return request_like(recorded, python=target, python_label=label, allow=allow, root=root)
+
+
+def _trusted_there(prefix: tuple[str, ...], executable: str) -> None:
+    """Refuse a snapshot-named interpreter on the far side of ``prefix`` that could have
+    been planted there (another user's, or in a folder anyone can write to), as it would
+    be refused here: the far side's own python3 inspects it first."""
+    from envguard.errors import ActionError
+    from envguard.probe.channel import RemoteTarget
+
+    answer = RemoteTarget(prefix, "python3", timeout=VIA_TIMEOUT).call(
+        "unsafe_place", path=executable
+    )
+    if not answer.get("ok"):
+        raise ActionError(
+            f"{executable}: cannot check the snapshot's interpreter there ({answer.get('error')})",
+            hint="pass --python PATH to say which interpreter to measure",
+        )
+    why = answer.get("why")
+    if why:
+        raise UsageError(
+            f"{executable}: the snapshot's interpreter is in {why} there; not run",
+            hint="pass --python PATH to say which interpreter to measure",
+        )
 
 
 def _is_default(executable: str) -> bool:
