@@ -51,8 +51,9 @@ _SECRET_QUERY = re.compile(
 _TOKEN_SHAPES = re.compile(
     # Distinctive prefixes match anywhere, also glued to other text ("1.0\x1b[2Jghp_...");
     # "sk-" only at a word start, or "task-..." words would match.
-    r"(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"  # GitHub
-    r"|hf_[A-Za-z0-9]{20,}"  # Hugging Face
+    # "-" as well as "_": a token used as a package name is shown PEP 503-normalised.
+    r"(?:gh[pousr][_-][A-Za-z0-9]{20,}|github[_-]pat[_-][A-Za-z0-9_-]{20,}"  # GitHub
+    r"|hf[_-][A-Za-z0-9]{20,}"  # Hugging Face
     r"|\bsk-(?:[A-Za-z]+-)?[A-Za-z0-9_-]{20,}"  # OpenAI and lookalikes
     r"|(?:AKIA|ASIA)[0-9A-Z]{16}"  # AWS access key ids
     r"|xox[abposr]-[A-Za-z0-9-]{10,}"  # Slack
@@ -71,7 +72,7 @@ _MAYBE_SECRET = re.compile(
     # but the "->" of a version change), never a subset; the Kelvin sign and the long s
     # fold to k and s, as re.IGNORECASE would have them.
     r"[=@]|:\S|(?:^|\s)-(?!>)|[Ss\u017f][Ss\u017f][Hh]|[Bb][Ee][Aa][Rr]|[Bb][Aa][Ss\u017f][Ii][Cc]|[Tt][Oo][Kk\u212a]"
-    r"|gh[pousr]_|github_pat_|hf_|sk-|AKIA|ASIA|xox[abposr]-|eyJ"
+    r"|gh[pousr][_-]|github[_-]pat[_-]|hf[_-]|sk-|AKIA|ASIA|xox[abposr]-|eyJ"
 )
 
 

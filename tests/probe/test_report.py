@@ -136,3 +136,64 @@ def test_the_probe_reports_its_own_failure_as_data(tmp_path: Path) -> None:
     doc = json.loads(proc.stdout)
     assert proc.returncode == 1 and doc["error"]["kind"] == "failed"
     assert "Traceback" not in proc.stderr
+
+
+_REAL: list[dict[str, Any]] = []
+
+
+def _real_report() -> dict[str, Any]:
+    """One real report of this interpreter (computed once)."""
+    if not _REAL:
+        out = subprocess.run(
+            [sys.executable, "-I", "-S", "-"],
+            input=probe_payload({"default_caches": False}),
+            capture_output=True, text=True, check=True, timeout=120,
+        )  # fmt: skip
+        _REAL.append(json.loads(out.stdout))
+    return json.loads(json.dumps(_REAL[0]))
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_fuzzed_reports_become_a_snapshot_or_one_line(data: Any) -> None:
+    """Any field of a real report (top level, a package's, the interpreter's) replaced by
+    any JSON value: a snapshot, or a ProbeError of one line; never another exception."""
+    from envguard.errors import ProbeError
+    from envguard.probe.report import parse_report
+    from envguard.snapshots.capture import snapshot_from_report
+    from envguard.snapshots.request import CaptureRequest
+
+    report = _real_report()
+    where = data.draw(st.sampled_from(["top", "package", "interpreter"]))
+    holder = report
+    if where == "package" and report["packages"]:
+        holder = report["packages"][data.draw(st.integers(0, len(report["packages"]) - 1))]
+    elif where == "interpreter":
+        holder = report["interpreter"]
+    key = data.draw(st.sampled_from(sorted(holder)) | st.text(max_size=6))
+    holder[key] = data.draw(_VALUES)
+    try:
+        raw = json.dumps(report).encode()
+    except ValueError:
+        return
+    try:
+        parsed = parse_report(raw, label="host", returncode=0, stderr_tail="")
+        snapshot_from_report(parsed, CaptureRequest(python=sys.executable, name="fuzz"))
+    except ProbeError as exc:
+        assert "\n" not in exc.message
+    except Exception as exc:  # a report that validated but does not fit a snapshot
+        from pydantic import ValidationError
+
+        assert isinstance(exc, ValidationError), repr(exc)  # finish_capture makes it one line
