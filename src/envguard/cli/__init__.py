@@ -203,14 +203,18 @@ def _root(
     _loudness(quiet=quiet, verbose=verbose)
 
 
+_QUIET: list[bool] = []
+
+
 def _loudness(*, quiet: bool, verbose: bool) -> None:
     if verbose:
         from envguard import trace
 
         trace.enable()
-    if quiet and sys.stdout is sys.__stdout__:
+    if quiet and not _QUIET:
         import os
 
+        _QUIET.append(True)
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (for the life of the process)
 
 
