@@ -3,7 +3,6 @@
 # ruff: noqa: UP006, UP035, UP045
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import posixpath
@@ -42,9 +41,8 @@ def canonical_name(name: str) -> str:
 
 
 # The header fields the snapshot needs, one per line (a folded continuation line starts
-# with whitespace, so it never matches). Bytes, matched at C speed.
-_HEADER = re.compile(rb"^(Name|Version|Requires-Dist):[ \t]*(.*?)[ \t\r]*$", re.M)
-_HEADER_END = re.compile(rb"\r?\n\r?\n")
+# with whitespace, so it never matches), matched at C speed.
+_HEADER = re.compile(r"^(Name|Version|Requires-Dist):[ \t]*(.*?)[ \t\r]*$", re.M)
 
 
 def metadata_headers(path: str, requires: Optional[List[str]] = None) -> Dict[str, str]:
@@ -64,21 +62,26 @@ def metadata_headers(path: str, requires: Optional[List[str]] = None) -> Dict[st
             if not block:
                 break
             # the terminator may straddle two reads: search from just before this block
-            match = _HEADER_END.search(head + block, max(0, len(head) - 4))
+            start = max(0, len(head) - 4)
             head += block
-            if match:
-                end = match.start()
+            ends = [i for i in (head.find(b"\n\n", start), head.find(b"\n\r\n", start)) if i >= 0]
+            if ends:
+                end = min(ends)
                 break
     finally:
         os.close(fd)
-    for key, value in _HEADER.findall(head[:end] if end is not None else head[:METADATA_CAP]):
-        if key == b"Requires-Dist":
-            if requires is not None:
-                text = value.decode("utf-8", "replace")
-                if len(text) <= 512 and not _UNSAFE.search(text):
-                    requires.append(text)
+    text = (head[:end] if end is not None else head[:METADATA_CAP]).decode("utf-8", "replace")
+    # One cheap test of the whole block (line breaks aside) tells whether any value needs
+    # the per-value check for unsafe characters (a tab or a non-ASCII space also sends it
+    # there: slower, never wrong).
+    check = not text.replace("\n", "").replace("\r", "").isprintable()
+    for key, value in _HEADER.findall(text):
+        if key == "Requires-Dist":
+            safe = not (check and _UNSAFE.search(value))
+            if requires is not None and len(value) <= 512 and safe:
+                requires.append(value)
         else:
-            found.setdefault(key.decode(), value.decode("utf-8", "replace"))
+            found.setdefault(key, value)
     return found
 
 
@@ -124,6 +127,8 @@ def record_fingerprint(record: bytes | str, dist_info: str) -> str:
             continue
         append(path + "\0" + digest)
     rows.sort()
+    import hashlib  # here: with the fingerprint cache warm, nothing is hashed
+
     return hashlib.sha256("\n".join(rows).encode("utf-8", "surrogateescape")).hexdigest()
 
 

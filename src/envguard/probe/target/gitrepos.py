@@ -3,7 +3,6 @@
 # ruff: noqa: UP006, UP035, UP045
 from __future__ import annotations
 
-import hashlib
 import os
 
 from .confine import DIFF_ARGS, OUTSIDE, SAFE_GIT_ENV, without_filters
@@ -115,6 +114,8 @@ def _measure(top: str, safe: Dict[str, str]) -> Dict[str, Any]:
         name = "origin" if "origin" in remotes else remotes[0]
         url = (_git(top, "remote", "get-url", name, safe=safe) or "").strip()
         remote = redact_url(url) if url else None
+    import hashlib
+
     return {
         "path": top,
         "head": head,

@@ -3,7 +3,6 @@
 # ruff: noqa: UP006, UP035, UP045
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 
@@ -144,6 +143,8 @@ def hash_file(
     """sha256 and size of a regular file; an error string for anything else, or when the
     ``deadline`` (shared by all tracked files) passes."""
     path = os.path.abspath(os.path.expanduser(path))
+    import hashlib
+
     digest = hashlib.sha256()
     size = 0
     try:
