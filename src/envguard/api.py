@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from envguard.compare.models import Drift, FleetReport
     from envguard.compare.policy import Policy
     from envguard.probe.channel import Target
-    from envguard.recovery.bisect import BisectReport, Step
+    from envguard.recovery.bisect import BisectReport, Step, Unit
     from envguard.recovery.outcome import Item, Outcome, RestoreReport
     from envguard.recovery.plan import Plan, Sources
     from envguard.snapshots.history import Entry
@@ -947,6 +947,7 @@ def bisect(
     repo: str | Path | None = None,
     sources: Sources | None = None,
     on_step: Callable[[Step], None] = lambda _: None,
+    on_units: Callable[[list[Unit]], None] = lambda _: None,
 ) -> BisectReport:
     """Which changes from ``good`` to ``bad`` (a snapshot, or the live environment at
     ``python``) turn the command ``run`` from good to bad: each candidate built with uv in
@@ -1031,7 +1032,9 @@ def bisect(
         # Both endpoints planned before anything is built: a snapshot whose pins cannot be
         # installed (a local path, a bad URL) is refused now, not after the first run.
         plan(good_snap, options(good_snap))
-        plan(candidate(good_snap, bad_snap, units(good_snap, bad_snap)), options(bad_snap))
+        drift = units(good_snap, bad_snap)
+        plan(candidate(good_snap, bad_snap, drift), options(bad_snap))
+        on_units(drift)
         request = python_request(good_snap, options(good_snap))
         run_step(
             RunStep(

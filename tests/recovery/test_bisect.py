@@ -76,7 +76,8 @@ def test_bisect_names_the_inference_stack_in_few_builds(polluted: Path, wheelhou
     units = len(report["units"])
     assert len(report["steps"]) <= 2 * (units - 1).bit_length() + 3
     assert report["steps"][0] == {**report["steps"][0], "units": [], "result": "good"}
-    assert "step 1 of at most 30: none (the good environment) -> good (tok_s=21500)" in out.stderr
+    assert "build 1 of at most 30: none (the good environment) -> good (tok_s=21500)" in out.stderr
+    assert out.stderr.startswith("bisect: 4 changes to try; about 7 builds for a single culprit")
 
 
 def test_bisect_finds_two_changes_that_only_break_it_together(
@@ -293,6 +294,7 @@ def test_max_steps_stops_with_exit_1_and_resume_goes_on_without_building_again(
     assert short.returncode == 1, short.stdout + short.stderr
     first = json.loads(short.stdout)
     assert first["complete"] is False and len(first["steps"]) == 3
+    assert first["verdict"].startswith("not narrowed down within 3 builds: ")
     assert "--resume and a larger --max-steps" not in short.stderr  # json: no hint line
     log = polluted / first["log"]
     logged = log.read_text().splitlines()
@@ -304,8 +306,12 @@ def test_max_steps_stops_with_exit_1_and_resume_goes_on_without_building_again(
     assert [c["id"] for c in report["culprits"]] == ["package:sglang"]
     again = log.read_text().splitlines()
     assert again[:3] == logged  # the three logged builds were not run again
-    built_now = [s for s in report["steps"] if s["seconds"] > 0.0]  # logged ones show 0.0
+    built_now = [s for s in report["steps"] if not s["logged"]]
     assert len(again) == 3 + len(built_now) and len(built_now) < len(report["steps"])
+    assert "from the log: none (the good environment) -> good" in done.stderr
+    assert (polluted / ".envguard" / ".gitignore").read_text().endswith("*\n")  # never untracked
+    fresh = bisect(polluted, wheelhouse)  # no --resume: a new log, not appended to the old
+    assert len(log.read_text().splitlines()) == len(json.loads(fresh.stdout)["steps"])
 
 
 @pytest.mark.parametrize(

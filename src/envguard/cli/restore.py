@@ -391,17 +391,29 @@ def bisect(
     from envguard.render.text import printable
 
     sources = _sources(index_url, extra_index_url, find_links, offline, no_index, torch_index)
-    count = [0]
+    count = [0]  # builds made by this run (answers from the log are not builds)
 
-    def progress(step: Any) -> None:
-        count[0] += 1
-        applied = ", ".join(step.units) or "none (the good environment)"
-        shown = "" if step.metric is None else f" ({metric}={step.metric:g})"
-        shown += f" ({step.why})" if step.why else ""
+    def started(units: Any) -> None:
+        bound = 2 * (len(units) - 1 if len(units) > 1 else 1).bit_length() + 3  # max is --max
         typer.echo(
-            printable(f"step {count[0]} of at most {max_steps}: {applied} -> {step.result}{shown}"),
+            f"bisect: {len(units)} change{'s' * (len(units) != 1)} to try; about {bound} builds"
+            f" for a single culprit (at most {max_steps})",
             err=True,
         )
+
+    def progress(step: Any) -> None:
+        shown_units = step.units[:3] + (
+            [f"and {len(step.units) - 3} more"] if len(step.units) > 3 else []
+        )
+        applied = ", ".join(shown_units) or "none (the good environment)"
+        shown = "" if step.metric is None else f" ({metric}={step.metric:g})"
+        shown += f" ({step.why})" if step.why else ""
+        if step.logged:
+            where = "from the log"
+        else:
+            count[0] += 1
+            where = f"build {count[0]} of at most {max_steps}"
+        typer.echo(printable(f"{where}: {applied} -> {step.result}{shown}"), err=True)
 
     report = api.bisect(
         good,
@@ -419,16 +431,26 @@ def bisect(
         repo=repo,
         sources=sources,
         on_step=progress,
+        on_units=started,
     )
     if format is RestoreFormat.json:
         sys.stdout.write(report.to_json() + "\n")
     else:
         typer.echo(printable(f"bisect {report.good} -> {report.bad}: {report.verdict}"))
-        for culprit in report.culprits:
-            typer.echo(printable(f"  {culprit['label']}: {', '.join(culprit['packages'])}"))  # type: ignore[arg-type]
+        if report.complete:  # a group's packages (a single change says itself)
+            for culprit in report.culprits:
+                names: list[str] = culprit["packages"]  # type: ignore[assignment]
+                if len(names) > 1:
+                    more = f" and {len(names) - 12} more" if len(names) > 12 else ""
+                    typer.echo(printable(f"  {culprit['label']}: {', '.join(names[:12])}{more}"))
         for line in report.other_drift[:20]:
             typer.echo(printable(f"  also drifted: {line}"))
-        typer.echo(printable(f"{len(report.steps)} builds; every step is in {report.log}"))
+        built = sum(1 for s in report.steps if not s.logged)
+        logged = len(report.steps) - built
+        reused = f" and {logged} answer{'s' * (logged != 1)} from the log" if logged else ""
+        typer.echo(
+            printable(f"{built} build{'s' * (built != 1)}{reused}; every step is in {report.log}")
+        )
         if report.scratch:
             typer.echo(printable(f"the scratch venv is kept at {report.scratch}"))
         if not report.complete:

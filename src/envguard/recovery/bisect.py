@@ -66,10 +66,11 @@ def units(good: Snapshot, bad: Snapshot) -> list[Unit]:
     taken = set(torch)
     for cause in group_changes(bad, changed):
         members = [m for m in (cause.root, *cause.members) if m not in taken]
-        if cause.root in taken or not members:
-            continue
+        if cause.root in taken or len(members) < 2:
+            continue  # nothing left that it alone pulled in: a single change below
         taken.update(members)
-        label = f"{cause.root} and what it pulled in ({len(members) - 1} packages)"
+        pulled = len(members) - 1
+        label = f"{cause.root} and what it pulled in ({pulled} package{'s' * (pulled != 1)})"
         out.append(Unit(id=f"group:{cause.root}", label=label, packages=tuple(members)))
     for name in sorted(changed - taken):
         before, after = gm.get(name), bm.get(name)
@@ -287,6 +288,7 @@ class Step:
     metric: float | None
     seconds: float
     why: str | None = None  # why a skip was a skip (or the import error judged bad)
+    logged: bool = False  # the answer of an earlier run (--resume), not built again
 
 
 @dataclass
@@ -347,6 +349,8 @@ class Session:
         if resume:
             for step in read_log(log):
                 self.known[frozenset(step.units)] = step
+        else:  # a fresh start: the log holds this run's steps only
+            log.unlink(missing_ok=True)
 
     def test(self, ids: frozenset[str], *, cwd: Path | None = None) -> Result:
         """Build and judge the good snapshot with the units ``ids`` applied (from the log
@@ -354,6 +358,8 @@ class Session:
         venv is used as it is."""
         if ids in self.known:
             step = self.known[ids]
+            if any(s is step for s in self.steps):
+                return step.result  # asked again within this run: said once already
         else:
             chosen = [u for u in self.all if u.id in ids]
             snap = candidate(self.good, self.bad, chosen)
@@ -367,7 +373,7 @@ class Session:
             step = Step(sorted(ids), said.result, said.metric, seconds, said.why)
             self.builds += 1
             self.known[ids] = step
-            self.log.parent.mkdir(parents=True, exist_ok=True)
+            _log_folder(self.log.parent)
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
             with os.fdopen(os.open(self.log, flags, 0o600), "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(asdict(step)) + "\n")
@@ -408,6 +414,19 @@ class Session:
         return out
 
 
+def _log_folder(folder: Path) -> None:
+    """``.envguard/bisect``, with a .gitignore in ``.envguard`` so the logs never show up
+    as untracked files of the user's repo (as .pytest_cache and .venv do it)."""
+    import contextlib
+
+    folder.mkdir(parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    ignore = folder.parent / ".gitignore"
+    # An existing file (or a planted link, never followed) is left as it is.
+    with contextlib.suppress(FileExistsError), os.fdopen(os.open(ignore, flags, 0o644), "w") as fh:
+        fh.write("# written by envguard bisect\n*\n")
+
+
 def read_log(log: Path) -> list[Step]:
     """The steps an earlier run logged; a damaged or forged line is passed over."""
     from envguard.reading import read_text
@@ -431,7 +450,9 @@ def read_log(log: Path) -> list[Step]:
             why = raw.get("why")
             why = why[:200] if isinstance(why, str) else None
             number = None if metric is None else float(metric)
-            steps.append(Step(units, result, number, 0.0, why))
+            took = raw.get("seconds")
+            took = float(took) if isinstance(took, (int, float)) and 0 <= took < 1e9 else 0.0
+            steps.append(Step(units, result, number, took, why, logged=True))
         except (ValueError, KeyError, TypeError, RecursionError, AttributeError):
             continue
     return steps
@@ -535,12 +556,16 @@ def bisect(session: Session, *, max_steps: int, repo: Path | None = None) -> Bis
     report.complete = complete
     report.outcome = "culprits"
     report.culprits = [{"id": u.id, "label": u.label, "packages": list(u.packages)} for u in found]
-    names = "; ".join(u.label for u in found)
-    together = " together" if len(found) > 1 else ""
-    report.verdict = crash + (
-        f"{'it is' if complete else f'after {max_steps} builds, the smallest set so far'}"
-        f"{together}: {names}"
-    )
+    if complete:
+        together = " together" if len(found) > 1 else ""
+        report.verdict = crash + f"it is{together}: " + "; ".join(u.label for u in found)
+    else:
+        shown = "; ".join(u.label for u in found[:3])
+        more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+        report.verdict = crash + (
+            f"not narrowed down within {max_steps} builds: {len(found)} of {len(session.all)}"
+            f" changes still suspected ({shown}{more})"
+        )
     report.steps = session.steps
     return report
 
