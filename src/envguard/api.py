@@ -462,17 +462,29 @@ def diff_locks(
     policy: Policy | None = None,
     selection: Selection | None = None,
     root: str | Path | None = None,
+    good: str | Path | None = None,
+    python: str | None = None,
+    via: str | None = None,
 ) -> Drift:
     """What changing lockfile ``old`` to ``new`` does to the installed set (either may be
-    ``-``, stdin), both evaluated for this machine's interpreter."""
+    ``-``, stdin), both evaluated for one interpreter: the snapshot ``good``'s, the one at
+    ``python`` (or behind ``via``), else this machine's (a lock may require another
+    Python than envguard's own)."""
     from envguard.compare.lockfiles import locks_drift, read_lock
     from envguard.errors import UsageError
 
     if str(old) == "-" and str(new) == "-":
         raise UsageError("--lock -: only one of the two lockfiles can come from stdin")
     labels = tuple("<stdin>" if str(p) == "-" else str(p) for p in (old, new))
-    before = read_lock(old, None, selection=selection)
-    after = read_lock(new, None, selection=selection)
+    subject = (
+        load(good)
+        if good is not None
+        else snapshot(python=python, via=via)
+        if python is not None or via is not None
+        else None
+    )
+    before = read_lock(old, subject, selection=selection)
+    after = read_lock(new, subject, selection=selection)
     drift = locks_drift(
         before.pins,
         after.pins,

@@ -456,3 +456,23 @@ def test_a_venvs_seed_packages_are_not_drift(layout: Path, tmp_path: Path) -> No
         tmp_path, synced(layout, ("six", "1.16.0")), layout / "uv.lock", "--extra", "cpu"
     )
     assert code == 1 and changes[0]["severity"] == "warning"  # any other package is drift
+
+
+def test_lock_against_lock_for_the_snapshots_interpreter(tmp_path: Path) -> None:
+    """A lock change matters for the interpreter that runs it, not for envguard's own: with
+    a snapshot (or --python), the markers are evaluated for that one."""
+    from factories import interpreter
+
+    (tmp_path / "old.txt").write_text('six==1.16.0; python_version < "3.11"\n')
+    (tmp_path / "new.txt").write_text('six==1.17.0; python_version < "3.11"\n')
+    py310 = snapshot([], name="py310", interpreter=interpreter("3.10.14"))
+    (tmp_path / "py310.json").write_text(store.dumps(py310))
+    args = ["diff", "--lock", str(tmp_path / "old.txt"), "--lock", str(tmp_path / "new.txt")]
+    mine = runner.invoke(app, [*args, "--format", "json"])  # this interpreter: 3.11+
+    assert mine.exit_code == 0 and json.loads(mine.stdout)["changes"] == []
+    theirs = runner.invoke(
+        app, [*args[:1], str(tmp_path / "py310.json"), *args[1:], "--format", "json"]
+    )
+    assert theirs.exit_code == 1, theirs.stderr
+    changes = json.loads(theirs.stdout)["changes"]
+    assert [(c["kind"], c["name"]) for c in changes] == [("upgraded", "six")]

@@ -240,7 +240,15 @@ def diff(
     if lock and len(lock) > 2:
         raise UsageError("--lock: give it once (against a snapshot) or twice (OLD and NEW)")
     if lock and len(lock) == 2:
-        drift = api.diff_locks(lock[0], lock[1], policy=policy, selection=chosen)
+        drift = api.diff_locks(
+            lock[0],
+            lock[1],
+            policy=policy,
+            selection=chosen,
+            good=snapshot_ref,
+            python=python,
+            via=via,
+        )
     elif lock:
         drift = api.check(
             snapshot_ref, lock=lock[0], python=python, via=via, policy=policy, selection=chosen
