@@ -213,7 +213,7 @@ def test_killed_rebuild_leaves_venv_intact(
     _, err = proc.communicate(timeout=60)
     assert venv_state(good) == before
     if sig == signal.SIGTERM:
-        assert proc.returncode == 1 and "interrupted" in err and "not touched" in err
+        assert proc.returncode == 143 and "interrupted" in err and "not touched" in err
         assert not list(in_tmp.glob(".venv.envguard-build-*"))
     else:
         # A SIGKILL cannot be caught: the next rebuild removes what it left.
@@ -473,7 +473,7 @@ def test_a_signal_after_the_swap_still_says_where_both_venvs_are(
     lines = err.strip().splitlines()
     assert lines[-1] == f"hint: {good} is the rebuilt venv; the old one is at {backup}", err
     if where == "cleanup":
-        assert code == 1 and lines[-2] == "error: rebuild interrupted (SIGINT) right after the swap"
+        assert code == 130 and lines[-2] == "error: rebuild interrupted (SIGINT) right after the swap"
     else:
         assert code == 130 and lines[-2] == "error: interrupted (SIGINT)"
 

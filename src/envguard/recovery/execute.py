@@ -431,15 +431,18 @@ def _execute(
                 set_interrupt_hint(f"{venv} is the rebuilt venv")
         except Interrupted as exc:
             if state.swapped:
-                raise ActionError(
+                stopped = ActionError(
                     f"rebuild interrupted ({exc}) right after the swap", hint=_swapped(outcome)
-                ) from None
-            raise ActionError(
-                f"rebuild interrupted ({exc}) during '{state.current}'",
-                hint=f"{venv} was not touched"
-                if not p.in_place
-                else f"{venv} may be partly synced; run the rebuild again",
-            ) from None
+                )
+            else:
+                stopped = ActionError(
+                    f"rebuild interrupted ({exc}) during '{state.current}'",
+                    hint=f"{venv} was not touched"
+                    if not p.in_place
+                    else f"{venv} may be partly synced; run the rebuild again",
+                )
+            stopped.exit_code = 128 + signal.Signals[str(exc)].value  # as any interrupt ends
+            raise stopped from None
         except ActionError as exc:
             where = (
                 f"{venv} was not touched"
