@@ -223,3 +223,35 @@ def test_headers_end_at_the_first_empty_line_not_at_a_folded_blank_one(
     found = target.metadata_headers(str(path), requires)
     assert found == {"Name": "sglang", "Version": "0.5.23"}
     assert requires == ["torch==2.14.1", "numpy; extra == 'x'"]
+
+
+def test_a_venv_of_debians_python_is_read_where_pip_installs(tmp_path: Path) -> None:
+    """Debian's and Ubuntu's /usr/bin/python3 default to the posix_local scheme
+    (<venv>/local/lib/.../dist-packages): its venvs once read as empty."""
+    import subprocess
+    import sys
+
+    system = Path("/usr/bin/python3")
+    if not system.exists():
+        pytest.skip("no /usr/bin/python3 on this machine")
+    schemes = subprocess.run(
+        [str(system), "-I", "-c", "import sysconfig; print(sysconfig.get_scheme_names())"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    if "posix_local" not in schemes:
+        pytest.skip("/usr/bin/python3 is not Debian's build here")
+    venv = tmp_path / "venv"
+    subprocess.run([str(system), "-m", "venv", "--without-pip", str(venv)], check=True)
+    (site,) = venv.glob("lib/python3*/site-packages")
+    from factories import make_dist_info
+
+    make_dist_info(site, "alpha", "1.0")
+    out = subprocess.run(
+        [sys.executable, "-m", "envguard", "snapshot", "--python", str(venv), "--out", "-"],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+    ).stdout  # fmt: skip
+    import json
+
+    doc = json.loads(out)
+    assert [p["name"] for p in doc["packages"]] == ["alpha"]
+    assert doc["interpreter"]["site_packages"] == [str(site)]

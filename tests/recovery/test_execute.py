@@ -473,7 +473,9 @@ def test_a_signal_after_the_swap_still_says_where_both_venvs_are(
     lines = err.strip().splitlines()
     assert lines[-1] == f"hint: {good} is the rebuilt venv; the old one is at {backup}", err
     if where == "cleanup":
-        assert code == 130 and lines[-2] == "error: rebuild interrupted (SIGINT) right after the swap"
+        assert (
+            code == 130 and lines[-2] == "error: rebuild interrupted (SIGINT) right after the swap"
+        )
     else:
         assert code == 130 and lines[-2] == "error: interrupted (SIGINT)"
 

@@ -235,7 +235,19 @@ def read_distribution(
 def site_dirs() -> List[str]:
     """purelib and platlib of this interpreter (the set `uv pip freeze` reports)."""
     # The prefixes passed explicitly: sysconfig may have read sys.prefix before enter_venv().
-    paths = sysconfig.get_paths(vars={"base": sys.prefix, "platbase": sys.exec_prefix})
+    # In a venv, the venv scheme by name: Debian's and Ubuntu's Pythons default to
+    # posix_local (<venv>/local/lib/.../dist-packages, where nothing is installed), decided
+    # while sys.prefix was still /usr; a venv made from them then read as empty.
+    scheme = None
+    if sys.prefix != sys.base_prefix:
+        names = sysconfig.get_scheme_names()
+        scheme = "venv" if "venv" in names else "posix_prefix" if os.name == "posix" else None
+    variables = {"base": sys.prefix, "platbase": sys.exec_prefix}
+    paths = (
+        sysconfig.get_paths(scheme, vars=variables)
+        if scheme
+        else sysconfig.get_paths(vars=variables)
+    )
     out: List[str] = []
     for key in ("purelib", "platlib"):
         path = paths.get(key)
