@@ -114,27 +114,75 @@ def roots_for(args: Dict[str, object], cwd: str, caches: List[Tuple[str, str]]) 
 
 
 def unsafe_place(path: str) -> Optional[str]:
-    """Why the program at ``path`` could have been planted by someone else, or None: the
-    file or a folder above it (resolved) is owned by another user, or writable by everyone
-    without the sticky bit, or the file is writable by others. Run on the side that holds
-    the file (the far side of --via too) before a snapshot-named interpreter runs."""
+    """Why the interpreter at ``path`` could have been planted by someone else, or None.
+
+    Everything the interpreter runs from is checked, as written and as resolved: each
+    folder and symlink on the way to it (a venv's ``bin/python`` is a link into /usr/bin,
+    but its folder holds the pyvenv.cfg Python reads even under -I -S), the pyvenv.cfg
+    beside it and the ``home`` that file names (where the standard library comes from).
+    Unsafe: owned by another user (root is trusted), a folder anyone can write to without
+    the sticky bit, a file others can write. Run on the side that holds the file (the far
+    side of --via too) before a snapshot-named interpreter runs."""
+    lexical = os.path.abspath(path)
+    why = _unsafe_chain(lexical, resolve=False) or _unsafe_chain(lexical, resolve=True)
+    if why:
+        return why
+    exe_dir = os.path.dirname(lexical)
+    for cfg in (
+        os.path.join(exe_dir, "pyvenv.cfg"),
+        os.path.join(os.path.dirname(exe_dir), "pyvenv.cfg"),
+    ):
+        if not os.path.lexists(cfg):
+            continue
+        why = _unsafe_chain(cfg, resolve=True)
+        if why:
+            return why
+        home = _venv_home(cfg)
+        if home:
+            why = _unsafe_chain(os.path.abspath(home), resolve=False) or _unsafe_chain(
+                os.path.abspath(home), resolve=True
+            )
+            if why:
+                return why
+    return None
+
+
+def _unsafe_chain(start: str, *, resolve: bool) -> Optional[str]:
+    """The first place on ``start``'s way up to / that someone else could have planted:
+    with ``resolve``, the real path's; without, each component as written (lstat)."""
     import stat
 
     me = os.geteuid()
-    resolved = os.path.realpath(path)
-    place = resolved
+    place = os.path.realpath(start) if resolve else start
+    first = True
     while True:
         try:
-            st = os.stat(place)
+            st = os.stat(place) if resolve else os.lstat(place)
         except OSError:
             return "a place that cannot be inspected (%s)" % place
         if st.st_uid not in (0, me):
             return "a place owned by another user (%s)" % place
-        if place != resolved and st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+        link = stat.S_ISLNK(st.st_mode)
+        if not first and not link and st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
             return "a folder anyone can write to (%s)" % place
-        if place == resolved and st.st_mode & (stat.S_IWOTH | stat.S_IWGRP):
+        if first and not link and st.st_mode & (stat.S_IWOTH | stat.S_IWGRP):
             return "a file others can change (%s)" % place
         parent = os.path.dirname(place)
         if parent == place:
             return None
-        place = parent
+        place, first = parent, False
+
+
+def _venv_home(cfg: str) -> Optional[str]:
+    """The ``home = ...`` of a pyvenv.cfg (read as site.py reads it), or None."""
+    from .reading import read_bytes
+
+    try:
+        text = read_bytes(cfg, 65536).decode("utf-8", "replace")  # a regular file, capped
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip().lower() == "home":
+            return value.strip() or None
+    return None

@@ -124,3 +124,45 @@ def test_a_far_side_that_never_answers_does_not_stall_the_gate(
     for python in ([], ["--python", "/usr/bin/python3"]):  # the check there, and the probe
         result = runner.invoke(app, ["check", "good.json", "--via", str(slow), *python])
         assert result.exit_code in (1, 2) and "within 2s" in result.stderr, result.output
+
+
+@pytest.mark.parametrize("how", ["another user's venv", "world-writable venv", "home elsewhere"])
+def test_a_venv_whose_python_links_to_a_safe_one_is_still_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """A venv's bin/python is a link into a safe place, but Python reads the venv's
+    pyvenv.cfg (even under -I -S), whose `home` can point at a planted standard library:
+    every folder on the way, the pyvenv.cfg and its home are checked (an attack ran a
+    planted encodings/__init__.py as the victim)."""
+    import os
+    import sys
+
+    if how == "another user's venv" and os.geteuid() != 0:
+        pytest.skip("chown needs root")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    ev = tmp_path / "ev"
+    (ev / "bin").mkdir(parents=True)
+    (ev / "bin" / "python").symlink_to(os.path.realpath(sys.executable))
+    home = tmp_path / "evh" / "bin"
+    home.mkdir(parents=True)
+    (ev / "pyvenv.cfg").write_text(f"home = {home}\n")
+    if how == "another user's venv":
+        os.chown(ev, 65534, 65534)
+    elif how == "world-writable venv":
+        ev.chmod(0o777)
+    else:
+        (tmp_path / "evh").chmod(0o777)
+    data = json.loads(store.dumps(snapshot([package("ok", "1")])))
+    data["interpreter"]["executable"] = str(ev / "bin" / "python")
+    Path("pr.json").write_text(json.dumps(data))
+    for args in (["diff", "pr.json"], ["diff", "pr.json", "--via", "env"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert (
+            "not run" in result.stderr
+            or "refused" in result.stderr
+            or "another user" in result.stderr
+            or "anyone can write" in result.stderr
+        ), result.stderr
