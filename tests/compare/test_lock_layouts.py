@@ -7,6 +7,7 @@ injected drift is reported exactly."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -320,15 +321,27 @@ def test_a_lock_under_another_name_is_read_as_itself(layout: Path, tmp_path: Pat
     index = str(layout.parent / "idx" / "pypi")
     run([UV, "lock", "--quiet", "--offline", "--default-index", index], cwd=proj)
     assert (proj / "uv.lock").read_text() != text
+    # Another user's workspace root planted in the shared temp folder, with a forged lock:
+    # uv looks above a project for one, so the scratch copy never lives there.
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "pyproject.toml").write_text(
+        '[tool.uv.workspace]\nmembers = ["*", "*/*", "envguard-lock-*", "lock-*"]\n'
+    )
+    (shared / "uv.lock").write_text(text.replace('version = "2.1.0"', 'version = "9.9.9"'))
+    env = {**os.environ, "TMPDIR": str(shared), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
     for old in (["--lock", "../old.lock"], ["--lock", "-"]):
         proc = subprocess.run(
             [sys.executable, "-m", "envguard", "diff", *old, "--lock", "../uv.lock", "--extra", "cpu",
              "--format", "json"],
             input=text, capture_output=True, text=True, cwd=proj / "packages", timeout=120,
+            env=env,
         )  # fmt: skip
         assert proc.returncode == 1, proc.stderr
         changes = json.loads(proc.stdout)["changes"]
         assert [(c["kind"], c["name"]) for c in changes] == [("removed", "ruff")], changes
+    assert (tmp_path / "xdg" / "envguard").is_dir()  # the scratch copy lived in a private folder
+    assert not any(shared.glob("*lock-*"))
 
 
 MULTI_USE = """\

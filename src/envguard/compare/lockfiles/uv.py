@@ -102,6 +102,33 @@ def _why_no_uv(project: Path | None, *, stdin: bool) -> str | None:
     return None
 
 
+def _private_folder() -> Path | None:
+    """Where the scratch copy of a project goes: this user's own cache folder, never the
+    shared temp folder, because uv looks above a project for a workspace root and another
+    user could plant one (with a forged uv.lock) in /tmp."""
+    import stat
+
+    base = os.environ.get("XDG_CACHE_HOME") or (
+        os.path.join(os.environ["HOME"], ".cache") if os.environ.get("HOME") else None
+    )
+    if base is None or not os.path.isabs(base):
+        return None
+    folder = Path(base) / "envguard"
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for place in (folder, folder.parent):
+            st = place.lstat()
+            if (
+                not stat.S_ISDIR(st.st_mode)
+                or st.st_uid != os.getuid()
+                or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+            ):
+                return None
+    except OSError:
+        return None
+    return folder
+
+
 def _export_copy(project: Path, text: str, selection: Selection, *, where: str) -> str:
     """uv's export of ``text`` as the uv.lock of a scratch copy of ``project``: its
     pyproject.toml and those of the path packages the lock names inside it (workspace
@@ -121,7 +148,13 @@ def _export_copy(project: Path, text: str, selection: Selection, *, where: str) 
                 norm = os.path.normpath(rel)
                 if not norm.startswith(".."):
                     members.add(norm)
-    with tempfile.TemporaryDirectory(prefix="envguard-lock-") as scratch:
+    parent = _private_folder()
+    if parent is None:
+        raise LockfileError(
+            f"{where}: no private folder for uv's scratch copy of the project",
+            hint="set HOME (or XDG_CACHE_HOME) to a folder of your own",
+        )
+    with tempfile.TemporaryDirectory(prefix="lock-", dir=parent) as scratch:
         root = Path(scratch)
         for rel in [".", *sorted(members)[:1000]]:
             source_file = project / rel / "pyproject.toml"
