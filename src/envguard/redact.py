@@ -5,14 +5,14 @@ target interpreter as ``envguard_probe.redact``, so secrets are removed on the f
 before anything crosses the wire, and the host uses the same rules for what it records.
 """
 
-# ruff: noqa: UP006, UP035
+# ruff: noqa: UP006, UP035, UP045
 from __future__ import annotations
 
 import re
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Match
+    from typing import Any, Dict, List, Match, Optional
 
 SECRET_WORDS = (
     "TOKEN",
@@ -147,9 +147,32 @@ def redact_url(url: str) -> str:
     return _SECRET_QUERY.sub(lambda m: m.group("key") + REDACTED, url) if "=" in url else url
 
 
+_PASSWORD_COMMANDS = ("sshpass", "mysql", "mysqldump", "mysqladmin", "mariadb")
+
+
+def _takes_password(previous: str) -> bool:
+    """``previous`` is a program whose -p is always a password."""
+    word = previous.strip("'\"")  # a quoted command line inside an error message
+    return word.endswith(_PASSWORD_COMMANDS)
+
+
 def _password_like(value: str) -> bool:
-    """The value of a -p option that may be a password: not a port, not a path."""
-    return bool(value) and not value.isdigit() and not value.startswith(("/", ".", "~", "-"))
+    """The value of another program's -p that may be a password: not a port, not a path."""
+    return bool(value) and not value.isdigit() and "/" not in value and value[0] not in ".~-"
+
+
+def _user_option(arg: str, previous: str) -> Optional[str]:
+    """curl's user:password (``-u a:b``, ``-ua:b``, ``--user=a:b``, ``--user a:b``) with the
+    password hidden, or None when ``arg`` is none of them."""
+    if previous in ("-u", "--user") and ":" in arg:
+        value, head = arg, ""
+    elif arg.startswith("--user=") and ":" in arg:
+        value, head = arg[len("--user=") :], "--user="
+    elif arg.startswith("-u") and not arg.startswith("--") and ":" in arg[2:]:
+        value, head = arg[2:], "-u"
+    else:
+        return None
+    return head + value.split(":", 1)[0] + ":" + REDACTED
 
 
 def _following(argv: List[str], index: int) -> str:
@@ -167,19 +190,21 @@ def redact_argv(argv: List[str]) -> List[str]:
             hide_next = False
             previous = arg
             continue
-        if arg.startswith("-p") and len(arg) > 2 and _password_like(arg[2:]):
+        if arg.startswith("-p") and len(arg) > 2 and _takes_password(previous):
             out.append("-p" + REDACTED)  # sshpass -pPASSWORD, mysql -pPASSWORD
             previous = arg
             continue
-        if previous in ("-u", "--user") and ":" in arg:  # curl -u user:PASSWORD
-            out.append(arg.split(":", 1)[0] + ":" + REDACTED)
+        user = _user_option(arg, previous)  # curl -u user:PASSWORD, --user=..., -uuser:...
+        if user is not None:
+            out.append(user)
             previous = arg
             continue
-        # -p PASSWORD (sshpass, docker login; not ssh's -p PORT nor mkdir -p PATH), an HTTP
-        # "Authorization: Bearer TOKEN" header
-        if (arg == "-p" and _password_like(_following(argv, len(out)))) or arg.strip(
-            "'\""
-        ).lower() in (
+        # -p PASSWORD (sshpass always; otherwise not ssh's -p PORT nor mkdir -p PATH), an
+        # HTTP "Authorization: Bearer TOKEN" header
+        if (
+            arg == "-p"
+            and (_takes_password(previous) or _password_like(_following(argv, len(out))))
+        ) or arg.strip("'\"").lower() in (
             "bearer",
             "basic",
             "token",
