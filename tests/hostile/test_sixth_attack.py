@@ -48,12 +48,26 @@ def test_a_pyproject_above_the_work_tree_never_sets_the_policy(project: Path) ->
     assert result.returncode == 1, result.stdout + result.stderr
 
 
-def test_a_pyproject_others_can_write_is_refused(project: Path) -> None:
+def test_a_pyproject_of_another_user_is_refused_and_checked_on_the_file_read(
+    project: Path,
+) -> None:
     policy = project / "pyproject.toml"
     policy.write_text('[tool.envguard]\nfail-on = "never"\n')
-    policy.chmod(0o666)
+    policy.chmod(0o666)  # this user's own file: read whatever its mode (umask 000 in CI)
+    ok = envguard("check", "good.json", "--against", "good.json", cwd=project)
+    assert ok.returncode == 0, ok.stderr
+    if os.geteuid() != 0:
+        pytest.skip("chown needs root")
+    os.chown(policy, 65534, 65534)
     result = envguard("check", "good.json", "--against", "good.json", cwd=project)
-    assert result.returncode == 2 and "writable by other users" in result.stderr
+    assert result.returncode == 2 and "owned by another user" in result.stderr
+    theirs = project.parent / "theirs.toml"  # a link another user owns, to a file of mine
+    theirs.write_text('[tool.envguard]\nfail-on = "never"\n')
+    policy.unlink()
+    policy.symlink_to(theirs)
+    os.lchown(policy, 65534, 65534)
+    result = envguard("check", "good.json", "--against", "good.json", cwd=project)
+    assert result.returncode == 2 and "owned by another user" in result.stderr
 
 
 def test_a_venv_that_cannot_be_locked_is_one_line(tmp_path: Path) -> None:
@@ -125,3 +139,29 @@ def test_no_pth_file_of_the_target_runs(tmp_path: Path) -> None:
     result = envguard("snapshot", "--python", str(venv), "--out", "-", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert not ran.exists(), "a .pth file of the target ran during the probe"
+
+
+def test_a_stray_carriage_return_in_one_requirement_costs_only_that_line(
+    tmp_path: Path,
+) -> None:
+    """A Requires-Dist with a lone \\r once failed the whole probe report (exit 2 for every
+    snapshot, diff and check of that venv): that requirement is left out, nothing else."""
+    from factories import load_target
+
+    target = load_target()
+    meta = tmp_path / "METADATA"
+    meta.write_bytes(
+        b"Metadata-Version: 2.1\nName: odd\nVersion: 1.0\n"
+        b"Requires-Dist: foo\rbar\nRequires-Dist: six\n\nbody\n"
+    )
+    requires: list[str] = []
+    assert target.metadata_headers(str(meta), requires) == {"Name": "odd", "Version": "1.0"}
+    assert requires == ["six"]
+
+
+def test_stdout_closed_is_not_a_traceback(project: Path) -> None:
+    done = subprocess.run(
+        f"{sys.executable} -m envguard show good.json >&-",
+        shell=True, cwd=project, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert "Traceback" not in done.stderr and done.returncode in (0, 1)

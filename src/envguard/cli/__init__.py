@@ -271,7 +271,8 @@ def main() -> None:
         from typer.completion import completion_init  # type: ignore[attr-defined]
 
         completion_init()
-    sys.stdout = _Output(sys.stdout)
+    if sys.stdout is not None:  # None when envguard was started with stdout closed
+        sys.stdout = _Output(sys.stdout)
     try:
         app(prog_name="envguard")
     except KeyboardInterrupt as exc:  # a signal while typer still builds the app

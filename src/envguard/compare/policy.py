@@ -173,38 +173,57 @@ def find_pyproject(start: Path) -> Path | None:
     return None
 
 
-def _foreign(path: Path) -> str | None:
-    """Why a policy file cannot be trusted to set the gate: another user's, or writable by
-    others (root's files are trusted as the system's)."""
+def _read_policy_file(path: Path) -> bytes:
+    """The policy file's bytes, checked on the very file read (one open, then fstat: a link
+    swapped between a check and the read cannot pass a file the check did not see). A file
+    or a link another user owns is refused (root's are the system's); this user's own file
+    is read whatever its mode (a CI checkout made with umask 000 is still the project's)."""
     import os
     import stat
 
-    st = path.stat()
-    if st.st_uid not in (os.getuid(), 0):
-        return "owned by another user"
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return "writable by other users"
-    return None
+    from envguard.reading import NotRegular, open_regular
+
+    def owner_ok(st: os.stat_result) -> bool:
+        return st.st_uid in (os.getuid(), 0)
+
+    refused = UsageError(
+        f"{path}: owned by another user; its [tool.envguard] would set what the gate fails on",
+        hint="run from your own project, or fix the file's owner",
+    )
+    try:
+        if not owner_ok(os.lstat(path)):
+            raise refused
+        fd = open_regular(str(path))
+    except NotRegular:
+        raise UsageError(f"{path}: not a regular file") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        st = os.fstat(fd)
+        if not owner_ok(st) or not stat.S_ISREG(st.st_mode):
+            raise refused
+        chunks, total = [], 0
+        while total <= _PYPROJECT_CAP:
+            block = os.read(fd, 1 << 20)
+            if not block:
+                break
+            chunks.append(block)
+            total += len(block)
+        if total > _PYPROJECT_CAP:
+            raise UsageError(f"{path}: larger than {_PYPROJECT_CAP >> 20} MiB; not read")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def load_policy(start: Path | None = None) -> Policy:
     """The policy of the nearest pyproject.toml's [tool.envguard], else the defaults."""
-    from envguard.reading import NotRegular, read_bytes
-
     path = find_pyproject(Path.cwd() if start is None else start)
     if path is None:
         return Policy()
-    why = _foreign(path)
-    if why is not None:
-        raise UsageError(
-            f"{path}: {why}; its [tool.envguard] would set what the gate fails on",
-            hint="run from your own project, or fix the file's owner and mode",
-        )
     try:
-        data = tomllib.loads(read_bytes(str(path), _PYPROJECT_CAP).decode("utf-8"))
-    except NotRegular:
-        raise UsageError(f"{path}: not a regular file") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        data = tomllib.loads(_read_policy_file(path).decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
         reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         raise UsageError(f"{path}: cannot read it as TOML ({reason})") from None
     tool = data.get("tool", {})

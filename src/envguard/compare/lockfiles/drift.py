@@ -59,7 +59,7 @@ def lock_drift(
         pkg, pin = packages.get(name), pins.get(name)
         level = package_severity(policy, name)
         if pin is None and pkg is not None:
-            seed = name in SEED_PACKAGES
+            seed = name in SEED_PACKAGES and not policy.is_critical_package(name)
             b.add(
                 "not_in_lock",
                 name,

@@ -158,10 +158,15 @@ def _export_copy(project: Path, text: str, selection: Selection, *, where: str) 
         root = Path(scratch)
         for rel in [".", *sorted(members)[:1000]]:
             source_file = project / rel / "pyproject.toml"
-            if source_file.is_file():
-                confined(source_file, what="pyproject.toml of a workspace member")
-                (root / rel).mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(source_file, root / rel / "pyproject.toml")
+            try:
+                if source_file.is_file():
+                    confined(source_file, what="pyproject.toml of a workspace member")
+                    (root / rel).mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(source_file, root / rel / "pyproject.toml")
+            except OSError as exc:  # a 300-character name, an unreadable member folder
+                raise LockfileError(
+                    f"{where}: a path package it names cannot be read ({exc.strerror or exc})"
+                ) from None
         (root / "uv.lock").write_text(text, encoding="utf-8")
         return _export(root, selection, where=where)
 

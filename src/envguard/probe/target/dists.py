@@ -74,7 +74,7 @@ def metadata_headers(path: str, requires: Optional[List[str]] = None) -> Dict[st
     # One cheap test of the whole block (line breaks aside) tells whether any value needs
     # the per-value check for unsafe characters (a tab or a non-ASCII space also sends it
     # there: slower, never wrong).
-    check = not text.replace("\n", "").replace("\r", "").isprintable()
+    check = not text.replace("\r\n", "\n").replace("\n", "").isprintable()  # a lone \r: checked
     for key, value in _HEADER.findall(text):
         if key == "Requires-Dist":
             safe = not (check and _UNSAFE.search(value))
