@@ -193,7 +193,8 @@ def main(keep: bool = False) -> int:
         sources = (*offline, "--torch-index", torch_index)
         out = sh(*envguard, "bisect", "good", "--python", ".venv", *check, *sources,
                  cwd=root, env=env)  # fmt: skip
-        if "sglang" not in out.splitlines()[-3]:
+        verdict = next((line for line in out.splitlines() if line.startswith("bisect ")), "")
+        if "it is" not in verdict or "sglang" not in verdict:
             raise SystemExit("story failed: bisect did not name sglang")
 
         step("envguard restore: packages, model script, compile cache, variables")
