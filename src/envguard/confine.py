@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 # directory (HEAD, objects/, a config naming a clean filter and core.worktree) is refused,
 # never used: a pull request can commit such a folder, but never a .git directory, so the
 # only repository configs git reads are ones the user's own clones made.
-# The local side (gitpython) runs git with the same settings, so both hash the same diff.
+# Every git envguard runs, here and on the far side of --via, runs with these settings.
 SAFE_GIT_ENV = {
     "GIT_CONFIG_COUNT": "4",
     "GIT_CONFIG_KEY_0": "core.fsmonitor",
