@@ -56,6 +56,13 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     envguard = str(Path(sys.executable).with_name("envguard"))
+    # Bytecode first (PYTHONDONTWRITEBYTECODE may be set): else every run compiles envguard.
+    import compileall
+
+    import fixtures
+
+    fixtures.compile_site(Path(sys.prefix))
+    compileall.compile_dir(str(Path(__file__).resolve().parents[1] / "src"), quiet=2)
     rows = []
     with tempfile.TemporaryDirectory(prefix="envguard-readable-") as tmp:
         work = Path(tmp)
