@@ -489,3 +489,17 @@ def test_lock_against_lock_for_the_snapshots_interpreter(tmp_path: Path) -> None
     assert theirs.exit_code == 1, theirs.stderr
     changes = json.loads(theirs.stdout)["changes"]
     assert [(c["kind"], c["name"]) for c in changes] == [("upgraded", "six")]
+
+
+def test_without_a_private_folder_the_copy_is_not_made_in_a_shared_one(layout: Path) -> None:
+    """No HOME (some containers): uv's copy of the project would have to go to a shared
+    folder, so the lock from stdin is walked by hand instead, and the note says why."""
+    env = {k: v for k, v in os.environ.items() if k not in ("HOME", "XDG_CACHE_HOME")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "envguard", "diff", "--lock", "-", "--lock", "uv.lock",
+         "--extra", "cpu"],
+        input=(layout / "uv.lock").read_text(), capture_output=True, text=True, cwd=layout,
+        env=env, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "no private folder of yours" in proc.stderr

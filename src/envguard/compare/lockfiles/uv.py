@@ -42,9 +42,12 @@ def read_uv_lock(
     lines = package_lines(text, "[[package]]")
     project = _project_of(path)
     why_not = _why_no_uv(project, stdin=path is None)
+    own = path is not None and path.name == "uv.lock" and path.parent.absolute() == project
+    if why_not is None and not own and _private_folder() is None:
+        why_not = "no private folder of yours for uv's copy of the project (HOME unset?)"
     if why_not is None:
         assert project is not None
-        if path is not None and path.name == "uv.lock" and path.parent.absolute() == project:
+        if own:
             exported = _export(project, selection, where=where)
         else:
             exported = _export_copy(project, text, selection, where=where)
@@ -149,11 +152,7 @@ def _export_copy(project: Path, text: str, selection: Selection, *, where: str) 
                 if not norm.startswith(".."):
                     members.add(norm)
     parent = _private_folder()
-    if parent is None:
-        raise LockfileError(
-            f"{where}: no private folder for uv's scratch copy of the project",
-            hint="set HOME (or XDG_CACHE_HOME) to a folder of your own",
-        )
+    assert parent is not None  # read_uv_lock walks the lock itself without one
     with tempfile.TemporaryDirectory(prefix="lock-", dir=parent) as scratch:
         root = Path(scratch)
         for rel in [".", *sorted(members)[:1000]]:
