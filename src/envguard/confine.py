@@ -124,7 +124,7 @@ def unsafe_place(path: str) -> Optional[str]:
     the sticky bit, a file others can write. Run on the side that holds the file (the far
     side of --via too) before a snapshot-named interpreter runs."""
     lexical = os.path.abspath(path)
-    why = _unsafe_chain(lexical, resolve=False) or _unsafe_chain(lexical, resolve=True)
+    why = _unsafe_both(lexical)
     if why:
         return why
     exe_dir = os.path.dirname(lexical)
@@ -138,13 +138,15 @@ def unsafe_place(path: str) -> Optional[str]:
         if why:
             return why
         home = _venv_home(cfg)
-        if home:
-            why = _unsafe_chain(os.path.abspath(home), resolve=False) or _unsafe_chain(
-                os.path.abspath(home), resolve=True
-            )
-            if why:
-                return why
+        why = _unsafe_both(os.path.abspath(home)) if home else None
+        if why:
+            return why
     return None
+
+
+def _unsafe_both(place: str) -> Optional[str]:
+    """``place`` checked as written and as resolved."""
+    return _unsafe_chain(place, resolve=False) or _unsafe_chain(place, resolve=True)
 
 
 def _unsafe_chain(start: str, *, resolve: bool) -> Optional[str]:

@@ -43,19 +43,25 @@ def read_bytes(path: str, cap: int) -> bytes:
     """At most ``cap`` bytes of a regular file; OSError (incl. NotRegular, EFBIG) otherwise."""
     fd = open_regular(path)
     try:
-        chunks = []
-        total = 0
-        while True:
-            block = os.read(fd, min(1 << 20, cap + 1 - total))
-            if not block:
-                break
-            chunks.append(block)
-            total += len(block)
-            if total > cap:
-                raise OSError(27, "larger than %d bytes" % cap, path)  # EFBIG
-        return b"".join(chunks)
+        return read_open(fd, cap, path)
     finally:
         os.close(fd)
+
+
+def read_open(fd: int, cap: int, path: str) -> bytes:
+    """All of an open file's bytes, at most ``cap`` (OSError EFBIG past it): for a caller
+    that checks the open file (fstat) before it reads."""
+    chunks = []
+    total = 0
+    while True:
+        block = os.read(fd, min(1 << 20, cap + 1 - total))
+        if not block:
+            break
+        chunks.append(block)
+        total += len(block)
+        if total > cap:
+            raise OSError(27, "larger than %d bytes" % cap, path)  # EFBIG
+    return b"".join(chunks)
 
 
 def read_text(path: str, cap: int = SMALL_CAP) -> Optional[str]:

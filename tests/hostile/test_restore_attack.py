@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from envguard.probe.payload import local_package
+from factories import git
 
 apply = local_package().apply
 
@@ -33,15 +34,6 @@ def envguard(*args: str | Path, cwd: Path, timeout: float = 120) -> Any:
     )
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=T", "-c", "user.email=t@e", *args],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-
-
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A project with a kept model script and a kept cache; ``outside`` holds the victims."""
@@ -49,9 +41,9 @@ def project(tmp_path: Path) -> Path:
     code = p / "code"
     code.mkdir(parents=True)
     (code / "model.py").write_text("good = 1\n")
-    _git(code, "init", "-q")
-    _git(code, "add", "-A")
-    _git(code, "commit", "-qm", "good")
+    git(code, "init", "-q")
+    git(code, "add", "-A")
+    git(code, "commit", "-qm", "good")
     (p / "cache").mkdir()
     (p / "cache" / "k.bin").write_bytes(b"kernel" * 100)
     done = envguard(
@@ -89,13 +81,13 @@ def test_unnormalised_paths_cannot_lead_a_write_outside(project: Path) -> None:
     (outside / "victimdir" / "keep").write_text("mine\n")
     repo = outside / "victimrepo"
     repo.mkdir()
-    _git(repo, "init", "-q")
+    git(repo, "init", "-q")
     (repo / "a").write_text("1")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "one")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "one")
     (repo / "a").write_text("2")
-    _git(repo, "commit", "-qam", "two")
-    first = _git(repo, "rev-parse", "HEAD~1")
+    git(repo, "commit", "-qam", "two")
+    first = git(repo, "rev-parse", "HEAD~1")
 
     def hostile(d: dict[str, Any]) -> None:
         d["files"][0].update(path="code/../../outside/victim.sh", rel=None, root=None)
@@ -112,7 +104,7 @@ def test_unnormalised_paths_cannot_lead_a_write_outside(project: Path) -> None:
     }
     assert victim.read_text() == "mine\n"
     assert (outside / "victimdir" / "keep").read_text() == "mine\n"
-    assert _git(repo, "rev-parse", "HEAD") != first and (repo / "a").read_text() == "2"
+    assert git(repo, "rev-parse", "HEAD") != first and (repo / "a").read_text() == "2"
 
 
 def test_a_symlinked_folder_is_judged_where_it_leads_at_write_time(tmp_path: Path) -> None:
@@ -240,8 +232,8 @@ def test_a_far_side_with_malformed_answers_gets_one_line(tmp_path: Path, answer:
 def test_restoring_a_repo_runs_no_program_its_config_names(project: Path) -> None:
     code = project / "code"
     marker = project.parent / "ran"
-    _git(code, "config", "core.fsmonitor", f"touch {marker}; false")
-    _git(code, "config", "core.hooksPath", str(project.parent))
+    git(code, "config", "core.fsmonitor", f"touch {marker}; false")
+    git(code, "config", "core.hooksPath", str(project.parent))
     hook = project.parent / "post-checkout"
     hook.write_text(f"#!/bin/sh\ntouch {marker}\n")
     hook.chmod(0o755)
@@ -362,9 +354,9 @@ def test_the_stash_of_repos_leaves_the_snapshot_folder_in_place(tmp_path: Path) 
     code = tmp_path / "code"
     code.mkdir()
     (code / "conf.yaml").write_text("lr: 1\n")
-    _git(code, "init", "-q")
-    _git(code, "add", "-A")
-    _git(code, "commit", "-qm", "one")
+    git(code, "init", "-q")
+    git(code, "add", "-A")
+    git(code, "commit", "-qm", "one")
     done = envguard(
         "snapshot", "--python", sys.executable, "--name", "good", "--file", "conf.yaml",
         "--keep-files", cwd=code,
@@ -372,7 +364,7 @@ def test_the_stash_of_repos_leaves_the_snapshot_folder_in_place(tmp_path: Path) 
     assert done.returncode == 0, done.stderr
     edit(code, lambda d: d.update(repos=[r for r in d["repos"] if r["path"] == str(code)]))
     (code / "conf.yaml").write_text("lr: 9\n")
-    _git(code, "commit", "-qam", "two")
+    git(code, "commit", "-qam", "two")
     (code / "conf.yaml").write_text("lr: 99\n")  # dirty: stashed first
     out = envguard("restore", "good", "--venv", sys.prefix, "--repos", "--execute", cwd=code)
     assert out.returncode == 0, out.stdout + out.stderr

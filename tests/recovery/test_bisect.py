@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from conftest import GOOD, POLLUTION
+from factories import git
 
 # The stand-in benchmark: slow when the inference stack is importable (and, with INTERACT,
 # only when transformers was upgraded too).
@@ -44,14 +45,15 @@ def polluted(tmp_path: Path, venv_factory: Callable[..., Path], wheelhouse: Path
     return tmp_path
 
 
-def bisect(root: Path, wheelhouse: Path, **env: str) -> Any:
+def bisect(
+    root: Path, wheelhouse: Path, *extra: str, run: str = "python bench.py", **env: str
+) -> Any:
     out = subprocess.run(
         [
             sys.executable, "-m", "envguard", "bisect", "good", "--python", str(root / "bad"),
-            "--run", "python bench.py", "--metric", "tok_s", "--min", "20000",
+            "--run", run, "--metric", "tok_s", "--min", "20000",
             "--no-index", "--find-links", str(wheelhouse), "--offline", "--format", "json",
-            *(["--max-steps", env.pop("_MAX_STEPS")] if "_MAX_STEPS" in env else []),
-            *(["--resume"] if env.pop("_RESUME", None) else []),
+            *extra,
         ],
         cwd=root,
         capture_output=True,
@@ -105,25 +107,9 @@ def test_resume_reuses_the_logged_runs(polluted: Path, wheelhouse: Path) -> None
     first = json.loads(bisect(polluted, wheelhouse).stdout)
     log = Path(polluted / first["log"])
     lines = log.read_text().splitlines()
-    again = subprocess.run(
-        [
-            sys.executable, "-m", "envguard", "bisect", "good", "--python", str(polluted / "bad"),
-            "--run", "python bench.py", "--metric", "tok_s", "--min", "20000", "--resume",
-            "--no-index", "--find-links", str(wheelhouse), "--offline", "--format", "json",
-        ],
-        cwd=polluted, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    again = bisect(polluted, wheelhouse, "--resume")
     assert json.loads(again.stdout)["culprits"] == first["culprits"]
     assert log.read_text().splitlines() == lines  # nothing was built again
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=T", "-c", "user.email=t@e", *args],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
 
 
 def test_a_slow_commit_is_named_when_the_environment_is_not_the_cause(
@@ -134,16 +120,16 @@ def test_a_slow_commit_is_named_when_the_environment_is_not_the_cause(
     code.mkdir()
     (code / "bench.py").write_text("import model\nprint('tok_s=%d' % model.speed())\n")
     (code / "model.py").write_text("def speed():\n    return 21500\n")
-    _git(code, "init", "-q")
-    _git(code, "add", "-A")
-    _git(code, "commit", "-qm", "fast model")
+    git(code, "init", "-q")
+    git(code, "add", "-A")
+    git(code, "commit", "-qm", "fast model")
     snap = [sys.executable, "-m", "envguard", "snapshot", "--python", str(good), "--name", "good"]
     done = subprocess.run([*snap, "--repo", str(code)], cwd=code, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     for i, speed in enumerate([21500, 4300, 4300, 4300]):
         (code / "model.py").write_text(f"def speed():\n    return {speed}  # v{i}\n")
-        _git(code, "commit", "-qam", f"change {i}" + (" (the race)" if i == 1 else ""))
-    before = (_git(code, "rev-parse", "HEAD"), _git(code, "status", "--porcelain", "-uno"))
+        git(code, "commit", "-qam", f"change {i}" + (" (the race)" if i == 1 else ""))
+    before = (git(code, "rev-parse", "HEAD"), git(code, "status", "--porcelain", "-uno"))
     out = subprocess.run(
         [
             sys.executable, "-m", "envguard", "bisect", "good", "--python", str(good),
@@ -157,9 +143,9 @@ def test_a_slow_commit_is_named_when_the_environment_is_not_the_cause(
     verdict = json.loads(out.stdout)["verdict"]
     assert verdict.startswith("the environment is not the cause"), verdict
     assert "the first bad commit: " in verdict and "change 1 (the race)" in verdict, verdict
-    after = (_git(code, "rev-parse", "HEAD"), _git(code, "status", "--porcelain", "-uno"))
+    after = (git(code, "rev-parse", "HEAD"), git(code, "status", "--porcelain", "-uno"))
     assert after == before  # the user's checkout was never touched
-    assert _git(code, "worktree", "list").count("\n") == 0  # the worktree is gone
+    assert git(code, "worktree", "list").count("\n") == 0  # the worktree is gone
 
 
 def test_a_signal_stops_the_check_and_removes_the_scratch_venv(
@@ -255,14 +241,7 @@ def test_a_check_that_leaves_a_daemon_behind_is_judged_and_not_waited_for(
 def test_resume_never_reuses_the_results_of_another_check(polluted: Path, wheelhouse: Path) -> None:
     first = json.loads(bisect(polluted, wheelhouse).stdout)
     (polluted / "other.py").write_text("print('tok_s=21500')\n")
-    again = subprocess.run(
-        [
-            sys.executable, "-m", "envguard", "bisect", "good", "--python", str(polluted / "bad"),
-            "--run", "python other.py", "--metric", "tok_s", "--min", "20000", "--resume",
-            "--no-index", "--find-links", str(wheelhouse), "--offline", "--format", "json",
-        ],
-        cwd=polluted, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    again = bisect(polluted, wheelhouse, "--resume", run="python other.py")
     report = json.loads(again.stdout)
     assert report["log"] != first["log"] and report["culprits"] == []
 
@@ -290,7 +269,7 @@ def test_a_bad_environment_that_crashes_on_import_is_bisected_for_the_crash(
 def test_max_steps_stops_with_exit_1_and_resume_goes_on_without_building_again(
     polluted: Path, wheelhouse: Path
 ) -> None:
-    short = bisect(polluted, wheelhouse, _MAX_STEPS="3")
+    short = bisect(polluted, wheelhouse, "--max-steps", "3")
     assert short.returncode == 1, short.stdout + short.stderr
     first = json.loads(short.stdout)
     assert first["complete"] is False and len(first["steps"]) == 3
@@ -299,7 +278,7 @@ def test_max_steps_stops_with_exit_1_and_resume_goes_on_without_building_again(
     log = polluted / first["log"]
     logged = log.read_text().splitlines()
     assert len(logged) == 3
-    done = bisect(polluted, wheelhouse, _RESUME="1")
+    done = bisect(polluted, wheelhouse, "--resume")
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)
     assert report["complete"] is True

@@ -181,7 +181,7 @@ def _read_policy_file(path: Path) -> bytes:
     import os
     import stat
 
-    from envguard.reading import NotRegular, open_regular
+    from envguard.reading import NotRegular, open_regular, read_open
 
     def owner_ok(st: os.stat_result) -> bool:
         return st.st_uid in (os.getuid(), 0)
@@ -202,16 +202,9 @@ def _read_policy_file(path: Path) -> bytes:
         st = os.fstat(fd)
         if not owner_ok(st) or not stat.S_ISREG(st.st_mode):
             raise refused
-        chunks, total = [], 0
-        while total <= _PYPROJECT_CAP:
-            block = os.read(fd, 1 << 20)
-            if not block:
-                break
-            chunks.append(block)
-            total += len(block)
-        if total > _PYPROJECT_CAP:
-            raise UsageError(f"{path}: larger than {_PYPROJECT_CAP >> 20} MiB; not read")
-        return b"".join(chunks)
+        return read_open(fd, _PYPROJECT_CAP, str(path))
+    except OSError as exc:  # past the cap
+        raise UsageError(f"{path}: cannot read it ({exc.strerror or exc})") from None
     finally:
         os.close(fd)
 

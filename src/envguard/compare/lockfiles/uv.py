@@ -1,7 +1,8 @@
 """uv.lock: the packages `uv sync` would install, as uv itself says (`uv export --frozen
 --format pylock.toml` with the user's extras and groups), read as PEP 751. A walk of the
-lock by hand is the fallback when uv cannot run here (not found, too old, or a uv.lock with
-no project beside it, e.g. read from stdin); the output says when it was used."""
+lock by hand is the fallback when uv cannot run here (not found, too old, no project beside
+the lock or in the working directory, no private folder for uv's copy of the project); the
+output says when it was used."""
 
 from __future__ import annotations
 
@@ -43,14 +44,15 @@ def read_uv_lock(
     project = _project_of(path)
     why_not = _why_no_uv(project, stdin=path is None)
     own = path is not None and path.name == "uv.lock" and path.parent.absolute() == project
-    if why_not is None and not own and _private_folder() is None:
+    scratch = None if why_not is not None or own else _private_folder()
+    if why_not is None and not own and scratch is None:
         why_not = "no private folder of yours for uv's copy of the project (HOME unset?)"
     if why_not is None:
         assert project is not None
-        if own:
+        if scratch is None:
             exported = _export(project, selection, where=where)
         else:
-            exported = _export_copy(project, text, selection, where=where)
+            exported = _export_copy(project, text, selection, where=where, parent=scratch)
         pins = read_pylock_text(
             exported,
             where=f"{where} (as uv exports it)",
@@ -132,7 +134,9 @@ def _private_folder() -> Path | None:
     return folder
 
 
-def _export_copy(project: Path, text: str, selection: Selection, *, where: str) -> str:
+def _export_copy(
+    project: Path, text: str, selection: Selection, *, where: str, parent: Path
+) -> str:
     """uv's export of ``text`` as the uv.lock of a scratch copy of ``project``: its
     pyproject.toml and those of the path packages the lock names inside it (workspace
     members), nothing else."""
@@ -151,8 +155,6 @@ def _export_copy(project: Path, text: str, selection: Selection, *, where: str) 
                 norm = os.path.normpath(rel)
                 if not norm.startswith(".."):
                     members.add(norm)
-    parent = _private_folder()
-    assert parent is not None  # read_uv_lock walks the lock itself without one
     with tempfile.TemporaryDirectory(prefix="lock-", dir=parent) as scratch:
         root = Path(scratch)
         for rel in [".", *sorted(members)[:1000]]:
