@@ -332,7 +332,7 @@ def rebuild_group(
     try:
         source = ["--no-index", "--find-links", str(tv.wheelhouse), "--offline"]
         default = _plan(tools, snap, source, env, work)
-        routed = [s for s in default["steps"] if DEFAULT_TORCH_INDEX in " ".join(s["argv"])]
+        routed = [s for s in default["steps"] if DEFAULT_TORCH_INDEX in " ".join(s.get("argv", ()))]
         if routed:
             index = fixtures.torch_index(work / "torch-index", tv.torch_wheel)
             source += ["--torch-index", index]

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from envguard.recovery.bisect import BisectReport, Step, Unit
     from envguard.recovery.outcome import Item, Outcome, RestoreReport
     from envguard.recovery.plan import Plan, Sources
+    from envguard.snapshots.document import Document
     from envguard.snapshots.history import Entry
     from envguard.snapshots.hosts import HostResult
     from envguard.snapshots.models import MetricValue, Snapshot
@@ -102,6 +103,50 @@ def snapshot(
 ) -> Snapshot:
     """Measure an environment: the interpreter (default: $VIRTUAL_ENV, ./.venv, python3),
     its packages, torch's build, the GPU, git repos, files, caches and environment."""
+    started = _start_snapshot(**locals())
+    # The probe runs while the models (pydantic) load: that import is most of the start-up.
+    from envguard.snapshots.capture import finish_capture
+
+    return finish_capture(started)
+
+
+def snapshot_document(
+    *,
+    python: str | Path | None = None,
+    name: str | None = None,
+    repos: Sequence[str | Path] = (),
+    files: Sequence[str] = (),
+    caches: Sequence[str] = (),
+    metrics: Mapping[str, MetricValue] | None = None,
+    note: str | None = None,
+    via: str | Sequence[str] | None = None,
+    timeout: float | None = 120.0,
+    command: Sequence[str] | None = None,
+    root: str | Path | None = None,
+) -> Document:
+    """snapshot(), as the JSON document its file holds (``Snapshot.model_validate`` of it
+    is snapshot()'s result): checked as the model checks it, without loading pydantic
+    where the check can vouch for it. What `envguard snapshot` writes."""
+    started = _start_snapshot(**locals())
+    from envguard.snapshots.capture import finish_document
+
+    return finish_document(started)
+
+
+def _start_snapshot(
+    *,
+    python: str | Path | None,
+    name: str | None,
+    repos: Sequence[str | Path],
+    files: Sequence[str],
+    caches: Sequence[str],
+    metrics: Mapping[str, MetricValue] | None,
+    note: str | None,
+    via: str | Sequence[str] | None,
+    timeout: float | None,
+    command: Sequence[str] | None,
+    root: str | Path | None,
+) -> StartedCapture:
     from envguard.errors import UsageError
     from envguard.snapshots.request import start_capture
 
@@ -123,11 +168,7 @@ def snapshot(
         from dataclasses import replace
 
         request = replace(request, root=Path(_root(root, remote=bool(request.via))))
-    started = start_capture(request)
-    # The probe runs while the models (pydantic) load: that import is most of the start-up.
-    from envguard.snapshots.capture import finish_capture
-
-    return finish_capture(started)
+    return start_capture(request)
 
 
 def snapshot_hosts(
@@ -182,28 +223,32 @@ def snapshot_hosts(
 
 
 def save(
-    snap: Snapshot, path: str | Path | None = None, *, force: bool = False, unique: bool = False
+    snap: Snapshot | Document,
+    path: str | Path | None = None,
+    *,
+    force: bool = False,
+    unique: bool = False,
 ) -> Path:
-    """Write ``snap`` atomically (default: snapshots/NAME.json; ``{host}`` in the path is
-    the snapshot's host); never overwrites without ``force``. Returns the path written.
-    ``unique`` (a default, timestamped name): a name taken meanwhile gets -2, -3, ...
-    instead of an error, so two snapshots in one second never collide."""
+    """Write ``snap`` (a Snapshot, or snapshot_document()'s document) atomically (default:
+    snapshots/NAME.json; ``{host}`` in the path is the snapshot's host); never overwrites
+    without ``force``. Returns the path written. ``unique`` (a default, timestamped name):
+    a name taken meanwhile gets -2, -3, ... instead of an error, so two snapshots in one
+    second never collide."""
     from envguard.snapshots import store
-    from envguard.snapshots.hosts import check_host
 
+    name, host = (snap["name"], snap["host"]) if isinstance(snap, dict) else (snap.name, snap.host)
     if path is None and unique and not force:
-        base = snap.name
         for n in range(1, 1000):
-            named = snap if n == 1 else snap.model_copy(update={"name": f"{base}-{n}"})
+            named = snap if n == 1 else store.renamed(snap, f"{name}-{n}")
             try:
                 return save(named, force=False)
             except store.TargetExists:
                 continue
-    target = store.default_path(snap.name) if path is None else Path(path)
+    target = store.default_path(name) if path is None else Path(path)
     if "{host}" in str(target):
-        target = Path(
-            str(target).replace("{host}", check_host(snap.host, source="the snapshot's host"))
-        )
+        from envguard.snapshots.hosts import check_host
+
+        target = Path(str(target).replace("{host}", check_host(host, source="the snapshot's host")))
     store.write_atomic(target, store.dumps(snap), force=force)
     return target
 

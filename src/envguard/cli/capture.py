@@ -3,15 +3,16 @@
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from envguard.cli import OutputFormat, app, console, fail
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from envguard.snapshots.hosts import HostResult
-    from envguard.snapshots.models import Snapshot
 
 
 @app.command()
@@ -109,24 +110,25 @@ def snapshot(
         api.check_writable(out, force=force)  # fail before the slow capture
     elif out is None and name:
         api.check_writable(api.default_path(name), force=force)
-    snap = api.snapshot(
-        python=python,
-        name=name,
-        repos=repo or (),
-        files=file or (),
-        caches=cache or (),
-        metrics=metrics,
-        note=note,
-        via=via,
-        timeout=timeout,
-        command=command,
-        root=root,
-    )
+    measured: dict[str, Any] = {
+        "python": python,
+        "name": name,
+        "repos": repo or (),
+        "files": file or (),
+        "caches": cache or (),
+        "metrics": metrics,
+        "note": note,
+        "via": via,
+        "timeout": timeout,
+        "command": command,
+        "root": root,
+    }
     if keeping:
         from envguard.snapshots.blobs import store_for
 
+        snap = api.snapshot(**measured)
         target = out if out not in (None, "-") else api.default_path(snap.name)
-        snap = api.keep(
+        doc = api.keep(
             snap,
             store=store if store is not None else store_for(str(target)),
             files=keep_files,
@@ -134,30 +136,32 @@ def snapshot(
             via=via,
             python=python,
             timeout=timeout,
-        )
-    _print_warnings(snap)
+        ).model_dump(mode="json")
+    else:
+        doc = api.snapshot_document(**measured)  # written as it is: no models to build
+    _print_warnings(doc["warnings"])
+    from envguard.snapshots.store import dumps
+
     if out == "-":
-        from envguard.snapshots.store import dumps
-
-        sys.stdout.write(dumps(snap))
+        sys.stdout.write(dumps(doc))
         return
-    written = api.save(snap, out, force=force, unique=name is None and out is None)
-    from envguard.render.table import snapshot_summary_line
+    written = api.save(doc, out, force=force, unique=name is None and out is None)
+    from envguard.render.text import snapshot_summary_line
 
-    typer.echo(f"wrote {written}: {snapshot_summary_line(snap)}")
+    typer.echo(f"wrote {written}: {snapshot_summary_line(doc)}")
 
 
-def _print_warnings(snap: "Snapshot", *, prefix: str = "") -> None:
-    if not snap.warnings:
-        return  # no rich import on the common path
-    err = console(stderr=True)
+def _print_warnings(warnings: "Sequence[str]") -> None:
+    """The first ten of the snapshot's warnings on stderr, one line each."""
+    if not warnings:
+        return
     from envguard.redact import redact_text
     from envguard.render.text import printable
 
-    for warning in snap.warnings[:10]:
-        err.print(f"warning: {printable(redact_text(prefix + warning))}", markup=False)
-    if len(snap.warnings) > 10:
-        err.print(f"warning: {prefix}... {len(snap.warnings) - 10} more, listed in the snapshot")
+    for warning in warnings[:10]:
+        sys.stderr.write(f"warning: {printable(redact_text(warning))}\n")
+    if len(warnings) > 10:
+        sys.stderr.write(f"warning: ... {len(warnings) - 10} more, listed in the snapshot\n")
 
 
 class _HostProgress:

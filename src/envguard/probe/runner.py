@@ -279,15 +279,24 @@ class ProbeRun:
 
     def _wait(self) -> None:
         """Wait for the probe in short slices, so an interrupt whose exception CPython lost
-        (errors.raise_if_signalled) still stops the wait; TimeoutExpired past the timeout."""
+        (errors.raise_if_signalled) still stops the wait; TimeoutExpired past the timeout.
+
+        Each slice waits on the reader of the probe's stdout, which ends the moment the
+        probe closes it (``Popen.wait(timeout)`` polls with sleeps of up to 50 ms, and that
+        was a tenth of a snapshot); then the probe itself is collected."""
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         while True:
             raise_if_signalled()
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 raise subprocess.TimeoutExpired(self.proc.args, self.timeout or 0)
+            slice_ = _POLL if left is None else min(left, _POLL)
+            if self._out.is_alive() and self.proc.poll() is None:
+                self._out.join(slice_)
+                if self._out.is_alive():
+                    continue  # still talking (or its output is held open: polled above)
             try:
-                self.proc.wait(timeout=_POLL if left is None else min(left, _POLL))
+                self.proc.wait(timeout=slice_)
                 return
             except subprocess.TimeoutExpired:
                 continue

@@ -80,39 +80,16 @@ def _print_rows(
 
 def torch_label(snap: Snapshot) -> str:
     """``2.11.0+cu128 (cuda 12.8)``, or ``-`` without torch."""
-    if snap.torch is None:
-        return "-"
-    extra = (
-        f"cuda {snap.torch.cuda}"
-        if snap.torch.cuda
-        else (f"hip {snap.torch.hip}" if snap.torch.hip else "cpu")
-    )
-    return f"{snap.torch.version} ({extra})"
+    from envguard.render.text import torch_text
+
+    t = snap.torch
+    return "-" if t is None else torch_text(t.version, cuda=t.cuda, hip=t.hip)
 
 
 def metrics_label(metrics: dict[str, MetricValue]) -> str:
     from envguard.redact import redact_metrics
 
     return ", ".join(f"{k}={v}" for k, v in redact_metrics(metrics).items()) or "-"
-
-
-def counted(n: int, noun: str) -> str:
-    """``1 file``, ``2 files``."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
-def snapshot_summary_line(snap: Snapshot) -> str:
-    parts = [
-        f"Python {snap.interpreter.version}",
-        counted(sum(not p.shadowed for p in snap.packages), "package"),
-        f"torch {torch_label(snap)}",
-        counted(len(snap.repos), "repo"),
-        counted(len(snap.files), "file"),
-        counted(len(snap.caches), "cache"),
-    ]
-    if snap.warnings:
-        parts.append(counted(len(snap.warnings), "warning"))
-    return ", ".join(parts)
 
 
 def show_snapshot(snap: Snapshot, console: Console) -> None:

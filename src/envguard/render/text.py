@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     # Types only: error lines use printable() without loading pydantic.
     from envguard.compare.models import Change, Drift
     from envguard.recovery.outcome import Item, Outcome, RestoreReport
+    from envguard.snapshots.document import Document
 
 
 # C0/C1 controls, DEL, and the bidirectional overrides that reorder what a terminal shows.
@@ -163,3 +164,35 @@ def restore_report(report: RestoreReport) -> str:
 
 def _what(item: Item) -> str:
     return "packages" if item.kind == "packages" else f"{item.kind} {item.name}"
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 file``, ``2 files``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def torch_text(version: str, *, cuda: str | None, hip: str | None) -> str:
+    """``2.11.0+cu128 (cuda 12.8)``."""
+    return f"{version} ({f'cuda {cuda}' if cuda else (f'hip {hip}' if hip else 'cpu')})"
+
+
+def snapshot_summary_line(doc: Document) -> str:
+    """``Python 3.11.7, 133 packages, torch 2.13.0+cpu (cpu), 1 repo, ...`` of a snapshot
+    document (snapshots.document: what `envguard snapshot` writes)."""
+    torch = doc["torch"]
+    parts = [
+        f"Python {doc['interpreter']['version']}",
+        counted(sum(not p["shadowed"] for p in doc["packages"]), "package"),
+        "torch "
+        + (
+            "-"
+            if torch is None
+            else torch_text(torch["version"], cuda=torch["cuda"], hip=torch["hip"])
+        ),
+        counted(len(doc["repos"]), "repo"),
+        counted(len(doc["files"]), "file"),
+        counted(len(doc["caches"]), "cache"),
+    ]
+    if doc["warnings"]:
+        parts.append(counted(len(doc["warnings"]), "warning"))
+    return ", ".join(parts)

@@ -7,12 +7,15 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from envguard.errors import EnvguardError, UsageError
 from envguard.probe.runner import kill_running
 from envguard.snapshots.capture import capture_snapshot
-from envguard.snapshots.models import Snapshot
 from envguard.snapshots.request import CaptureRequest
+
+if TYPE_CHECKING:
+    from envguard.snapshots.models import Snapshot
 
 # A host as ssh, srun, docker or kubectl take it (IPv6 too: `::1`, `[::1]`, `fe80::1%eth0`):
 # never an option (no leading -), never shell syntax, never a path (no /).

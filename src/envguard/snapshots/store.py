@@ -14,6 +14,7 @@ from envguard import SCHEMA_VERSION
 from envguard.errors import ActionError, SnapshotError, UsageError, field_path
 
 if TYPE_CHECKING:
+    from envguard.snapshots.document import Document
     from envguard.snapshots.models import Snapshot
 
 SNAPSHOT_DIR = "snapshots"
@@ -29,10 +30,18 @@ def validate_name(name: str) -> str:
     return name
 
 
-def dumps(snapshot: Snapshot) -> str:
-    """Indented JSON with sorted keys, so snapshots diff well in git."""
-    data = snapshot.model_dump(mode="json")
+def dumps(snapshot: Snapshot | Document) -> str:
+    """Indented JSON with sorted keys, so snapshots diff well in git (a Snapshot, or the
+    document that is its file: snapshots.document)."""
+    data = snapshot if isinstance(snapshot, dict) else snapshot.model_dump(mode="json")
     return json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+def renamed(snapshot: Snapshot | Document, name: str) -> Snapshot | Document:
+    """``snapshot`` under another name."""
+    if isinstance(snapshot, dict):
+        return {**snapshot, "name": name}
+    return snapshot.model_copy(update={"name": name})
 
 
 def loads(text: str, *, source: str) -> Snapshot:

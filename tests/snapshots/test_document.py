@@ -1,0 +1,158 @@
+"""`envguard snapshot` writes its document without building the pydantic models: the plain
+check (snapshots.document.fits) must only ever vouch for a document the model takes as it
+is, and what is written must be byte for byte what the model would write."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from envguard.errors import ProbeError
+from envguard.probe.payload import probe_payload
+from envguard.probe.report import parse_report
+from envguard.snapshots import document, store
+from envguard.snapshots.models import Snapshot
+from envguard.snapshots.request import CaptureRequest, probe_args
+from factories import make_git_repo
+
+_REAL: list[tuple[dict[str, Any], CaptureRequest]] = []
+
+
+def _real() -> tuple[dict[str, Any], CaptureRequest]:
+    """A real report of this interpreter with a git repo, a tracked file and a compile
+    cache, and the request that asked for them (measured once)."""
+    if not _REAL:
+        base = Path(tempfile.mkdtemp(prefix="envguard-doc-"))
+        repo = make_git_repo(base / "proj", {"train.py": "print('train')\n"})
+        (repo / "train.py").write_text("print('patched')\n")  # dirty: a diff hash
+        cache = base / "inductor"
+        (cache / "fx").mkdir(parents=True)
+        (cache / "fx" / "kernel.py").write_text("x = 1\n")
+        request = CaptureRequest(
+            python=sys.executable,
+            name="doc",
+            cwd=repo,
+            repos=(repo,),
+            files=(str(repo / "train.py"),),
+            caches=(("inductor", str(cache)),),
+            default_caches=False,
+            metrics={"tok_s": 21500, "loss": 1.25, "run": "a"},
+            note="good run",
+            command=("envguard", "snapshot"),
+        )
+        args = probe_args(request, [repo])
+        out = subprocess.run(
+            [sys.executable, "-I", "-S", "-"],
+            input=probe_payload(args),
+            capture_output=True, text=True, check=True, timeout=120,
+        )  # fmt: skip
+        _REAL.append((json.loads(out.stdout), request))
+    report, request = _REAL[0]
+    return json.loads(json.dumps(report)), request
+
+
+def _model_of(doc: dict[str, Any]) -> Snapshot | None:
+    from pydantic import ValidationError
+
+    try:
+        return Snapshot.model_validate(doc)
+    except ValidationError:
+        return None
+
+
+def test_a_real_report_is_written_without_the_models_exactly_as_they_write_it() -> None:
+    report, request = _real()
+    parsed = parse_report(json.dumps(report).encode(), label="t", returncode=0, stderr_tail="")
+    doc = document.from_report(parsed, request)
+    assert doc["repos"] and doc["files"] and doc["caches"] and doc["packages"]
+    assert doc["repos"][0]["dirty"] and doc["files"][0]["rel"] == "train.py"
+    assert document.fits(doc)  # else `envguard snapshot` always pays for pydantic
+    model = _model_of(doc)
+    assert model is not None
+    assert store.dumps(document.stored(doc)) == store.dumps(model)
+    assert store.loads(store.dumps(document.stored(doc)), source="t") == model
+
+
+_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=12)
+    | st.sampled_from(["0" * 64, "a" * 300, "x\u202ey", "ghp_" + "a" * 30, "1.0", 5.0, 2**70]),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+def _holders(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every object in a report that a forged one could change a field of."""
+    out: list[dict[str, Any]] = [report, report["interpreter"], report["accelerator"]]
+    out += report["packages"][:5] + report["files"] + report["repos"] + report["caches"]
+    out += [p["direct_url"] for p in report["packages"] if isinstance(p["direct_url"], dict)]
+    if report["torch"]:
+        out.append(report["torch"])
+    return out
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_fuzzed_reports_fit_only_where_the_model_writes_the_same(data: Any) -> None:
+    """A real report with one field (anywhere) replaced by any JSON value, or a package
+    duplicated: where fits() vouches for the document, the model takes it and writes the
+    same bytes; where the model refuses it, fits() never vouched."""
+    report, request = _real()
+    holders = _holders(report)
+    if data.draw(st.booleans()):
+        holder = data.draw(st.sampled_from(holders))
+        key = data.draw(st.sampled_from(sorted(holder)) | st.text(max_size=6))
+        holder[key] = data.draw(_VALUES)
+    else:
+        twin = dict(data.draw(st.sampled_from(report["packages"])))
+        twin["location"] = data.draw(st.sampled_from(["/elsewhere", twin["location"]]))
+        report["packages"].append(twin)
+    try:
+        raw = json.dumps(report).encode()
+        parsed = parse_report(raw, label="t", returncode=0, stderr_tail="")
+        doc = document.from_report(parsed, request)
+    except (ValueError, ProbeError):
+        return
+    except Exception as exc:  # a repo or file error in a strict capture: the user's mistake
+        from envguard.errors import UsageError
+
+        assert isinstance(exc, UsageError), repr(exc)
+        return
+    model = _model_of(doc)
+    if document.fits(doc):
+        assert model is not None, doc
+        assert store.dumps(document.stored(doc)) == store.dumps(model)
+
+
+def test_the_snapshot_command_loads_no_pydantic(tmp_path: Path) -> None:
+    """`envguard snapshot` on the common path: typer, the probe and the document only."""
+    out = tmp_path / "s.json"
+    program = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: sys.stderr.write("
+        "'\\nLOADED ' + ' '.join(m for m in ('pydantic', 'rich') if m in sys.modules)))\n"
+        "from envguard.__main__ import main\n"
+        f"sys.argv = ['envguard', 'snapshot', '--python', sys.executable, '--out', {str(out)!r}]\n"
+        "main()\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "LOADED", proc.stderr
+    assert proc.stdout.startswith(f"wrote {out}: Python ")
+    assert store.load(out).name == "s" or store.load(out).packages
