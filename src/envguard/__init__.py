@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         run_then,
         save,
         snapshot,
+        snapshot_document,
         snapshot_hosts,
         sources,
     )
@@ -67,6 +68,7 @@ __all__ = [
     "run_then",
     "save",
     "snapshot",
+    "snapshot_document",
     "snapshot_hosts",
     "sources",
 ]

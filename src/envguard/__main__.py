@@ -8,12 +8,19 @@ import sys
 
 
 def main() -> None:
+    from envguard import prestart
+
     try:
+        prestart.start(sys.argv[1:])  # the probe works while typer loads
         from envguard.cli import main as cli_main
     except KeyboardInterrupt:
+        prestart.stop()
         sys.stderr.write("error: interrupted (SIGINT)\n")
         raise SystemExit(130) from None
-    cli_main()
+    try:
+        cli_main()
+    finally:
+        prestart.stop()  # a guess the command did not take (an error, --help): stopped
 
 
 if __name__ == "__main__":

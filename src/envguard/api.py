@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from envguard.compare.lockfiles.common import Selection
     from envguard.compare.models import Drift, FleetReport
     from envguard.compare.policy import Policy
+    from envguard.compare.selection import Selection
     from envguard.probe.channel import Target
     from envguard.recovery.bisect import BisectReport, Step, Unit
     from envguard.recovery.outcome import Item, Outcome, RestoreReport
@@ -131,6 +131,47 @@ def snapshot_document(
     from envguard.snapshots.capture import finish_document
 
     return finish_document(started)
+
+
+def prestart(
+    command: Literal["snapshot", "diff"],
+    *,
+    good: str | None = None,
+    python: str | None = None,
+) -> None:
+    """Start the probe that ``snapshot(python=python)`` or ``diff(good, python=python)``
+    (local, nothing else named) is about to need, so that it runs while the caller loads
+    what it needs (the command line: typer). That call takes the probe over when it asks
+    for exactly the same one, and stops it otherwise. Nothing is reported here: a problem
+    (no such snapshot, no interpreter) is the call's to report."""
+    from envguard.errors import EnvguardError
+
+    try:
+        if command == "snapshot":
+            from envguard.snapshots.request import start_early
+
+            start_early(
+                _request(
+                    python=python,
+                    name=None,
+                    repos=(),
+                    files=(),
+                    caches=(),
+                    metrics=None,
+                    note=None,
+                    via=None,
+                    timeout=None,
+                    command=(),
+                )
+            )
+        else:
+            from envguard.snapshots import store
+            from envguard.snapshots.live import prestart_like
+
+            path = store.resolve(good) if good is not None else newest()
+            prestart_like(store.read(path), source=str(path), python=python)
+    except (EnvguardError, OSError, ValueError):
+        return
 
 
 def _start_snapshot(

@@ -10,9 +10,9 @@ import typer
 from envguard.cli import app, console
 
 if TYPE_CHECKING:
-    from envguard.compare.lockfiles.common import Selection
     from envguard.compare.models import Drift
     from envguard.compare.policy import Policy
+    from envguard.compare.selection import Selection
 
 
 class DriftFormat(str, Enum):
@@ -162,7 +162,7 @@ def _selection(
     all_groups: bool,
     package: list[str] | None,
 ) -> "Selection":
-    from envguard.compare.lockfiles.common import Selection
+    from envguard.compare.selection import Selection
 
     return Selection(
         extras=tuple(extra or ()),

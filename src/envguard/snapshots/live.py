@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from envguard.errors import EnvguardError, UsageError
 from envguard.probe.interpreters import resolve_python
 from envguard.snapshots.repos import find_work_tree
-from envguard.snapshots.request import CaptureRequest, StartedCapture, start_capture
+from envguard.snapshots.request import CaptureRequest, StartedCapture, start_capture, start_early
 from envguard.tools import split_command
 
 if TYPE_CHECKING:
@@ -316,6 +316,26 @@ def _is_default(executable: str) -> bool:
     return os.path.realpath(default) == os.path.realpath(executable)
 
 
+def _runnable_before_validation(
+    text: str, *, python: str | None, via: str | None
+) -> Recorded | None:
+    """What the snapshot ``text`` asks to measure, when that may start before the file is
+    validated: only an interpreter the user chose (--python, --via) or the default target
+    anyway; a snapshot's own choice runs after it validated."""
+    recorded = Recorded.from_json(text)
+    if recorded is not None and not (python or via or _is_default(recorded.executable)):
+        return None
+    return recorded
+
+
+def prestart_like(text: str, *, source: str, python: str | None) -> None:
+    """Start the probe that measure_like() of the same snapshot will ask for (locally),
+    before anything else loads; measure_like() takes it over (request.start_early)."""
+    recorded = _runnable_before_validation(text, python=python, via=None)
+    if recorded is not None:
+        start_early(live_request(recorded, python=python, via=None, source=source))
+
+
 def measure_like(
     text: str,
     *,
@@ -328,13 +348,9 @@ def measure_like(
     """(the snapshot in ``text``, the live environment measured as it was)."""
     from envguard.snapshots import store
 
-    recorded = Recorded.from_json(text)
+    recorded = _runnable_before_validation(text, python=python, via=via)
     started: StartedCapture | None = None
     early: EnvguardError | None = None
-    # Before validation, start only an interpreter that the user chose (--python, --via) or
-    # that is the default target anyway: a snapshot's own choice runs after it validated.
-    if recorded is not None and not (python or via or _is_default(recorded.executable)):
-        recorded = None
     if recorded is not None:
         try:
             started = start_capture(

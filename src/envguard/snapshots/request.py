@@ -149,14 +149,52 @@ class StartedCapture:
     probe: ProbeRun
 
 
-def start_capture(request: CaptureRequest) -> StartedCapture:
-    """Check the request (UsageError before anything slow) and start the probe."""
-    user_repos = _user_repos(request)
-    probe = ProbeRun(
+# Probes started before the command line was parsed (envguard.prestart), on a guess of what
+# the command will ask for. start_capture() takes one over when its request asks for exactly
+# that probe (same interpreter, label, prefix, timeout and arguments), and stops it if not:
+# a wrong guess costs CPU, never a wrong answer.
+_EARLY: list[tuple[tuple[Any, ...], ProbeRun]] = []
+
+
+def _probe_key(request: CaptureRequest, args: dict[str, Any]) -> tuple[Any, ...]:
+    import json
+
+    spec = json.dumps(args, sort_keys=True)
+    return (str(request.python), request.python_label, request.via, request.timeout, spec)
+
+
+def _run(request: CaptureRequest, args: dict[str, Any]) -> ProbeRun:
+    return ProbeRun(
         request.python,
-        probe_args(request, user_repos),
+        args,
         label=request.python_label,
         prefix=request.via,
         timeout=request.timeout,
     )
-    return StartedCapture(request=request, probe=probe)
+
+
+def start_early(request: CaptureRequest) -> None:
+    """Start ``request``'s probe now, for a start_capture() of the same request to take over."""
+    args = probe_args(request, _user_repos(request))
+    _EARLY.append((_probe_key(request, args), _run(request, args)))
+
+
+def stop_early() -> None:
+    """Stop the probes started early that no capture took over."""
+    while _EARLY:
+        _EARLY.pop()[1].cancel()
+
+
+def start_capture(request: CaptureRequest) -> StartedCapture:
+    """Check the request (UsageError before anything slow) and start the probe (or take
+    over the one started early for exactly this request)."""
+    args = probe_args(request, _user_repos(request))
+    key = _probe_key(request, args)
+    probe = None
+    while _EARLY:
+        early_key, early = _EARLY.pop()
+        if probe is None and early_key == key:
+            probe = early
+        else:
+            early.cancel()
+    return StartedCapture(request=request, probe=probe or _run(request, args))

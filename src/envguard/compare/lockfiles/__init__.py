@@ -10,7 +10,6 @@ from envguard.compare.lockfiles.common import (
     LockfileError,
     LockRead,
     Pin,
-    Selection,
     confined,
     marker_env,
     read_lockfile_text,
@@ -19,6 +18,7 @@ from envguard.compare.lockfiles.drift import lock_drift, locks_drift
 from envguard.compare.lockfiles.pylock import OutsideLock, read_pylock_text
 from envguard.compare.lockfiles.requirements import read_requirements
 from envguard.compare.lockfiles.uv import read_uv_lock
+from envguard.compare.selection import Selection
 from envguard.snapshots.models import Snapshot
 
 __all__ = [

@@ -37,40 +37,6 @@ class Pin:
 
 
 @dataclass(frozen=True)
-class Selection:
-    """What to install from a lock, as `uv sync` takes it: extras and dependency groups
-    (default groups as the project declares them, ``[tool.uv] default-groups`` for uv)."""
-
-    extras: tuple[str, ...] = ()
-    all_extras: bool = False
-    groups: tuple[str, ...] = ()
-    only_groups: tuple[str, ...] = ()
-    no_default_groups: bool = False
-    all_groups: bool = False
-    packages: tuple[str, ...] = ()
-
-    def uv_args(self) -> list[str]:
-        """The same selection as `uv export` / `uv sync` flags."""
-        args: list[str] = []
-        for flag, values in (
-            ("--extra", self.extras),
-            ("--group", self.groups),
-            ("--only-group", self.only_groups),
-            ("--package", self.packages),
-        ):
-            for value in values:
-                args += [flag, value]
-        for flag, on in (
-            ("--all-extras", self.all_extras),
-            ("--no-default-groups", self.no_default_groups),
-            ("--all-groups", self.all_groups),
-        ):
-            if on:
-                args.append(flag)
-        return args
-
-
-@dataclass(frozen=True)
 class LockRead:
     """A lockfile's pins for one interpreter, and what the reader wants the user to know
     (a fallback it used, lines it ignored)."""

@@ -13,11 +13,11 @@ from envguard.compare.lockfiles.common import (
     MARKER_ERRORS,
     LockfileError,
     Pin,
-    Selection,
     package_lines,
     parse_toml,
     reason,
 )
+from envguard.compare.selection import Selection
 
 if TYPE_CHECKING:
     from packaging.pylock import Pylock

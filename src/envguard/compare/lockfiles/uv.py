@@ -17,13 +17,13 @@ from envguard.compare.lockfiles.common import (
     LockfileError,
     LockRead,
     Pin,
-    Selection,
     applies,
     package_lines,
     parse_toml,
     reason,
 )
 from envguard.compare.lockfiles.pylock import read_pylock_text
+from envguard.compare.selection import Selection
 from envguard.errors import UsageError
 
 # uv's answer is a lock of at most a few thousand packages; past this it is not one.

@@ -1,0 +1,79 @@
+"""Start the probe before the command line's libraries load.
+
+``envguard snapshot`` and ``envguard diff`` spend most of their start-up importing typer;
+the probe they need can run meanwhile. This reads argv only far enough to guess that probe
+(the command, ``--python``, the snapshot named) and starts it (api.prestart). The command,
+once typer has parsed it, takes the probe over only when it asks for exactly that one
+(snapshots.request.start_early): a wrong guess costs CPU, never a wrong answer. Anything
+else in argv (another option, ``--via``, ``--help``, ``-v``) means no guess.
+"""
+
+from __future__ import annotations
+
+# Options that do not change what the command's probe measures (their values are skipped;
+# --python's is the guess), and flags that do not either.
+_VALUED = {
+    "snapshot": frozenset(
+        {"--python", "--name", "--out", "-o", "--metric", "--note", "--timeout", "--jobs"}
+    ),
+    "diff": frozenset({"--python", "--format", "--fail-on", "--only"}),
+}
+_FLAGS = {
+    "snapshot": frozenset({"--force", "--no-force", "-q", "--quiet"}),
+    "diff": frozenset({"--expand", "-q", "--quiet"}),
+}
+
+
+def guess(argv: list[str]) -> tuple[str, str | None, str | None] | None:
+    """(command, its --python, the snapshot it names) when ``argv`` is plainly a local
+    ``snapshot`` or ``diff``; else None."""
+    if not argv or argv[0] not in _VALUED:
+        return None
+    command, python, positional = argv[0], None, []
+    valued, flags = _VALUED[command], _FLAGS[command]
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if arg in valued:  # --python X, -o X
+            if i >= len(argv):
+                return None
+            name, value = arg, argv[i]
+            i += 1
+        elif arg.startswith("--") and arg.partition("=")[0] in valued:  # --python=X
+            name, _, value = arg.partition("=")
+        elif arg in flags:
+            continue
+        elif arg.startswith("-"):
+            return None  # anything else may change what is measured (--via, --repo, --help)
+        else:
+            positional.append(arg)
+            continue
+        if name == "--python":
+            python = value
+    if len(positional) > (0 if command == "snapshot" else 1):
+        return None
+    return command, python, positional[0] if positional else None
+
+
+def start(argv: list[str]) -> None:
+    """Start the probe ``argv``'s command will need, if it can be told from argv alone."""
+    guessed = guess(argv)
+    if guessed is None:
+        return
+    command, python, good = guessed
+    from envguard import api
+
+    try:
+        api.prestart(command, good=good, python=python)  # type: ignore[arg-type]
+    except Exception:  # a guess: the command itself reports what is wrong
+        return
+
+
+def stop() -> None:
+    """Stop a probe started here that the command did not take over (it ended early)."""
+    import sys
+
+    request = sys.modules.get("envguard.snapshots.request")
+    if request is not None:
+        request.stop_early()

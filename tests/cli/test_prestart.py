@@ -1,0 +1,110 @@
+"""The probe starts before typer loads (envguard.prestart), on a guess from argv; the command
+takes it over only when it asks for exactly that probe, and a guess it did not take is
+stopped."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envguard.prestart import guess
+from envguard.snapshots import request as capture
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["snapshot"], ("snapshot", None, None)),
+        (["snapshot", "--python", "/v", "--out", "-", "--force"], ("snapshot", "/v", None)),
+        (["snapshot", "--python=/v", "-o", "f", "--metric", "tok_s=1"], ("snapshot", "/v", None)),
+        (["diff", "good", "--python", "/v", "--format", "json"], ("diff", "/v", "good")),
+        (["diff"], ("diff", None, None)),
+        # Anything that may change what is measured, or how: no guess.
+        (["snapshot", "--via", "ssh gpu01"], None),
+        (["snapshot", "--repo", "."], None),
+        (["snapshot", "--help"], None),
+        (["snapshot", "-v"], None),
+        (["snapshot", "--python"], None),
+        (["snapshot", "extra"], None),
+        (["diff", "a", "b"], None),
+        (["diff", "good", "--against", "bad"], None),
+        (["diff", "good", "--lock", "uv.lock"], None),
+        (["-q", "snapshot"], None),
+        (["check"], None),
+        ([], None),
+    ],
+)
+def test_the_guess_is_made_only_from_plain_argv(
+    argv: list[str], expected: tuple[str, str | None, str | None] | None
+) -> None:
+    assert guess(argv) == expected
+
+
+_COUNT = """
+import sys
+import envguard.probe.runner as runner
+made, cancelled = [], []
+init, cancel = runner.ProbeRun.__init__, runner.ProbeRun.cancel
+def counted_init(self, *a, **k):
+    made.append("typer" in sys.modules)
+    init(self, *a, **k)
+def counted_cancel(self):
+    cancelled.append(self.proc.returncode is None)
+    cancel(self)
+runner.ProbeRun.__init__, runner.ProbeRun.cancel = counted_init, counted_cancel
+import atexit
+atexit.register(lambda: sys.stderr.write(f"\\nPROBES {made} CANCELLED {cancelled}\\n"))
+sys.argv = ["envguard", *sys.argv[1:]]
+from envguard.__main__ import main
+main()
+"""
+
+
+def _run(tmp_path: Path, *args: str) -> tuple[int, str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", _COUNT, *args],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
+    )  # fmt: skip
+    return proc.returncode, proc.stderr.strip().splitlines()[-1]
+
+
+def test_snapshot_and_diff_take_over_the_probe_started_before_typer(tmp_path: Path) -> None:
+    code, counts = _run(tmp_path, "snapshot", "--python", sys.executable, "--name", "good")
+    assert code == 0
+    assert counts == "PROBES [False] CANCELLED []"  # one probe, started before typer, taken
+    code, counts = _run(tmp_path, "diff", "good", "--python", sys.executable)
+    assert code == 0
+    assert counts == "PROBES [False] CANCELLED []"
+
+
+def test_a_guess_the_command_does_not_take_is_stopped(tmp_path: Path) -> None:
+    code, counts = _run(tmp_path, "snapshot", "--python", sys.executable, "--name", "no/such")
+    assert code == 2  # the name is refused after typer parsed it: the early probe is stopped
+    assert counts == "PROBES [False] CANCELLED [True]"
+
+
+def test_a_capture_asking_for_another_probe_stops_the_early_one(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("a")
+    early = capture.CaptureRequest(python=sys.executable, name="e", cwd=tmp_path)
+    capture.start_early(early)
+    started_early = capture._EARLY[0][1]
+    other = capture.CaptureRequest(
+        python=sys.executable, name="o", cwd=tmp_path, files=(str(tmp_path / "a.txt"),)
+    )
+    started = capture.start_capture(other)
+    try:
+        assert started.probe is not started_early and not capture._EARLY
+        assert started_early.proc.returncode is not None  # stopped and collected
+        assert started.probe.result()["files"][0]["path"] == str(tmp_path / "a.txt")
+    finally:
+        started.probe.cancel()
+    capture.start_early(early)
+    taken = capture._EARLY[0][1]
+    same = capture.start_capture(
+        capture.CaptureRequest(python=sys.executable, name="x", cwd=tmp_path)
+    )
+    assert same.probe is taken and same.probe.result()["packages"]  # taken over, not rerun
+    assert not capture._EARLY
