@@ -25,7 +25,9 @@ ALLOWED: dict[str, set[str]] = {
     "render": {"base", "snapshots", "compare", "recovery.plan", "recovery.outcome"},
     "api": {"base", "probe", "snapshots", "compare", "recovery"},
     "cli": {"base", "probe", "snapshots", "compare", "recovery", "render", "api", "schemas"},
-    "__main__": {"cli"},
+    # Starts the probe from argv before the command line (typer) loads: outside cli/.
+    "prestart": {"base", "api"},
+    "__main__": {"cli", "prestart"},
 }
 
 
