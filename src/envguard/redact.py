@@ -246,5 +246,10 @@ def secret_digest(name: str, value: str) -> str:
     """A short, name-salted hash so two redacted values can be compared, never recovered."""
     import hashlib  # here: most probes hold no secret, and _hashlib costs 3 ms to load
 
-    digest = hashlib.sha256((name + "\0" + value).encode("utf-8", "surrogateescape")).hexdigest()
+    text = name + "\0" + value
+    try:
+        data = text.encode("utf-8", "surrogateescape")  # a value read from non-UTF-8 bytes
+    except UnicodeEncodeError:  # another lone surrogate (a forged report's "\ud800")
+        data = text.encode("utf-8", "surrogatepass")
+    digest = hashlib.sha256(data).hexdigest()
     return REDACTED[:-1] + ":" + digest[:8] + ">"

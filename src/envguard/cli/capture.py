@@ -146,9 +146,9 @@ def snapshot(
         sys.stdout.write(dumps(doc))
         return
     written = api.save(doc, out, force=force, unique=name is None and out is None)
-    from envguard.render.text import snapshot_summary_line
+    from envguard.render.text import printable, snapshot_summary_line
 
-    typer.echo(f"wrote {written}: {snapshot_summary_line(doc)}")
+    typer.echo(printable(f"wrote {written}: {snapshot_summary_line(doc)}"))
 
 
 def _print_warnings(warnings: "Sequence[str]") -> None:

@@ -260,8 +260,10 @@ class ProbeRun:
         self._close_pipes()
 
     def _close_pipes(self) -> None:
-        for pipe in (self.proc.stdout, self.proc.stderr):
-            if pipe is not None:
+        # A pipe whose reader is still blocked in read() (a descendant in another session
+        # holds it open) is left to that daemon thread: closing it would wait for the read.
+        for pipe, reader in ((self.proc.stdout, self._out), (self.proc.stderr, self._err)):
+            if pipe is not None and not reader.is_alive():
                 with contextlib.suppress(OSError, ValueError):
                     pipe.close()
 
@@ -325,6 +327,7 @@ class ProbeRun:
             self._out.join(5)
             if self._out.is_alive():
                 self._kill()
+                kill_strays(self.marker)  # one that left the group (setsid) keeps the marker
                 self._out.join(1)
             self._err.join(1)
             if self._out.overflow:

@@ -16,8 +16,9 @@ if TYPE_CHECKING:
 
 
 # C0/C1 controls, DEL, and the bidirectional overrides that reorder what a terminal shows.
-# U+2028/U+2029 end a line as surely as "\n" does.
-_UNSAFE = re.compile("[" + UNSAFE_CHARS + "]")
+# U+2028/U+2029 end a line as surely as "\n" does. A lone surrogate (from a forged "\ud800")
+# cannot be written as UTF-8 at all: shown as its escape too.
+_UNSAFE = re.compile("[" + UNSAFE_CHARS + "\ud800-\udfff]")
 
 
 def printable(text: str) -> str:

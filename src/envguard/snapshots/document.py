@@ -48,8 +48,11 @@ _STACK_PREFIXES = {
 
 
 def file_url_path(url: str) -> str | None:
-    """The local path of a file:// URL, else None."""
-    parts = urlsplit(url)
+    """The local path of a file:// URL, else None (also for one that does not parse)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # a forged report's "file://[x/y" (an unclosed IPv6 host)
+        return None
     return unquote(parts.path) if parts.scheme == "file" else None
 
 
@@ -274,6 +277,9 @@ def stored(document: Document) -> Document:
 # ---- fits(): would the model take this document unchanged? ---------------------------------
 
 _UNSAFE = re.compile("[" + UNSAFE_CHARS + "]")
+# pydantic takes a lone surrogate in a plain str field but refuses it where a pattern or a
+# length applies (it cannot make that text UTF-8): those fields are vouched for without one.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _SHA256 = re.compile("[0-9a-f]{64}")
 _MAX_VERSION, _MAX_REQUIREMENT, _MAX_REQUIRES = 256, 512, 2000  # as the models say
 
@@ -287,7 +293,13 @@ def _opt_str(value: object) -> bool:
 
 
 def _line(value: object) -> bool:
-    return type(value) is str and not _UNSAFE.search(value)
+    """One line of text (the models' ``Line`` pattern)."""
+    return type(value) is str and not _UNSAFE.search(value) and not _SURROGATE.search(value)
+
+
+def _bounded(value: object, most: int) -> bool:
+    """A string of at most ``most`` characters (the models' ``max_length``)."""
+    return type(value) is str and len(value) <= most and not _SURROGATE.search(value)
 
 
 def _int(value: object) -> bool:
@@ -415,8 +427,8 @@ def _packages(packages: object) -> bool:
     for p in packages:
         if not (
             _keys(p, _PACKAGE)
-            and all(_str(p[k]) for k in ("name", "display_name", "version", "location"))
-            and len(p["version"]) <= _MAX_VERSION
+            and all(_str(p[k]) for k in ("name", "display_name", "location"))
+            and _bounded(p["version"], _MAX_VERSION)
             and _opt_str(p["installer"])
             and _opt_str(p["fingerprint"])
             and _bool(p["requested"])
@@ -436,7 +448,7 @@ def _requires(requires: object) -> bool:
     return (
         type(requires) is list
         and len(requires) <= _MAX_REQUIRES
-        and all(_line(r) and len(r) <= _MAX_REQUIREMENT for r in requires)
+        and all(_line(r) and _bounded(r, _MAX_REQUIREMENT) for r in requires)
     )
 
 
@@ -453,8 +465,7 @@ def _torch(t: object) -> bool:
     return (
         _keys(t, _TORCH)
         and isinstance(t, dict)
-        and _str(t["version"])
-        and len(t["version"]) <= _MAX_VERSION
+        and _bounded(t["version"], _MAX_VERSION)
         and (t["debug"] is None or _bool(t["debug"]))
         and all(_opt_str(v) for k, v in t.items() if k not in ("version", "debug"))
     )
