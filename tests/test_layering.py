@@ -27,7 +27,8 @@ ALLOWED: dict[str, set[str]] = {
     "cli": {"base", "probe", "snapshots", "compare", "recovery", "render", "api", "schemas"},
     # Starts the probe from argv before the command line (typer) loads: outside cli/.
     "prestart": {"base", "api"},
-    "__main__": {"cli", "prestart"},
+    "help_screen": set(),  # the root --help, written before typer loads
+    "__main__": {"cli", "prestart", "help_screen"},
 }
 
 

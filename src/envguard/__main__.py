@@ -8,6 +8,14 @@ import sys
 
 
 def main() -> None:
+    if sys.argv[1:] == ["--help"]:
+        from envguard import help_screen
+
+        if help_screen.wide_enough():
+            code = help_screen.write()
+            if code:
+                raise SystemExit(code)
+            return
     from envguard import prestart
 
     try:

@@ -127,3 +127,24 @@ def test_a_mistyped_command_is_named_with_the_nearest_one() -> None:
     result = envguard("snapshto")
     assert result.returncode == 2
     assert "No such command 'snapshto'" in result.stderr and "snapshot" in result.stderr
+
+
+def _typer_help(columns: str) -> str:
+    """The root help as typer renders it (envguard.cli directly, not the stored screen)."""
+    program = "import sys; sys.argv = ['envguard', '--help']\nfrom envguard.cli import main\nmain()"
+    return subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True, text=True, check=True, timeout=120,
+        env={**os.environ, "COLUMNS": columns},
+    ).stdout  # fmt: skip
+
+
+def test_the_stored_help_screen_is_typers() -> None:
+    """`envguard --help` is written without loading typer; it must be what typer writes. If
+    this fails after a change to a command, regenerate help_screen.TEXT (see its comment)."""
+    from envguard import help_screen
+
+    assert help_screen.TEXT == _typer_help("80") == _typer_help("200")
+    assert envguard("--help").stdout == help_screen.TEXT
+    narrow = envguard("--help", COLUMNS="60")
+    assert narrow.returncode == 0 and narrow.stdout == _typer_help("60") != help_screen.TEXT
