@@ -2,7 +2,8 @@
 scripts call.
 
 Each function takes plain arguments and returns a model (Snapshot, Drift, Plan, Outcome,
-FleetReport); none prints and none exits. Failures raise EnvguardError (``.message``,
+FleetReport; snapshot_document() the JSON document a snapshot file holds); none prints and
+none exits. Failures raise EnvguardError (``.message``,
 ``.hint``, ``.exit_code``). Heavy modules (pydantic, rich, git) load inside the functions,
 so importing this module stays cheap.
 

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -159,3 +160,20 @@ def test_the_snapshot_command_loads_no_pydantic(tmp_path: Path) -> None:
     assert proc.stderr.strip().splitlines()[-1] == "LOADED", proc.stderr
     assert proc.stdout.startswith(f"wrote {out}: Python ")
     assert store.load(out).name == "s" or store.load(out).packages
+
+
+def test_the_api_document_is_the_snapshot_as_its_file_holds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import envguard
+
+    monkeypatch.chdir(tmp_path)  # the unique saves below go to ./snapshots/
+    doc = envguard.snapshot_document(python=sys.executable, name="doc", metrics={"tok_s": 1})
+    snap = envguard.snapshot(python=sys.executable, name="doc", metrics={"tok_s": 1})
+    assert Snapshot.model_validate(doc).model_copy(update={"created": snap.created}) == snap
+    path = envguard.save(doc, tmp_path / "doc.json")
+    assert path.read_text() == store.dumps(doc)
+    assert envguard.load(path) == Snapshot.model_validate(doc)
+    first, second = envguard.save(doc, unique=True), envguard.save(doc, unique=True)
+    assert (first.name, second.name) == ("doc.json", "doc-2.json")
+    assert json.loads(second.read_text())["name"] == "doc-2"
