@@ -1,7 +1,10 @@
 """The console entry point (``envguard`` and ``python -m envguard``).
 
-It sits outside :mod:`envguard.cli` so that a Ctrl-C while the command line's libraries are
-still being imported ends like any other interrupt: one line and exit 130, no traceback.
+It sits outside :mod:`envguard.cli`, before typer loads: the root ``--help`` is written from
+help_screen; a plain ``snapshot`` or ``diff`` gets its probe started (prestart) while typer
+loads; a signal while the command line's libraries are still being imported ends like any
+other interrupt (one line, exit 128 + N, the early probe stopped), and so does any other
+failure there (the probe stopped, the error as it is).
 """
 
 import sys
@@ -17,14 +20,22 @@ def main() -> None:
                 raise SystemExit(code)
             return
     from envguard import prestart
+    from envguard.errors import Terminated, handle_signals
 
+    handle_signals()  # before any probe starts: an interrupt stops it, whenever it comes
     try:
         prestart.start(sys.argv[1:])  # the probe works while typer loads
         from envguard.cli import main as cli_main
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         prestart.stop()
-        sys.stderr.write("error: interrupted (SIGINT)\n")
-        raise SystemExit(130) from None
+        import signal
+
+        signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
+        sys.stderr.write(f"error: interrupted ({signal.Signals(signum).name})\n")
+        raise SystemExit(128 + signum) from None
+    except BaseException:
+        prestart.stop()
+        raise
     try:
         cli_main()
     finally:

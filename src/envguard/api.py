@@ -167,10 +167,11 @@ def prestart(
             )
         else:
             from envguard.snapshots import store
-            from envguard.snapshots.live import prestart_like
+            from envguard.snapshots.live import PRESTART_BYTES, prestart_like
 
             path = store.resolve(good) if good is not None else newest()
-            prestart_like(store.read(path), source=str(path), python=python)
+            if path.stat().st_size <= PRESTART_BYTES:  # a huge one: not parsed twice
+                prestart_like(store.read(path), source=str(path), python=python)
     except (EnvguardError, OSError, ValueError):
         return
 

@@ -93,6 +93,21 @@ def cleaning_up() -> Iterator[None]:
         _cleaning.pop()
 
 
+def on_signal(signum: int, frame: object) -> None:
+    """The handler for SIGINT, SIGTERM and SIGHUP: noted (a wait that CPython could not
+    interrupt raises it later) and raised as an interrupt, so the same clean-up runs."""
+    note_signal(signum)
+    raise Terminated(signum)
+
+
+def handle_signals() -> None:
+    """Install on_signal for SIGINT, SIGTERM and SIGHUP (before anything is started)."""
+    import signal
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, on_signal)
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM or SIGHUP, raised like Ctrl-C so the same clean-up runs (probes killed,
     partial files removed); the CLI exits 128 + the signal number."""

@@ -53,6 +53,8 @@ def guess(argv: list[str]) -> tuple[str, str | None, str | None] | None:
             python = value
     if len(positional) > (0 if command == "snapshot" else 1):
         return None
+    if command == "diff" and not positional:
+        return None  # the newest snapshot: finding it reads them all, once is enough
     return command, python, positional[0] if positional else None
 
 
@@ -71,9 +73,13 @@ def start(argv: list[str]) -> None:
 
 
 def stop() -> None:
-    """Stop a probe started here that the command did not take over (it ended early)."""
+    """Stop a probe started here that the command did not take over (it ended early), and
+    one interrupted between its start and its registration as an early probe."""
     import sys
 
     request = sys.modules.get("envguard.snapshots.request")
     if request is not None:
         request.stop_early()
+    runner = sys.modules.get("envguard.probe.runner")
+    if runner is not None:
+        runner.kill_running()

@@ -21,7 +21,7 @@ from envguard.snapshots import request as capture
         (["snapshot", "--python", "/v", "--out", "-", "--force"], ("snapshot", "/v", None)),
         (["snapshot", "--python=/v", "-o", "f", "--metric", "tok_s=1"], ("snapshot", "/v", None)),
         (["diff", "good", "--python", "/v", "--format", "json"], ("diff", "/v", "good")),
-        (["diff"], ("diff", None, None)),
+        (["diff"], None),  # the newest snapshot: found once, by the command
         # Anything that may change what is measured, or how: no guess.
         (["snapshot", "--via", "ssh gpu01"], None),
         (["snapshot", "--repo", "."], None),
@@ -108,3 +108,73 @@ def test_a_capture_asking_for_another_probe_stops_the_early_one(tmp_path: Path) 
     )
     assert same.probe is taken and same.probe.result()["packages"]  # taken over, not rerun
     assert not capture._EARLY
+
+
+def _slow_python(tmp_path: Path) -> tuple[Path, Path]:
+    """An interpreter that takes two seconds to start, then leaves a marker: a probe that
+    was not stopped leaves it."""
+    marker = tmp_path / "probe-still-ran"
+    slow = tmp_path / "slow" / "bin" / "python3"
+    slow.parent.mkdir(parents=True)
+    slow.write_text(f'#!/bin/sh\nsleep 2\ntouch "{marker}"\nexec "{sys.executable}" "$@"\n')
+    slow.chmod(0o755)
+    return slow, marker
+
+
+@pytest.mark.parametrize("trouble", ["SIGTERM", "SIGHUP", "broken-install"])
+def test_an_early_probe_is_stopped_when_the_command_line_never_loads(
+    tmp_path: Path, trouble: str
+) -> None:
+    """A signal (a CI job cancelled) or an import error while typer loads: the probe that
+    prestart already started is stopped, not left to run on in its own session."""
+    import time
+
+    slow, marker = _slow_python(tmp_path)
+    program = (
+        "import os, signal, sys\n"
+        "from envguard import prestart\n"
+        "start = prestart.start\n"
+        "def started(argv):\n"
+        "    start(argv)\n"
+        f"    if {trouble!r} == 'broken-install':\n"
+        "        sys.modules['typer'] = None  # `import typer` now fails\n"
+        "    else:\n"
+        f"        os.kill(os.getpid(), signal.{trouble if trouble != 'broken-install' else 'SIGTERM'})\n"
+        "prestart.start = started\n"
+        f"sys.argv = ['envguard', 'snapshot', '--python', {str(slow)!r}, '--out', '-']\n"
+        "from envguard.__main__ import main\n"
+        "main()\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True, text=True, cwd=tmp_path, timeout=60, check=False,
+    )  # fmt: skip
+    if trouble == "broken-install":
+        assert proc.returncode == 1 and "import of typer halted" in proc.stderr
+    else:
+        code = {"SIGTERM": 143, "SIGHUP": 129}[trouble]
+        assert (proc.returncode, proc.stderr) == (code, f"error: interrupted ({trouble})\n")
+    time.sleep(3)
+    assert not marker.exists()  # the slow probe was killed before it got going
+
+
+def test_only_the_default_interpreter_path_itself_runs_before_validation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot naming a symlink to the default interpreter's binary is not "the default":
+    run through the symlink, Python reads the pyvenv.cfg beside it (whose home may name
+    another standard library), so it waits for the snapshot's validation and its checks."""
+    from envguard.probe.interpreters import resolve_python
+    from envguard.snapshots.live import _is_default
+
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    monkeypatch.setenv("VIRTUAL_ENV", str(venv))
+    default = resolve_python(None)
+    planted = tmp_path / "x" / "bin" / "python3"
+    planted.parent.mkdir(parents=True)
+    planted.symlink_to(default)
+    (tmp_path / "x" / "pyvenv.cfg").write_text(f"home = {tmp_path / 'evil'}\n")
+    assert _is_default(str(default))
+    assert not _is_default(str(planted))

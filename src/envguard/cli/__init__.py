@@ -18,8 +18,8 @@ from envguard.errors import (
     EnvguardError,
     Terminated,
     UsageError,
+    handle_signals,
     interrupt_hint,
-    note_signal,
     received_signal,
 )
 from envguard.tools import own_variable
@@ -360,8 +360,7 @@ def main() -> None:
     # every start. Set for this process only: commands envguard runs for the user (--then)
     # get the environment as it was (tools.user_environ).
     own_variable("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _terminate)
+    handle_signals()
     sys.unraisablehook = _unraisable
     import os
 
@@ -425,11 +424,6 @@ def _unraisable(info: "sys.UnraisableHookArgs") -> None:
     if info.exc_type is not None and issubclass(info.exc_type, KeyboardInterrupt):
         return
     sys.__unraisablehook__(info)
-
-
-def _terminate(signum: int, frame: object) -> None:
-    note_signal(signum)
-    raise Terminated(signum)
 
 
 # Registers the commands on ``app`` (after it exists).

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-
-from packaging.markers import InvalidMarker
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
+from typing import TYPE_CHECKING
 
 from envguard.snapshots.models import Package, Snapshot
+
+if TYPE_CHECKING:  # packaging's requirement parser loads only when there is drift to group
+    from packaging.requirements import Requirement
 
 # The package-section changes an install can cause.
 CAUSED_KINDS = frozenset(
@@ -21,7 +21,6 @@ CAUSED_KINDS = frozenset(
 # these the drift is reported without groups (or with the extras left out).
 MAX_EXTRAS_PER_PACKAGE = 16
 MAX_PAIRS = 200_000
-_ERRORS = (InvalidMarker, ValueError, KeyError, TypeError, RecursionError)
 
 
 @dataclass(frozen=True)
@@ -36,6 +35,8 @@ def dependency_graph(snap: Snapshot) -> dict[str, set[str]]:
     """Installed package -> the installed packages its requirements name, markers evaluated
     for the snapshot's interpreter: first without extras, then with the extras that an
     active requirement of another package asks for (at most MAX_EXTRAS_PER_PACKAGE)."""
+    from packaging.utils import canonicalize_name
+
     installed = snap.package_map()
     env = dict(snap.interpreter.markers)
     parsed = {name: list(_requirements(pkg)) for name, pkg in installed.items() if pkg.requires}
@@ -61,6 +62,8 @@ def dependency_graph(snap: Snapshot) -> dict[str, set[str]]:
 
 
 def _requirements(pkg: Package) -> Iterable[Requirement]:
+    from packaging.requirements import InvalidRequirement, Requirement
+
     for text in pkg.requires:
         try:
             yield Requirement(text)
@@ -69,9 +72,11 @@ def _requirements(pkg: Package) -> Iterable[Requirement]:
 
 
 def _holds(req: Requirement, env: dict[str, str]) -> bool:
+    from packaging.markers import InvalidMarker
+
     try:
         return req.marker is None or req.marker.evaluate(env)
-    except _ERRORS:
+    except (InvalidMarker, ValueError, KeyError, TypeError, RecursionError):
         return False
 
 

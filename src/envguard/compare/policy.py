@@ -11,8 +11,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from packaging.utils import canonicalize_name
-
 from envguard.compare.sections import SECTIONS
 from envguard.compare.severity import Severity
 from envguard.errors import UsageError
@@ -100,6 +98,8 @@ def parse_fail_on(value: str, *, where: str = "--fail-on") -> Severity | None:
 def _names(value: Any, *, key: str, where: str, patterns: bool = True) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise UsageError(f"{where}: [tool.envguard] {key} must be a list of strings")
+    from packaging.utils import canonicalize_name  # here: most projects set no policy
+
     return tuple(canonicalize_name(v) if patterns and "*" not in v else v.lower() for v in value)
 
 

@@ -309,11 +309,16 @@ def _trusted_there(prefix: tuple[str, ...], executable: str) -> None:
 
 
 def _is_default(executable: str) -> bool:
+    """``executable`` is the very path envguard measures by default. Not the same binary
+    through another path: a symlink elsewhere to the default's binary runs with the
+    pyvenv.cfg beside the symlink, whose ``home`` may name another standard library."""
     try:
         default = resolve_python(None)
     except UsageError:
         return False
-    return os.path.realpath(default) == os.path.realpath(executable)
+    return os.path.normpath(os.path.abspath(default)) == os.path.normpath(
+        os.path.abspath(executable)
+    )
 
 
 def _runnable_before_validation(
@@ -326,6 +331,10 @@ def _runnable_before_validation(
     if recorded is not None and not (python or via or _is_default(recorded.executable)):
         return None
     return recorded
+
+
+# A snapshot file larger than this is not read twice to start its probe early.
+PRESTART_BYTES = 8 << 20
 
 
 def prestart_like(text: str, *, source: str, python: str | None) -> None:

@@ -174,9 +174,18 @@ def _run(request: CaptureRequest, args: dict[str, Any]) -> ProbeRun:
 
 
 def start_early(request: CaptureRequest) -> None:
-    """Start ``request``'s probe now, for a start_capture() of the same request to take over."""
+    """Start ``request``'s probe now, for a start_capture() of the same request to take over
+    (one never taken is stopped at exit at the latest)."""
     args = probe_args(request, _user_repos(request))
+    if not _EARLY_AT_EXIT:
+        import atexit
+
+        atexit.register(stop_early)
+        _EARLY_AT_EXIT.append(True)
     _EARLY.append((_probe_key(request, args), _run(request, args)))
+
+
+_EARLY_AT_EXIT: list[bool] = []
 
 
 def stop_early() -> None:
