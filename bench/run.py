@@ -56,13 +56,13 @@ def walk_command(python: str, tree: Path) -> tuple[list[str], str]:
     """The probe's delivery (`python -I -S -`, the target package installed from stdin)
     calling only walk_tree(): interpreter start-up and the probe's imports are counted, the
     package scan is not."""
-    from envguard.probe.payload import LOADER, PACKAGE, code_key, entry_sources
+    from envguard.probe.payload import LOADER, install_call
 
     # The probe's modules, with their compiled code from the user's cache, as a probe has.
     program = (
         "import sys\n"
         + LOADER
-        + f"pkg = _envguard_install({PACKAGE!r}, {entry_sources('main')!r}, {code_key('main')!r})\n"
+        + install_call("main", "pkg")
         + f"sys.stdout.write(__import__('json').dumps(pkg.trees.walk_tree({str(tree)!r})))\n"
     )
     return [python, "-I", "-S", "-"], program

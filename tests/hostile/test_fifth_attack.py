@@ -111,16 +111,16 @@ def test_the_fingerprint_cache_sees_an_in_place_rewrite(tmp_path: Path) -> None:
 def test_a_cache_someone_else_could_write_is_not_trusted(tmp_path: Path) -> None:
     from factories import load_target
 
-    fpcache = load_target()
+    target = load_target()
     folder = tmp_path / "xdg" / "envguard"
     folder.mkdir(parents=True)
     folder.chmod(0o777)
     sites = ["/venv/lib/python3.11/site-packages"]
-    assert fpcache.FingerprintCache(str(folder / "fingerprints-v2"), sites).path is None
+    assert target.DistCache(str(folder / "dists-v3"), sites).path is None
     link = tmp_path / "xdg2"
     link.mkdir()
     (link / "envguard").symlink_to(tmp_path)
-    assert fpcache.FingerprintCache(str(link / "envguard" / "fingerprints-v2"), sites).path is None
+    assert target.DistCache(str(link / "envguard" / "dists-v3"), sites).path is None
 
 
 @pytest.mark.parametrize(

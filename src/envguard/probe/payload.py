@@ -24,7 +24,7 @@ TARGET_MODULES = (
     "reading",
     "confine",
     "system",
-    "fpcache",
+    "distcache",
     "dists",
     "torchbuild",
     "trees",
@@ -90,6 +90,29 @@ def code_key(entry: str) -> str:
     return digest.hexdigest()[:32]
 
 
+@cache
+def packed_sources(entry: str) -> tuple[tuple[str, ...], str]:
+    """(names, packed text) of ``entry``'s modules, as loader._envguard_install unpacks
+    them: base64 of the zlib-compressed sources joined by NUL."""
+    import base64
+    import zlib
+
+    pairs = entry_sources(entry)
+    assert not any("\0" in src for _, src in pairs)
+    text = "\0".join(src for _, src in pairs).encode("utf-8")
+    packed = base64.b64encode(zlib.compress(text, 9)).decode("ascii")
+    return tuple(name for name, _ in pairs), packed
+
+
+def install_call(entry: str, target: str = "_pkg") -> str:
+    """The payload line that installs ``entry``'s modules as ``target``."""
+    names, packed = packed_sources(entry)
+    return (
+        f"{target} = _envguard_install({PACKAGE!r}, {packed!r}, {code_key(entry)!r},"
+        f" names={names!r})\n"
+    )
+
+
 def probe_payload(args: Mapping[str, Any], *, entry: str = "main") -> str:
     """The whole program: version check, the target package, then ``<entry>.main(args)``
     (``main``: the probe; ``apply``: one restore operation)."""
@@ -98,7 +121,7 @@ def probe_payload(args: Mapping[str, Any], *, entry: str = "main") -> str:
     return (
         _VERSION_CHECK
         + LOADER
-        + f"_pkg = _envguard_install({PACKAGE!r}, {entry_sources(entry)!r}, {code_key(entry)!r})\n"
+        + install_call(entry)
         + f"sys.exit(_pkg.{entry}.main(__import__('json').loads({arg_text!r})))\n"
     )
 

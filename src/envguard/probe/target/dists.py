@@ -10,7 +10,7 @@ import re
 import sys
 import sysconfig
 
-from .fpcache import FingerprintCache
+from .distcache import DistCache, dist_stamp, record_key
 from .reading import (
     METADATA_CAP,
     RECORD_CAP,
@@ -147,12 +147,27 @@ def _dist_from_dir_name(entry: str) -> Tuple[str, str]:
 
 
 def read_distribution(
-    site: str, entry: str, warnings: List[str], cache: Optional[FingerprintCache] = None
+    site: str, entry: str, warnings: List[str], cache: Optional[DistCache] = None
 ) -> Optional[Dict[str, Any]]:
-    """One installed distribution from its .dist-info or .egg-info; None if unreadable."""
+    """One installed distribution from its .dist-info or .egg-info; None if unreadable.
+    ``cache``: records of .dist-info folders in which nothing changed, used instead of
+    reading them, and fingerprints of unchanged RECORDs."""
     path = os.path.join(site, entry)
     is_dist_info = entry.endswith(".dist-info")
+    if cache is not None and is_dist_info:
+        held = cache.dist(path, site, entry)
+        if held is not None:
+            return held
+    warned = len(warnings)
+    listing: List[str] = []
+    stamp = None
     if is_dist_info:
+        try:  # one listing instead of a failed open() per optional file
+            listing = os.listdir(path)
+        except OSError:
+            pass
+        # Stamped before anything is read: a change while it is read shows at the next run.
+        stamp = dist_stamp(path, listing) if cache is not None else None
         meta_path = os.path.join(path, "METADATA")
     elif os.path.isdir(path):
         meta_path = os.path.join(path, "PKG-INFO")
@@ -192,10 +207,7 @@ def read_distribution(
     }
     if not is_dist_info:
         return dist
-    try:  # one listing instead of a failed open() per optional file
-        present = set(os.listdir(path))
-    except OSError:
-        present = set()
+    present = set(listing)
     installer = read_text(os.path.join(path, "INSTALLER")) if "INSTALLER" in present else None
     dist["installer"] = installer.strip() or None if installer is not None else None
     dist["requested"] = "REQUESTED" in present
@@ -208,27 +220,26 @@ def read_distribution(
         except (ValueError, RecursionError):
             warnings.append("%s: direct_url.json is not valid JSON; source unknown" % path)
     record = None
-    key = (
-        FingerprintCache.key(os.path.join(path, "RECORD"))
-        if cache and "RECORD" in present
-        else None
-    )
-    known = cache.lookup(key) if cache is not None else None
+    key = record_key(os.path.join(path, "RECORD")) if cache and "RECORD" in present else None
+    known = cache.fingerprint(key) if cache is not None else None
     if known is not None:
         dist["fingerprint"] = known
-        return dist
-    if "RECORD" in present:
+    elif "RECORD" in present:
         try:
             record = read_bytes(os.path.join(path, "RECORD"), RECORD_CAP)
         except OSError as exc:
             warnings.append("%s: RECORD unreadable (%s)" % (path, exc.strerror or exc))
-    if record is None:
+    if known is not None:
+        pass
+    elif record is None:
         if "RECORD" not in present:
             warnings.append("%s: no RECORD; content fingerprint unknown" % path)
     else:
         dist["fingerprint"] = record_fingerprint(record, entry)
         if cache is not None:
-            cache.store(key, dist["fingerprint"])
+            cache.keep_fingerprint(key, dist["fingerprint"])
+    if cache is not None and len(warnings) == warned:  # a record read with no doubt
+        cache.keep_dist(path, stamp, sorted(present), dist)
     return dist
 
 
@@ -257,7 +268,7 @@ def site_dirs() -> List[str]:
 
 
 def scan_packages(
-    sites: List[str], warnings: List[str], cache: Optional[FingerprintCache] = None
+    sites: List[str], warnings: List[str], cache: Optional[DistCache] = None
 ) -> List[Dict[str, Any]]:
     """Every distribution in ``sites``; a name seen again later is kept but marked shadowed.
     ``cache``: RECORD fingerprints of unchanged files, looked up instead of hashed."""

@@ -15,9 +15,9 @@ import os
 import sys
 
 from .confine import OUTSIDE, roots_for
+from .distcache import DistCache, cache_path
 from .dists import scan_packages, site_dirs
 from .env import capture_env
-from .fpcache import FingerprintCache, cache_path
 from .gitrepos import probe_repos
 from .system import accelerator, enter_venv, finish_tool, interpreter, start_tool, user
 from .torchbuild import torch_build
@@ -40,11 +40,9 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
     nvcc = start_tool(["nvcc", "--version"])
     warnings: List[str] = []
     sites = site_dirs()
-    fingerprints = FingerprintCache(
-        cache_path(environ) if args.get("fingerprint_cache", True) else None, sites
-    )
-    packages = scan_packages(sites, warnings, fingerprints)
-    fingerprints.save()
+    cached = DistCache(cache_path(environ) if args.get("fingerprint_cache", True) else None, sites)
+    packages = scan_packages(sites, warnings, cached)
+    cached.save()
     caches = []
     own = default_caches(environ)
     # Paths named by a snapshot (not by the user) are read only under these roots.

@@ -1,0 +1,264 @@
+"""A cache of what each installed distribution's metadata says, on the target, so an
+unchanged venv is neither parsed nor hashed again.
+
+Two kinds of entries, both keyed by ``os.stat`` results, never by content:
+
+- **distributions**: a .dist-info folder's whole record (name, version, requirements,
+  installer, PEP 610 source, fingerprint), kept under the folder's path with a *stamp*: the
+  folder's own (device, inode, mtime_ns, ctime_ns) and the (device, inode, size, mtime_ns,
+  ctime_ns) of every file the record was read from. Adding, removing or renaming a file in
+  the folder changes its mtime and ctime; rewriting a file in place changes that file's;
+  ctime cannot be put back from user space. A reinstall writes a new folder. Any
+  difference, and the folder is read again.
+- **fingerprints**: RECORD's fingerprint under RECORD's own stamp, for a folder that changed
+  around an unchanged RECORD (REQUESTED added, say): hashing RECORD is the costly part.
+
+The cache lives in the user's cache folder ($XDG_CACHE_HOME/envguard/dists-v3, else
+~/.cache/envguard/...), never inside site-packages: one small JSON file per venv (named by a
+checksum of its site-packages folders), at most _MAX_SHARDS files, the least recently
+written removed first. It is used only when the folders and the file belong to this user and
+no one else can write to them; a damaged, foreign or unwritable cache is simply not used.
+What it holds is never executed; it goes into the report, which the host validates as it
+validates every report.
+"""
+
+# ruff: noqa: UP006, UP035, UP045
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from .reading import read_bytes
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional
+
+_FOLDER = "dists-v3"
+# What earlier versions wrote: removed when this cache is saved.
+_LEGACY_FILE = "fingerprints-v1.json"
+_LEGACY_FOLDER = "fingerprints-v2"
+_CAP = 8 << 20
+_MAX_ENTRIES = 20000  # per venv and kind
+_MAX_SHARDS = 256
+_FINGERPRINT = re.compile(r"[0-9a-f]{64}\Z")
+# The files of a .dist-info a distribution's record is read from.
+READ_FROM = ("METADATA", "INSTALLER", "direct_url.json", "RECORD")
+# A record as read_distribution() builds it (before scan_packages marks it shadowed).
+_DIST_KEYS = frozenset(
+    {"name", "display_name", "version", "location", "metadata_dir", "installer"}
+    | {"requested", "direct_url", "fingerprint", "requires"}
+)
+
+
+def _ours(path: str) -> bool:
+    """``path`` does not exist, or is no symlink, belongs to this user and no one else can
+    write to it."""
+    import stat
+
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return (
+        not stat.S_ISLNK(st.st_mode)
+        and st.st_uid == os.getuid()
+        and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    )
+
+
+def cache_path(environ: Dict[str, str]) -> Optional[str]:
+    """The folder of the per-venv cache files, or None when there is no home."""
+    base = environ.get("XDG_CACHE_HOME") or (
+        os.path.join(environ["HOME"], ".cache") if environ.get("HOME") else None
+    )
+    return os.path.join(base, "envguard", _FOLDER) if base and os.path.isabs(base) else None
+
+
+def record_key(record_path: str) -> Optional[str]:
+    """A RECORD's fingerprint key: its path and stamp; None when it cannot be read."""
+    stamp = file_stamp(record_path)
+    return None if stamp is None else record_path + "\0" + stamp
+
+
+def file_stamp(path: str) -> Optional[str]:
+    """(device, inode, size, mtime_ns, ctime_ns) of ``path`` as text; None if absent."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    # ctime too: a rewrite of the same size with the mtime put back still changes it.
+    return "%d,%d,%d,%d,%d" % (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def dist_stamp(folder: str, present: List[str]) -> Optional[str]:
+    """The stamp of a .dist-info ``folder`` whose listing is ``present``: its own and that
+    of each file a record is read from. Taken before the files are read, so a change while
+    they are read is seen at the next run."""
+    stamps = []
+    for path in [folder] + [os.path.join(folder, n) for n in READ_FROM if n in present]:
+        stamp = file_stamp(path)
+        if stamp is None:
+            return None
+        stamps.append(stamp)
+    return ";".join(stamps)
+
+
+def _valid_dist(entry: Any) -> bool:
+    if not (type(entry) is dict and type(entry.get("stamp")) is str):
+        return False
+    present, dist = entry.get("present"), entry.get("dist")
+    return (
+        type(present) is list
+        and all(type(n) is str for n in present)
+        and type(dist) is dict
+        and dist.keys() == _DIST_KEYS
+        and all(type(dist[k]) is str for k in ("name", "display_name", "version", "location"))
+        and type(dist["requires"]) is list
+        and all(type(r) is str for r in dist["requires"])
+        and type(dist["requested"]) is bool
+        and (dist["installer"] is None or type(dist["installer"]) is str)
+        and (dist["fingerprint"] is None or bool(_FINGERPRINT.match(str(dist["fingerprint"]))))
+    )
+
+
+class DistCache:
+    """One venv's cached records: ``dist``/``fingerprint`` before reading, ``keep_dist``/
+    ``keep_fingerprint`` after, ``save`` once the venv was scanned."""
+
+    def __init__(self, folder: Optional[str], sites: List[str]) -> None:
+        import zlib
+
+        self.path: Optional[str] = None
+        self.fingerprints: Dict[str, str] = {}
+        self.dists: Dict[str, Dict[str, Any]] = {}
+        self.used_fingerprints: Dict[str, str] = {}
+        self.used_dists: Dict[str, Dict[str, Any]] = {}
+        if folder is None or not (_ours(folder) and _ours(os.path.dirname(folder))):
+            return  # a folder someone else could fill (or a symlink): no cache
+        # Named by a checksum of the venv's site folders (no hashlib: 3 ms to load, and a
+        # collision only makes two venvs share one file, keyed by full paths as ever).
+        key = "\0".join(sites).encode("utf-8", "surrogateescape")
+        self.path = os.path.join(folder, "%08x%08x.json" % (zlib.crc32(key), zlib.adler32(key)))
+        if os.path.lexists(self.path) and not _ours(self.path):
+            return  # not ours to trust; rewritten below from what this run computes
+        try:
+            data = json.loads(read_bytes(self.path, _CAP).decode("utf-8"))
+        except (OSError, ValueError, RecursionError):
+            return  # none yet, or damaged: start afresh
+        if type(data) is not dict:
+            return
+        fingerprints, dists = data.get("fingerprints"), data.get("dists")
+        if type(fingerprints) is dict:
+            self.fingerprints = {
+                k: v
+                for k, v in fingerprints.items()
+                if type(k) is str and type(v) is str and _FINGERPRINT.match(v)
+            }
+        if type(dists) is dict:
+            self.dists = {k: v for k, v in dists.items() if type(k) is str and _valid_dist(v)}
+
+    def dist(self, folder: str, site: str, entry: str) -> Optional[Dict[str, Any]]:
+        """The record of the .dist-info ``folder`` when nothing it was read from changed
+        (a copy: the caller may change it), else None."""
+        held = self.dists.get(folder)
+        if held is None or (held["dist"]["location"], held["dist"]["metadata_dir"]) != (
+            site,
+            entry,
+        ):
+            return None
+        if dist_stamp(folder, held["present"]) != held["stamp"]:
+            return None
+        self.used_dists[folder] = held
+        dist = dict(held["dist"])
+        dist["requires"] = list(dist["requires"])
+        return dist
+
+    def keep_dist(
+        self, folder: str, stamp: Optional[str], present: List[str], dist: Dict[str, Any]
+    ) -> None:
+        if stamp is not None:
+            record = {k: dist[k] for k in _DIST_KEYS}
+            record["requires"] = list(record["requires"])
+            self.used_dists[folder] = {"stamp": stamp, "present": present, "dist": record}
+
+    def fingerprint(self, key: Optional[str]) -> Optional[str]:
+        found = self.fingerprints.get(key) if key else None
+        if found is not None and key is not None:
+            self.used_fingerprints[key] = found
+        return found
+
+    def keep_fingerprint(self, key: Optional[str], fingerprint: str) -> None:
+        if key is not None:
+            self.used_fingerprints[key] = fingerprint
+
+    def save(self) -> None:
+        """Write this venv's entries when they changed; never fails."""
+        if self.path is None or (
+            self.used_fingerprints == self.fingerprints and self.used_dists == self.dists
+        ):
+            return  # nothing new learned
+        kept = {
+            "fingerprints": dict(list(self.used_fingerprints.items())[:_MAX_ENTRIES]),
+            "dists": dict(list(self.used_dists.items())[:_MAX_ENTRIES]),
+        }
+        folder = os.path.dirname(self.path)
+        tmp = "%s.%d.tmp" % (self.path, os.getpid())
+        try:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            if not (_ours(folder) and _ours(os.path.dirname(folder))):
+                return
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(kept, fh, separators=(",", ":"))
+            os.replace(tmp, self.path)
+        except (OSError, ValueError):
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            return
+        _prune(folder)
+
+
+def _prune(folder: str) -> None:
+    """At most _MAX_SHARDS venv files (the least recently written go first), and none of
+    earlier versions' files; only this user's own regular files are removed."""
+    import stat
+
+    parent = os.path.dirname(folder)
+    old = os.path.join(parent, _LEGACY_FOLDER)
+    try:
+        if os.path.lexists(os.path.join(parent, _LEGACY_FILE)) and _ours(
+            os.path.join(parent, _LEGACY_FILE)
+        ):
+            os.unlink(os.path.join(parent, _LEGACY_FILE))
+        if os.path.isdir(old) and not os.path.islink(old) and _ours(old):
+            for name in os.listdir(old):
+                if name.endswith(".json") and _ours(os.path.join(old, name)):
+                    os.unlink(os.path.join(old, name))
+            os.rmdir(old)
+    except OSError:
+        pass
+    try:
+        names = [n for n in os.listdir(folder) if n.endswith(".json")]
+    except OSError:
+        return
+    if len(names) <= _MAX_SHARDS:
+        return
+    aged = []
+    for name in names:
+        try:
+            st = os.lstat(os.path.join(folder, name))
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid():
+            aged.append((st.st_mtime_ns, name))
+    for _, name in sorted(aged)[: len(aged) - _MAX_SHARDS]:
+        try:
+            os.unlink(os.path.join(folder, name))
+        except OSError:
+            pass

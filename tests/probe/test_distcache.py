@@ -1,0 +1,202 @@
+"""The distribution cache on the target: an unchanged venv is neither parsed nor hashed
+again, and any change to what a record was read from (a rebuilt wheel of the same version,
+a file rewritten in place with its mtime put back, a file added to the .dist-info) is read
+afresh; a damaged, planted or unwritable cache is ignored."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from envguard.probe.payload import probe_payload
+from envguard.testing import make_wheel
+from factories import make_dist_info, make_venv, uv_install
+
+CACHE = Path("envguard") / "dists-v3"
+
+
+def shard(xdg: Path) -> Path:
+    """The one per-venv file the probe of the ``venv`` fixture writes."""
+    (found,) = (xdg / CACHE).glob("*.json")
+    return found
+
+
+def probe(venv: Path, env: dict[str, str], **args: Any) -> dict[str, dict[str, Any]]:
+    """Every package record the probe reports, by name."""
+    proc = subprocess.run(
+        [str(venv / "bin" / "python"), "-I", "-S", "-"],
+        input=probe_payload({"default_caches": False, **args}),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    report = json.loads(proc.stdout)
+    assert not report["warnings"], report["warnings"]
+    return {p["name"]: p for p in report["packages"]}
+
+
+@pytest.fixture
+def venv(tmp_path: Path) -> Path:
+    wh = tmp_path / "wh"
+    make_wheel(wh, "alpha", "1.0", requires=["beta>=2"])
+    make_wheel(wh, "beta", "2.0")
+    venv = tmp_path / "venv"
+    make_venv(venv)
+    uv_install(venv, wh, "alpha==1.0", "beta==2.0")
+    return venv
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+
+
+def site(venv: Path) -> Path:
+    return next((venv / "lib").glob("python*/site-packages"))
+
+
+def test_the_cache_gives_the_same_records_and_catches_a_rebuild(
+    venv: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    cold = probe(venv, env)
+    assert shard(tmp_path / "xdg").is_file()
+    warm = probe(venv, env)
+    assert warm == cold == probe(venv, env, fingerprint_cache=False)
+    assert warm["alpha"]["requires"] == ["beta>=2"] and warm["alpha"]["installer"] == "uv"
+    # A rebuilt wheel, same version: reinstalled, so its .dist-info is new and read again.
+    wh = tmp_path / "wh2"
+    make_wheel(wh, "alpha", "1.0", salt="rebuilt")
+    uv_install(venv, wh, "alpha==1.0", extra=["--reinstall"])
+    after = probe(venv, env)
+    assert after["alpha"]["fingerprint"] != cold["alpha"]["fingerprint"]
+    assert after["beta"] == cold["beta"]
+
+
+@pytest.mark.parametrize("name", ["METADATA", "INSTALLER", "RECORD", "direct_url.json"])
+def test_a_file_rewritten_in_place_with_its_mtime_put_back_is_read_again(
+    tmp_path: Path, env: dict[str, str], name: str
+) -> None:
+    """The same size, in place (the folder's listing and mtime unchanged), the file's mtime
+    restored: its ctime still moved, and the record is read afresh."""
+    venv = tmp_path / "venv"
+    make_venv(venv)
+    info = make_dist_info(
+        site(venv),
+        "foo",
+        "1.0",
+        record="foo/__init__.py,sha256=AAAA,1\n",
+        direct_url='{"url": "https://example.com/foo-1.0.tar.gz", "archive_info": {}}',
+    )
+    before = probe(venv, env)["foo"]
+    assert probe(venv, env)["foo"] == before  # from the cache
+    new = {
+        "METADATA": ("Version: 1.0", "Version: 9.9"),
+        "INSTALLER": ("pip", "uvv"),
+        "RECORD": ("AAAA", "ZZZZ"),
+        "direct_url.json": ("example.com", "elsewhere.x"),
+    }[name]
+    path = info / name
+    stat = path.stat()
+    folder = info.stat()
+    text = path.read_text()
+    assert new[0] in text
+    with open(path, "r+") as fh:
+        fh.write(text.replace(*new))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    os.utime(info, ns=(folder.st_atime_ns, folder.st_mtime_ns))
+    after = probe(venv, env)["foo"]
+    assert after != before
+    assert after == probe(venv, env, fingerprint_cache=False)["foo"]
+
+
+def test_a_file_added_to_the_dist_info_is_seen(venv: Path, env: dict[str, str]) -> None:
+    before = probe(venv, env)
+    assert before["beta"]["requested"] is True
+    (info,) = site(venv).glob("beta-*.dist-info")
+    (info / "REQUESTED").unlink()
+    assert probe(venv, env)["beta"]["requested"] is False
+    (info / "direct_url.json").write_text('{"url": "file:///src/beta", "dir_info": {}}')
+    assert probe(venv, env)["beta"]["direct_url"] == {"url": "file:///src/beta", "dir_info": {}}
+
+
+@pytest.mark.parametrize("damage", ["garbage", "types", "fifo", "unwritable", "old-shape"])
+def test_a_damaged_or_unwritable_cache_is_ignored(
+    venv: Path, tmp_path: Path, env: dict[str, str], damage: str
+) -> None:
+    xdg = tmp_path / "xdg"
+    honest = probe(venv, env, fingerprint_cache=False)
+    if damage == "unwritable":  # a file where the cache folder would be (root ignores modes)
+        (xdg / CACHE).parent.mkdir(parents=True, exist_ok=True)
+        (xdg / CACHE).write_text("not a folder")
+    else:
+        probe(venv, env)
+        path = shard(xdg)
+        data = json.loads(path.read_text())
+        path.unlink()
+        if damage == "garbage":
+            path.write_bytes(b"\x00{not json" * 100)
+        elif damage == "types":
+            for held in data["dists"].values():
+                held["dist"]["requires"] = "beta"
+                held["dist"]["fingerprint"] = "not-a-hash"
+            path.write_text(json.dumps({"fingerprints": {"k": 5}, "dists": data["dists"]}))
+        elif damage == "old-shape":  # the flat RECORD-key -> fingerprint file of v2
+            path.write_text(json.dumps({"/x/RECORD\x001": "0" * 64}))
+        elif damage == "fifo":
+            os.mkfifo(path)
+    assert probe(venv, env) == honest
+
+
+def test_a_planted_record_for_another_folder_is_never_used(
+    venv: Path, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Records are kept under their folder's path and stamp: a record planted under another
+    path, or with another stamp, changes nothing."""
+    honest = probe(venv, env, fingerprint_cache=False)
+    probe(venv, env)
+    path = shard(tmp_path / "xdg")
+    data = json.loads(path.read_text())
+    planted = {}
+    for folder, held in data["dists"].items():
+        forged = {**held, "dist": {**held["dist"], "version": "6.6.6"}}
+        planted[folder] = {**forged, "stamp": held["stamp"] + "0"}
+        planted["/elsewhere/" + os.path.basename(folder)] = forged
+    path.write_text(json.dumps({"fingerprints": {}, "dists": planted}))
+    assert probe(venv, env) == honest
+    # The control: under its own folder and stamp a record is taken as it is, unread.
+    kept = {f: {**h, "dist": {**h["dist"], "version": "6.6.6"}} for f, h in data["dists"].items()}
+    path.write_text(json.dumps({"fingerprints": {}, "dists": kept}))
+    assert {p["version"] for p in probe(venv, env).values()} == {"6.6.6"}
+
+
+def test_each_venv_reads_only_its_own_small_file_and_old_ones_are_pruned(
+    venv: Path, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """One shared file grew with every venv ever probed (5 MB after a test run) and took
+    longer to load than reading: each venv has its own file, and there are at most 256.
+    Earlier versions' files are removed."""
+    xdg = tmp_path / "xdg"
+    folder = xdg / CACHE
+    folder.mkdir(parents=True)
+    legacy = xdg / "envguard" / "fingerprints-v1.json"
+    legacy.write_text(json.dumps({f"/gone/{i}/RECORD": "0" * 64 for i in range(1000)}))
+    v2 = xdg / "envguard" / "fingerprints-v2"
+    v2.mkdir()
+    (v2 / "0123.json").write_text("{}")
+    for i in range(300):  # other venvs' files, older than this run's
+        other = folder / f"{i:032x}.json"
+        other.write_text("{}")
+        os.utime(other, ns=(i, i))
+    probe(venv, env)
+    files = sorted(folder.glob("*.json"))
+    assert len(files) == 256 and not legacy.exists() and not v2.exists()
+    mine = [f for f in files if f.stat().st_size > 2]
+    assert len(mine) == 1 and len(json.loads(mine[0].read_text())["dists"]) == 2
+    assert not (folder / f"{0:032x}.json").exists()  # the oldest went first
