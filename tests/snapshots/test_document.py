@@ -139,6 +139,13 @@ def test_fuzzed_reports_fit_only_where_the_model_writes_the_same(data: Any) -> N
     if document.fits(doc):
         assert model is not None, doc
         assert store.dumps(document.stored(doc)) == store.dumps(model)
+        # diff and check build the model directly from such a document: the same model.
+        direct = document.built(doc)
+        assert direct == model and store.dumps(direct) == store.dumps(model)
+        assert direct.model_fields_set == model.model_fields_set
+        assert [p.model_fields_set for p in direct.packages] == [
+            p.model_fields_set for p in model.packages
+        ]
 
 
 def test_the_snapshot_command_loads_no_pydantic(tmp_path: Path) -> None:
@@ -177,3 +184,46 @@ def test_the_api_document_is_the_snapshot_as_its_file_holds_it(
     first, second = envguard.save(doc, unique=True), envguard.save(doc, unique=True)
     assert (first.name, second.name) == ("doc.json", "doc-2.json")
     assert json.loads(second.read_text())["name"] == "doc-2"
+
+
+def test_a_diff_builds_no_validator(tmp_path: Path) -> None:
+    """`envguard diff` of an environment against its snapshot builds its models directly:
+    no pydantic validator is built (building them cost every diff ~35 ms)."""
+    snap = tmp_path / "good.json"
+    subprocess.run(
+        [sys.executable, "-m", "envguard", "snapshot", "--python", sys.executable, "--out",
+         str(snap)],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120, check=True,
+    )  # fmt: skip
+    program = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: sys.stderr.write("
+        "'\\nBUILT ' + ' '.join(m for m in ('pydantic.plugin._loader',) if m in sys.modules)))\n"
+        "from envguard.__main__ import main\n"
+        f"sys.argv = ['envguard', 'diff', {str(snap)!r}, '--python', sys.executable]\n"
+        "main()\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("no drift"), proc.stdout
+    assert proc.stderr.strip().splitlines()[-1] == "BUILT", proc.stderr
+
+
+def test_past_the_budget_snapshots_are_validated_to_the_same_models(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A process that reads many snapshots (fleet) builds the validators once its budget of
+    directly built packages is spent: the models are the same either way."""
+    report, request = _real()
+    parsed = parse_report(json.dumps(report).encode(), label="t", returncode=0, stderr_tail="")
+    text = store.dumps(document.stored(document.from_report(parsed, request)))
+    monkeypatch.setattr(document, "_spent", [0])
+    assert document.building_directly()
+    direct = store.loads(text, source="t")
+    monkeypatch.setattr(document, "_spent", [document._DIRECT_PACKAGES])
+    assert not document.building_directly()
+    validated = store.loads(text, source="t")
+    assert direct == validated == Snapshot.model_validate_json(text)

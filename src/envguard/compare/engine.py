@@ -99,7 +99,8 @@ def diff(expected: Snapshot, actual: Snapshot, policy: Policy | None = None) -> 
             else c
             for c in changes
         ]
-    return Drift(
+    # Built without validation, as every Change above: each field is typed here.
+    return Drift.model_construct(
         changes=sort_changes(changes),
         metrics=dict(expected.metrics),
         expected_name=expected.name,
@@ -108,7 +109,9 @@ def diff(expected: Snapshot, actual: Snapshot, policy: Policy | None = None) -> 
             redact_text(line) for line in verdict(expected, actual, changes, causes, policy)
         ),
         groups=tuple(
-            ChangeGroup(root=redact_text(c.root), members=tuple(redact_text(m) for m in c.members))
+            ChangeGroup.model_construct(
+                root=redact_text(c.root), members=tuple(redact_text(m) for m in c.members)
+            )
             for c in causes
         ),
     )

@@ -45,10 +45,8 @@ def snapshot_from_report(report: ProbeReport, request: CaptureRequest) -> Snapsh
 def _model(doc: document.Document, started: StartedCapture) -> Snapshot:
     from pydantic import ValidationError
 
-    from envguard.snapshots.models import Snapshot
-
     try:
-        return Snapshot.model_validate(doc)
+        return document.typed(doc)
     except ValidationError as exc:  # a report that validated but does not fit a snapshot
         first = exc.errors()[0]
         where = field_path(first["loc"])

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         ReportRepo,
         ReportTorch,
     )
+    from envguard.snapshots.models import Snapshot
     from envguard.snapshots.request import CaptureRequest
 
 Document = dict[str, Any]
@@ -535,3 +536,76 @@ def _cache_fits(c: object) -> bool:
 def _finite_float(value: object) -> bool:
     # The model makes an int a float (5 -> 5.0): only a float is taken unchanged.
     return type(value) is float and value == value and value not in (_INF, -_INF)
+
+
+# ---- typed(): the model of a document ------------------------------------------------------
+
+# Building a model directly costs about 10 us a package more than pydantic's validation,
+# whose validators cost about 35 ms to build, once per process (pydantic's plugin loader
+# imports importlib.metadata on the way): a process that reads one or two snapshots (diff,
+# check, show) builds its models directly; one that reads many (fleet) builds the
+# validators once this budget of packages is spent.
+_DIRECT_PACKAGES = 3000
+_spent = [0]
+
+
+def building_directly() -> bool:
+    """True while this process still builds snapshot models directly (see typed())."""
+    return _spent[0] < _DIRECT_PACKAGES
+
+
+def typed(doc: Document) -> Snapshot:
+    """The Snapshot of ``doc``: built directly where fits() vouches for it, else validated by
+    the model (pydantic's ValidationError when it is not a snapshot). The two give equal
+    models (tests/snapshots/test_document.py holds them to it on fuzzed reports)."""
+    from envguard.snapshots.models import Snapshot
+
+    if type(doc) is dict and type(doc.get("packages")) is list:
+        size = len(doc["packages"])
+        if _spent[0] + size <= _DIRECT_PACKAGES and fits(doc):
+            _spent[0] += size
+            return built(doc)
+    return Snapshot.model_validate(doc)
+
+
+def built(doc: Document) -> Snapshot:
+    """The model of a document fits() vouched for, without validation: each field as the
+    model's validation makes it (tuples, a datetime, nested models)."""
+    from envguard.snapshots import models as m
+
+    interpreter = doc["interpreter"]
+    accelerator = doc["accelerator"]
+    return m.Snapshot.model_construct(
+        **{
+            **doc,
+            "created": datetime.fromisoformat(doc["created"].replace("Z", "+00:00")),
+            "command": tuple(doc["command"]),
+            "metrics": dict(doc["metrics"]),
+            "interpreter": m.Interpreter.model_construct(
+                **{
+                    **interpreter,
+                    "site_packages": tuple(interpreter["site_packages"]),
+                    "markers": dict(interpreter["markers"]),
+                }
+            ),
+            "packages": tuple(
+                m.Package.model_construct(
+                    **{
+                        **p,
+                        "source": m.Source.model_construct(**p["source"]),
+                        "requires": tuple(p["requires"]),
+                    }
+                )
+                for p in doc["packages"]
+            ),
+            "torch": None if doc["torch"] is None else m.TorchBuild.model_construct(**doc["torch"]),
+            "accelerator": m.Accelerator.model_construct(
+                **{**accelerator, "gpus": tuple(accelerator["gpus"])}
+            ),
+            "repos": tuple(m.Repo.model_construct(**r) for r in doc["repos"]),
+            "files": tuple(m.FileDigest.model_construct(**f) for f in doc["files"]),
+            "caches": tuple(m.Cache.model_construct(**c) for c in doc["caches"]),
+            "env": dict(doc["env"]),
+            "warnings": tuple(doc["warnings"]),
+        }
+    )

@@ -74,7 +74,9 @@ class Package(Model):
     installer: str | None = None
     requested: bool = False
     location: str
-    source: Source = Source()
+    # Defaults built without validation: building a validator at import cost every command
+    # ~35 ms (pydantic's plugin loader imports importlib.metadata), used or not.
+    source: Source = Source.model_construct()
     fingerprint: str | None = None
     shadowed: bool = False
     # Requires-Dist as the METADATA writes it (markers and extras included): what pulled in
@@ -171,7 +173,7 @@ class Snapshot(Model):
     interpreter: Interpreter
     packages: tuple[Package, ...] = ()
     torch: TorchBuild | None = None
-    accelerator: Accelerator = Accelerator()
+    accelerator: Accelerator = Accelerator.model_construct()
     repos: tuple[Repo, ...] = ()
     files: tuple[FileDigest, ...] = ()
     caches: tuple[Cache, ...] = ()

@@ -48,15 +48,17 @@ def loads(text: str, *, source: str) -> Snapshot:
     """A Snapshot from JSON text; SnapshotError naming ``source`` when it is not one."""
     from pydantic import ValidationError
 
+    from envguard.snapshots import document
     from envguard.snapshots.models import Snapshot
 
-    try:  # the fast path: pydantic parses and validates in one pass
-        snap = Snapshot.model_validate_json(text)
-    except (ValidationError, RecursionError):
-        pass  # explain it below, in the order a person checks
-    else:
-        if snap.schema_version <= SCHEMA_VERSION:
-            return snap
+    if not document.building_directly():
+        try:  # many snapshots read: pydantic parses and validates in one pass
+            snap = Snapshot.model_validate_json(text)
+        except (ValidationError, RecursionError):
+            pass  # explain it below, in the order a person checks
+        else:
+            if snap.schema_version <= SCHEMA_VERSION:
+                return snap
     try:
         data = json.loads(text, parse_constant=_not_json)
     except RecursionError:
@@ -75,7 +77,7 @@ def loads(text: str, *, source: str) -> Snapshot:
             hint="upgrade envguard to read it",
         )
     try:
-        return Snapshot.model_validate(data)
+        return document.typed(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = field_path(first["loc"])
