@@ -148,24 +148,34 @@ def test_fuzzed_reports_fit_only_where_the_model_writes_the_same(data: Any) -> N
         ]
 
 
-def test_the_snapshot_command_loads_no_pydantic(tmp_path: Path) -> None:
-    """`envguard snapshot` on the common path: typer, the probe and the document only."""
-    out = tmp_path / "s.json"
+def run_envguard(argv: list[str], cwd: Path, watched: tuple[str, ...]) -> tuple[str, set[str]]:
+    """envguard's main() run in a fresh interpreter: (its stdout, which of the ``watched``
+    modules were loaded when it exited); it must exit 0."""
     program = (
         "import atexit, sys\n"
         "atexit.register(lambda: sys.stderr.write("
-        "'\\nLOADED ' + ' '.join(m for m in ('pydantic', 'rich') if m in sys.modules)))\n"
+        f"'\\nLOADED ' + ' '.join(m for m in {watched!r} if m in sys.modules)))\n"
         "from envguard.__main__ import main\n"
-        f"sys.argv = ['envguard', 'snapshot', '--python', sys.executable, '--out', {str(out)!r}]\n"
+        f"sys.argv = ['envguard', *{argv!r}]\n"
         "main()\n"
     )
     proc = subprocess.run(
         [sys.executable, "-c", program],
-        capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
+        capture_output=True, text=True, cwd=cwd, timeout=120, check=False,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.strip().splitlines()[-1] == "LOADED", proc.stderr
-    assert proc.stdout.startswith(f"wrote {out}: Python ")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("LOADED"), proc.stderr
+    return proc.stdout, set(last.split()[1:])
+
+
+def test_the_snapshot_command_loads_no_pydantic(tmp_path: Path) -> None:
+    """`envguard snapshot` on the common path: typer, the probe and the document only."""
+    out = tmp_path / "s.json"
+    argv = ["snapshot", "--python", sys.executable, "--out", str(out)]
+    stdout, loaded = run_envguard(argv, tmp_path, ("pydantic", "rich"))
+    assert loaded == set()
+    assert stdout.startswith(f"wrote {out}: Python ")
     assert store.load(out).name == "s" or store.load(out).packages
 
 
@@ -190,26 +200,11 @@ def test_a_diff_builds_no_validator(tmp_path: Path) -> None:
     """`envguard diff` of an environment against its snapshot builds its models directly:
     no pydantic validator is built (building them cost every diff ~35 ms)."""
     snap = tmp_path / "good.json"
-    subprocess.run(
-        [sys.executable, "-m", "envguard", "snapshot", "--python", sys.executable, "--out",
-         str(snap)],
-        capture_output=True, text=True, cwd=tmp_path, timeout=120, check=True,
-    )  # fmt: skip
-    program = (
-        "import atexit, sys\n"
-        "atexit.register(lambda: sys.stderr.write("
-        "'\\nBUILT ' + ' '.join(m for m in ('pydantic.plugin._loader',) if m in sys.modules)))\n"
-        "from envguard.__main__ import main\n"
-        f"sys.argv = ['envguard', 'diff', {str(snap)!r}, '--python', sys.executable]\n"
-        "main()\n"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", program],
-        capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.startswith("no drift"), proc.stdout
-    assert proc.stderr.strip().splitlines()[-1] == "BUILT", proc.stderr
+    run_envguard(["snapshot", "--python", sys.executable, "--out", str(snap)], tmp_path, ())
+    argv = ["diff", str(snap), "--python", sys.executable]
+    stdout, loaded = run_envguard(argv, tmp_path, ("pydantic", "pydantic.plugin._loader"))
+    assert stdout.startswith("no drift"), stdout
+    assert loaded == {"pydantic"}
 
 
 def test_past_the_budget_snapshots_are_validated_to_the_same_models(
