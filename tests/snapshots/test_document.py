@@ -222,3 +222,44 @@ def test_past_the_budget_snapshots_are_validated_to_the_same_models(
     assert not document.building_directly()
     validated = store.loads(text, source="t")
     assert direct == validated == Snapshot.model_validate_json(text)
+
+
+def _stored_holders(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every object in a snapshot file that a forged one could change a field of."""
+    out: list[dict[str, Any]] = [doc, doc["interpreter"], doc["accelerator"], doc["metrics"]]
+    out += doc["packages"][:5] + [p["source"] for p in doc["packages"][:5]]
+    out += doc["files"] + doc["repos"] + doc["caches"]
+    return out + ([doc["torch"]] if doc["torch"] else [])
+
+
+_FORGED = _VALUES | st.sampled_from(
+    ["2026-02-31T00:00:00Z", "\u0662\u0660\u0662\u0666-01-01T00:00:00Z", "2026-01-01T00:00:00Z"]
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_a_forged_snapshot_file_is_built_directly_only_as_the_model_reads_it(data: Any) -> None:
+    """A snapshot file is anyone's JSON: with one field anywhere replaced by any value, or a
+    package listed twice, store.loads gives what the model's validation gives (the same model,
+    or a one-line SnapshotError where the model refuses it), never a traceback."""
+    from envguard.errors import SnapshotError
+
+    report, request = _real()
+    parsed = parse_report(json.dumps(report).encode(), label="t", returncode=0, stderr_tail="")
+    doc = json.loads(store.dumps(document.stored(document.from_report(parsed, request))))
+    if data.draw(st.booleans()):
+        holder = data.draw(st.sampled_from(_stored_holders(doc)))
+        key = data.draw(st.sampled_from(sorted(holder)) | st.text(max_size=6))
+        holder[key] = data.draw(_FORGED)
+    else:
+        doc["packages"].append(dict(data.draw(st.sampled_from(doc["packages"]))))
+    text = json.dumps(doc)
+    model = _model_of(json.loads(text))
+    try:
+        loaded = store.loads(text, source="forged.json")
+    except SnapshotError:
+        assert model is None or model.schema_version > 1
+        return
+    assert model is not None and loaded == model
+    assert store.dumps(loaded) == store.dumps(model)

@@ -336,8 +336,17 @@ _SNAPSHOT = frozenset(
     | {"via", "note", "metrics", "interpreter", "packages", "torch", "accelerator", "repos"}
     | {"files", "caches", "env", "warnings"}
 )
-# What created_now() writes: UTC, seconds or microseconds.
-_CREATED = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?Z")
+# What created_now() writes: UTC, seconds or microseconds (ASCII digits: \d takes any
+# script's, which a snapshot file may hold and datetime does not read).
+_CREATED = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{6})?Z")
+
+
+def _created(value: object) -> bool:
+    """A time as created_now() writes it, and a real one (not the 31st of February)."""
+    if type(value) is not str or not _CREATED.fullmatch(value):
+        return False
+    datetime.fromisoformat(value.replace("Z", "+00:00"))  # ValueError: fits() says False
+    return True
 
 
 def fits(doc: Document) -> bool:
@@ -356,8 +365,7 @@ def _fits(doc: Document) -> bool:
         and doc["schema_version"] == SCHEMA_VERSION
         and all(_line(doc[k]) for k in ("name", "host", "user"))
         and _str(doc["envguard_version"])
-        and type(doc["created"]) is str
-        and _CREATED.fullmatch(doc["created"])
+        and _created(doc["created"])
         and all(_opt_str(doc[k]) for k in ("via", "note"))
         and _strs(doc["command"])
         and _strs(doc["warnings"])
