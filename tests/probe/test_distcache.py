@@ -27,10 +27,11 @@ def shard(xdg: Path) -> Path:
 
 
 def probe(venv: Path, env: dict[str, str], **args: Any) -> dict[str, dict[str, Any]]:
-    """Every package record the probe reports, by name."""
+    """Every package record the probe reports, by name. Records are kept however recently
+    their files changed (the venvs here are seconds old), unless ``args`` say otherwise."""
     proc = subprocess.run(
         [str(venv / "bin" / "python"), "-I", "-S", "-"],
-        input=probe_payload({"default_caches": False, **args}),
+        input=probe_payload({"default_caches": False, "cache_quiet_seconds": 0, **args}),
         capture_output=True,
         text=True,
         env=env,
@@ -168,11 +169,11 @@ def test_a_planted_record_for_another_folder_is_never_used(
         forged = {**held, "dist": {**held["dist"], "version": "6.6.6"}}
         planted[folder] = {**forged, "stamp": held["stamp"] + "0"}
         planted["/elsewhere/" + os.path.basename(folder)] = forged
-    path.write_text(json.dumps({"fingerprints": {}, "dists": planted}))
+    path.write_text(json.dumps({**data, "fingerprints": {}, "dists": planted}))
     assert probe(venv, env) == honest
     # The control: under its own folder and stamp a record is taken as it is, unread.
-    kept = {f: {**h, "dist": {**h["dist"], "version": "6.6.6"}} for f, h in data["dists"].items()}
-    path.write_text(json.dumps({"fingerprints": {}, "dists": kept}))
+    held = {f: {**h, "dist": {**h["dist"], "version": "6.6.6"}} for f, h in data["dists"].items()}
+    path.write_text(json.dumps({**data, "fingerprints": {}, "dists": held}))
     assert {p["version"] for p in probe(venv, env).values()} == {"6.6.6"}
 
 
@@ -200,3 +201,91 @@ def test_each_venv_reads_only_its_own_small_file_and_old_ones_are_pruned(
     mine = [f for f in files if f.stat().st_size > 2]
     assert len(mine) == 1 and len(json.loads(mine[0].read_text())["dists"]) == 2
     assert not (folder / f"{0:032x}.json").exists()  # the oldest went first
+
+
+def kept(xdg: Path) -> dict[str, Any]:
+    """The kept records of the one venv file, by folder name (none: no file)."""
+    if not list((xdg / CACHE).glob("*.json")):
+        return {}
+    held: dict[str, Any] = json.loads(shard(xdg).read_text())["dists"]
+    return {os.path.basename(folder): entry for folder, entry in held.items()}
+
+
+def test_a_record_of_files_that_changed_within_a_minute_is_not_kept(
+    venv: Path, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A write through a shared mmap (or on a file system with coarse times) can change a
+    file without moving its times again: like git's racily clean entries, a record is kept
+    only once its files have been still for a while."""
+    honest = probe(venv, env, fingerprint_cache=False)
+    assert probe(venv, env, cache_quiet_seconds=60) == honest
+    assert kept(tmp_path / "xdg") == {}  # written seconds ago
+    assert probe(venv, env) == honest
+    assert len(kept(tmp_path / "xdg")) == 2
+
+
+def test_another_envguards_records_are_not_used(
+    venv: Path, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Each file is tied to the probe's code: another version may read metadata otherwise
+    (a fixed header parser must not be served the old one's records)."""
+    honest = probe(venv, env, fingerprint_cache=False)
+    probe(venv, env)
+    path = shard(tmp_path / "xdg")
+    data = json.loads(path.read_text())
+    for held in data["dists"].values():
+        held["dist"]["version"] = "6.6.6"
+    path.write_text(json.dumps({**data, "code": "another envguard"}))
+    assert probe(venv, env) == honest
+
+
+def test_nothing_reached_through_a_symlink_is_kept(tmp_path: Path, env: dict[str, str]) -> None:
+    """A linked .dist-info flipped to another folder and back leaves every stamp as it was."""
+    venv = tmp_path / "venv"
+    make_venv(venv)
+    real = make_dist_info(tmp_path / "elsewhere", "foo", "1.0", record="foo/x.py,sha256=AA,1\n")
+    (site(venv) / real.name).symlink_to(real)
+    assert probe(venv, env)["foo"]["version"] == "1.0"
+    assert kept(tmp_path / "xdg") == {}
+
+
+@pytest.mark.parametrize("text", ["1e400", '["x"]', "NaN", "{"])
+def test_a_direct_url_that_is_no_json_object_is_a_warning(
+    tmp_path: Path, env: dict[str, str], text: str
+) -> None:
+    venv = tmp_path / "venv"
+    make_venv(venv)
+    make_dist_info(site(venv), "foo", "1.0", record="foo/x.py,sha256=AA,1\n", direct_url=text)
+    proc = subprocess.run(
+        [str(venv / "bin" / "python"), "-I", "-S", "-"],
+        input=probe_payload({"default_caches": False}),
+        capture_output=True, text=True, env=env, timeout=120, check=True,
+    )  # fmt: skip
+    report = json.loads(proc.stdout)
+    assert [p["direct_url"] for p in report["packages"]] == [None]
+    assert any("direct_url.json is not" in w for w in report["warnings"])
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        {"fingerprint": int("9" * 64)},
+        {"requires": ["beta\nInjected: line"]},
+        {"display_name": "x" * 600},
+        {"direct_url": [1]},
+        {"name": "not-its-name"},
+    ],
+)
+def test_a_kept_record_that_could_not_have_been_read_is_read_again(
+    venv: Path, tmp_path: Path, env: dict[str, str], forged: dict[str, Any]
+) -> None:
+    """A cache file edited by hand, under the right stamps: the record is read again, the
+    report stays valid (a bad one would fail the snapshot)."""
+    honest = probe(venv, env, fingerprint_cache=False)
+    probe(venv, env)
+    path = shard(tmp_path / "xdg")
+    data = json.loads(path.read_text())
+    for entry in data["dists"].values():
+        entry["dist"].update(forged)
+    path.write_text(json.dumps(data))
+    assert probe(venv, env) == honest

@@ -117,7 +117,8 @@ def probe_payload(args: Mapping[str, Any], *, entry: str = "main") -> str:
     """The whole program: version check, the target package, then ``<entry>.main(args)``
     (``main``: the probe; ``apply``: one restore operation)."""
     assert entry in TARGET_MODULES
-    arg_text = json.dumps(dict(args), sort_keys=True)
+    # ``code``: what the probe's caches on the target are tied to (distcache.py).
+    arg_text = json.dumps({**args, "code": code_key(entry)}, sort_keys=True)
     return (
         _VERSION_CHECK
         + LOADER

@@ -13,6 +13,13 @@ Two kinds of entries, both keyed by ``os.stat`` results, never by content:
 - **fingerprints**: RECORD's fingerprint under RECORD's own stamp, for a folder that changed
   around an unchanged RECORD (REQUESTED added, say): hashing RECORD is the costly part.
 
+A record is not kept while anything it was read from changed less than ``quiet`` seconds
+ago (60 by default; git's "racily clean" rule): a write through a shared mmap, or on a file
+system with coarse timestamps, can change a file without moving its times again. Nothing
+reached through a symlink is kept (a link flipped and flipped back leaves every stamp as it
+was). Each file is tied to the probe's own code (``code``: a hash of its sources, from the
+host): another envguard's records, which may read metadata otherwise, are not used.
+
 The cache lives in the user's cache folder ($XDG_CACHE_HOME/envguard/dists-v3, else
 ~/.cache/envguard/...), never inside site-packages: one small JSON file per venv (named by a
 checksum of its site-packages folders), at most _MAX_SHARDS files, the least recently
@@ -42,6 +49,7 @@ _LEGACY_FOLDER = "fingerprints-v2"
 _CAP = 8 << 20
 _MAX_ENTRIES = 20000  # per venv and kind
 _MAX_SHARDS = 256
+QUIET_SECONDS = 60.0
 _FINGERPRINT = re.compile(r"[0-9a-f]{64}\Z")
 # The files of a .dist-info a distribution's record is read from.
 READ_FROM = ("METADATA", "INSTALLER", "direct_url.json", "RECORD")
@@ -85,29 +93,39 @@ def record_key(record_path: str) -> Optional[str]:
 
 
 def file_stamp(path: str) -> Optional[str]:
-    """(device, inode, size, mtime_ns, ctime_ns) of ``path`` as text; None if absent."""
+    """(device, inode, size, mtime_ns, ctime_ns) of ``path`` as text; None if absent or a
+    symlink (never stamped: see above)."""
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except OSError:
+        return None
+    if st.st_mode & 0o170000 == 0o120000:
         return None
     # ctime too: a rewrite of the same size with the mtime put back still changes it.
     return "%d,%d,%d,%d,%d" % (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def dist_stamp(folder: str, present: List[str]) -> Optional[str]:
-    """The stamp of a .dist-info ``folder`` whose listing is ``present``: its own and that
-    of each file a record is read from. Taken before the files are read, so a change while
-    they are read is seen at the next run."""
-    stamps = []
-    for path in [folder] + [os.path.join(folder, n) for n in READ_FROM if n in present]:
-        stamp = file_stamp(path)
+def dist_stamp(folder: str, present: List[str], own: Optional[str] = None) -> Optional[str]:
+    """The stamp of a .dist-info ``folder`` whose listing is ``present``: its own (``own``,
+    when taken before it was listed) and that of each file a record is read from. Taken
+    before the files are read, so a change while they are read is seen at the next run."""
+    stamps = [own if own is not None else file_stamp(folder)]
+    stamps += [file_stamp(os.path.join(folder, n)) for n in READ_FROM if n in present]
+    out = []
+    for stamp in stamps:
         if stamp is None:
             return None
-        stamps.append(stamp)
-    return ";".join(stamps)
+        out.append(stamp)
+    return ";".join(out)
+
+
+def _newest_change(stamp: str) -> int:
+    """The latest ctime_ns in a stamp."""
+    return max(int(part.rsplit(",", 1)[1]) for part in stamp.split(";"))
 
 
 def _valid_dist(entry: Any) -> bool:
+    """The shape of a kept entry (what its values may be: dists.plausible())."""
     if not (type(entry) is dict and type(entry.get("stamp")) is str):
         return False
     present, dist = entry.get("present"), entry.get("dist")
@@ -116,22 +134,31 @@ def _valid_dist(entry: Any) -> bool:
         and all(type(n) is str for n in present)
         and type(dist) is dict
         and dist.keys() == _DIST_KEYS
-        and all(type(dist[k]) is str for k in ("name", "display_name", "version", "location"))
-        and type(dist["requires"]) is list
-        and all(type(r) is str for r in dist["requires"])
-        and type(dist["requested"]) is bool
-        and (dist["installer"] is None or type(dist["installer"]) is str)
-        and (dist["fingerprint"] is None or bool(_FINGERPRINT.match(str(dist["fingerprint"]))))
     )
+
+
+def no_constant(name: str) -> Any:
+    """json's parse_constant: NaN and Infinity are not JSON."""
+    raise ValueError("%s is not JSON" % name)
 
 
 class DistCache:
     """One venv's cached records: ``dist``/``fingerprint`` before reading, ``keep_dist``/
     ``keep_fingerprint`` after, ``save`` once the venv was scanned."""
 
-    def __init__(self, folder: Optional[str], sites: List[str]) -> None:
+    def __init__(
+        self,
+        folder: Optional[str],
+        sites: List[str],
+        code: Optional[str] = None,
+        quiet: float = QUIET_SECONDS,
+    ) -> None:
+        import time
         import zlib
 
+        self.code = code
+        # Records of files that changed after this are not kept (see above).
+        self.settled_ns = time.time_ns() - int(quiet * 1e9)
         self.path: Optional[str] = None
         self.fingerprints: Dict[str, str] = {}
         self.dists: Dict[str, Dict[str, Any]] = {}
@@ -146,11 +173,13 @@ class DistCache:
         if os.path.lexists(self.path) and not _ours(self.path):
             return  # not ours to trust; rewritten below from what this run computes
         try:
-            data = json.loads(read_bytes(self.path, _CAP).decode("utf-8"))
+            data = json.loads(
+                read_bytes(self.path, _CAP).decode("utf-8"), parse_constant=no_constant
+            )
         except (OSError, ValueError, RecursionError):
             return  # none yet, or damaged: start afresh
-        if type(data) is not dict:
-            return
+        if type(data) is not dict or data.get("code") != code:
+            return  # another envguard's (or damaged): rewritten from this run
         fingerprints, dists = data.get("fingerprints"), data.get("dists")
         if type(fingerprints) is dict:
             self.fingerprints = {
@@ -180,8 +209,8 @@ class DistCache:
     def keep_dist(
         self, folder: str, stamp: Optional[str], present: List[str], dist: Dict[str, Any]
     ) -> None:
-        if stamp is not None:
-            record = {k: dist[k] for k in _DIST_KEYS}
+        if stamp is not None and _newest_change(stamp) < self.settled_ns:
+            record = {k: v for k, v in dist.items() if k in _DIST_KEYS}
             record["requires"] = list(record["requires"])
             self.used_dists[folder] = {"stamp": stamp, "present": present, "dist": record}
 
@@ -192,7 +221,7 @@ class DistCache:
         return found
 
     def keep_fingerprint(self, key: Optional[str], fingerprint: str) -> None:
-        if key is not None:
+        if key is not None and _newest_change(key.split("\0", 1)[1]) < self.settled_ns:
             self.used_fingerprints[key] = fingerprint
 
     def save(self) -> None:
@@ -202,6 +231,7 @@ class DistCache:
         ):
             return  # nothing new learned
         kept = {
+            "code": self.code,
             "fingerprints": dict(list(self.used_fingerprints.items())[:_MAX_ENTRIES]),
             "dists": dict(list(self.used_dists.items())[:_MAX_ENTRIES]),
         }

@@ -10,7 +10,7 @@ import re
 import sys
 import sysconfig
 
-from .distcache import DistCache, dist_stamp, record_key
+from .distcache import DistCache, dist_stamp, file_stamp, no_constant, record_key
 from .reading import (
     METADATA_CAP,
     RECORD_CAP,
@@ -156,18 +156,20 @@ def read_distribution(
     is_dist_info = entry.endswith(".dist-info")
     if cache is not None and is_dist_info:
         held = cache.dist(path, site, entry)
-        if held is not None:
+        if held is not None and plausible(held):
             return held
     warned = len(warnings)
     listing: List[str] = []
     stamp = None
     if is_dist_info:
+        # Stamped before anything is read, the folder before it is listed: a change while
+        # it is read shows at the next run.
+        own = file_stamp(path) if cache is not None else None
         try:  # one listing instead of a failed open() per optional file
             listing = os.listdir(path)
         except OSError:
             pass
-        # Stamped before anything is read: a change while it is read shows at the next run.
-        stamp = dist_stamp(path, listing) if cache is not None else None
+        stamp = dist_stamp(path, listing, own) if own is not None else None
         meta_path = os.path.join(path, "METADATA")
     elif os.path.isdir(path):
         meta_path = os.path.join(path, "PKG-INFO")
@@ -216,9 +218,15 @@ def read_distribution(
         raw_url = read_text(os.path.join(path, "direct_url.json"), SMALL_CAP)
     if raw_url is not None:
         try:
-            dist["direct_url"] = _redact_direct_url(json.loads(raw_url))
+            data = json.loads(raw_url, parse_constant=no_constant)
+            json.dumps(data, allow_nan=False)  # 1e400 parses as infinity
         except (ValueError, RecursionError):
             warnings.append("%s: direct_url.json is not valid JSON; source unknown" % path)
+        else:
+            if isinstance(data, dict):
+                dist["direct_url"] = _redact_direct_url(data)
+            else:
+                warnings.append("%s: direct_url.json is not an object; source unknown" % path)
     record = None
     key = record_key(os.path.join(path, "RECORD")) if cache and "RECORD" in present else None
     known = cache.fingerprint(key) if cache is not None else None
@@ -241,6 +249,28 @@ def read_distribution(
     if cache is not None and len(warnings) == warned:  # a record read with no doubt
         cache.keep_dist(path, stamp, sorted(present), dist)
     return dist
+
+
+def plausible(dist: Dict[str, Any]) -> bool:
+    """A kept record holds what read_distribution() could have read: anything else (a
+    cache file edited by hand) is read again rather than fail the report."""
+    display, version, requires = dist["display_name"], dist["version"], dist["requires"]
+    fingerprint, installer = dist["fingerprint"], dist["installer"]
+    return (
+        type(display) is str
+        and type(version) is str
+        and bool(display and version)
+        and len(display + version) <= 512
+        and not _UNSAFE.search(display + version)
+        and dist["name"] == canonical_name(display)
+        and type(dist["requested"]) is bool
+        and (installer is None or (type(installer) is str and len(installer) <= 512))
+        and (fingerprint is None or (type(fingerprint) is str and len(fingerprint) == 64))
+        and (dist["direct_url"] is None or type(dist["direct_url"]) is dict)
+        and type(requires) is list
+        and len(requires) <= MAX_REQUIRES
+        and all(type(r) is str and len(r) <= 512 and not _UNSAFE.search(r) for r in requires)
+    )
 
 
 def site_dirs() -> List[str]:

@@ -15,7 +15,7 @@ import os
 import sys
 
 from .confine import OUTSIDE, roots_for
-from .distcache import DistCache, cache_path
+from .distcache import QUIET_SECONDS, DistCache, cache_path
 from .dists import scan_packages, site_dirs
 from .env import capture_env
 from .gitrepos import probe_repos
@@ -40,7 +40,12 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
     nvcc = start_tool(["nvcc", "--version"])
     warnings: List[str] = []
     sites = site_dirs()
-    cached = DistCache(cache_path(environ) if args.get("fingerprint_cache", True) else None, sites)
+    cached = DistCache(
+        cache_path(environ) if args.get("fingerprint_cache", True) else None,
+        sites,
+        code=args.get("code"),
+        quiet=float(args.get("cache_quiet_seconds", QUIET_SECONDS)),
+    )
     packages = scan_packages(sites, warnings, cached)
     cached.save()
     caches = []
