@@ -218,9 +218,12 @@ def test_past_the_budget_snapshots_are_validated_to_the_same_models(
     monkeypatch.setattr(document, "_spent", [0])
     assert document.building_directly()
     direct = store.loads(text, source="t")
-    monkeypatch.setattr(document, "_spent", [document._DIRECT_PACKAGES])
-    assert not document.building_directly()
+    # The budget is spent by the first document that does not fit in what is left: from
+    # then on pydantic parses and validates each file in one pass (fleet read 1,000 files
+    # through fits() and Python-side validation: 25% slower).
+    monkeypatch.setattr(document, "_spent", [document._DIRECT_PACKAGES - 1])
     validated = store.loads(text, source="t")
+    assert not document.building_directly()
     assert direct == validated == Snapshot.model_validate_json(text)
 
 
