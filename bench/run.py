@@ -73,6 +73,15 @@ def walk_command(python: str, tree: Path) -> tuple[list[str], str]:
     return [python, "-I", "-S", "-"], program
 
 
+# Importing typer and pydantic and defining one deferred frozen model: the import floor.
+FLOOR = (
+    "import typer, typer.main, typer.core\n"
+    "from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints\n"
+    "class Floor(BaseModel):\n"
+    "    model_config = ConfigDict(frozen=True, extra='forbid', defer_build=True)\n"
+    "    x: int = 1\n"
+)
+
 TARGETS = (
     Target("inspect", "probe alone vs uv pip freeze", "probe", "uv pip freeze", "ratio_at_most", 2),
     Target(
@@ -205,6 +214,9 @@ def inspect_group(
             env=env,
         ),
         static("envguard --help", [tools.envguard, "--help"], cwd=work, env=env),
+        # Not envguard: what any command written with its chosen libraries pays before it
+        # does anything (the floor under `diff`, whose models are pydantic's).
+        static("typer + pydantic floor", [sys.executable, "-c", FLOOR], cwd=work, env=env),
         static(
             "collect_env",
             [python, "-m", "torch.utils.collect_env"],
@@ -214,6 +226,12 @@ def inspect_group(
         ),
     ]
     report.timings.update(measure(commands, repeats, log=report.log))
+    floor, uv = report.timings["typer + pydantic floor"].median, report.timings["uv pip freeze"]
+    if floor and uv.median:
+        report.notes.append(
+            f"importing typer and pydantic (one model defined, nothing else): {floor * 1000:.1f}"
+            f" ms, {floor / uv.median:.2f}x uv pip freeze: the floor under a live diff"
+        )
 
 
 def walk_group(tools: Tools, python: Path, work: Path, repeats: int, report: Report) -> None:
