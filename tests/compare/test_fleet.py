@@ -55,6 +55,14 @@ def test_majority_and_odd_one_out() -> None:
     assert "gpus" in by_item and "driver" not in by_item
 
 
+def test_a_lone_surrogate_in_a_value_is_compared_not_a_traceback() -> None:
+    """A snapshot file may hold "\\ud800" (JSON's escape for a lone surrogate) in a GPU name
+    or an env value: the hosts are grouped like any others."""
+    odd = snapshot([package("torch", "2.11.0+cu128")], env={"NCCL_X": "a\ud800"})
+    report = compare({"a": node(), "b": node(), "c": odd})  # type: ignore[dict-item]
+    assert report.odd_hosts == ("c",)
+
+
 def test_baseline_marks_every_host_that_differs_from_it() -> None:
     fleet = {"a": node(torch="2.11.0+cu130"), "b": node(torch="2.11.0+cu130"), "c": node()}
     report = compare(fleet, baseline=node())  # type: ignore[arg-type]

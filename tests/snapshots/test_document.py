@@ -142,6 +142,7 @@ def test_fuzzed_reports_fit_only_where_the_model_writes_the_same(data: Any) -> N
         # diff and check build the model directly from such a document: the same model.
         direct = document.built(doc)
         assert direct == model and store.dumps(direct) == store.dumps(model)
+        assert repr(direct) == repr(model)  # types, key order and time zone too
         assert direct.model_fields_set == model.model_fields_set
         assert [p.model_fields_set for p in direct.packages] == [
             p.model_fields_set for p in model.packages
@@ -265,4 +266,22 @@ def test_a_forged_snapshot_file_is_built_directly_only_as_the_model_reads_it(dat
         assert model is None or model.schema_version > 1
         return
     assert model is not None and loaded == model
-    assert store.dumps(loaded) == store.dumps(model)
+    assert store.dumps(loaded) == store.dumps(model) and repr(loaded) == repr(model)
+
+
+@pytest.mark.parametrize("budget_left", [True, False])
+def test_odd_but_valid_files_load_as_the_model_reads_them(
+    monkeypatch: pytest.MonkeyPatch, budget_left: bool
+) -> None:
+    """Whichever path reads it: a file without schema_version (the model defaults it) still
+    loads; an env written in another order comes back sorted, as the model sorts it."""
+    report, request = _real()
+    parsed = parse_report(json.dumps(report).encode(), label="t", returncode=0, stderr_tail="")
+    doc = json.loads(store.dumps(document.stored(document.from_report(parsed, request))))
+    monkeypatch.setattr(document, "_spent", [0 if budget_left else document._DIRECT_PACKAGES])
+    doc["env"] = {"ZZ": "1", "AA": "2"}
+    text = json.dumps(doc)
+    loaded = store.loads(text, source="t")
+    assert list(loaded.env) == ["AA", "ZZ"] and repr(loaded) == repr(_model_of(doc))
+    del doc["schema_version"]
+    assert store.loads(json.dumps(doc), source="t").schema_version == 1

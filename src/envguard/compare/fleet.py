@@ -29,7 +29,7 @@ def fingerprint(values: dict[str, str]) -> str:
     """A stable hash of a host's items: equal environments, equal fingerprints."""
     # JSON, not a hand-made separator: no value can imitate another item.
     text = json.dumps(sorted(values.items()), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def compare(snapshots: dict[str, Snapshot], *, baseline: Snapshot | None = None) -> FleetReport:

@@ -581,6 +581,8 @@ def typed(doc: Document) -> Snapshot:
 def built(doc: Document) -> Snapshot:
     """The model of a document fits() vouched for, without validation: each field as the
     model's validation makes it (tuples, a datetime, nested models)."""
+    from pydantic_core import TzInfo
+
     from envguard.snapshots import models as m
 
     interpreter = doc["interpreter"]
@@ -588,7 +590,8 @@ def built(doc: Document) -> Snapshot:
     return m.Snapshot.model_construct(
         **{
             **doc,
-            "created": datetime.fromisoformat(doc["created"].replace("Z", "+00:00")),
+            # UTC as pydantic's validation gives it (the same time either way; the same repr).
+            "created": datetime.fromisoformat(doc["created"][:-1]).replace(tzinfo=TzInfo(0)),
             "command": tuple(doc["command"]),
             "metrics": dict(doc["metrics"]),
             "interpreter": m.Interpreter.model_construct(
@@ -615,7 +618,7 @@ def built(doc: Document) -> Snapshot:
             "repos": tuple(m.Repo.model_construct(**r) for r in doc["repos"]),
             "files": tuple(m.FileDigest.model_construct(**f) for f in doc["files"]),
             "caches": tuple(m.Cache.model_construct(**c) for c in doc["caches"]),
-            "env": dict(doc["env"]),
+            "env": dict(sorted(doc["env"].items())),  # as the model's redact_env sorts it
             "warnings": tuple(doc["warnings"]),
         }
     )

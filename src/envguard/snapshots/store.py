@@ -51,14 +51,18 @@ def loads(text: str, *, source: str) -> Snapshot:
     from envguard.snapshots import document
     from envguard.snapshots.models import Snapshot
 
-    if not document.building_directly():
-        try:  # many snapshots read: pydantic parses and validates in one pass
-            snap = Snapshot.model_validate_json(text)
-        except (ValidationError, RecursionError):
-            pass  # explain it below, in the order a person checks
+    # The fast path first: pydantic parses and validates in one pass, or, while this
+    # process builds models directly (snapshots.document.typed), json and fits() do.
+    try:
+        if document.building_directly():
+            data = json.loads(text, parse_constant=_not_json)
+            snap = document.typed(data) if isinstance(data, dict) else None
         else:
-            if snap.schema_version <= SCHEMA_VERSION:
-                return snap
+            snap = Snapshot.model_validate_json(text)
+    except (ValueError, RecursionError):  # ValidationError is a ValueError
+        snap = None  # explained below, in the order a person checks
+    if snap is not None and snap.schema_version <= SCHEMA_VERSION:
+        return snap
     try:
         data = json.loads(text, parse_constant=_not_json)
     except RecursionError:
@@ -77,7 +81,7 @@ def loads(text: str, *, source: str) -> Snapshot:
             hint="upgrade envguard to read it",
         )
     try:
-        return document.typed(data)
+        return Snapshot.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = field_path(first["loc"])
