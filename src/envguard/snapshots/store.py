@@ -44,6 +44,11 @@ def renamed(snapshot: Snapshot | Document, name: str) -> Snapshot | Document:
     return snapshot.model_copy(update={"name": name})
 
 
+# A file larger than this holds more packages than a process builds directly (and its
+# text parsed twice, by json and then by pydantic, cost twice pydantic's one pass).
+_DIRECT_TEXT = 2 << 20
+
+
 def loads(text: str, *, source: str) -> Snapshot:
     """A Snapshot from JSON text; SnapshotError naming ``source`` when it is not one."""
     from pydantic import ValidationError
@@ -54,7 +59,7 @@ def loads(text: str, *, source: str) -> Snapshot:
     # The fast path first: pydantic parses and validates in one pass, or, while this
     # process builds models directly (snapshots.document.typed), json and fits() do.
     try:
-        if document.building_directly():
+        if document.building_directly() and len(text) <= _DIRECT_TEXT:
             data = json.loads(text, parse_constant=_not_json)
             snap = document.typed(data) if isinstance(data, dict) else None
         else:
