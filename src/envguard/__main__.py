@@ -26,6 +26,10 @@ def main() -> None:
     try:
         prestart.start(sys.argv[1:])  # the probe works while typer loads
         from envguard.cli import main as cli_main
+
+        # The CLI reports an interrupt itself once its command line runs; one that comes
+        # before (while it sets up) is reported here.
+        cli_main()
     except KeyboardInterrupt as exc:
         prestart.stop()
         import signal
@@ -33,11 +37,6 @@ def main() -> None:
         signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
         sys.stderr.write(f"error: interrupted ({signal.Signals(signum).name})\n")
         raise SystemExit(128 + signum) from None
-    except BaseException:
-        prestart.stop()
-        raise
-    try:
-        cli_main()
     finally:
         prestart.stop()  # a guess the command did not take (an error, --help): stopped
 

@@ -75,11 +75,17 @@ def start(argv: list[str]) -> None:
 def stop() -> None:
     """Stop a probe started here that the command did not take over (it ended early), and
     one interrupted between its start and its registration as an early probe."""
+    import contextlib
     import sys
 
+    # Each step on its own: this runs on the way out of an interrupt, which may have come
+    # at any point of the start (a half-registered probe): one failing step must neither
+    # keep the other from running nor hide the interrupt behind a traceback.
     request = sys.modules.get("envguard.snapshots.request")
     if request is not None:
-        request.stop_early()
+        with contextlib.suppress(Exception):
+            request.stop_early()
     runner = sys.modules.get("envguard.probe.runner")
     if runner is not None:
-        runner.kill_running()
+        with contextlib.suppress(Exception):
+            runner.kill_running()

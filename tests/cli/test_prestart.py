@@ -158,6 +158,35 @@ def test_an_early_probe_is_stopped_when_the_command_line_never_loads(
     assert not marker.exists()  # the slow probe was killed before it got going
 
 
+@pytest.mark.parametrize("where", ["cli set-up", "a failing stop"])
+def test_a_signal_before_the_command_line_runs_is_one_line(tmp_path: Path, where: str) -> None:
+    """SIGTERM while the CLI sets itself up (after typer loaded, before its command line
+    runs), or while stopping the early probe goes wrong: `error: interrupted`, exit 143,
+    never a traceback."""
+    program = (
+        "import os, signal, sys\n"
+        "import envguard.cli as cli\n"
+        "from envguard import errors\n"
+        "from envguard.probe import runner\n"
+        "def set_up():\n"
+        "    errors.handle_signals()\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "cli.handle_signals = set_up\n"
+        "def broken():\n"
+        "    raise RuntimeError('half-registered')\n"
+        f"if {where!r} == 'a failing stop':\n"
+        "    runner.kill_running = broken\n"
+        "sys.argv = ['envguard', 'snapshot', '--python', sys.executable, '--out', '-']\n"
+        "from envguard.__main__ import main\n"
+        "main()\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True, text=True, cwd=tmp_path, timeout=60, check=False,
+    )  # fmt: skip
+    assert (proc.returncode, proc.stderr) == (143, "error: interrupted (SIGTERM)\n")
+
+
 def test_only_the_default_interpreter_path_itself_runs_before_validation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
