@@ -121,6 +121,21 @@ def _slow_python(tmp_path: Path) -> tuple[Path, Path]:
     return slow, marker
 
 
+def run_main(set_up: str, argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """envguard's console entry point run with ``argv`` in a fresh interpreter, after the
+    program ``set_up`` (which arranges the trouble)."""
+    program = (
+        set_up
+        + f"sys.argv = ['envguard', *{argv!r}]\n"
+        + "from envguard.__main__ import main\n"
+        + "main()\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True, text=True, cwd=cwd, timeout=60, check=False,
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize("trouble", ["SIGTERM", "SIGHUP", "broken-install"])
 def test_an_early_probe_is_stopped_when_the_command_line_never_loads(
     tmp_path: Path, trouble: str
@@ -141,14 +156,8 @@ def test_an_early_probe_is_stopped_when_the_command_line_never_loads(
         "    else:\n"
         f"        os.kill(os.getpid(), signal.{trouble if trouble != 'broken-install' else 'SIGTERM'})\n"
         "prestart.start = started\n"
-        f"sys.argv = ['envguard', 'snapshot', '--python', {str(slow)!r}, '--out', '-']\n"
-        "from envguard.__main__ import main\n"
-        "main()\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", program],
-        capture_output=True, text=True, cwd=tmp_path, timeout=60, check=False,
-    )  # fmt: skip
+    proc = run_main(program, ["snapshot", "--python", str(slow), "--out", "-"], tmp_path)
     if trouble == "broken-install":
         assert proc.returncode == 1 and "import of typer halted" in proc.stderr
     else:
@@ -176,14 +185,8 @@ def test_a_signal_before_the_command_line_runs_is_one_line(tmp_path: Path, where
         "    raise RuntimeError('half-registered')\n"
         f"if {where!r} == 'a failing stop':\n"
         "    runner.kill_running = broken\n"
-        "sys.argv = ['envguard', 'snapshot', '--python', sys.executable, '--out', '-']\n"
-        "from envguard.__main__ import main\n"
-        "main()\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", program],
-        capture_output=True, text=True, cwd=tmp_path, timeout=60, check=False,
-    )  # fmt: skip
+    proc = run_main(program, ["snapshot", "--python", sys.executable, "--out", "-"], tmp_path)
     assert (proc.returncode, proc.stderr) == (143, "error: interrupted (SIGTERM)\n")
 
 
