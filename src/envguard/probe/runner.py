@@ -42,7 +42,9 @@ def kill_running() -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
         kill_strays(marker)
-    if groups:  # the killed chains' orphans come to envguard (a subreaper) as they die
+    # The killed chains' orphans come to envguard as they die, when it is their subreaper
+    # (a --via probe made it one); a local probe leaves none, and Ctrl-C is not kept waiting.
+    if groups and _SUBREAPER:
         for _ in range(3):
             time.sleep(0.05)
             kill_adopted()
