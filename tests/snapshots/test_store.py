@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -77,3 +80,62 @@ def test_newest_is_by_created_not_file_time(tmp_path: Path) -> None:
     )  # 2024, touched last
     (folder / "broken.json").write_text("{")
     assert store.newest(root=tmp_path).name == "later.json"
+
+
+def _read_fifo(fifo: Path, into: list[str]) -> threading.Thread:
+    """A reader of ``fifo`` in the background (what `--out >(gzip > x)` gives a command)."""
+
+    def read() -> None:
+        with open(fifo, encoding="utf-8") as fh:
+            into.append(fh.read())
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_pipe_or_a_link_to_one_is_written_into_never_replaced(
+    tmp_path: Path, force: bool
+) -> None:
+    """`--out /dev/stdout` or a pipe: the text goes into it, and it stays what it was (a
+    rename over /dev/stdout or /dev/null as root put a file there, for everyone)."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    link = tmp_path / "stdout"
+    link.symlink_to(fifo)
+    for target in (fifo, link):
+        got: list[str] = []
+        reader = _read_fifo(fifo, got)
+        store.write_atomic(target, "snapshot text\n", force=force)
+        reader.join(10)
+        assert got == ["snapshot text\n"]
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and link.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe", "stdout"]
+
+
+def test_a_pipe_nobody_reads_is_an_error_not_a_wait(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(UsageError, match="no process reads this pipe"):
+        store.write_atomic(fifo, "x", force=True)
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
+def test_a_character_device_is_written_into(tmp_path: Path) -> None:
+    null = tmp_path / "null"
+    os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    store.check_target(null, force=False)  # /dev/null "already exists": no error
+    store.write_atomic(null, "discarded", force=True)
+    assert stat.S_ISCHR(null.stat().st_mode)
+
+
+def test_a_socket_is_refused(tmp_path: Path) -> None:
+    import socket
+
+    path = tmp_path / "s"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))
+        with pytest.raises(UsageError, match="not a regular file, a pipe or a character device"):
+            store.write_atomic(path, "x", force=True)

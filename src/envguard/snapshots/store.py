@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -214,8 +215,9 @@ class TargetExists(UsageError):
 
 
 def check_target(path: Path, *, force: bool) -> None:
-    """Refuse to overwrite ``path`` unless forced (checked again at the rename)."""
-    if path.exists() and not force:
+    """Refuse to overwrite ``path`` unless forced (checked again at the rename); a device or
+    a pipe is written into, not overwritten."""
+    if path.exists() and not force and not _is_stream(path):
         raise TargetExists(path)
 
 
@@ -226,11 +228,52 @@ def write_atomic(path: Path, text: str, *, force: bool) -> None:
     and nothing is left behind."""
     if path.is_dir():
         raise UsageError(f"{path}: is a directory", hint=f"name a file, e.g. {path}/snap.json")
+    if _is_stream(path):  # /dev/null, /dev/stdout, a pipe: written into, never replaced
+        _write_stream(path, text)
+        return
     check_target(path, force=force)
     try:
         _write_atomic(path, text, force=force)
     except OSError as exc:
         raise ActionError(f"{path}: cannot write ({exc.strerror or exc})") from None
+
+
+def _is_stream(path: Path) -> bool:
+    """``path`` leads (through symlinks) to something that is written into, not replaced:
+    a character device or a FIFO. A rename over it would put a file where /dev/null or
+    /dev/stdout was (as root, for everyone); any other non-regular file is refused."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False  # nothing there (or a dangling link): the atomic write decides
+    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
+        return True
+    if not stat.S_ISREG(mode):
+        raise UsageError(f"{path}: not a regular file, a pipe or a character device")
+    return False
+
+
+def _write_stream(path: Path, text: str) -> None:
+    """``text`` into a device or pipe, as the shell's ``>`` would; a pipe nobody reads is an
+    error, not a wait."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise UsageError(f"{path}: no process reads this pipe") from None
+        raise ActionError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        with os.fdopen(fd, "w", encoding="utf-8", closefd=False) as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise ActionError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
 
 
 def _write_atomic(path: Path, text: str, *, force: bool) -> None:
