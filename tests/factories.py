@@ -300,3 +300,23 @@ def load_target() -> SimpleNamespace:
         module = getattr(package, name)
         members.update({k: v for k, v in vars(module).items() if not k.startswith("__")})
     return SimpleNamespace(**members)
+
+
+_REAL_REPORT: list[dict[str, Any]] = []
+
+
+def real_report() -> dict[str, Any]:
+    """One real probe report of this interpreter (measured once; a fresh copy each call)."""
+    import json
+
+    from envguard.probe.payload import probe_payload
+
+    if not _REAL_REPORT:
+        out = subprocess.run(
+            [sys.executable, "-I", "-S", "-"],
+            input=probe_payload({"default_caches": False}),
+            capture_output=True, text=True, check=True, timeout=120,
+        )  # fmt: skip
+        _REAL_REPORT.append(json.loads(out.stdout))
+    copy: dict[str, Any] = json.loads(json.dumps(_REAL_REPORT[0]))
+    return copy

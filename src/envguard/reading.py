@@ -23,6 +23,12 @@ SMALL_CAP = 1 << 20  # INSTALLER, direct_url.json, torch/version.py
 UNSAFE_CHARS = "\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
 
 
+def not_json_constant(name: str) -> object:
+    """json's ``parse_constant``: NaN and Infinity are not JSON (Python's json takes them),
+    and a number that is not one must not reach a snapshot, a report or a cache."""
+    raise ValueError("%s is not a JSON number" % name)
+
+
 class NotRegular(OSError):
     """A FIFO, socket, device or directory where a regular file was expected."""
 

@@ -15,20 +15,7 @@ from typing import Any
 
 import pytest
 
-from envguard.probe.payload import probe_payload
-
-_REAL: list[dict[str, Any]] = []
-
-
-def _report() -> dict[str, Any]:
-    if not _REAL:
-        out = subprocess.run(
-            [sys.executable, "-I", "-S", "-"],
-            input=probe_payload({"default_caches": False}),
-            capture_output=True, text=True, check=True, timeout=120,
-        )  # fmt: skip
-        _REAL.append(json.loads(out.stdout))
-    return json.loads(json.dumps(_REAL[0]))
+from factories import real_report
 
 
 def _host(tmp_path: Path, report: dict[str, Any], *, after: str = "") -> str:
@@ -66,7 +53,7 @@ def _set(report: dict[str, Any], where: str, value: Any) -> dict[str, Any]:
 def test_a_lone_surrogate_where_the_model_constrains_text_is_refused(
     tmp_path: Path, where: str
 ) -> None:
-    report = _report()
+    report = real_report()
     value: Any = "2.1\ud800"
     if where == "packages.0.requires":
         value = ["numpy\ud800>=1"]
@@ -82,7 +69,7 @@ def test_a_lone_surrogate_where_the_model_constrains_text_is_refused(
 
 
 def test_a_lone_surrogate_in_a_secret_is_kept_as_its_digest(tmp_path: Path) -> None:
-    report = _set(_report(), "env", {"HF_TOKEN": "x\ud800", "PATH": "/bin\ud800"})
+    report = _set(real_report(), "env", {"HF_TOKEN": "x\ud800", "PATH": "/bin\ud800"})
     out = tmp_path / "s.json"
     result = envguard("snapshot", "--via", _host(tmp_path, report), "--out", str(out), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -93,7 +80,7 @@ def test_a_lone_surrogate_in_a_secret_is_kept_as_its_digest(tmp_path: Path) -> N
 
 
 def test_a_lone_surrogate_the_model_takes_is_shown_escaped(tmp_path: Path) -> None:
-    report = _set(_report(), "interpreter.version", "3.11\ud800")
+    report = _set(real_report(), "interpreter.version", "3.11\ud800")
     out = tmp_path / "s.json"
     result = envguard("snapshot", "--via", _host(tmp_path, report), "--out", str(out), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -103,7 +90,7 @@ def test_a_lone_surrogate_the_model_takes_is_shown_escaped(tmp_path: Path) -> No
 
 
 def test_a_direct_url_that_does_not_parse_is_no_traceback(tmp_path: Path) -> None:
-    report = _report()
+    report = real_report()
     report["packages"][0]["direct_url"] = {"url": "file://[x/y", "dir_info": {}}
     result = envguard("snapshot", "--via", _host(tmp_path, report), "--out", "-", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -118,7 +105,7 @@ def test_a_daemon_holding_the_pipe_open_does_not_hold_the_capture(tmp_path: Path
     after = f"setsid sh -c 'sleep 30; touch {marker}' &"
     start = time.monotonic()
     result = envguard(
-        "snapshot", "--via", _host(tmp_path, _report(), after=after), "--timeout", "20",
+        "snapshot", "--via", _host(tmp_path, real_report(), after=after), "--timeout", "20",
         "--out", "-", cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from envguard.cli import app
 from envguard.probe.payload import probe_payload
+from factories import real_report as measured_report
 
 runner = CliRunner()
 
@@ -21,15 +22,7 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def real_report() -> dict[str, Any]:
     """What the real probe prints for this interpreter."""
-    proc = subprocess.run(
-        [sys.executable, "-I", "-S", "-"],
-        input=probe_payload({"default_caches": False}),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    report: dict[str, Any] = json.loads(proc.stdout)
-    return report
+    return measured_report()
 
 
 def forged_host(tmp_path: Path, output: str, *, code: int = 0) -> str:
@@ -138,21 +131,6 @@ def test_the_probe_reports_its_own_failure_as_data(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
 
 
-_REAL: list[dict[str, Any]] = []
-
-
-def _real_report() -> dict[str, Any]:
-    """One real report of this interpreter (computed once)."""
-    if not _REAL:
-        out = subprocess.run(
-            [sys.executable, "-I", "-S", "-"],
-            input=probe_payload({"default_caches": False}),
-            capture_output=True, text=True, check=True, timeout=120,
-        )  # fmt: skip
-        _REAL.append(json.loads(out.stdout))
-    return json.loads(json.dumps(_REAL[0]))
-
-
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -175,7 +153,7 @@ def test_fuzzed_reports_become_a_snapshot_or_one_line(data: Any) -> None:
     from envguard.snapshots.capture import snapshot_from_report
     from envguard.snapshots.request import CaptureRequest
 
-    report = _real_report()
+    report = measured_report()
     where = data.draw(st.sampled_from(["top", "package", "interpreter"]))
     holder = report
     if where == "package" and report["packages"]:

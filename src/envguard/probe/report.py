@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # a string below (annotations are not evaluated): 8 ms of imp
     from typing_extensions import NotRequired
 
 from envguard.errors import ProbeError
-from envguard.reading import UNSAFE_CHARS
+from envguard.reading import UNSAFE_CHARS, not_json_constant
 
 # The version of probe/target/main.py this host sends; a report of another is refused.
 PROBE_VERSION = 3
@@ -271,10 +271,7 @@ def _one_line(text: str) -> str:
 
 
 def _loads(stdout: bytes) -> Any:
-    def no_constants(name: str) -> Any:
-        raise ValueError(name)  # NaN and Infinity are not JSON
-
-    return json.loads(stdout, parse_constant=no_constants)
+    return json.loads(stdout, parse_constant=not_json_constant)
 
 
 def parse_report(

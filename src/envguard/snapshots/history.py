@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from envguard import SCHEMA_VERSION
 from envguard.errors import EnvguardError
-from envguard.reading import UNSAFE_CHARS
+from envguard.reading import UNSAFE_CHARS, not_json_constant
 
 if TYPE_CHECKING:  # the models (pydantic) are never loaded for a log
     from envguard.snapshots.models import MetricValue
@@ -105,7 +105,7 @@ def _read(path: Path) -> tuple[Entry, dict[str, str]]:
     from envguard.snapshots.store import read
 
     try:
-        raw = json.loads(read(path), parse_constant=_no_constant)
+        raw = json.loads(read(path), parse_constant=not_json_constant)
         if not isinstance(raw, dict):
             raise ValueError("not an object")
         unknown = set(raw) - SNAPSHOT_KEYS
@@ -147,10 +147,6 @@ def _read(path: Path) -> tuple[Entry, dict[str, str]]:
         metrics=dict(metrics),
     )
     return entry, versions
-
-
-def _no_constant(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")
 
 
 def _unsafe(text: str) -> bool:

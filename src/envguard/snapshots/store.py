@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from envguard import SCHEMA_VERSION
 from envguard.errors import ActionError, SnapshotError, UsageError, field_path
+from envguard.reading import not_json_constant
 
 if TYPE_CHECKING:
     from envguard.snapshots.document import Document
@@ -61,7 +62,7 @@ def loads(text: str, *, source: str) -> Snapshot:
     # process builds models directly (snapshots.document.typed), json and fits() do.
     try:
         if document.building_directly() and len(text) <= _DIRECT_TEXT:
-            data = json.loads(text, parse_constant=_not_json)
+            data = json.loads(text, parse_constant=not_json_constant)
             snap = document.typed(data) if isinstance(data, dict) else None
         else:
             snap = Snapshot.model_validate_json(text)
@@ -70,7 +71,7 @@ def loads(text: str, *, source: str) -> Snapshot:
     if snap is not None and snap.schema_version <= SCHEMA_VERSION:
         return snap
     try:
-        data = json.loads(text, parse_constant=_not_json)
+        data = json.loads(text, parse_constant=not_json_constant)
     except RecursionError:
         raise SnapshotError(f"{source}: not a snapshot (JSON nested too deeply)") from None
     except ValueError as exc:
@@ -92,10 +93,6 @@ def loads(text: str, *, source: str) -> Snapshot:
         first = exc.errors()[0]
         where = field_path(first["loc"])
         raise SnapshotError(f"{source}: invalid snapshot at {where}: {first['msg']}") from None
-
-
-def _not_json(name: str) -> object:
-    raise ValueError(f"{name} is not a JSON number")
 
 
 def resolve(ref: str, *, root: Path | None = None) -> Path:

@@ -36,7 +36,7 @@ import json
 import os
 import re
 
-from .reading import read_bytes
+from .reading import not_json_constant, read_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -137,11 +137,6 @@ def _valid_dist(entry: Any) -> bool:
     )
 
 
-def no_constant(name: str) -> Any:
-    """json's parse_constant: NaN and Infinity are not JSON."""
-    raise ValueError("%s is not JSON" % name)
-
-
 class DistCache:
     """One venv's cached records: ``dist``/``fingerprint`` before reading, ``keep_dist``/
     ``keep_fingerprint`` after, ``save`` once the venv was scanned."""
@@ -174,7 +169,7 @@ class DistCache:
             return  # not ours to trust; rewritten below from what this run computes
         try:
             data = json.loads(
-                read_bytes(self.path, _CAP).decode("utf-8"), parse_constant=no_constant
+                read_bytes(self.path, _CAP).decode("utf-8"), parse_constant=not_json_constant
             )
         except (OSError, ValueError, RecursionError):
             return  # none yet, or damaged: start afresh

@@ -10,12 +10,13 @@ import re
 import sys
 import sysconfig
 
-from .distcache import DistCache, dist_stamp, file_stamp, no_constant, record_key
+from .distcache import DistCache, dist_stamp, file_stamp, record_key
 from .reading import (
     METADATA_CAP,
     RECORD_CAP,
     SMALL_CAP,
     UNSAFE_CHARS,
+    not_json_constant,
     open_regular,
     read_bytes,
     read_text,
@@ -192,7 +193,7 @@ def read_distribution(
     if not display or not version:
         warnings.append("%s: broken metadata (no name or version); skipped" % path)
         return None
-    if _UNSAFE.search(display) or _UNSAFE.search(version) or len(display + version) > 512:
+    if not _one_line(display, version):
         warnings.append("%s: broken metadata (name or version not one line); skipped" % path)
         return None
     dist: Dict[str, Any] = {
@@ -218,7 +219,7 @@ def read_distribution(
         raw_url = read_text(os.path.join(path, "direct_url.json"), SMALL_CAP)
     if raw_url is not None:
         try:
-            data = json.loads(raw_url, parse_constant=no_constant)
+            data = json.loads(raw_url, parse_constant=not_json_constant)
             json.dumps(data, allow_nan=False)  # 1e400 parses as infinity
         except (ValueError, RecursionError):
             warnings.append("%s: direct_url.json is not valid JSON; source unknown" % path)
@@ -251,6 +252,11 @@ def read_distribution(
     return dist
 
 
+def _one_line(display: str, version: str) -> bool:
+    """A name and a version a report may carry: one line each, 512 characters together."""
+    return len(display + version) <= 512 and not _UNSAFE.search(display + version)
+
+
 def plausible(dist: Dict[str, Any]) -> bool:
     """A kept record holds what read_distribution() could have read: anything else (a
     cache file edited by hand) is read again rather than fail the report."""
@@ -260,8 +266,7 @@ def plausible(dist: Dict[str, Any]) -> bool:
         type(display) is str
         and type(version) is str
         and bool(display and version)
-        and len(display + version) <= 512
-        and not _UNSAFE.search(display + version)
+        and _one_line(display, version)
         and dist["name"] == canonical_name(display)
         and type(dist["requested"]) is bool
         and (installer is None or (type(installer) is str and len(installer) <= 512))
