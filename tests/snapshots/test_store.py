@@ -6,6 +6,7 @@ import json
 import os
 import stat
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -114,12 +115,30 @@ def test_a_pipe_or_a_link_to_one_is_written_into_never_replaced(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe", "stdout"]
 
 
-def test_a_pipe_nobody_reads_is_an_error_not_a_wait(tmp_path: Path) -> None:
+def test_a_pipe_nobody_reads_is_an_error_not_a_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store, "READER_WAIT_SECONDS", 0.2)
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
-    with pytest.raises(UsageError, match="no process reads this pipe"):
+    started = time.monotonic()
+    with pytest.raises(UsageError, match=r"no process reads this pipe \(waited 0.2 s"):
         store.write_atomic(fifo, "x", force=True)
+    assert time.monotonic() - started < 5
     assert stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_a_reader_that_opens_the_pipe_late_still_gets_the_text(tmp_path: Path) -> None:
+    """`mkfifo p; gzip < p > s.gz & envguard snapshot --out p`: the reader may open the pipe
+    after envguard first tries it (a CI run failed on exactly this race)."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    later = threading.Timer(0.3, lambda: got.append(fifo.read_text(encoding="utf-8")))
+    later.start()
+    store.write_atomic(fifo, "snapshot text\n", force=False)
+    later.join(10)
+    assert got == ["snapshot text\n"]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")

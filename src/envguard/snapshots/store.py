@@ -252,17 +252,33 @@ def _is_stream(path: Path) -> bool:
     return False
 
 
-def _write_stream(path: Path, text: str) -> None:
-    """``text`` into a device or pipe, as the shell's ``>`` would; a pipe nobody reads is an
-    error, not a wait."""
-    import fcntl
+#: How long a named pipe may go without a reader before writing to it is an error: the
+#: reader (``cat pipe &``, ``gzip < pipe``) is often still starting when envguard opens it.
+READER_WAIT_SECONDS = 5.0
 
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    except OSError as exc:
-        if exc.errno == errno.ENXIO:
-            raise UsageError(f"{path}: no process reads this pipe") from None
-        raise ActionError(f"{path}: cannot write ({exc.strerror or exc})") from None
+
+def _write_stream(path: Path, text: str) -> None:
+    """``text`` into a device or pipe, as the shell's ``>`` would, except that a pipe nobody
+    opens for reading within READER_WAIT_SECONDS is an error, not a wait forever."""
+    import fcntl
+    import time
+
+    deadline = time.monotonic() + READER_WAIT_SECONDS
+    pause = 0.001
+    while True:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
+            break
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise ActionError(f"{path}: cannot write ({exc.strerror or exc})") from None
+            if time.monotonic() >= deadline:
+                raise UsageError(
+                    f"{path}: no process reads this pipe"
+                    f" (waited {READER_WAIT_SECONDS:g} s for a reader)"
+                ) from None
+            time.sleep(pause)  # a reader still starting; poll, since open() cannot time out
+            pause = min(pause * 2, 0.05)
     try:
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
         with os.fdopen(fd, "w", encoding="utf-8", closefd=False) as fh:
