@@ -5,8 +5,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from factories import make_torch_wheel, make_venv, make_wheel, uv_install
+
+# No per-example deadline: one example stalled past hypothesis's 200 ms by a busy CI machine
+# (a lost time slice, a long collection) failed a whole run as "unreliable timings".
+settings.register_profile("envguard", deadline=None)
+settings.load_profile("envguard")
 
 # The "good" training stack and the inference stack that polluted it.
 GOOD = [
@@ -25,12 +31,20 @@ POLLUTION = ["sglang==0.4.0", "flashinfer-python==0.2.0", "orjson==3.10.0"]
 def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     """Keep this machine's own pip/uv configuration and caches out of every test."""
     for name in list(os.environ):
-        if name.startswith(("PIP_", "UV_INDEX", "UV_EXTRA_INDEX", "UV_FIND_LINKS")) or name in (
+        # A CI job's own GITHUB_* files are not the tests' to write.
+        prefixes = ("PIP_", "UV_INDEX", "UV_EXTRA_INDEX", "UV_FIND_LINKS", "GITHUB_")
+        if name.startswith(prefixes) or name in (
             "VIRTUAL_ENV",
             "CONDA_PREFIX",
             "HF_TOKEN",
-            "GITHUB_ACTIONS",
-            "GITHUB_STEP_SUMMARY",
+            # Colour and width forced by the machine (rich reads them) change the output
+            # that tests compare.
+            "FORCE_COLOR",
+            "CLICOLOR_FORCE",
+            "TTY_COMPATIBLE",
+            "TTY_INTERACTIVE",
+            "COLUMNS",
+            "LINES",
         ):
             monkeypatch.delenv(name, raising=False)
     base = tmp_path_factory.getbasetemp()

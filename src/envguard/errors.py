@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 
 
@@ -95,9 +96,29 @@ def cleaning_up() -> Iterator[None]:
 
 def on_signal(signum: int, frame: object) -> None:
     """The handler for SIGINT, SIGTERM and SIGHUP: noted (a wait that CPython could not
-    interrupt raises it later) and raised as an interrupt, so the same clean-up runs."""
+    interrupt raises it later) and raised as an interrupt, so the same clean-up runs; only
+    noted inside signals_deferred()."""
     note_signal(signum)
-    raise Terminated(signum)
+    if not getattr(_DEFERRING, "depth", 0):
+        raise Terminated(signum)
+
+
+# Per thread, though only the main thread's matters: CPython runs handlers there.
+_DEFERRING = threading.local()
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """A signal inside is noted and raised once the block is left: a child process is
+    started and registered for clean-up, or not started, never orphaned in between (an
+    interrupt raised inside ``Popen``, after the fork, lost the child's pid)."""
+    depth = getattr(_DEFERRING, "depth", 0)
+    _DEFERRING.depth = depth + 1
+    try:
+        yield
+    finally:
+        _DEFERRING.depth = depth
+    raise_if_signalled()
 
 
 def handle_signals() -> None:

@@ -185,12 +185,16 @@ def test_each_venv_reads_only_its_own_small_file_and_old_ones_are_pruned(
     Earlier versions' files are removed."""
     xdg = tmp_path / "xdg"
     folder = xdg / CACHE
-    folder.mkdir(parents=True)
+    folder.mkdir(mode=0o700, parents=True)
+    folder.parent.chmod(0o700)  # as the probe makes it, whatever the umask
     legacy = xdg / "envguard" / "fingerprints-v1.json"
     legacy.write_text(json.dumps({f"/gone/{i}/RECORD": "0" * 64 for i in range(1000)}))
     v2 = xdg / "envguard" / "fingerprints-v2"
     v2.mkdir()
     (v2 / "0123.json").write_text("{}")
+    for made in (legacy, v2 / "0123.json"):  # 0600 and 0700, as earlier versions made them
+        made.chmod(0o600)
+    v2.chmod(0o700)
     for i in range(300):  # other venvs' files, older than this run's
         other = folder / f"{i:032x}.json"
         other.write_text("{}")
@@ -289,3 +293,22 @@ def test_a_kept_record_that_could_not_have_been_read_is_read_again(
         entry["dist"].update(forged)
     path.write_text(json.dumps(data))
     assert probe(venv, env) == honest
+
+
+def test_a_cache_made_under_umask_000_is_private_and_kept(tmp_path: Path) -> None:
+    """Some CI images run with umask 000: the folders the cache makes are still 0700 (a
+    makedirs parent was 0777 there, and a cache that others could write is refused)."""
+    from envguard.probe.payload import local_package
+
+    folder = tmp_path / "xdg" / CACHE
+    cache = local_package().distcache.DistCache(str(folder), ["/site"], code="k", quiet=0)
+    cache.used_fingerprints = {"/site/a.dist-info/RECORD\0stamp": "0" * 64}
+    old = os.umask(0)
+    try:
+        cache.save()
+    finally:
+        os.umask(old)
+    for made in (folder, folder.parent):
+        assert made.stat().st_mode & 0o777 == 0o700
+    (kept_file,) = folder.glob("*.json")
+    assert kept_file.stat().st_mode & 0o777 == 0o600

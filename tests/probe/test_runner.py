@@ -60,3 +60,59 @@ def test_probe_output_errors_quote_the_target() -> None:
         )
     with pytest.raises(ProbeError, match="did not answer the probe"):
         parse_report(b"hello", returncode=0, stderr_tail="", label="--python p")
+
+
+@pytest.mark.parametrize("in_worker", [False, True])
+def test_a_signal_while_the_probe_starts_never_orphans_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_worker: bool
+) -> None:
+    """A Ctrl-C (or CI's SIGTERM) that lands inside Popen, after the fork: the child is
+    killed, not left running with its pid lost (a --via chain then outlived envguard). In
+    a fleet's worker thread, the main thread's clean-up may already have run."""
+    import os
+    import signal
+    import subprocess
+    import threading
+
+    from envguard import errors
+    from envguard.errors import Terminated, on_signal, received_signal
+    from envguard.probe import runner
+
+    started: list[subprocess.Popen[bytes]] = []
+    real_popen = subprocess.Popen
+
+    def popen_then_signal(*args: object, **kwargs: object) -> subprocess.Popen[bytes]:
+        proc = real_popen(*args, **kwargs)  # type: ignore[call-overload]
+        started.append(proc)
+        if in_worker:
+            errors.note_signal(signal.SIGTERM)  # the main thread's handler noted it
+        else:
+            on_signal(signal.SIGTERM, None)  # what CPython runs at the next bytecode
+        return proc  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(errors, "_received", [])  # this process's signals, for this test only
+    monkeypatch.setattr(runner.subprocess, "Popen", popen_then_signal)
+    prefix = tmp_path / "slow-ssh"
+    prefix.write_text("#!/bin/sh\nexec sleep 60\n")
+    prefix.chmod(0o755)
+    raised: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            runner.ProbeRun(sys.executable, {}, prefix=[str(prefix)])
+        except BaseException as exc:  # what the thread ended with
+            raised.append(exc)
+
+    if in_worker:
+        worker = threading.Thread(target=start)
+        worker.start()
+        worker.join(30)
+    else:
+        start()
+    assert received_signal() == signal.SIGTERM
+    assert len(raised) == 1 and isinstance(raised[0], Terminated)
+    (proc,) = started
+    assert proc.returncode is not None, "the probe outlived the interrupt"
+    assert proc.pid not in runner._RUNNING
+    with pytest.raises(ProcessLookupError):
+        os.kill(proc.pid, 0)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from envguard.errors import ProbeError, UsageError, raise_if_signalled
+from envguard.errors import ProbeError, UsageError, raise_if_signalled, signals_deferred
 from envguard.probe.payload import probe_payload
 
 if TYPE_CHECKING:
@@ -208,22 +208,7 @@ class ProbeRun:
         from envguard import trace
 
         self._started = trace.command("probe", argv)
-        try:
-            # Its own session, so a timeout kills the whole chain (ssh, pct exec, ...) at once.
-            self.proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                env={**os.environ, MARKER: token},
-            )
-        except OSError as exc:
-            what = "the prefix" if prefix else "it as a Python interpreter"
-            raise ProbeError(f"{self.label}: cannot run {what} ({exc.strerror or exc})") from None
-        with _RUNNING_LOCK:
-            _RUNNING[self.proc.pid] = self.marker
-            _STARTED.add(self.proc.pid)
+        self._start(argv, token)
         assert self.proc.stdout is not None and self.proc.stderr is not None
         self.output_cap = output_cap
         self._out = _Reader(self.proc.stdout, output_cap, on_overflow=self._kill, sink=sink)
@@ -233,6 +218,44 @@ class ProbeRun:
         )
         for thread in (self._feeder, self._out, self._err):
             thread.start()
+
+    def _start(self, argv: list[str], token: str) -> None:
+        """Start the probe in a session of its own (a timeout or an interrupt kills the
+        whole chain, ssh, pct exec, ..., at once) and register it for kill_running().
+
+        A signal in between is held until it is registered (errors.signals_deferred); in
+        a worker thread (fleet), the main thread's clean-up may have run already, so a
+        probe started after the signal is killed here."""
+        try:
+            with signals_deferred():
+                try:
+                    self.proc = subprocess.Popen(
+                        argv,
+                        stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                        start_new_session=True,
+                        env={**os.environ, MARKER: token},
+                    )
+                except OSError as exc:
+                    what = "the prefix" if self.remote else "it as a Python interpreter"
+                    why = exc.strerror or exc
+                    raise ProbeError(f"{self.label}: cannot run {what} ({why})") from None
+                with _RUNNING_LOCK:
+                    _RUNNING[self.proc.pid] = self.marker
+                    _STARTED.add(self.proc.pid)
+        except KeyboardInterrupt:
+            if hasattr(self, "proc"):
+                self._kill()
+                kill_strays(self.marker)
+                with contextlib.suppress(OSError, ValueError):
+                    self.proc.wait()
+                    for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+                        if pipe is not None:
+                            pipe.close()
+                with _RUNNING_LOCK:
+                    _RUNNING.pop(self.proc.pid, None)
+            raise
 
     def _feed(self, payload: bytes) -> None:
         stdin = self.proc.stdin

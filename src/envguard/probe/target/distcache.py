@@ -78,6 +78,19 @@ def _ours(path: str) -> bool:
     )
 
 
+def _make_private(folder: str) -> None:
+    """``folder`` and its parent (``envguard/``), each made 0700 where missing: makedirs
+    gives the parent 0777 less the umask, and under ``umask 000`` (some CI images) that
+    parent is writable by all, so the cache would be refused for ever."""
+    parent = os.path.dirname(folder)
+    os.makedirs(os.path.dirname(parent), exist_ok=True)
+    for path in (parent, folder):
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+
+
 def cache_path(environ: Dict[str, str]) -> Optional[str]:
     """The folder of the per-venv cache files, or None when there is no home."""
     base = environ.get("XDG_CACHE_HOME") or (
@@ -233,7 +246,7 @@ class DistCache:
         folder = os.path.dirname(self.path)
         tmp = "%s.%d.tmp" % (self.path, os.getpid())
         try:
-            os.makedirs(folder, mode=0o700, exist_ok=True)
+            _make_private(folder)
             if not (_ours(folder) and _ours(os.path.dirname(folder))):
                 return
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
