@@ -275,6 +275,9 @@ def test_a_direct_url_that_is_no_json_object_is_a_warning(
     [
         {"fingerprint": int("9" * 64)},
         {"requires": ["beta\nInjected: line"]},
+        {"requires": ["beta>=2", "\u202egamma"]},
+        {"requires": ["beta>=2", 7]},
+        {"requires": ["beta>=2", "b" * 513]},
         {"display_name": "x" * 600},
         {"direct_url": [1]},
         {"name": "not-its-name"},

@@ -123,7 +123,7 @@ def dist_stamp(folder: str, present: List[str], own: Optional[str] = None) -> Op
     when taken before it was listed) and that of each file a record is read from. Taken
     before the files are read, so a change while they are read is seen at the next run."""
     stamps = [own if own is not None else file_stamp(folder)]
-    stamps += [file_stamp(os.path.join(folder, n)) for n in READ_FROM if n in present]
+    stamps += [file_stamp(folder + os.sep + n) for n in READ_FROM if n in present]
     out = []
     for stamp in stamps:
         if stamp is None:
