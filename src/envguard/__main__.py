@@ -20,7 +20,7 @@ def main() -> None:
                 raise SystemExit(code)
             return
     from envguard import prestart
-    from envguard.errors import Terminated, handle_signals
+    from envguard.errors import handle_signals, interrupt_behind
 
     handle_signals()  # before any probe starts: an interrupt stops it, whenever it comes
     try:
@@ -30,11 +30,13 @@ def main() -> None:
         # The CLI reports an interrupt itself once its command line runs; one that comes
         # before (while it sets up) is reported here.
         cli_main()
-    except KeyboardInterrupt as exc:
+    except (KeyboardInterrupt, Exception) as exc:
+        signum = interrupt_behind(exc)
+        if signum is None:
+            raise  # not a signal's doing: the error as it is
         prestart.stop()
         import signal
 
-        signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
         sys.stderr.write(f"error: interrupted ({signal.Signals(signum).name})\n")
         raise SystemExit(128 + signum) from None
     finally:

@@ -233,11 +233,12 @@ def snapshot_hosts(
     on_done: Callable[[HostResult], None] | None = None,
 ) -> list[HostResult]:
     """Capture many hosts through ``via`` (with ``{host}`` in it), writing each one's
-    snapshot to ``folder/HOST.json`` as it arrives; failed hosts are results too."""
+    snapshot to ``folder/HOST.json`` (or to ``folder`` with ``{host}`` filled in, when it
+    has one) as it arrives; failed hosts are results too."""
     from envguard.snapshots import store
-    from envguard.snapshots.hosts import capture_hosts, parse_hosts
+    from envguard.snapshots.hosts import capture_hosts, check_host, parse_hosts
 
-    host_list = parse_hosts(hosts) if isinstance(hosts, str) else list(hosts)
+    host_list = parse_hosts(hosts) if isinstance(hosts, str) else [check_host(h) for h in hosts]
     request = _request(
         python=python,
         name=name,
@@ -251,12 +252,18 @@ def snapshot_hosts(
         command=command,
     )
     target = Path(folder) if folder else store.default_path(request.name).with_suffix("")
+
+    def path_for(host: str) -> Path:  # host names hold no "/": checked above
+        if "{host}" in str(target):  # --out 'snaps/{host}.json', as the help says
+            return Path(str(target).replace("{host}", host))
+        return target / f"{host}.json"
+
     for host in host_list:
-        store.check_target(target / f"{host}.json", force=force)
+        store.check_target(path_for(host), force=force)
 
     def done(result: HostResult) -> None:
         if result.snapshot is not None:
-            path = target / f"{result.host}.json"
+            path = path_for(result.host)
             store.write_atomic(path, store.dumps(result.snapshot), force=force)
             result.path = path
         if on_done is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -76,22 +77,25 @@ def raise_if_signalled() -> None:
     raised inside weakref callbacks and ``__del__``): long waits call this as they poll.
     Not while ``cleaning_up()``: the clean-up an interrupt asked for must get to run."""
     signum = received_signal()
-    if signum is not None and not _cleaning:
+    if signum is not None and not getattr(_CLEANING, "depth", 0):
         raise Terminated(signum)
 
 
-_cleaning: list[bool] = []
+# Per thread: one thread's clean-up must not let another thread (a fleet's worker) go on
+# starting and waiting for remote work after the interrupt.
+_CLEANING = threading.local()
 
 
 @contextlib.contextmanager
 def cleaning_up() -> Iterator[None]:
-    """Waits inside do not stop for a signal already received (a far side's staged file is
-    removed after an interrupt, not left behind)."""
-    _cleaning.append(True)
+    """Waits inside, in this thread, do not stop for a signal already received (a far
+    side's staged file is removed after an interrupt, not left behind)."""
+    depth = getattr(_CLEANING, "depth", 0)
+    _CLEANING.depth = depth + 1
     try:
         yield
     finally:
-        _cleaning.pop()
+        _CLEANING.depth = depth
 
 
 def on_signal(signum: int, frame: object) -> None:
@@ -122,11 +126,35 @@ def signals_deferred() -> Iterator[None]:
 
 
 def handle_signals() -> None:
-    """Install on_signal for SIGINT, SIGTERM and SIGHUP (before anything is started)."""
+    """Install on_signal for SIGINT, SIGTERM and SIGHUP (before anything is started), and
+    the hook that keeps an interrupt CPython could not raise from printing a traceback."""
     import signal
 
+    sys.unraisablehook = _unraisable
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, on_signal)
+
+
+def _unraisable(info: sys.UnraisableHookArgs) -> None:
+    """An interrupt raised where CPython cannot raise it (a weakref callback, ``__del__``)
+    is not a second error to print: the signal is noted and the next wait raises it."""
+    if info.exc_type is not None and issubclass(info.exc_type, KeyboardInterrupt):
+        return
+    sys.__unraisablehook__(info)
+
+
+def interrupt_behind(exc: BaseException) -> int | None:
+    """The signal behind ``exc`` when a signal was received: CPython wraps an interrupt
+    raised inside ``__set_name__`` (a dataclass field while a module loads) in a
+    RuntimeError, which is the signal's doing, not a bug to print."""
+    if isinstance(exc, Terminated):
+        return exc.signum
+    signum = received_signal()
+    if signum is None and isinstance(exc, KeyboardInterrupt):
+        import signal
+
+        return signal.SIGINT
+    return signum
 
 
 class Terminated(KeyboardInterrupt):

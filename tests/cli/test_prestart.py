@@ -210,3 +210,75 @@ def test_only_the_default_interpreter_path_itself_runs_before_validation(
     (tmp_path / "x" / "pyvenv.cfg").write_text(f"home = {tmp_path / 'evil'}\n")
     assert _is_default(str(default))
     assert not _is_default(str(planted))
+
+
+# A class whose __set_name__ is interrupted: CPython 3.11 wraps the Terminated it raises in
+# RuntimeError("Error calling __set_name__ ..."), as it did for a dataclass field loading.
+_INTERRUPTED_SET_NAME = (
+    "class _Field:\n"
+    "    def __set_name__(self, owner, name):\n"
+    "        os.kill(os.getpid(), signal.SIGINT)\n"
+    "        sum(range(100))  # the handler runs here\n"
+    "class _Owner:\n"
+    "    field = _Field()\n"
+)
+# An interrupt raised inside __del__: CPython cannot raise it, and prints it as unraisable.
+_INTERRUPTED_DEL = (
+    "class _Gone:\n"
+    "    def __del__(self):\n"
+    "        os.kill(os.getpid(), signal.SIGINT)\n"
+    "        sum(range(100))\n"
+    "_Gone()\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("where", "how"),
+    [
+        ("before typer", "set_name"),
+        ("in the CLI's set-up", "set_name"),
+        ("before typer", "del"),
+        ("while typer parses", "signal"),
+    ],
+)
+def test_an_interrupt_anywhere_in_start_up_is_one_line(
+    tmp_path: Path, where: str, how: str
+) -> None:
+    """However the interrupt surfaces: wrapped in a RuntimeError by __set_name__ (a module
+    loading), swallowed in __del__ (it printed `Exception ignored ... Terminated`), or
+    turned by typer's parser into a silent exit 130 (SIGHUP said nothing, exit 130)."""
+    trouble = {"set_name": _INTERRUPTED_SET_NAME, "del": _INTERRUPTED_DEL}.get(how, "")
+    indented = "".join("    " + line + "\n" for line in trouble.splitlines())
+    program = "import os, signal, sys\n"
+    if where == "before typer":
+        program += (
+            "from envguard import prestart\n"
+            "start = prestart.start\n"
+            "def started(argv):\n"
+            "    start(argv)\n" + indented + "prestart.start = started\n"
+        )
+    elif where == "in the CLI's set-up":
+        program += (
+            "import envguard.cli as cli\n"
+            "from envguard import errors\n"
+            "def set_up():\n"
+            "    errors.handle_signals()\n" + indented + "cli.handle_signals = set_up\n"
+        )
+    else:
+        program += (
+            "import envguard.cli as cli\n"
+            "make = cli._Group.make_context\n"
+            "def parse(self, *args, **kwargs):\n"
+            "    os.kill(os.getpid(), signal.SIGHUP)\n"
+            "    sum(range(100))\n"
+            "    return make(self, *args, **kwargs)\n"
+            "cli._Group.make_context = parse\n"
+        )
+    proc = run_main(program, ["snapshot", "--python", sys.executable, "--out", "-"], tmp_path)
+    name = "SIGHUP" if how == "signal" else "SIGINT"
+    code = 129 if how == "signal" else 130
+    assert (proc.returncode, proc.stderr, proc.stdout) == (
+        code,
+        f"error: interrupted ({name})\n",
+        "",
+    )

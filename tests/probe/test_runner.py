@@ -63,16 +63,19 @@ def test_probe_output_errors_quote_the_target() -> None:
 
 
 @pytest.mark.parametrize("in_worker", [False, True])
+@pytest.mark.parametrize("daemon", [False, True])
 def test_a_signal_while_the_probe_starts_never_orphans_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_worker: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_worker: bool, daemon: bool
 ) -> None:
     """A Ctrl-C (or CI's SIGTERM) that lands inside Popen, after the fork: the child is
     killed, not left running with its pid lost (a --via chain then outlived envguard). In
-    a fleet's worker thread, the main thread's clean-up may already have run."""
+    a fleet's worker thread, the main thread's clean-up may already have run. What the
+    chain started in a session of its own, its environment cleared, goes too."""
     import os
     import signal
     import subprocess
     import threading
+    import time
 
     from envguard import errors
     from envguard.errors import Terminated, on_signal, received_signal
@@ -84,6 +87,9 @@ def test_a_signal_while_the_probe_starts_never_orphans_it(
     def popen_then_signal(*args: object, **kwargs: object) -> subprocess.Popen[bytes]:
         proc = real_popen(*args, **kwargs)  # type: ignore[call-overload]
         started.append(proc)
+        deadline = time.monotonic() + 20
+        while daemon and not pidfile.read_text().strip() and time.monotonic() < deadline:
+            time.sleep(0.02)  # the signal lands once the chain has left its daemon behind
         if in_worker:
             errors.note_signal(signal.SIGTERM)  # the main thread's handler noted it
         else:
@@ -93,7 +99,12 @@ def test_a_signal_while_the_probe_starts_never_orphans_it(
     monkeypatch.setattr(errors, "_received", [])  # this process's signals, for this test only
     monkeypatch.setattr(runner.subprocess, "Popen", popen_then_signal)
     prefix = tmp_path / "slow-ssh"
-    prefix.write_text("#!/bin/sh\nexec sleep 60\n")
+    pidfile = tmp_path / "daemon.pid"
+    pidfile.write_text("")
+    leave = (
+        f"setsid env -i sh -c 'echo $$ > {pidfile}; exec sleep 77' </dev/null >/dev/null 2>&1 &\n"
+    )
+    prefix.write_text("#!/bin/sh\n" + (leave if daemon else "") + "exec sleep 60\n")
     prefix.chmod(0o755)
     raised: list[BaseException] = []
 
@@ -116,3 +127,6 @@ def test_a_signal_while_the_probe_starts_never_orphans_it(
     assert proc.pid not in runner._RUNNING
     with pytest.raises(ProcessLookupError):
         os.kill(proc.pid, 0)
+    if daemon:  # adopted (envguard is a --via chain's subreaper), killed and collected
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(pidfile.read_text()), 0)

@@ -182,6 +182,13 @@ def test_hostfile_and_placeholder_rules(fake_hosts: Path, in_tmp: Path) -> None:
         "gpu01.json",
         "gpu02.json",
     ]
+    # --out with {host}, as its help says: each host's file named from it, no folder
+    # literally called "{host}.json".
+    code, _out, err = invoke(
+        "snapshot", "--via", "ssh {host}", "--hosts", "gpu01,gpu02", "--out", "fl/{host}.json"
+    )
+    assert code == 0, err
+    assert sorted(p.name for p in (in_tmp / "fl").iterdir()) == ["gpu01.json", "gpu02.json"]
     code, _, err = invoke("snapshot", "--via", "ssh {host}", "--name", "z")
     assert code == 2 and "pass --hosts" in err
     code, _, err = invoke("snapshot", "--via", "ssh gpu01", "--hosts", "gpu01", "--name", "z")

@@ -158,3 +158,40 @@ def test_a_socket_is_refused(tmp_path: Path) -> None:
         sock.bind(str(path))
         with pytest.raises(UsageError, match="not a regular file, a pipe or a character device"):
             store.write_atomic(path, "x", force=True)
+
+
+def test_a_pipe_swapped_for_a_link_to_a_file_while_waiting_is_not_written_into(
+    tmp_path: Path,
+) -> None:
+    """While envguard waits for a reader, the pipe is replaced by a link to someone's
+    file: that file is neither written into (it was opened without truncation: the snapshot
+    over its first bytes) nor replaced."""
+    victim = tmp_path / "victim"
+    victim.write_text("PRECIOUS\n" * 1000)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+
+    def swap() -> None:
+        fifo.unlink()
+        fifo.symlink_to(victim)
+
+    timer = threading.Timer(0.3, swap)
+    timer.start()
+    with pytest.raises(UsageError, match="no longer a pipe or a device"):
+        store.write_atomic(fifo, "snapshot text\n", force=False)
+    timer.join(10)
+    assert victim.read_text() == "PRECIOUS\n" * 1000
+
+
+def test_a_link_to_a_closed_descriptor_is_refused_not_replaced(tmp_path: Path) -> None:
+    """`--out /dev/stdout --force` with standard output closed: /dev/stdout leads to
+    /proc/self/fd/1, which is not there, and a rename would put a file where the link was
+    (as root, /dev/stdout itself, for everyone)."""
+    fd = os.open(os.devnull, os.O_RDONLY)
+    os.close(fd)  # a descriptor number that is closed now
+    link = tmp_path / "stdout"
+    link.symlink_to(f"/proc/self/fd/{fd}")
+    for force in (False, True):
+        with pytest.raises(UsageError, match="is not there"):
+            store.write_atomic(link, "snapshot text\n", force=force)
+    assert link.is_symlink() and os.readlink(link) == f"/proc/self/fd/{fd}"

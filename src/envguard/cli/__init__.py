@@ -19,6 +19,7 @@ from envguard.errors import (
     Terminated,
     UsageError,
     handle_signals,
+    interrupt_behind,
     interrupt_hint,
     received_signal,
 )
@@ -65,6 +66,9 @@ class _Group(TyperGroup):
         except Exception as exc:
             if not any(c.__name__ == "ClickException" for c in type(exc).__mro__):
                 raise
+            signum = received_signal()
+            if signum is not None:  # a signal while parsing made this error
+                _exit_interrupted(signum)
             ctx = getattr(exc, "ctx", None)
             if ctx is not None:
                 sys.stderr.write(ctx.get_usage() + "\n")
@@ -72,6 +76,9 @@ class _Group(TyperGroup):
             if ctx is not None:
                 _say("hint", f"see '{ctx.command_path} --help'")
             sys.exit(getattr(exc, "exit_code", 2))
+        signum = received_signal()
+        if signum is not None:  # typer turns one in its parsing into a silent exit 130
+            _exit_interrupted(signum)
         sys.exit(result if isinstance(result, int) else 0)
 
     def get_command(self, ctx: "Context", cmd_name: str) -> Any:
@@ -257,15 +264,30 @@ def _interrupted_if_signalled() -> None:
         _interrupted(signum)
 
 
+# Set once the interrupt was said: a later check (typer's own parsing turns an interrupt
+# into exit 130 and says nothing) must not say it twice.
+_SAID: list[int] = []
+
+
 def _interrupted(signum: int) -> NoReturn:
     runner = sys.modules.get("envguard.probe.runner")
     if runner is not None:  # a probe started but not yet waited for: stop it too
         runner.kill_running()
-    _say("error", f"interrupted ({signal.Signals(signum).name})")
-    hint = interrupt_hint()
-    if hint:  # e.g. a rebuild that had already swapped in the new venv
-        _say("hint", hint)
+    if not _SAID:
+        _SAID.append(signum)
+        _say("error", f"interrupted ({signal.Signals(signum).name})")
+        hint = interrupt_hint()
+        if hint:  # e.g. a rebuild that had already swapped in the new venv
+            _say("hint", hint)
     raise typer.Exit(128 + signum)
+
+
+def _exit_interrupted(signum: int) -> NoReturn:
+    """_interrupted() outside click's context: one line, and exit 128 + N."""
+    try:
+        _interrupted(signum)
+    except typer.Exit as done:
+        sys.exit(done.exit_code)
 
 
 app = typer.Typer(
@@ -361,7 +383,6 @@ def main() -> None:
     # get the environment as it was (tools.user_environ).
     own_variable("PYDANTIC_DISABLE_PLUGINS", "__all__")
     handle_signals()
-    sys.unraisablehook = _unraisable
     import os
 
     if "_ENVGUARD_COMPLETE" in os.environ:
@@ -374,11 +395,6 @@ def main() -> None:
         sys.stdout = _Output(sys.stdout)
     try:
         command_line().main(prog_name="envguard")
-    except KeyboardInterrupt as exc:  # a signal while typer still builds the app
-        try:
-            _interrupted(exc.signum if isinstance(exc, Terminated) else signal.SIGINT)
-        except typer.Exit as done:
-            sys.exit(done.exit_code)
     except _OutputFailed as exc:
         if exc.broken_pipe:  # `envguard show | head -1`: the reader has what it wanted
             devnull = os.open(os.devnull, os.O_WRONLY)
@@ -386,6 +402,11 @@ def main() -> None:
             sys.exit(128 + signal.SIGPIPE)
         _say("error", f"cannot write the output: {exc}")
         sys.exit(1)
+    except (KeyboardInterrupt, Exception) as exc:  # a signal while typer builds the app
+        signum = interrupt_behind(exc)
+        if signum is None:
+            raise  # a bug: its traceback
+        _exit_interrupted(signum)
 
 
 class _OutputFailed(Exception):
@@ -416,14 +437,6 @@ class _Output:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
-
-
-def _unraisable(info: "sys.UnraisableHookArgs") -> None:
-    """An interrupt raised where CPython cannot raise it (a weakref callback, ``__del__``)
-    is not a second error to print: the signal is noted and the next wait raises it."""
-    if info.exc_type is not None and issubclass(info.exc_type, KeyboardInterrupt):
-        return
-    sys.__unraisablehook__(info)
 
 
 # Registers the commands on ``app`` (after it exists).

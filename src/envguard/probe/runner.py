@@ -250,6 +250,8 @@ class ProbeRun:
                 kill_strays(self.marker)
                 with contextlib.suppress(OSError, ValueError):
                     self.proc.wait()
+                    if self.remote:
+                        kill_adopted()  # what the chain left in a session of its own
                     for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
                         if pipe is not None:
                             pipe.close()

@@ -244,6 +244,9 @@ def _is_stream(path: Path) -> bool:
     try:
         mode = os.stat(path).st_mode
     except OSError:
+        where = os.path.realpath(path)
+        if where.startswith(("/dev/", "/proc/")):  # never a file put in their place
+            raise UsageError(f"{path}: {where} is not there (standard output closed?)") from None
         return False  # nothing there (or a dangling link): the atomic write decides
     if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
         return True
@@ -261,6 +264,7 @@ def _write_stream(path: Path, text: str) -> None:
     """``text`` into a device or pipe, as the shell's ``>`` would, except that a pipe nobody
     opens for reading within READER_WAIT_SECONDS is an error, not a wait forever."""
     import fcntl
+    import stat
     import time
 
     deadline = time.monotonic() + READER_WAIT_SECONDS
@@ -279,6 +283,10 @@ def _write_stream(path: Path, text: str) -> None:
                 ) from None
             time.sleep(pause)  # a reader still starting; poll, since open() cannot time out
             pause = min(pause * 2, 0.05)
+    mode = os.fstat(fd).st_mode
+    if not (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):
+        os.close(fd)  # swapped for a file (or a link to one) meanwhile: never written into
+        raise UsageError(f"{path}: no longer a pipe or a device (it changed while opened)")
     try:
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
         with os.fdopen(fd, "w", encoding="utf-8", closefd=False) as fh:
