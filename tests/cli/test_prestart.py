@@ -282,3 +282,20 @@ def test_an_interrupt_anywhere_in_start_up_is_one_line(
         f"error: interrupted ({name})\n",
         "",
     )
+
+
+def test_each_run_in_one_process_says_its_own_interrupt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI run twice in one process (a CliRunner, a user's script), interrupted both
+    times: each run says `error: interrupted`, not only the first."""
+    from typer.testing import CliRunner
+
+    from envguard import api
+    from envguard.cli import app
+
+    def interrupted(**kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(api, "snapshot_document", interrupted)
+    for _ in range(2):
+        result = CliRunner().invoke(app, ["snapshot", "--python", sys.executable, "--out", "-"])
+        assert (result.exit_code, result.stderr) == (130, "error: interrupted (SIGINT)\n")

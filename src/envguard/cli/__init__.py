@@ -59,6 +59,7 @@ class _Group(TyperGroup):
         **kwargs: Any,
     ) -> Any:
         run = {"args": args, "prog_name": prog_name, "complete_var": complete_var, **kwargs}
+        _SAID.clear()  # per run: a CliRunner (or a script) runs the CLI many times in one process
         if not standalone_mode:
             return super().main(standalone_mode=False, **run)
         try:
@@ -382,6 +383,7 @@ def main() -> None:
     # every start. Set for this process only: commands envguard runs for the user (--then)
     # get the environment as it was (tools.user_environ).
     own_variable("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    _SAID.clear()
     handle_signals()
     import os
 
