@@ -54,3 +54,24 @@ def test_a_signal_inside_a_deferred_block_is_raised_when_it_ends(
         errors.on_signal(signal.SIGTERM, None)  # noted, not raised here
         reached.append("after the signal")
     assert reached == ["after the signal"] and raised.value.signum == signal.SIGTERM
+
+
+def test_a_signal_the_process_was_started_ignoring_stays_ignored() -> None:
+    """`nohup envguard ...` ignores SIGHUP: a closed terminal must not stop a rebuild or a
+    capture; envguard does not turn the signal back on."""
+    import subprocess
+    import sys
+
+    program = (
+        "import os, signal\n"
+        "signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+        "from envguard import errors\n"
+        "errors.handle_signals()\n"
+        "os.kill(os.getpid(), signal.SIGHUP)\n"
+        "sum(range(1000))\n"
+        "print(errors.received_signal(), signal.SIGINT in errors.catchable_signals())\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60
+    )
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "None True\n", "")

@@ -236,9 +236,9 @@ def snapshot_hosts(
     snapshot to ``folder/HOST.json`` (or to ``folder`` with ``{host}`` filled in, when it
     has one) as it arrives; failed hosts are results too."""
     from envguard.snapshots import store
-    from envguard.snapshots.hosts import capture_hosts, check_host, parse_hosts
+    from envguard.snapshots.hosts import capture_hosts, host_names
 
-    host_list = parse_hosts(hosts) if isinstance(hosts, str) else [check_host(h) for h in hosts]
+    host_list = host_names(hosts)
     request = _request(
         python=python,
         name=name,
@@ -888,10 +888,10 @@ def restore_hosts(
 
     from envguard.errors import EnvguardError, UsageError
     from envguard.probe.runner import kill_running
-    from envguard.snapshots.hosts import parse_hosts, prefix_for
+    from envguard.snapshots.hosts import host_names, prefix_for
     from envguard.tools import split_command
 
-    host_list = parse_hosts(hosts) if isinstance(hosts, str) else list(hosts)
+    host_list = host_names(hosts)
     tokens = split_command(via, option="--via")
     if not any("{host}" in t for t in tokens):
         raise UsageError("--hosts needs {host} in --via, e.g. --via 'ssh {host}'")

@@ -131,8 +131,21 @@ def handle_signals() -> None:
     import signal
 
     sys.unraisablehook = _unraisable
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for signum in catchable_signals():
         signal.signal(signum, on_signal)
+
+
+def catchable_signals() -> list[int]:
+    """SIGINT, SIGTERM and SIGHUP, less those this process was started ignoring: `nohup
+    envguard ...` ignores SIGHUP (a closed terminal must not stop it), a script's background
+    job ignores SIGINT; envguard never turns them back on."""
+    import signal
+
+    return [
+        s
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        if signal.getsignal(s) is not signal.SIG_IGN
+    ]
 
 
 def _unraisable(info: sys.UnraisableHookArgs) -> None:

@@ -191,6 +191,13 @@ def test_hostfile_and_placeholder_rules(fake_hosts: Path, in_tmp: Path) -> None:
     assert sorted(p.name for p in (in_tmp / "fl").iterdir()) == ["gpu01.json", "gpu02.json"]
     code, _, err = invoke("snapshot", "--via", "ssh {host}", "--name", "z")
     assert code == 2 and "pass --hosts" in err
+    # From the API, a list: each name checked, each once (two captures, one file).
+    from envguard import api
+    from envguard.errors import UsageError
+
+    for hosts, why in ((["gpu01", "gpu01"], "listed twice"), (["a b"], "not a host name")):
+        with pytest.raises(UsageError, match=why):
+            api.snapshot_hosts(hosts, via="ssh {host}", folder=in_tmp / "api")
     code, _, err = invoke("snapshot", "--via", "ssh gpu01", "--hosts", "gpu01", "--name", "z")
     assert code == 2 and "needs {host} in --via" in err
 

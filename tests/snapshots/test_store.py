@@ -195,3 +195,17 @@ def test_a_link_to_a_closed_descriptor_is_refused_not_replaced(tmp_path: Path) -
         with pytest.raises(UsageError, match="is not there"):
             store.write_atomic(link, "snapshot text\n", force=force)
     assert link.is_symlink() and os.readlink(link) == f"/proc/self/fd/{fd}"
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm here")
+def test_a_new_file_in_dev_shm_is_written(tmp_path: Path) -> None:
+    """Scratch space on tmpfs is a normal place for a snapshot: only a missing device or a
+    link into /proc is refused."""
+    import uuid
+
+    path = Path("/dev/shm") / f"envguard-test-{uuid.uuid4().hex}.json"
+    try:
+        store.write_atomic(path, "{}\n", force=False)
+        assert path.read_text() == "{}\n"
+    finally:
+        path.unlink(missing_ok=True)

@@ -244,7 +244,7 @@ class ProbeRun:
                 with _RUNNING_LOCK:
                     _RUNNING[self.proc.pid] = self.marker
                     _STARTED.add(self.proc.pid)
-        except KeyboardInterrupt:
+        except BaseException:  # an interrupt, or rebuild's own (its signal gate's Interrupted)
             if hasattr(self, "proc"):
                 self._kill()
                 kill_strays(self.marker)

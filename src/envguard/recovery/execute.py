@@ -22,7 +22,13 @@ from pathlib import Path
 from types import FrameType
 
 from envguard.compare.models import Drift, Severity
-from envguard.errors import ActionError, UsageError, raise_if_signalled, set_interrupt_hint
+from envguard.errors import (
+    ActionError,
+    UsageError,
+    catchable_signals,
+    raise_if_signalled,
+    set_interrupt_hint,
+)
 from envguard.recovery.outcome import Outcome
 from envguard.recovery.plan import Plan, RunStep, SwapStep, VerifyStep
 from envguard.snapshots.models import Snapshot
@@ -135,9 +141,7 @@ class _SignalGate:
 def _signals_raise() -> Iterator[_SignalGate]:
     """Turn SIGTERM (a kill) into an exception so cleanup runs, as SIGINT already does."""
     gate = _SignalGate()
-    previous = {
-        s: signal.signal(s, gate.handler) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-    }
+    previous = {s: signal.signal(s, gate.handler) for s in catchable_signals()}
     try:
         yield gate
     finally:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -45,6 +45,18 @@ def parse_hosts(spec: str, *, cwd: Path | None = None) -> list[str]:
     hosts = [check_host(h) for h in items if h]
     if not hosts:
         raise UsageError(f"--hosts {spec}: no host names")
+    return _once_each(hosts)
+
+
+def host_names(hosts: str | Sequence[str]) -> list[str]:
+    """``--hosts`` as given (a spec, see parse_hosts) or a list from the API: validated,
+    each once (two captures of one host would race for one file)."""
+    if isinstance(hosts, str):
+        return parse_hosts(hosts)
+    return _once_each([check_host(h) for h in hosts])
+
+
+def _once_each(hosts: list[str]) -> list[str]:
     if len(set(hosts)) != len(hosts):
         dup = next(h for h in hosts if hosts.count(h) > 1)
         raise UsageError(f"--hosts: {dup} is listed twice")

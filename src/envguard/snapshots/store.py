@@ -245,7 +245,9 @@ def _is_stream(path: Path) -> bool:
         mode = os.stat(path).st_mode
     except OSError:
         where = os.path.realpath(path)
-        if where.startswith(("/dev/", "/proc/")):  # never a file put in their place
+        # /dev/stdout with stdout closed leads into /proc; a missing /dev/null: never a file
+        # put in their place (a new file in /dev/shm is fine).
+        if where.startswith("/proc/") or os.path.dirname(where) == "/dev":
             raise UsageError(f"{path}: {where} is not there (standard output closed?)") from None
         return False  # nothing there (or a dangling link): the atomic write decides
     if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
