@@ -77,25 +77,35 @@ def raise_if_signalled() -> None:
     raised inside weakref callbacks and ``__del__``): long waits call this as they poll.
     Not while ``cleaning_up()``: the clean-up an interrupt asked for must get to run."""
     signum = received_signal()
-    if signum is not None and not getattr(_CLEANING, "depth", 0):
+    if signum is not None and not _CLEANING.depth:
         raise Terminated(signum)
+
+
+class _Depth(threading.local):
+    """How deep this thread is in a block (cleaning_up, signals_deferred)."""
+
+    depth = 0
+
+    @contextlib.contextmanager
+    def entered(self) -> Iterator[None]:
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
 
 
 # Per thread: one thread's clean-up must not let another thread (a fleet's worker) go on
 # starting and waiting for remote work after the interrupt.
-_CLEANING = threading.local()
+_CLEANING = _Depth()
 
 
 @contextlib.contextmanager
 def cleaning_up() -> Iterator[None]:
     """Waits inside, in this thread, do not stop for a signal already received (a far
     side's staged file is removed after an interrupt, not left behind)."""
-    depth = getattr(_CLEANING, "depth", 0)
-    _CLEANING.depth = depth + 1
-    try:
+    with _CLEANING.entered():
         yield
-    finally:
-        _CLEANING.depth = depth
 
 
 def on_signal(signum: int, frame: object) -> None:
@@ -103,12 +113,12 @@ def on_signal(signum: int, frame: object) -> None:
     interrupt raises it later) and raised as an interrupt, so the same clean-up runs; only
     noted inside signals_deferred()."""
     note_signal(signum)
-    if not getattr(_DEFERRING, "depth", 0):
+    if not _DEFERRING.depth:
         raise Terminated(signum)
 
 
 # Per thread, though only the main thread's matters: CPython runs handlers there.
-_DEFERRING = threading.local()
+_DEFERRING = _Depth()
 
 
 @contextlib.contextmanager
@@ -116,12 +126,8 @@ def signals_deferred() -> Iterator[None]:
     """A signal inside is noted and raised once the block is left: a child process is
     started and registered for clean-up, or not started, never orphaned in between (an
     interrupt raised inside ``Popen``, after the fork, lost the child's pid)."""
-    depth = getattr(_DEFERRING, "depth", 0)
-    _DEFERRING.depth = depth + 1
-    try:
+    with _DEFERRING.entered():
         yield
-    finally:
-        _DEFERRING.depth = depth
     raise_if_signalled()
 
 

@@ -246,12 +246,8 @@ class ProbeRun:
                     _STARTED.add(self.proc.pid)
         except BaseException:  # an interrupt, or rebuild's own (its signal gate's Interrupted)
             if hasattr(self, "proc"):
-                self._kill()
-                kill_strays(self.marker)
                 with contextlib.suppress(OSError, ValueError):
-                    self.proc.wait()
-                    if self.remote:
-                        kill_adopted()  # what the chain left in a session of its own
+                    self._end_chain()
                     for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
                         if pipe is not None:
                             pipe.close()
@@ -274,14 +270,19 @@ class ProbeRun:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
 
-    def _reap(self) -> None:
-        """Kill the probe's group (and what it started in other sessions) and collect it,
-        never waiting long on inherited pipes."""
+    def _end_chain(self) -> None:
+        """Kill the probe's group, what it started in other sessions (by its marker, or
+        adopted by envguard as their subreaper), and collect it."""
         self._kill()
         kill_strays(self.marker)
         self.proc.wait()
         if self.remote:
             kill_adopted()  # the chain's orphans, now that its leader is gone
+
+    def _reap(self) -> None:
+        """Kill the probe's group (and what it started in other sessions) and collect it,
+        never waiting long on inherited pipes."""
+        self._end_chain()
         for reader in (self._out, self._err):
             reader.join(2)  # a descendant in another session may hold a pipe: do not wait
         self._close_pipes()
