@@ -13,7 +13,7 @@ SRC = Path(envguard.__file__).parent
 TARGET = SRC / "probe" / "target"
 
 # Each top-level part of the package and the parts it may import (besides itself).
-BASE = {"errors", "redact", "reading", "confine", "tools", "units", "testing", "trace"}
+BASE = {"errors", "redact", "reading", "confine", "tools", "units", "testing", "trace", "notices"}
 PARTS = {p.stem for p in SRC.glob("*.py")} | {p.name for p in SRC.iterdir() if p.is_dir()}
 ALLOWED: dict[str, set[str]] = {
     "base": set(),
@@ -29,6 +29,8 @@ ALLOWED: dict[str, set[str]] = {
     "prestart": {"base", "api"},
     "help_screen": set(),  # the root --help, written before typer loads
     "__main__": {"cli", "prestart", "help_screen"},
+    # Generates the fast paths from the models: run by developers, never by a command.
+    "dev": {"base", "probe", "snapshots", "schemas"},
 }
 
 

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from envguard.cli import app
 from envguard.snapshots import store
-from envguard.snapshots.history import SNAPSHOT_KEYS
 from envguard.snapshots.models import Package, Snapshot
+from envguard.snapshots.shape import SNAPSHOT_KEYS
 from factories import package, snapshot
 
 runner = CliRunner()

@@ -324,9 +324,23 @@ def _root(
 ) -> None:
     """Snapshot, diff and rebuild ML training environments."""
     _loudness(quiet=quiet, verbose=verbose)
+    if not _LISTENING:
+        from envguard import notices
+
+        _LISTENING.append(True)
+        notices.tell(_note)
 
 
 _QUIET: list[bool] = []
+_LISTENING: list[bool] = []
+
+
+def _note(text: str) -> None:
+    """A library note (envguard.notices) as ``note: ...`` on stderr; -q keeps it quiet."""
+    if not _QUIET:
+        from envguard.render.text import printable
+
+        sys.stderr.write(f"note: {printable(text)}\n")
 
 
 def _loudness(*, quiet: bool, verbose: bool) -> None:

@@ -3,119 +3,130 @@
 A forged, truncated, wrong-typed or oversized report becomes one ProbeError naming the
 host (or interpreter) and the field, never a traceback. The checks are plain Python over a
 declarative spec (a pydantic schema for it cost 28 ms at every start, on the critical path
-of `envguard diff`); the TypedDicts below give the checked report its types.
+of `envguard diff`); the TypedDicts below give the checked report its types and are the
+one declaration of its shape: probe/spec.py is generated from them
+(``python -m envguard.dev regenerate``).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict, cast
 
 if TYPE_CHECKING:  # a string below (annotations are not evaluated): 8 ms of import saved
     from typing_extensions import NotRequired
 
 from envguard.errors import ProbeError
+from envguard.probe.spec import REPORT_SPEC
 from envguard.reading import UNSAFE_CHARS, not_json_constant
 
 # The version of probe/target/main.py this host sends; a report of another is refused.
-PROBE_VERSION = 3
+PROBE_VERSION = 4
 # A report larger than this is not a real environment's (271 real dists: about 0.3 MB).
 MAX_REPORT_BYTES = 64 << 20
 _CONTROL = re.compile("[" + UNSAFE_CHARS + "]")
 _HOST = re.compile(r"^[^\x00-\x1f\x7f/\\\s]{1,253}$")
 
 
+# The kind of text a field holds, read by the generator (envguard.dev) into probe/spec.py.
+Line = Annotated[str, "line"]  # one line of text
+Text = Annotated[str, "text"]  # any text, bounded
+HostName = Annotated[str, "host"]
+
+
 class ReportInterpreter(TypedDict):
-    version: str
-    implementation: str
-    executable: str
-    prefix: str
-    base_prefix: str
+    version: Line
+    implementation: Line
+    executable: Line
+    prefix: Line
+    base_prefix: Line
     is_venv: bool
-    os: str
-    machine: str
-    libc: str | None
-    site_packages: list[str]
-    markers: dict[str, str]
+    os: Line
+    machine: Line
+    libc: Line | None
+    site_packages: list[Line]
+    markers: dict[Line, Line]
 
 
 class ReportDist(TypedDict):
-    name: str
-    display_name: str
-    version: str
-    location: str
-    metadata_dir: str
-    installer: str | None
+    name: Line
+    display_name: Line
+    version: Line
+    location: Line
+    metadata_dir: Line
+    installer: Line | None
     requested: bool
-    direct_url: dict[str, Any] | None
-    fingerprint: str | None
+    direct_url: dict[Line, Any] | None
+    fingerprint: Line | None
     shadowed: bool
-    requires: NotRequired[list[str]]
+    requires: list[Line]
 
 
 class ReportTorch(TypedDict):
-    version: str
-    cuda: str | None
-    git_version: str | None
-    hip: str | None
+    version: Line
+    cuda: Line | None
+    git_version: Line | None
+    hip: Line | None
     debug: bool | None
 
 
 class ReportFile(TypedDict):
-    path: str
-    sha256: str | None
+    path: Line
+    sha256: Line | None
     size: int | None
-    error: str | None
+    mode: int | None
+    error: Line | None
 
 
-class ReportRepo(TypedDict, total=False):
-    path: str
-    head: str | None
-    branch: str | None
-    dirty: bool
-    diff_sha256: str | None
-    untracked: int
-    remote: str | None
-    error: str | None
+class ReportRepo(TypedDict):
+    path: Line
+    # A repo the far side could not read carries only its path and the error.
+    head: NotRequired[Line | None]
+    branch: NotRequired[Line | None]
+    dirty: NotRequired[bool]
+    diff_sha256: NotRequired[Line | None]
+    untracked: NotRequired[int]
+    remote: NotRequired[Line | None]
+    error: Line | None
 
 
 class ReportCache(TypedDict):
-    kind: str
-    path: str
+    kind: Line
+    path: Line
     exists: bool
     readable: bool
     bytes: int
     files: int
     newest_mtime: float | None
     unreadable_dirs: int
-    error: str | None
+    error: Line | None
 
 
 class ReportAccelerator(TypedDict):
     present: bool
-    driver: str | None
-    gpus: list[str]
+    driver: Line | None
+    gpus: list[Line]
     count: int
-    nvcc: str | None
-    source: str | None
+    nvcc: Line | None
+    source: Line | None
 
 
 class ProbeReport(TypedDict):
     """What probe/target/main.py prints."""
 
     probe_version: int
-    host: str
-    user: str
+    host: HostName
+    user: Line
     interpreter: ReportInterpreter
     packages: list[ReportDist]
     torch: ReportTorch | None
     files: list[ReportFile]
     repos: list[ReportRepo]
     caches: list[ReportCache]
-    env: dict[str, str]
+    env: dict[Line, Text]
     accelerator: ReportAccelerator
-    warnings: list[str]
+    warnings: list[Text]
 
 
 class _Invalid(Exception):
@@ -123,105 +134,22 @@ class _Invalid(Exception):
         super().__init__(f"{where}: {problem}")
 
 
-# Kinds: "line" (one line of text), "text" (any string), "int", "bool", "number", "host",
-# "object" (any JSON object); ("?", kind) may be null; ("list", kind); ("map", kind) has
-# line keys; a dict is an object with exactly these keys (those in _OPTIONAL may be absent).
 _LINE_MAX, _TEXT_MAX = 4096, 1 << 16
-_S: dict[str, Any] = {
-    "interpreter": {
-        "version": "line",
-        "implementation": "line",
-        "executable": "line",
-        "prefix": "line",
-        "base_prefix": "line",
-        "is_venv": "bool",
-        "os": "line",
-        "machine": "line",
-        "libc": ("?", "line"),
-        "site_packages": ("list", "line"),
-        "markers": ("map", "line"),
-    },
-    "dist": {
-        "name": "line",
-        "display_name": "line",
-        "version": "line",
-        "location": "line",
-        "metadata_dir": "line",
-        "installer": ("?", "line"),
-        "requested": "bool",
-        "direct_url": ("?", "object"),
-        "fingerprint": ("?", "line"),
-        "shadowed": "bool",
-        "requires": ("list", "line"),
-    },
-    "torch": {
-        "version": "line",
-        "cuda": ("?", "line"),
-        "git_version": ("?", "line"),
-        "hip": ("?", "line"),
-        "debug": ("?", "bool"),
-    },
-    "file": {"path": "line", "sha256": ("?", "line"), "size": ("?", "int"), "error": ("?", "line")},
-    "repo": {
-        "path": "line",
-        "head": ("?", "line"),
-        "branch": ("?", "line"),
-        "dirty": "bool",
-        "diff_sha256": ("?", "line"),
-        "untracked": "int",
-        "remote": ("?", "line"),
-        "error": ("?", "line"),
-    },
-    "cache": {
-        "kind": "line",
-        "path": "line",
-        "exists": "bool",
-        "readable": "bool",
-        "bytes": "int",
-        "files": "int",
-        "newest_mtime": ("?", "number"),
-        "unreadable_dirs": "int",
-        "error": ("?", "line"),
-    },
-    "accelerator": {
-        "present": "bool",
-        "driver": ("?", "line"),
-        "gpus": ("list", "line"),
-        "count": "int",
-        "nvcc": ("?", "line"),
-        "source": ("?", "line"),
-    },
-}
-REPORT_SPEC: dict[str, Any] = {
-    "probe_version": "int",
-    "host": "host",
-    "user": "line",
-    "interpreter": _S["interpreter"],
-    "packages": ("list", _S["dist"]),
-    "torch": ("?", _S["torch"]),
-    "files": ("list", _S["file"]),
-    "repos": ("list", _S["repo"]),
-    "caches": ("list", _S["cache"]),
-    "env": ("map", "text"),
-    "accelerator": _S["accelerator"],
-    "warnings": ("list", "text"),
-}
-# A repo the far side could not read carries only its path and the error.
-_OPTIONAL = frozenset({"head", "branch", "dirty", "diff_sha256", "untracked", "remote"})
 
 
 def _check(value: Any, spec: Any, where: str) -> None:
-    if isinstance(spec, dict):
+    if isinstance(spec, tuple) and spec[0] == "fields":
+        _, fields, optional = spec
         if not isinstance(value, dict):
             raise _Invalid(where, "expected an object")
         for key in value:
-            if key not in spec:
+            if key not in fields:
                 raise _Invalid(f"{where}.{key}" if where else str(key), "unexpected field")
-        for key, inner in spec.items():
+        for key, inner in fields.items():
             path = f"{where}.{key}" if where else key
             if key in value:
                 _check(value[key], inner, path)
-            elif key not in _OPTIONAL:
+            elif key not in optional:
                 raise _Invalid(path, "field required")
         return
     if isinstance(spec, tuple):

@@ -10,7 +10,6 @@ sure of goes to the model, whose result, or error, is then the answer.
 
 from __future__ import annotations
 
-import re
 import shlex
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -19,8 +18,8 @@ from urllib.parse import unquote, urlsplit
 from envguard import SCHEMA_VERSION, __version__
 from envguard.confine import OUTSIDE
 from envguard.errors import UsageError
-from envguard.reading import UNSAFE_CHARS
 from envguard.redact import redact_argv, redact_env, redact_metrics, redact_text, redact_url
+from envguard.snapshots import shape
 
 if TYPE_CHECKING:
     from envguard.probe.report import (
@@ -37,7 +36,7 @@ if TYPE_CHECKING:
 Document = dict[str, Any]
 
 # What a live side carries for diff and a snapshot file never holds (Field(exclude=True)).
-LIVE_ONLY = {"files": ("read_from", "error"), "repos": ("error",), "caches": ("error",)}
+LIVE_ONLY = shape.LIVE_ONLY
 
 # The distributions that carry torch's GPU libraries, by the field they fill.
 _STACK_PREFIXES = {
@@ -185,6 +184,7 @@ def _files(raw: list[ReportFile], request: CaptureRequest, tops: list[str]) -> l
             "path": key or f["path"],
             "sha256": f["sha256"],
             "size": f["size"],
+            "mode": f["mode"],
             "root": root,
             "rel": rel,
         }
@@ -242,6 +242,7 @@ def from_report(report: ProbeReport, request: CaptureRequest) -> Document:
     ]
     return {
         "schema_version": SCHEMA_VERSION,
+        "schema_minor": shape.SCHEMA_MINOR,
         "name": request.name,
         "created": created_now(),
         # What a (possibly forged) report says is redacted here as well as on the far side.
@@ -275,275 +276,9 @@ def stored(document: Document) -> Document:
     return out
 
 
-# ---- fits(): would the model take this document unchanged? ---------------------------------
-
-_UNSAFE = re.compile("[" + UNSAFE_CHARS + "]")
-# pydantic takes a lone surrogate in a plain str field but refuses it where a pattern or a
-# length applies (it cannot make that text UTF-8): those fields are vouched for without one.
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_SHA256 = re.compile("[0-9a-f]{64}")
-_MAX_VERSION, _MAX_REQUIREMENT, _MAX_REQUIRES = 256, 512, 2000  # as the models say
-
-
-def _str(value: object) -> bool:
-    return type(value) is str
-
-
-def _opt_str(value: object) -> bool:
-    return value is None or type(value) is str
-
-
-def _line(value: object) -> bool:
-    """One line of text (the models' ``Line`` pattern)."""
-    return type(value) is str and not _UNSAFE.search(value) and not _SURROGATE.search(value)
-
-
-def _bounded(value: object, most: int) -> bool:
-    """A string of at most ``most`` characters (the models' ``max_length``)."""
-    return type(value) is str and len(value) <= most and not _SURROGATE.search(value)
-
-
-def _int(value: object) -> bool:
-    return type(value) is int
-
-
-def _bool(value: object) -> bool:
-    return type(value) is bool
-
-
-def _keys(item: object, fields: frozenset[str]) -> bool:
-    return type(item) is dict and item.keys() == fields
-
-
-_SOURCE = frozenset(_source())
-_PACKAGE = frozenset(
-    {"name", "display_name", "version", "installer", "requested", "location", "source"}
-    | {"fingerprint", "shadowed", "requires"}
-)
-_TORCH = frozenset({"version", "cuda", "git_version", "hip", "debug", *_STACK_PREFIXES})
-_ACCELERATOR = frozenset({"present", "driver", "gpus", "count", "nvcc", "source"})
-_INTERPRETER = frozenset(
-    {"version", "implementation", "executable", "prefix", "base_prefix", "is_venv", "os"}
-    | {"machine", "libc", "site_packages", "markers"}
-)
-_REPO = frozenset(_repo(path=""))
-_FILE = frozenset({"path", "sha256", "size", "root", "rel"})
-_CACHE = frozenset(
-    {"kind", "path", "exists", "readable", "bytes", "files", "newest_mtime", "archive"}
-)
-_SNAPSHOT = frozenset(
-    {"schema_version", "name", "created", "host", "user", "envguard_version", "command"}
-    | {"via", "note", "metrics", "interpreter", "packages", "torch", "accelerator", "repos"}
-    | {"files", "caches", "env", "warnings"}
-)
-# What created_now() writes: UTC, seconds or microseconds (ASCII digits: \d takes any
-# script's, which a snapshot file may hold and datetime does not read).
-_CREATED = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{6})?Z")
-
-
-def _created(value: object) -> bool:
-    """A time as created_now() writes it, and a real one (not the 31st of February)."""
-    if type(value) is not str or not _CREATED.fullmatch(value):
-        return False
-    datetime.fromisoformat(value.replace("Z", "+00:00"))  # ValueError: fits() says False
-    return True
-
-
-def fits(doc: Document) -> bool:
-    """True when ``Snapshot.model_validate(doc)`` accepts ``doc`` and dumps it unchanged
-    (``stored(doc)``); False when unsure (the model then decides). Only documents of the
-    shape from_report() builds are ever True."""
-    try:
-        return _fits(doc)
-    except (KeyError, TypeError, AttributeError, ValueError):
-        return False
-
-
-def _fits(doc: Document) -> bool:
-    if not _keys(doc, _SNAPSHOT) or not (
-        _int(doc["schema_version"])
-        and doc["schema_version"] == SCHEMA_VERSION
-        and all(_line(doc[k]) for k in ("name", "host", "user"))
-        and _str(doc["envguard_version"])
-        and _created(doc["created"])
-        and all(_opt_str(doc[k]) for k in ("via", "note"))
-        and _strs(doc["command"])
-        and _strs(doc["warnings"])
-        and _metrics(doc["metrics"])
-        and _env(doc["env"])
-    ):
-        return False
-    return (
-        _interpreter(doc["interpreter"])
-        and _packages(doc["packages"])
-        and (doc["torch"] is None or _torch(doc["torch"]))
-        and _accelerator(doc["accelerator"])
-        and type(doc["repos"]) is list
-        and all(_repo_fits(r) for r in doc["repos"])
-        and type(doc["files"]) is list
-        and all(_file_fits(f) for f in doc["files"])
-        and type(doc["caches"]) is list
-        and all(_cache_fits(c) for c in doc["caches"])
-    )
-
-
-def _strs(items: object) -> bool:
-    return type(items) is list and all(type(s) is str for s in items)
-
-
-def _metrics(metrics: object) -> bool:
-    # int | float | str, no NaN or infinity; a float that is a whole number stays a float.
-    return type(metrics) is dict and all(
-        type(k) is str
-        and (type(v) in (int, str) or (type(v) is float and v == v and v not in (_INF, -_INF)))
-        for k, v in metrics.items()
-    )
-
-
-_INF = float("inf")
-
-
-def _env(env: object) -> bool:
-    # The model redacts (redact_env sorts, digests secrets): taken as is only when it is so.
-    return (
-        type(env) is dict
-        and all(type(k) is str and type(v) is str for k, v in env.items())
-        and redact_env(env) == env
-    )
-
-
-def _interpreter(i: object) -> bool:
-    return (
-        _keys(i, _INTERPRETER)
-        and isinstance(i, dict)
-        and all(
-            _str(i[k]) for k in ("version", "implementation", "executable", "prefix", "base_prefix")
-        )
-        and _str(i["os"])
-        and _str(i["machine"])
-        and _bool(i["is_venv"])
-        and _opt_str(i["libc"])
-        and _strs(i["site_packages"])
-        and type(i["markers"]) is dict
-        and all(type(k) is str and type(v) is str for k, v in i["markers"].items())
-    )
-
-
-def _packages(packages: object) -> bool:
-    if type(packages) is not list:
-        return False
-    seen: set[str] = set()
-    for p in packages:
-        if not (
-            _keys(p, _PACKAGE)
-            and all(_str(p[k]) for k in ("name", "display_name", "location"))
-            and _bounded(p["version"], _MAX_VERSION)
-            and _opt_str(p["installer"])
-            and _opt_str(p["fingerprint"])
-            and _bool(p["requested"])
-            and _bool(p["shadowed"])
-            and _requires(p["requires"])
-            and _source_fits(p["source"])
-        ):
-            return False
-        if not p["shadowed"]:
-            if p["name"] in seen:
-                return False  # the model refuses two entries for one package: it says so
-            seen.add(p["name"])
-    return True
-
-
-def _requires(requires: object) -> bool:
-    return (
-        type(requires) is list
-        and len(requires) <= _MAX_REQUIRES
-        and all(_line(r) and _bounded(r, _MAX_REQUIREMENT) for r in requires)
-    )
-
-
-def _source_fits(s: object) -> bool:
-    return (
-        _keys(s, _SOURCE)
-        and isinstance(s, dict)
-        and s["kind"] in ("index", "url", "vcs", "dir", "editable")
-        and all(_opt_str(v) for k, v in s.items() if k != "kind")
-    )
-
-
-def _torch(t: object) -> bool:
-    return (
-        _keys(t, _TORCH)
-        and isinstance(t, dict)
-        and _bounded(t["version"], _MAX_VERSION)
-        and (t["debug"] is None or _bool(t["debug"]))
-        and all(_opt_str(v) for k, v in t.items() if k not in ("version", "debug"))
-    )
-
-
-def _accelerator(a: object) -> bool:
-    return (
-        _keys(a, _ACCELERATOR)
-        and isinstance(a, dict)
-        and _bool(a["present"])
-        and _int(a["count"])
-        and _strs(a["gpus"])
-        and all(_opt_str(a[k]) for k in ("driver", "nvcc", "source"))
-    )
-
-
-def _live_only(item: object, fields: frozenset[str], section: str) -> bool:
-    """``item`` has ``fields``, and perhaps what a live side carries (one line or a path)."""
-    if type(item) is not dict:
-        return False
-    extra = item.keys() - fields
-    return (
-        fields <= item.keys()
-        and extra <= set(LIVE_ONLY[section])
-        and all(_line(item[k]) if k == "error" else _opt_str(item[k]) for k in extra)
-    )
-
-
-def _repo_fits(r: object) -> bool:
-    return (
-        _live_only(r, _REPO, "repos")
-        and isinstance(r, dict)
-        and _str(r["path"])
-        and _bool(r["dirty"])
-        and _int(r["untracked"])
-        and all(_opt_str(r[k]) for k in ("head", "branch", "diff_sha256", "remote"))
-    )
-
-
-def _file_fits(f: object) -> bool:
-    return (
-        _live_only(f, _FILE, "files")
-        and isinstance(f, dict)
-        and _str(f["path"])
-        and (f["sha256"] is None or (_str(f["sha256"]) and bool(_SHA256.fullmatch(f["sha256"]))))
-        and (f["size"] is None or _int(f["size"]))
-        and _opt_str(f["root"])
-        and _opt_str(f["rel"])
-    )
-
-
-def _cache_fits(c: object) -> bool:
-    return (
-        _live_only(c, _CACHE, "caches")
-        and isinstance(c, dict)
-        and _str(c["kind"])
-        and _str(c["path"])
-        and _bool(c["exists"])
-        and _bool(c["readable"])
-        and _int(c["bytes"])
-        and _int(c["files"])
-        and c["archive"] is None
-        and (c["newest_mtime"] is None or _finite_float(c["newest_mtime"]))
-    )
-
-
-def _finite_float(value: object) -> bool:
-    # The model makes an int a float (5 -> 5.0): only a float is taken unchanged.
-    return type(value) is float and value == value and value not in (_INF, -_INF)
+# fits() and built() are generated from the models (snapshots/shape.py).
+fits = shape.fits
+built = shape.built
 
 
 # ---- typed(): the model of a document ------------------------------------------------------
@@ -576,49 +311,3 @@ def typed(doc: Document) -> Snapshot:
             _spent[0] += size
             return built(doc)
     return Snapshot.model_validate(doc)
-
-
-def built(doc: Document) -> Snapshot:
-    """The model of a document fits() vouched for, without validation: each field as the
-    model's validation makes it (tuples, a datetime, nested models)."""
-    from pydantic_core import TzInfo
-
-    from envguard.snapshots import models as m
-
-    interpreter = doc["interpreter"]
-    accelerator = doc["accelerator"]
-    return m.Snapshot.model_construct(
-        **{
-            **doc,
-            # UTC as pydantic's validation gives it (the same time either way; the same repr).
-            "created": datetime.fromisoformat(doc["created"][:-1]).replace(tzinfo=TzInfo(0)),
-            "command": tuple(doc["command"]),
-            "metrics": dict(doc["metrics"]),
-            "interpreter": m.Interpreter.model_construct(
-                **{
-                    **interpreter,
-                    "site_packages": tuple(interpreter["site_packages"]),
-                    "markers": dict(interpreter["markers"]),
-                }
-            ),
-            "packages": tuple(
-                m.Package.model_construct(
-                    **{
-                        **p,
-                        "source": m.Source.model_construct(**p["source"]),
-                        "requires": tuple(p["requires"]),
-                    }
-                )
-                for p in doc["packages"]
-            ),
-            "torch": None if doc["torch"] is None else m.TorchBuild.model_construct(**doc["torch"]),
-            "accelerator": m.Accelerator.model_construct(
-                **{**accelerator, "gpus": tuple(accelerator["gpus"])}
-            ),
-            "repos": tuple(m.Repo.model_construct(**r) for r in doc["repos"]),
-            "files": tuple(m.FileDigest.model_construct(**f) for f in doc["files"]),
-            "caches": tuple(m.Cache.model_construct(**c) for c in doc["caches"]),
-            "env": dict(sorted(doc["env"].items())),  # as the model's redact_env sorts it
-            "warnings": tuple(doc["warnings"]),
-        }
-    )

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from envguard import SCHEMA_VERSION
 from envguard.errors import EnvguardError
 from envguard.reading import UNSAFE_CHARS, not_json_constant
+from envguard.snapshots import shape
 
 if TYPE_CHECKING:  # the models (pydantic) are never loaded for a log
     from envguard.snapshots.models import MetricValue
@@ -69,32 +70,6 @@ def _when(read: tuple[Entry, dict[str, str]]) -> tuple[datetime, int, str]:
     return entry.created or _EPOCH, written, entry.name
 
 
-# A snapshot's top-level fields (snapshots.models.Snapshot; a test keeps the two equal).
-SNAPSHOT_KEYS = frozenset(
-    {
-        "schema_version",
-        "name",
-        "created",
-        "host",
-        "user",
-        "envguard_version",
-        "command",
-        "via",
-        "note",
-        "metrics",
-        "interpreter",
-        "packages",
-        "torch",
-        "accelerator",
-        "repos",
-        "files",
-        "caches",
-        "env",
-        "warnings",
-    }
-)
-
-
 def _with(entry: Entry, **changes: object) -> Entry:
     from dataclasses import replace
 
@@ -108,9 +83,10 @@ def _read(path: Path) -> tuple[Entry, dict[str, str]]:
         raw = json.loads(read(path), parse_constant=not_json_constant)
         if not isinstance(raw, dict):
             raise ValueError("not an object")
-        unknown = set(raw) - SNAPSHOT_KEYS
-        if unknown:
-            raise ValueError("unknown fields")
+        unknown = set(raw) - shape.SNAPSHOT_KEYS
+        minor = raw.get("schema_minor", 0)
+        if unknown and not (type(minor) is int and minor > shape.SCHEMA_MINOR):
+            raise ValueError("unknown fields")  # a newer minor's are read past
         version = raw.get("schema_version", 1)
         if type(version) is not int or not 1 <= version <= SCHEMA_VERSION:
             raise ValueError("a schema_version envguard does not read")

@@ -1,7 +1,16 @@
-"""Frozen pydantic models of what a snapshot holds (the file format, schema_version 1)."""
+"""Frozen pydantic models of what a snapshot holds (the file format, schema_version 1): the
+one declaration of a snapshot's shape.
+
+The fast paths (key sets, the pydantic-free checker and builder, history's keys) and
+schema/*.json are generated from these models by ``python -m envguard.dev regenerate`` into
+snapshots/shape.py; a test fails while the two disagree. A field added after 1.0 carries
+``Since(minor)``: the file's ``schema_minor`` is the largest, and an envguard that reads an
+older minor reads past the fields it does not know (snapshots/store.py).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -11,12 +20,14 @@ from pydantic import (
     Field,
     StrictInt,
     StringConstraints,
+    field_serializer,
     field_validator,
     model_validator,
 )
 
 from envguard import SCHEMA_VERSION
 from envguard.reading import UNSAFE_CHARS
+from envguard.snapshots.shape import SCHEMA_MINOR
 
 MetricValue = int | float | str
 # One line of text: snapshots are untrusted, and these fields end up in messages and files.
@@ -29,6 +40,14 @@ Line = Annotated[str, StringConstraints(pattern="^[^" + UNSAFE_CHARS + "]*$")]
 # A version string as PEP 440 spells one: a 10,000-digit "version" is not one, and would make
 # int() refuse it (Python's 4,300-digit limit) in every command that compares versions.
 VersionText = Annotated[str, StringConstraints(max_length=256)]
+
+
+@dataclass(frozen=True)
+class Since:
+    """Annotated metadata: the schema minor version that added a field (pydantic ignores
+    it; the generator reads it)."""
+
+    minor: int
 
 
 class Model(BaseModel):
@@ -121,6 +140,10 @@ class Repo(Model):
 Sha256 = Annotated[str, StringConstraints(pattern="^[0-9a-f]{64}$")]
 
 
+# Permission bits as os.stat gives them (st_mode & 0o7777).
+FileMode = Annotated[int, Field(ge=0, le=0o7777)]
+
+
 class FileDigest(Model):
     path: str
     sha256: Sha256 | None = None
@@ -135,6 +158,8 @@ class FileDigest(Model):
     # Why a live file has no hash (e.g. outside the paths a snapshot may name). Never written:
     # a saved snapshot's files all hashed, or the snapshot command failed.
     error: Line | None = Field(default=None, exclude=True)
+    # Permission bits (st_mode & 0o7777): a restored script keeps its executable bit.
+    mode: Annotated[FileMode | None, Since(1)] = None
 
 
 class CacheArchive(Model):
@@ -160,7 +185,9 @@ class Cache(Model):
 
 
 class Snapshot(Model):
-    schema_version: StrictInt = SCHEMA_VERSION  # not true, not 1.0
+    schema_version: Annotated[StrictInt, Field(ge=1)] = SCHEMA_VERSION  # not true, not 1.0
+    # The minor version of the fields this file may hold (0: written before it was recorded).
+    schema_minor: Annotated[StrictInt, Since(1), Field(ge=0)] = SCHEMA_MINOR
     name: Line
     created: datetime
     host: Line
@@ -179,6 +206,11 @@ class Snapshot(Model):
     caches: tuple[Cache, ...] = ()
     env: dict[str, str] = Field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+
+    @field_serializer("schema_minor")
+    def _written_now(self, minor: int) -> int:
+        # Whatever was read, a file written by this envguard holds every field it knows.
+        return SCHEMA_MINOR
 
     @field_validator("env")
     @classmethod

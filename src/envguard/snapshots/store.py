@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envguard import SCHEMA_VERSION
+from envguard import SCHEMA_VERSION, notices
 from envguard.errors import ActionError, SnapshotError, UsageError, field_path
 from envguard.reading import not_json_constant
+from envguard.snapshots import shape
 
 if TYPE_CHECKING:
     from envguard.snapshots.document import Document
@@ -63,6 +64,8 @@ def loads(text: str, *, source: str) -> Snapshot:
     try:
         if document.building_directly() and len(text) <= _DIRECT_TEXT:
             data = json.loads(text, parse_constant=not_json_constant)
+            if isinstance(data, dict) and data.get("schema_version") == SCHEMA_VERSION:
+                data = read_past_newer(data, source=source)
             snap = document.typed(data) if isinstance(data, dict) else None
         else:
             snap = Snapshot.model_validate_json(text)
@@ -87,12 +90,51 @@ def loads(text: str, *, source: str) -> Snapshot:
             f" ({SCHEMA_VERSION})",
             hint="upgrade envguard to read it",
         )
+    data = read_past_newer(data, source=source)
     try:
         return Snapshot.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = field_path(first["loc"])
         raise SnapshotError(f"{source}: invalid snapshot at {where}: {first['msg']}") from None
+
+
+def read_past_newer(data: dict[str, object], *, source: str) -> dict[str, object]:
+    """``data`` without the fields this envguard does not know, when a newer envguard of
+    the same major version wrote it (a larger ``schema_minor``): said once, in a note."""
+    minor = data.get("schema_minor")
+    if type(minor) is not int or minor <= shape.SCHEMA_MINOR:
+        return data  # a field this envguard should know and does not is an error
+    ignored: dict[str, None] = {}
+    known = _known(data, "Snapshot", "", ignored)
+    if ignored:
+        names = list(ignored)
+        listed = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        notices.say(
+            f"{source}: written by a newer envguard (schema {SCHEMA_VERSION}.{minor}; this one"
+            f" reads {SCHEMA_VERSION}.{shape.SCHEMA_MINOR}): {len(names)} field"
+            f"{'' if len(names) == 1 else 's'} ignored ({listed})"
+        )
+    return known  # type: ignore[return-value]
+
+
+def _known(value: object, model: str, where: str, ignored: dict[str, None]) -> object:
+    if type(value) is not dict:
+        return value
+    fields, nested = shape.FIELDS[model], shape.NESTED.get(model, {})
+    out = {}
+    for key, item in value.items():
+        if key not in fields:
+            name = key if key.isprintable() and len(key) <= 64 else repr(key[:64])
+            ignored[where + name] = None
+            continue
+        if key in nested:
+            if type(item) is list:
+                item = [_known(x, nested[key], f"{where}{key}[].", ignored) for x in item]
+            else:
+                item = _known(item, nested[key], f"{where}{key}.", ignored)
+        out[key] = item
+    return out
 
 
 def resolve(ref: str, *, root: Path | None = None) -> Path:

@@ -47,6 +47,16 @@ def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
                 + (f", read at {where}" if (where := af.read_from or af.path) != ef.path else "")
                 + ")",
             )
+        elif ef.mode is not None and af.mode is not None and af.mode != ef.mode:
+            # The same bytes, other permission bits: a script that lost its executable bit.
+            b.add(
+                "mode",
+                ef.path,
+                expected=f"{ef.mode:04o}",
+                actual=f"{af.mode:04o}",
+                severity=Severity.warning,
+                message=f"tracked file {ef.path} mode {ef.mode:04o} -> {af.mode:04o}",
+            )
 
 
 def identity(snap: Snapshot) -> Iterator[tuple[str, str]]:

@@ -146,7 +146,7 @@ def hash_files(
 
 
 def _unhashed(path: str, why: str) -> Dict[str, Any]:
-    return {"path": path, "sha256": None, "size": None, "error": why}
+    return {"path": path, "sha256": None, "size": None, "mode": None, "error": why}
 
 
 def hash_file(
@@ -161,6 +161,7 @@ def hash_file(
     size = 0
     try:
         fd = open_regular(path)
+        mode = os.fstat(fd).st_mode & 0o7777
         with os.fdopen(fd, "rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 if deadline is not None and time.monotonic() > deadline:
@@ -169,4 +170,4 @@ def hash_file(
                 size += len(block)
     except OSError as exc:
         return _unhashed(path, exc.strerror or str(exc))
-    return {"path": path, "sha256": digest.hexdigest(), "size": size, "error": None}
+    return {"path": path, "sha256": digest.hexdigest(), "size": size, "mode": mode, "error": None}

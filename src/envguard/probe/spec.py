@@ -1,0 +1,219 @@
+"""GENERATED from probe/report.py by `python -m envguard.dev regenerate`: do not edit.
+
+The spec the probe's report (its TypedDicts) is checked against:
+("fields", {key: kind}, optional keys) for an object; ("?", kind) may be null;
+("list", kind); ("map", kind) with line keys; "line", "text", "host", "int", "bool",
+"number", "object".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+REPORT_SPEC: Any = (
+    "fields",
+    {
+        "probe_version": "int",
+        "host": "host",
+        "user": "line",
+        "interpreter": (
+            "fields",
+            {
+                "version": "line",
+                "implementation": "line",
+                "executable": "line",
+                "prefix": "line",
+                "base_prefix": "line",
+                "is_venv": "bool",
+                "os": "line",
+                "machine": "line",
+                "libc": (
+                    "?",
+                    "line",
+                ),
+                "site_packages": (
+                    "list",
+                    "line",
+                ),
+                "markers": (
+                    "map",
+                    "line",
+                ),
+            },
+            frozenset([]),
+        ),
+        "packages": (
+            "list",
+            (
+                "fields",
+                {
+                    "name": "line",
+                    "display_name": "line",
+                    "version": "line",
+                    "location": "line",
+                    "metadata_dir": "line",
+                    "installer": (
+                        "?",
+                        "line",
+                    ),
+                    "requested": "bool",
+                    "direct_url": (
+                        "?",
+                        "object",
+                    ),
+                    "fingerprint": (
+                        "?",
+                        "line",
+                    ),
+                    "shadowed": "bool",
+                    "requires": (
+                        "list",
+                        "line",
+                    ),
+                },
+                frozenset([]),
+            ),
+        ),
+        "torch": (
+            "?",
+            (
+                "fields",
+                {
+                    "version": "line",
+                    "cuda": (
+                        "?",
+                        "line",
+                    ),
+                    "git_version": (
+                        "?",
+                        "line",
+                    ),
+                    "hip": (
+                        "?",
+                        "line",
+                    ),
+                    "debug": (
+                        "?",
+                        "bool",
+                    ),
+                },
+                frozenset([]),
+            ),
+        ),
+        "files": (
+            "list",
+            (
+                "fields",
+                {
+                    "path": "line",
+                    "sha256": (
+                        "?",
+                        "line",
+                    ),
+                    "size": (
+                        "?",
+                        "int",
+                    ),
+                    "mode": (
+                        "?",
+                        "int",
+                    ),
+                    "error": (
+                        "?",
+                        "line",
+                    ),
+                },
+                frozenset([]),
+            ),
+        ),
+        "repos": (
+            "list",
+            (
+                "fields",
+                {
+                    "path": "line",
+                    "head": (
+                        "?",
+                        "line",
+                    ),
+                    "branch": (
+                        "?",
+                        "line",
+                    ),
+                    "dirty": "bool",
+                    "diff_sha256": (
+                        "?",
+                        "line",
+                    ),
+                    "untracked": "int",
+                    "remote": (
+                        "?",
+                        "line",
+                    ),
+                    "error": (
+                        "?",
+                        "line",
+                    ),
+                },
+                frozenset(["branch", "diff_sha256", "dirty", "head", "remote", "untracked"]),
+            ),
+        ),
+        "caches": (
+            "list",
+            (
+                "fields",
+                {
+                    "kind": "line",
+                    "path": "line",
+                    "exists": "bool",
+                    "readable": "bool",
+                    "bytes": "int",
+                    "files": "int",
+                    "newest_mtime": (
+                        "?",
+                        "number",
+                    ),
+                    "unreadable_dirs": "int",
+                    "error": (
+                        "?",
+                        "line",
+                    ),
+                },
+                frozenset([]),
+            ),
+        ),
+        "env": (
+            "map",
+            "text",
+        ),
+        "accelerator": (
+            "fields",
+            {
+                "present": "bool",
+                "driver": (
+                    "?",
+                    "line",
+                ),
+                "gpus": (
+                    "list",
+                    "line",
+                ),
+                "count": "int",
+                "nvcc": (
+                    "?",
+                    "line",
+                ),
+                "source": (
+                    "?",
+                    "line",
+                ),
+            },
+            frozenset([]),
+        ),
+        "warnings": (
+            "list",
+            "text",
+        ),
+    },
+    frozenset([]),
+)

@@ -1,0 +1,386 @@
+"""GENERATED from snapshots/models.py by `python -m envguard.dev regenerate`: do not edit.
+
+A snapshot document's shape for the paths that must not load pydantic: the key
+sets, the schema's minor version, fits() and built() (snapshots/document.py uses
+them), and what a reader of an older minor version reads past (snapshots/store.py).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from envguard.snapshots import checks as _c
+
+if TYPE_CHECKING:
+    from envguard.snapshots.models import Snapshot
+
+# The largest Since(minor) of any field: what a file written now is.
+SCHEMA_MINOR = 1
+
+_KEYS_Snapshot = frozenset(
+    [
+        "schema_version",
+        "schema_minor",
+        "name",
+        "created",
+        "host",
+        "user",
+        "envguard_version",
+        "command",
+        "via",
+        "note",
+        "metrics",
+        "interpreter",
+        "packages",
+        "torch",
+        "accelerator",
+        "repos",
+        "files",
+        "caches",
+        "env",
+        "warnings",
+    ]
+)
+_REQUIRED_Snapshot = _KEYS_Snapshot - frozenset(["schema_minor"])
+_KEYS_Interpreter = frozenset(
+    [
+        "version",
+        "implementation",
+        "executable",
+        "prefix",
+        "base_prefix",
+        "is_venv",
+        "os",
+        "machine",
+        "libc",
+        "site_packages",
+        "markers",
+    ]
+)
+_KEYS_Package = frozenset(
+    [
+        "name",
+        "display_name",
+        "version",
+        "installer",
+        "requested",
+        "location",
+        "source",
+        "fingerprint",
+        "shadowed",
+        "requires",
+    ]
+)
+_KEYS_Source = frozenset(
+    ["kind", "url", "vcs", "commit", "requested_revision", "path", "archive_hash", "subdirectory"]
+)
+_KEYS_TorchBuild = frozenset(
+    ["version", "cuda", "git_version", "hip", "debug", "cudnn", "nccl", "cublas", "triton"]
+)
+_KEYS_Accelerator = frozenset(["present", "driver", "gpus", "count", "nvcc", "source"])
+_KEYS_Repo = frozenset(
+    ["path", "head", "branch", "dirty", "diff_sha256", "untracked", "remote", "error"]
+)
+_REQUIRED_Repo = _KEYS_Repo - frozenset(["error"])
+_KEYS_FileDigest = frozenset(
+    ["path", "sha256", "size", "root", "rel", "read_from", "error", "mode"]
+)
+_REQUIRED_FileDigest = _KEYS_FileDigest - frozenset(["read_from", "error", "mode"])
+_KEYS_Cache = frozenset(
+    ["kind", "path", "exists", "readable", "bytes", "files", "newest_mtime", "archive", "error"]
+)
+_REQUIRED_Cache = _KEYS_Cache - frozenset(["error"])
+_KEYS_CacheArchive = frozenset(["sha256", "files", "bytes", "compressed"])
+
+# Every model's fields: what a reader knows (store.py reads past the rest of a newer
+# minor version's file).
+FIELDS: dict[str, frozenset[str]] = {
+    "Snapshot": _KEYS_Snapshot,
+    "Interpreter": _KEYS_Interpreter,
+    "Package": _KEYS_Package,
+    "Source": _KEYS_Source,
+    "TorchBuild": _KEYS_TorchBuild,
+    "Accelerator": _KEYS_Accelerator,
+    "Repo": _KEYS_Repo,
+    "FileDigest": _KEYS_FileDigest,
+    "Cache": _KEYS_Cache,
+    "CacheArchive": _KEYS_CacheArchive,
+}
+# Where a model nests another: model -> field -> the nested model.
+NESTED: dict[str, dict[str, str]] = {
+    "Snapshot": {
+        "interpreter": "Interpreter",
+        "packages": "Package",
+        "torch": "TorchBuild",
+        "accelerator": "Accelerator",
+        "repos": "Repo",
+        "files": "FileDigest",
+        "caches": "Cache",
+    },
+    "Package": {"source": "Source"},
+    "Cache": {"archive": "CacheArchive"},
+}
+SNAPSHOT_KEYS = _KEYS_Snapshot
+# What only a live side carries (Field(exclude=True)), by the snapshot's field.
+LIVE_ONLY: dict[str, frozenset[str]] = {
+    "repos": frozenset(["error"]),
+    "files": frozenset(["error", "read_from"]),
+    "caches": frozenset(["error"]),
+}
+
+_PATTERN_0 = re.compile("^[0-9a-f]{64}$")
+
+
+def fits(doc: Any) -> bool:
+    """True when ``Snapshot.model_validate(doc)`` takes ``doc`` as it is (and writes it
+    back unchanged, when it holds every key); False when unsure: the model decides."""
+    return _fits_Snapshot(doc)
+
+
+def built(doc: Any) -> Snapshot:
+    """The model of a document fits() vouched for, without validation: each field as
+    the model's validation makes it (tuples, a datetime, nested models)."""
+    from envguard.snapshots import models
+
+    snapshot: Snapshot = _built_Snapshot(doc, models)
+    return snapshot
+
+
+def _fits_Snapshot(d: Any) -> bool:
+    return (
+        type(d) is dict
+        and _REQUIRED_Snapshot <= d.keys() <= _KEYS_Snapshot
+        and (type(d["schema_version"]) is int and d["schema_version"] >= 1)
+        and ("schema_minor" not in d or (type(d["schema_minor"]) is int and d["schema_minor"] >= 0))
+        and (_c.line(d["name"]))
+        and (_c.created(d["created"]))
+        and (_c.line(d["host"]))
+        and (_c.line(d["user"]))
+        and (type(d["envguard_version"]) is str)
+        and (_c.strs(d["command"]))
+        and (d["via"] is None or type(d["via"]) is str)
+        and (d["note"] is None or type(d["note"]) is str)
+        and (
+            type(d["metrics"]) is dict
+            and all(type(k0) is str and _c.number(x0) for k0, x0 in d["metrics"].items())
+        )
+        and (_fits_Interpreter(d["interpreter"]))
+        and (type(d["packages"]) is list and all(_fits_Package(x0) for x0 in d["packages"]))
+        and (d["torch"] is None or _fits_TorchBuild(d["torch"]))
+        and (_fits_Accelerator(d["accelerator"]))
+        and (type(d["repos"]) is list and all(_fits_Repo(x0) for x0 in d["repos"]))
+        and (type(d["files"]) is list and all(_fits_FileDigest(x0) for x0 in d["files"]))
+        and (type(d["caches"]) is list and all(_fits_Cache(x0) for x0 in d["caches"]))
+        and (_c.env_redacted(d["env"]))
+        and (_c.strs(d["warnings"]))
+        and _c.one_entry_per_package(d)
+    )
+
+
+def _fits_Interpreter(d: Any) -> bool:
+    return (
+        type(d) is dict
+        and d.keys() == _KEYS_Interpreter
+        and (type(d["version"]) is str)
+        and (type(d["implementation"]) is str)
+        and (type(d["executable"]) is str)
+        and (type(d["prefix"]) is str)
+        and (type(d["base_prefix"]) is str)
+        and (type(d["is_venv"]) is bool)
+        and (type(d["os"]) is str)
+        and (type(d["machine"]) is str)
+        and (d["libc"] is None or type(d["libc"]) is str)
+        and (_c.strs(d["site_packages"]))
+        and (
+            type(d["markers"]) is dict
+            and all(type(k0) is str and type(x0) is str for k0, x0 in d["markers"].items())
+        )
+    )
+
+
+def _fits_Package(d: Any) -> bool:
+    return (
+        type(d) is dict
+        and d.keys() == _KEYS_Package
+        and (type(d["name"]) is str)
+        and (type(d["display_name"]) is str)
+        and (_c.bounded(d["version"], 256))
+        and (d["installer"] is None or type(d["installer"]) is str)
+        and (type(d["requested"]) is bool)
+        and (type(d["location"]) is str)
+        and (_fits_Source(d["source"]))
+        and (d["fingerprint"] is None or type(d["fingerprint"]) is str)
+        and (type(d["shadowed"]) is bool)
+        and (
+            type(d["requires"]) is list
+            and len(d["requires"]) <= 2000
+            and all((_c.line(x0) and len(x0) <= 512) for x0 in d["requires"])
+        )
+    )
+
+
+def _fits_Source(d: Any) -> bool:
+    return (
+        type(d) is dict
+        and d.keys() == _KEYS_Source
+        and (type(d["kind"]) is str and d["kind"] in ("index", "url", "vcs", "dir", "editable"))
+        and (d["url"] is None or type(d["url"]) is str)
+        and (d["vcs"] is None or type(d["vcs"]) is str)
+        and (d["commit"] is None or type(d["commit"]) is str)
+        and (d["requested_revision"] is None or type(d["requested_revision"]) is str)
+        and (d["path"] is None or type(d["path"]) is str)
+        and (d["archive_hash"] is None or type(d["archive_hash"]) is str)
+        and (d["subdirectory"] is None or type(d["subdirectory"]) is str)
+    )
+
+
+def _fits_TorchBuild(d: Any) -> bool:
+    return (
+        type(d) is dict
+        and d.keys() == _KEYS_TorchBuild
+        and (_c.bounded(d["version"], 256))
+        and (d["cuda"] is None or type(d["cuda"]) is str)
+        and (d["git_version"] is None or type(d["git_version"]) is str)
+        and (d["hip"] is None or type(d["hip"]) is str)
+        and (d["debug"] is None or type(d["debug"]) is bool)
+        and (d["cudnn"] is None or type(d["cudnn"]) is str)
+        and (d["nccl"] is None or type(d["nccl"]) is str)
+        and (d["cublas"] is None or type(d["cublas"]) is str)
+        and (d["triton"] is None or type(d["triton"]) is str)
+    )
+
+
+def _fits_Accelerator(d: Any) -> bool:
+    return (
+        type(d) is dict
+        and d.keys() == _KEYS_Accelerator
+        and (type(d["present"]) is bool)
+        and (d["driver"] is None or type(d["driver"]) is str)
+        and (_c.strs(d["gpus"]))
+        and (type(d["count"]) is int)
+        and (d["nvcc"] is None or type(d["nvcc"]) is str)
+        and (d["source"] is None or type(d["source"]) is str)
+    )
+
+
+def _fits_Repo(d: Any) -> bool:
+    return (
+        type(d) is dict
+        and _REQUIRED_Repo <= d.keys() <= _KEYS_Repo
+        and (type(d["path"]) is str)
+        and (d["head"] is None or type(d["head"]) is str)
+        and (d["branch"] is None or type(d["branch"]) is str)
+        and (type(d["dirty"]) is bool)
+        and (d["diff_sha256"] is None or type(d["diff_sha256"]) is str)
+        and (type(d["untracked"]) is int)
+        and (d["remote"] is None or type(d["remote"]) is str)
+        and ("error" not in d or (d["error"] is None or _c.line(d["error"])))
+    )
+
+
+def _fits_FileDigest(d: Any) -> bool:
+    return (
+        type(d) is dict
+        and _REQUIRED_FileDigest <= d.keys() <= _KEYS_FileDigest
+        and (type(d["path"]) is str)
+        and (d["sha256"] is None or _c.matches(d["sha256"], _PATTERN_0))
+        and (d["size"] is None or type(d["size"]) is int)
+        and (d["root"] is None or type(d["root"]) is str)
+        and (d["rel"] is None or type(d["rel"]) is str)
+        and ("read_from" not in d or (d["read_from"] is None or type(d["read_from"]) is str))
+        and ("error" not in d or (d["error"] is None or _c.line(d["error"])))
+        and (
+            "mode" not in d
+            or (d["mode"] is None or (type(d["mode"]) is int and 0 <= d["mode"] <= 4095))
+        )
+    )
+
+
+def _fits_Cache(d: Any) -> bool:
+    return (
+        type(d) is dict
+        and _REQUIRED_Cache <= d.keys() <= _KEYS_Cache
+        and (type(d["kind"]) is str)
+        and (type(d["path"]) is str)
+        and (type(d["exists"]) is bool)
+        and (type(d["readable"]) is bool)
+        and (type(d["bytes"]) is int)
+        and (type(d["files"]) is int)
+        and (d["newest_mtime"] is None or _c.finite_float(d["newest_mtime"]))
+        and (d["archive"] is None or _fits_CacheArchive(d["archive"]))
+        and ("error" not in d or (d["error"] is None or _c.line(d["error"])))
+    )
+
+
+def _fits_CacheArchive(d: Any) -> bool:
+    return (
+        type(d) is dict
+        and d.keys() == _KEYS_CacheArchive
+        and (_c.matches(d["sha256"], _PATTERN_0))
+        and (type(d["files"]) is int)
+        and (type(d["bytes"]) is int)
+        and (type(d["compressed"]) is int)
+    )
+
+
+def _built_Snapshot(d: Any, m: Any) -> Any:
+    return m.Snapshot.model_construct(
+        **{
+            **d,
+            "created": _c.created_value(d["created"]),
+            "command": tuple(d["command"]),
+            "metrics": dict(d["metrics"]),
+            "interpreter": _built_Interpreter(d["interpreter"], m),
+            "packages": tuple(_built_Package(x0, m) for x0 in d["packages"]),
+            "torch": (None if d["torch"] is None else _built_TorchBuild(d["torch"], m)),
+            "accelerator": _built_Accelerator(d["accelerator"], m),
+            "repos": tuple(_built_Repo(x0, m) for x0 in d["repos"]),
+            "files": tuple(_built_FileDigest(x0, m) for x0 in d["files"]),
+            "caches": tuple(_built_Cache(x0, m) for x0 in d["caches"]),
+            "env": _c.env_value(d["env"]),
+            "warnings": tuple(d["warnings"]),
+        }
+    )
+
+
+def _built_Interpreter(d: Any, m: Any) -> Any:
+    return m.Interpreter.model_construct(
+        **{**d, "site_packages": tuple(d["site_packages"]), "markers": dict(d["markers"])}
+    )
+
+
+def _built_Package(d: Any, m: Any) -> Any:
+    return m.Package.model_construct(
+        **{**d, "source": _built_Source(d["source"], m), "requires": tuple(d["requires"])}
+    )
+
+
+def _built_Source(d: Any, m: Any) -> Any:
+    return m.Source.model_construct(**d)
+
+
+def _built_TorchBuild(d: Any, m: Any) -> Any:
+    return m.TorchBuild.model_construct(**d)
+
+
+def _built_Accelerator(d: Any, m: Any) -> Any:
+    return m.Accelerator.model_construct(**{**d, "gpus": tuple(d["gpus"])})
+
+
+def _built_Repo(d: Any, m: Any) -> Any:
+    return m.Repo.model_construct(**d)
+
+
+def _built_FileDigest(d: Any, m: Any) -> Any:
+    return m.FileDigest.model_construct(**d)
+
+
+def _built_Cache(d: Any, m: Any) -> Any:
+    return m.Cache.model_construct(
+        **{**d, "archive": (None if d["archive"] is None else _built_CacheArchive(d["archive"], m))}
+    )
+
+
+def _built_CacheArchive(d: Any, m: Any) -> Any:
+    return m.CacheArchive.model_construct(**d)
