@@ -142,6 +142,7 @@ def test_a_direct_url_that_does_not_parse_is_no_traceback(tmp_path: Path) -> Non
     assert first["kind"] == "dir" and first["path"] is None
 
 
+@pytest.mark.slow
 def test_a_daemon_holding_the_pipe_open_does_not_hold_the_capture(tmp_path: Path) -> None:
     """The far side answers, then leaves a process in a session of its own that keeps the
     answer's pipe open: the capture ends within seconds, and that process is stopped."""

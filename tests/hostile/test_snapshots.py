@@ -78,6 +78,7 @@ def test_snapshots_are_written_as_strict_json() -> None:
         snapshot([package("ok", "1")], metrics={"x": float("nan")})
 
 
+@pytest.mark.slow
 @settings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
