@@ -4,6 +4,7 @@ folders and --allow; git never runs a program a repo's config names."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from envguard.cli import app
+from factories import make_dist_info, make_venv
 
 runner = CliRunner()
 
@@ -184,3 +186,36 @@ def test_a_file_named_head_in_a_repo_is_no_traceback(in_tmp: Path, good_venv: Pa
         if r["path"].endswith("proj")
     ]
     assert recorded["dirty"] is True and recorded["diff_sha256"]
+
+
+def test_an_editable_install_in_a_hostile_venv_runs_no_git_filter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = tmp_path / "pwned"
+    venv = tmp_path / "venv"
+    make_venv(venv)
+    site = next((venv / "lib").glob("python*/site-packages"))
+    repo = tmp_path / "bar"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "a.py").write_text("hi\n")
+    (repo / ".gitattributes").write_text("* filter=x\n")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "i")
+    _git(repo, "config", "filter.x.clean", f'sh -c "touch {marker}; cat"')
+    _git(repo, "config", "filter.x.process", f'sh -c "touch {marker}"')
+    os.utime(repo / "a.py", (1_000_000_000, 1_000_000_000))  # stat-dirty: git would filter
+    index = (repo / ".git" / "index").stat().st_ino
+    make_dist_info(
+        site,
+        "bar",
+        "1.0",
+        direct_url=json.dumps({"url": repo.as_uri(), "dir_info": {"editable": True}}),
+    )
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["snapshot", "--python", str(venv), "--name", "s"])
+    assert result.exit_code == 0, result.stderr
+    assert not marker.exists(), "git ran a filter the repo's config names"
+    assert (repo / ".git" / "index").stat().st_ino == index, "reading a repo wrote its index"
+    recorded = json.loads((tmp_path / "snapshots" / "s.json").read_text())["repos"]
+    assert [r["path"] for r in recorded] == [str(repo)]

@@ -110,6 +110,7 @@ def test_through_via_a_planted_interpreter_is_checked_there_and_never_runs(
     assert ran.exists() and "Traceback" not in result.output
 
 
+@pytest.mark.slow
 def test_a_far_side_that_never_answers_does_not_stall_the_gate(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

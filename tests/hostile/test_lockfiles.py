@@ -3,6 +3,7 @@ every failure is one line and exit 2."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from envguard.compare.lockfiles import read_lock
 from envguard.errors import EnvguardError
 from envguard.snapshots import store
 from factories import package, snapshot
+from hostile.helpers import write_json as _write
 
 runner = CliRunner()
 SECRET = "envguard-test-secret-7f3a"
@@ -123,3 +125,27 @@ def test_fuzzed_lockfiles_give_pins_or_one_line_errors(work: Path, text: str, na
         read_lock(path, snap)
     except EnvguardError as exc:
         assert "\n" not in exc.message
+
+
+@pytest.mark.parametrize(
+    ("a_line", "b_line"),
+    [
+        ("dependencies = 5", ""),
+        ('dependencies = [{ name = "b", marker = 5 }]', ""),
+        ('dependencies = [{ name = "b", extra = 5 }]', ""),
+        ('dependencies = [{ name = "b" }]', "resolution-markers = 5"),
+    ],
+)
+def test_uv_lock_values_of_the_wrong_type_are_one_line(
+    tmp_path: Path, a_line: str, b_line: str
+) -> None:
+    lock = tmp_path / "uv.lock"  # no pyproject.toml beside it: envguard's own walk reads it
+    lock.write_text(
+        'version = 1\n\n[[package]]\nname = "a"\nversion = "1"\nsource = { editable = "." }\n'
+        f'{a_line}\n\n[[package]]\nname = "b"\nversion = "1"\nsource = {{ registry = "x" }}\n'
+        f"{b_line}\n"
+    )
+    _write(tmp_path / "s.json", json.loads(store.dumps(snapshot([package("b", "1")]))))
+    result = runner.invoke(app, ["check", str(tmp_path / "s.json"), "--lock", str(lock)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error: ") and len(result.stderr.strip().splitlines()) == 1

@@ -1,8 +1,10 @@
-"""Secrets given on the command line or found in the environment are never stored or shown."""
+"""Redaction: secrets given on the command line, found in the environment, in a snapshot
+file, a lockfile URL or a forged probe report are never stored or shown."""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,10 +12,17 @@ from typer.testing import CliRunner
 
 from envguard.cli import app
 from envguard.redact import is_secret_name, redact_argv, redact_text
+from envguard.snapshots import store
+from envguard.snapshots.models import Source
+from factories import package, snapshot
+from hostile.helpers import diff, pair, pkg
+from hostile.helpers import write_json as _write
 
 runner = CliRunner()
 GHP = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2"
 HF = "hf_" + "abcdefghijklmnopqrstuvwxyzABCD"
+TOKEN = "ghp_" + "A1b2C3d4E5" * 4  # a GitHub token shape
+SECRET = "supersecret123"
 
 
 @pytest.mark.parametrize(
@@ -92,3 +101,120 @@ def test_error_lines_never_repeat_a_secret(tmp_path: Path, monkeypatch: pytest.M
     result = runner.invoke(app, ["snapshot", "--via", "sshpass -phunter2 ssh 'unclosed"])
     assert result.exit_code == 2 and "error:" in result.stderr
     assert "hunter2" not in result.stderr
+
+
+def test_lockfile_urls_never_print_their_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    commit = "a" * 40
+    pkg = package(
+        "rich", "13.0", source=Source(kind="vcs", url="https://github.com/x/rich", commit=commit)
+    )
+    _write(tmp_path / "s.json", json.loads(store.dumps(snapshot([pkg]))))
+    (tmp_path / "r.txt").write_text(
+        f"rich @ git+https://user:{SECRET}@github.com/x/rich@{'b' * 40}\n"
+        f"other @ https://example.invalid/o.whl?token={SECRET}\n"
+    )
+    for fmt in ("table", "json", "markdown", "github"):
+        result = runner.invoke(app, ["check", "s.json", "--lock", "r.txt", "--format", fmt])
+        assert result.exit_code == 1, result.stderr
+        assert SECRET not in result.output, fmt
+    assert "rich" in summary.read_text() and SECRET not in summary.read_text()
+
+
+def test_secret_env_values_in_a_snapshot_file_are_never_shown(tmp_path: Path) -> None:
+    data = json.loads(store.dumps(snapshot([package("ok", "1")])))
+    base = _write(tmp_path / "base.json", data)
+    data["env"] = {"MY_CI_SECRET_TOKEN": SECRET, "NCCL_DEBUG": f"INFO {TOKEN}"}
+    evil = _write(tmp_path / "evil.json", data)
+    for fmt in ("table", "json", "markdown"):
+        result = runner.invoke(app, ["diff", str(evil), "--against", str(base), "--format", fmt])
+        assert result.exit_code == 1
+        assert SECRET not in result.output and TOKEN not in result.output
+    assert store.load(evil).env["MY_CI_SECRET_TOKEN"].startswith("<redacted:")
+
+
+def test_a_forged_reports_secrets_are_redacted_here_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+
+    from envguard.probe.payload import probe_payload
+
+    report = json.loads(
+        subprocess.run(
+            [sys.executable, "-I", "-S", "-"],
+            input=probe_payload({"default_caches": False}),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    report["env"] = {"MY_CI_SECRET_TOKEN": SECRET}
+    report["host"] = f"h-{TOKEN}"
+    report["warnings"] = [f"\x1b]0;pwn\x07 {TOKEN}"]
+    report["packages"][0]["direct_url"] = {
+        "url": f"https://user:{SECRET}@example.invalid/x.git",
+        "vcs_info": {"vcs": "git", "commit_id": "c" * 40},
+    }
+    (tmp_path / "answer").write_text(json.dumps(report))
+    fake = tmp_path / "fake-ssh"
+    fake.write_text(f"#!/bin/sh\ncat > /dev/null\ncat '{tmp_path / 'answer'}'\n")
+    fake.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["snapshot", "--via", f"{fake} gpu01", "--name", "f"])
+    assert result.exit_code == 0, result.stderr
+    written = (tmp_path / "snapshots" / "f.json").read_text()
+    for text in (written, result.output):
+        assert (
+            SECRET not in text and TOKEN not in text and "\x1b" not in text and "\x07" not in text
+        )
+
+
+def test_names_and_versions_are_redacted_in_the_verdict_groups_and_fleet(tmp_path: Path) -> None:
+    a, b = pair(
+        tmp_path,
+        [pkg("base")],
+        [
+            pkg("base"),
+            pkg("rootsec", f"1.0+{TOKEN}", requires=(TOKEN.lower(),)),
+            pkg(TOKEN.lower()),
+        ],
+    )
+    for fmt in ("table", "json", "markdown", "github", "html"):
+        out = diff(a, b, "--format", fmt, "--expand").stdout
+        assert TOKEN not in out and TOKEN.lower() not in out, fmt
+    fleet = runner.invoke(app, ["fleet", a, b, "--format", "json"]).stdout
+    assert TOKEN.lower() not in fleet
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Authorization: To\u212aen supersecret123",
+        "---password supersecret123",
+        "-_password supersecret123",
+    ],
+)
+def test_the_redaction_precheck_folds_case_and_dashes(text: str) -> None:
+    assert "supersecret123" not in redact_text(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("/opt/w -p hunter2 --", "/opt/w -p <redacted> --"),
+        ("docker login -p s3cret registry", "docker login -p <redacted> registry"),
+        ("mysql -ps3cret", "mysql -p<redacted>"),
+        ("curl -u me:s3cret https://x", "curl -u me:<redacted> https://x"),
+        ("ssh -p 2222 gpu01", "ssh -p 2222 gpu01"),  # a port
+        ("mkdir -p /tmp/x", "mkdir -p /tmp/x"),  # a path
+    ],
+)
+def test_password_options_are_redacted(text: str, shown: str) -> None:
+    from envguard.redact import redact_text
+
+    assert redact_text(text) == shown

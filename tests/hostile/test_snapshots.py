@@ -1,4 +1,5 @@
-"""Hostile snapshot files: strict JSON, strict types, bounded strings; one line, exit 2."""
+"""Hostile snapshot files: strict JSON, strict types, bounded strings, one-line fields
+without bidi or C1 characters; one line, exit 2. `log` and `list` never trace back on one."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from typer.testing import CliRunner
 
 from envguard.cli import app
 from envguard.errors import SnapshotError
+from envguard.render.text import printable
 from envguard.snapshots import store
 from factories import package, snapshot
+from hostile.helpers import write_json as _write
 
 runner = CliRunner()
 
@@ -28,6 +31,12 @@ def forged(**changes: Any) -> str:
     data = good()
     data.update(changes)
     return json.dumps(data)
+
+
+def _raw(name: str, **changes: Any) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(store.dumps(snapshot([package("ok", "1")], name=name)))
+    data.update(changes)
+    return data
 
 
 @pytest.mark.parametrize(
@@ -67,6 +76,7 @@ def test_snapshots_are_written_as_strict_json() -> None:
         snapshot([package("ok", "1")], metrics={"x": float("nan")})
 
 
+@pytest.mark.slow
 @settings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -136,3 +146,50 @@ def test_out_onto_a_directory_is_usage_error(tmp_path: Path) -> None:
 
     with pytest.raises(UsageError, match="is a directory"):
         store.write_atomic(tmp_path, "{}", force=True)
+
+
+@pytest.mark.parametrize("char", ["\u202e", "\u2066", "\x9b", "\x85", "\u061c", "\u2028"])
+def test_a_name_with_bidi_or_c1_characters_is_refused(tmp_path: Path, char: str) -> None:
+    data = json.loads(store.dumps(snapshot([package("ok", "1")])))
+    base = _write(tmp_path / "base.json", data)
+    data["name"] = f"evil{char}name"
+    evil = _write(tmp_path / "evil.json", data)
+    for args in (
+        ["diff", str(evil), "--against", str(base)],
+        ["rebuild", str(evil), "--venv", "v"],
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert char not in result.output and len(result.stderr.strip().splitlines()) == 1
+    assert printable(char) != char
+
+
+def test_log_and_list_never_trace_back(in_tmp: Path) -> None:
+    folder = in_tmp / "snapshots"
+    folder.mkdir()
+    (folder / "old.json").write_text(json.dumps(_raw("old", created="0001-01-01T00:00:00+05:00")))
+    (folder / "big.json").write_text(json.dumps(_raw("big", metrics={"tok_s": 10**4000})))
+    (folder / "hi.json").write_text(json.dumps(_raw("hi", metrics={"tok_s": 1e308})))
+    (folder / "lo.json").write_text(json.dumps(_raw("lo", metrics={"tok_s": -1e308})))
+    for args in (
+        ["log"],
+        ["log", "--metric", "tok_s"],
+        ["log", "--format", "markdown", "--metric", "tok_s"],
+        ["list"],
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, (args, result.output)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"schema_version": 999}, {"surprise": 1}, {"torch": {"version": "2.0\u202e" + "x" * 5000}}],
+)
+def test_log_shows_a_malformed_snapshot_as_unreadable(
+    in_tmp: Path, changes: dict[str, Any]
+) -> None:
+    folder = in_tmp / "snapshots"
+    folder.mkdir()
+    (folder / "bad.json").write_text(json.dumps(_raw("bad", **changes)))
+    doc = json.loads(runner.invoke(app, ["log", "--format", "json"]).stdout)
+    assert set(doc["snapshots"][0]) == {"path", "error"}

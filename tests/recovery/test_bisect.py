@@ -103,6 +103,7 @@ def test_bisect_says_when_the_environment_is_not_the_cause(
     assert len(report["steps"]) == 1
 
 
+@pytest.mark.slow
 def test_resume_reuses_the_logged_runs(polluted: Path, wheelhouse: Path) -> None:
     first = json.loads(bisect(polluted, wheelhouse).stdout)
     log = Path(polluted / first["log"])
@@ -148,6 +149,7 @@ def test_a_slow_commit_is_named_when_the_environment_is_not_the_cause(
     assert git(code, "worktree", "list").count("\n") == 0  # the worktree is gone
 
 
+@pytest.mark.slow
 def test_a_signal_stops_the_check_and_removes_the_scratch_venv(
     polluted: Path, wheelhouse: Path
 ) -> None:
@@ -238,6 +240,7 @@ def test_a_check_that_leaves_a_daemon_behind_is_judged_and_not_waited_for(
     assert judge(nan, 0, '{"loss": NaN}').result == "bad"
 
 
+@pytest.mark.slow
 def test_resume_never_reuses_the_results_of_another_check(polluted: Path, wheelhouse: Path) -> None:
     first = json.loads(bisect(polluted, wheelhouse).stdout)
     (polluted / "other.py").write_text("print('tok_s=21500')\n")
@@ -266,6 +269,7 @@ def test_a_bad_environment_that_crashes_on_import_is_bisected_for_the_crash(
     assert "-> skip (ImportError: cannot import name flash_attn" in out.stderr
 
 
+@pytest.mark.slow
 def test_max_steps_stops_with_exit_1_and_resume_goes_on_without_building_again(
     polluted: Path, wheelhouse: Path
 ) -> None:

@@ -539,3 +539,13 @@ def test_no_room_is_refused_before_building(
     )
     assert code == 1 and "free, the new venv needs about" in err and "--keep-backups 0" in err
     assert uv_freeze(good) == before and not list(in_tmp.glob(".venv.envguard-build-*"))
+
+
+def test_a_venv_that_cannot_be_locked_is_one_line(tmp_path: Path) -> None:
+    from envguard.errors import ActionError
+    from envguard.recovery.execute import venv_lock
+
+    venv = tmp_path / ".venv"
+    (tmp_path / ".venv.envguard.lock").mkdir()  # a folder where the lock file goes
+    with pytest.raises(ActionError, match="cannot lock it for the rebuild"), venv_lock(venv):
+        pass

@@ -124,6 +124,7 @@ def test_failing_prefix_is_one_line_exit_2(
     assert not (in_tmp / "snapshots" / "x.json").exists()
 
 
+@pytest.mark.slow
 def test_hosts_in_parallel_with_a_failure_and_a_hang(fake_hosts: Path, in_tmp: Path) -> None:
     start = time.monotonic()
     code, out, err = invoke(
@@ -202,6 +203,7 @@ def test_hostfile_and_placeholder_rules(fake_hosts: Path, in_tmp: Path) -> None:
     assert code == 2 and "needs {host} in --via" in err
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_a_fleet_capture_promptly(fake_hosts: Path, in_tmp: Path) -> None:
     import os
     import signal

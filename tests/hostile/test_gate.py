@@ -1,7 +1,7 @@
-"""What the third attack (on the lockfile gate and the Action) found, each closed by a
-mechanism: option-shaped inputs stay data, secret-named variables are never expanded,
-every marker error is one line, each -r file is read once, a symlink out of the project is
-refused, uv ignores the project's own uv settings, and a walked lock labels sources as uv."""
+"""The lockfile gate (`check --lock`, `--find-lock`, the GitHub Action) on a hostile project:
+option-shaped inputs stay data, secret-named variables are never expanded, every marker error
+is one line, each -r file is read once, a symlink out of the project is refused, uv ignores the
+project's own uv settings, and a walked lock labels sources as uv."""
 
 from __future__ import annotations
 

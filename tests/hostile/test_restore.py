@@ -73,6 +73,7 @@ def _items(out: Any) -> dict[str, str]:
     return {f"{i['kind']} {i['name']}": i["status"] for i in json.loads(out.stdout)["items"]}
 
 
+@pytest.mark.slow
 def test_unnormalised_paths_cannot_lead_a_write_outside(project: Path) -> None:
     outside = project.parent / "outside"
     victim = outside / "victim.sh"
@@ -122,6 +123,7 @@ def test_a_symlinked_folder_is_judged_where_it_leads_at_write_time(tmp_path: Pat
     assert not apply.install_file(args)["ok"] and list(outside.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_snapshot_name_cannot_place_the_variables_file(project: Path) -> None:
     edit(project, lambda d: d.update(name="../outside/evil", env={"NCCL_DEBUG": "INFO"}))
     out = restore(project, "--execute")
@@ -306,6 +308,7 @@ def test_a_far_side_in_slash_or_home_has_no_working_directory_to_write_in(tmp_pa
     )
 
 
+@pytest.mark.slow
 def test_an_archive_of_huge_names_or_a_million_folders_stops_early(tmp_path: Path) -> None:
     for make in ("name", "folders"):
         buf = io.BytesIO()

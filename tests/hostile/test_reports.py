@@ -1,7 +1,8 @@
-"""The seventh attack, on the write path that skips pydantic (snapshots.document): what a
-forged report can hold that the plain check must not vouch for, and the older holes the
-attack found beside it. Each is one `error:` line and exit 2, or a clean snapshot; never a
-traceback, never a file that envguard itself then refuses to read."""
+"""Forged probe reports: what the far side of --via answers, checked on the write path that
+skips pydantic (snapshots.document), and the probe's own fingerprint cache, which must see a
+rewrite in place and trust only a folder and file of the user's own. Each is one `error:` line
+and exit 2, or a clean snapshot; never a traceback, never a file that envguard itself then
+refuses to read."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from factories import real_report
+from envguard.probe.payload import probe_payload
+from factories import make_dist_info, make_venv, real_report
 
 
 def _host(tmp_path: Path, report: dict[str, Any], *, after: str = "") -> str:
@@ -44,6 +46,48 @@ def _set(report: dict[str, Any], where: str, value: Any) -> dict[str, Any]:
         target = target[int(key)] if isinstance(target, list) else target[key]
     target[keys[-1]] = value
     return report
+
+
+def test_the_fingerprint_cache_sees_an_in_place_rewrite(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    make_venv(venv)
+    site = next((venv / "lib").glob("python*/site-packages"))
+    info = make_dist_info(site, "foo", "1.0", record="foo/__init__.py,sha256=AAAA,1\n")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+
+    def fingerprint() -> str:
+        out = subprocess.run(
+            [str(venv / "bin" / "python"), "-I", "-S", "-"],
+            input=probe_payload({"default_caches": False}),
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        ).stdout
+        return next(p["fingerprint"] for p in json.loads(out)["packages"] if p["name"] == "foo")
+
+    before = fingerprint()
+    record = info / "RECORD"
+    stat = record.stat()
+    with open(record, "r+") as fh:  # same size, in place, the mtime put back
+        fh.write("foo/__init__.py,sha256=ZZZZ,1\n")
+    os.utime(record, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert fingerprint() != before
+
+
+def test_a_cache_someone_else_could_write_is_not_trusted(tmp_path: Path) -> None:
+    from factories import load_target
+
+    target = load_target()
+    folder = tmp_path / "xdg" / "envguard"
+    folder.mkdir(parents=True)
+    folder.chmod(0o777)
+    sites = ["/venv/lib/python3.11/site-packages"]
+    assert target.DistCache(str(folder / "dists-v3"), sites).path is None
+    link = tmp_path / "xdg2"
+    link.mkdir()
+    (link / "envguard").symlink_to(tmp_path)
+    assert target.DistCache(str(link / "envguard" / "dists-v3"), sites).path is None
 
 
 @pytest.mark.parametrize(
@@ -98,6 +142,7 @@ def test_a_direct_url_that_does_not_parse_is_no_traceback(tmp_path: Path) -> Non
     assert first["kind"] == "dir" and first["path"] is None
 
 
+@pytest.mark.slow
 def test_a_daemon_holding_the_pipe_open_does_not_hold_the_capture(tmp_path: Path) -> None:
     """The far side answers, then leaves a process in a session of its own that keeps the
     answer's pipe open: the capture ends within seconds, and that process is stopped."""
