@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 STORY = Path(__file__).resolve().parents[2] / "examples" / "seed-story" / "story.py"
 
 
+@pytest.mark.slow
 def test_seed_story_runs_offline_and_ends_clean() -> None:
     proc = subprocess.run(
         [sys.executable, str(STORY)], capture_output=True, text=True, timeout=300, check=False

@@ -241,6 +241,7 @@ _FORGED = _VALUES | st.sampled_from(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_a_forged_snapshot_file_is_built_directly_only_as_the_model_reads_it(data: Any) -> None:
