@@ -92,7 +92,7 @@ def _compile_cache_place(real: str) -> bool:
     """torch inductor's per-user folder in the temp dir (``/tmp/torchinductor_<user>``): a
     snapshot taken as another user names that user's folder, and only sizes are read."""
     parent, name = os.path.split(real)
-    import tempfile  # here: it costs the probe ~9 ms to import, and few snapshots need it
+    import tempfile  # here: it is slow for the probe to import, and few snapshots need it
 
     temps = {os.path.realpath(tempfile.gettempdir()), "/tmp"}
     return parent in temps and name.startswith("torchinductor_") and len(name) > 14

@@ -244,7 +244,7 @@ def redact_metrics(metrics: Dict[str, Any]) -> Dict[str, Any]:
 
 def secret_digest(name: str, value: str) -> str:
     """A short, name-salted hash so two redacted values can be compared, never recovered."""
-    import hashlib  # here: most probes hold no secret, and _hashlib costs 3 ms to load
+    import hashlib  # here: most probes hold no secret, and _hashlib is slow to load
 
     text = name + "\0" + value
     try:

@@ -121,8 +121,8 @@ def load_fleet(paths: list[Path]) -> list[tuple[dict[str, str], str]]:
             raise
 
 
-# Past this many bytes of snapshots, validating them (about 30 MB/s) outweighs starting a
-# pool: a fleet of four 100,000-package snapshots is 170 MB.
+# Past this many bytes of snapshots, validating them outweighs starting a pool (a fleet
+# of four 100,000-package snapshots is far past it).
 BIG = 32 << 20
 
 

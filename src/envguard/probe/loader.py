@@ -4,7 +4,7 @@ Its text is sent ahead of the target modules (and exec'd in-process by
 ``payload.local_package``), so it is written for any Python 3.8 and the standard library,
 without f-strings (the payload's version check must parse on older Pythons too).
 
-Compiling the ~60 KB of target modules took about 14 ms of every probe. With a ``key`` (a
+Compiling the target modules was a large share of every probe. With a ``key`` (a
 hash of exactly these sources, computed by the host), the compiled code is kept in the
 user's cache folder, ``$XDG_CACHE_HOME/envguard`` (else ``~/.cache/envguard``), one file
 per key, interpreter and version, and used by later runs instead of compiling again. The
@@ -130,8 +130,8 @@ def _envguard_install(
 
     ``sources``: (name, source) pairs; or, with ``names``, the payload's packed text of
     their sources (see _unpack), unpacked only when no compiled code is kept: compiling a
-    payload of plain string literals cost every probe ~3 ms, and the packed text is 40%
-    of their size on the wire."""
+    payload of plain string literals cost every probe time, and the packed text is far
+    smaller on the wire (docs/benchmarks.md)."""
     if names is None:
         if isinstance(sources, str):
             raise ValueError("packed sources come with their names")

@@ -27,10 +27,9 @@ def _row(table: Table, *cells: str | Text) -> None:
     table.add_row(*(Text(printable(c)) if isinstance(c, str) else c for c in cells))
 
 
-# Past this many rows rich's layout (it measures every cell to wrap it) costs about a
-# millisecond a row: a 100,000-change drift took 57 s, `log` over 1,000 snapshots 1.1 s of
-# its 1.6. Larger tables are written as plain aligned columns, every row kept, nothing
-# wrapped (a person does not read 300 rows as a boxed table anyway).
+# Past this many rows rich's layout (it measures every cell to wrap it) dominates the
+# command (docs/benchmarks.md). Larger tables are written as plain aligned columns, every
+# row kept, nothing wrapped (a person does not read 300 rows as a boxed table anyway).
 RICH_ROWS = 300
 
 

@@ -283,11 +283,11 @@ built = shape.built
 
 # ---- typed(): the model of a document ------------------------------------------------------
 
-# Building a model directly costs about 10 us a package more than pydantic's validation,
-# whose validators cost about 35 ms to build, once per process (pydantic's plugin loader
-# imports importlib.metadata on the way): a process that reads one or two snapshots (diff,
-# check, show) builds its models directly; one that reads many (fleet) builds the
-# validators once this budget of packages is spent.
+# Building a model directly costs a little more a package than pydantic's validation,
+# whose validators cost a lot to build, once per process (pydantic's plugin loader imports
+# importlib.metadata on the way): a process that reads one or two snapshots (diff, check,
+# show) builds its models directly; one that reads many (fleet) builds the validators
+# once this budget of packages is spent (the figures: docs/benchmarks.md).
 _DIRECT_PACKAGES = 3000
 _spent = [0]
 

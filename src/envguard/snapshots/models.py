@@ -93,8 +93,8 @@ class Package(Model):
     installer: str | None = None
     requested: bool = False
     location: str
-    # Defaults built without validation: building a validator at import cost every command
-    # ~35 ms (pydantic's plugin loader imports importlib.metadata), used or not.
+    # Defaults built without validation: building a validator at import would cost every
+    # command its build (pydantic's plugin loader imports importlib.metadata), used or not.
     source: Source = Source.model_construct()
     fingerprint: str | None = None
     shadowed: bool = False

@@ -174,8 +174,8 @@ class DistCache:
         self.used_dists: Dict[str, Dict[str, Any]] = {}
         if folder is None or not (_ours(folder) and _ours(os.path.dirname(folder))):
             return  # a folder someone else could fill (or a symlink): no cache
-        # Named by a checksum of the venv's site folders (no hashlib: 3 ms to load, and a
-        # collision only makes two venvs share one file, keyed by full paths as ever).
+        # Named by a checksum of the venv's site folders (zlib: hashlib is slow to load, and
+        # a collision only makes two venvs share one file, keyed by full paths as ever).
         key = "\0".join(sites).encode("utf-8", "surrogateescape")
         self.path = os.path.join(folder, "%08x%08x.json" % (zlib.crc32(key), zlib.adler32(key)))
         if os.path.lexists(self.path) and not _ours(self.path):
