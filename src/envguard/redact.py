@@ -225,7 +225,8 @@ def redact_argv(argv: List[str]) -> List[str]:
             out.append(arg)
             hide_next = True
         else:
-            out.append(redact_url(arg))
+            # A token by its shape wherever it stands (--note "key ghp_...", run=AKIA...).
+            out.append(_TOKEN_SHAPES.sub(REDACTED, redact_url(arg)))
     return out
 
 

@@ -4,6 +4,7 @@ file, a lockfile URL or a forged probe report are never stored or shown."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -218,3 +219,22 @@ def test_password_options_are_redacted(text: str, shown: str) -> None:
     from envguard.redact import redact_text
 
     assert redact_text(text) == shown
+
+
+def test_the_recorded_command_line_keeps_no_token(tmp_path: Path) -> None:
+    """The snapshot's `command` is committed with it: a token in --note or --metric is hidden
+    there as it is in `note` and `metrics` (by its shape, whatever the option)."""
+    aws = "AKIA" + "IOSFODNN7EXAMPLE"
+    out = tmp_path / "s.json"
+    argv = ["snapshot", "--python", sys.executable, "--note", f"deploy key {GHP}"]
+    argv += ["--metric", f"run={aws}", "--metric", "tok_s=1", "--out", str(out)]
+    done = subprocess.run(
+        [sys.executable, "-m", "envguard", *argv],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    assert GHP not in text and aws not in text
+    command = json.loads(text)["command"]
+    assert "--note" in command and "deploy key <redacted>" in command
+    assert "run=<redacted>" in command and "tok_s=1" in command
