@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from envguard.cli import app, console
+from envguard.cli.program import app, console
 from envguard.errors import set_interrupt_hint
 
 if TYPE_CHECKING:

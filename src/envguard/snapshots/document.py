@@ -16,11 +16,11 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from envguard import SCHEMA_VERSION, __version__
 from envguard.confine import OUTSIDE
 from envguard.errors import UsageError
 from envguard.reading import UNSAFE_CHARS
 from envguard.redact import redact_argv, redact_env, redact_metrics, redact_text, redact_url
+from envguard.version import SCHEMA_VERSION, __version__
 
 if TYPE_CHECKING:
     from envguard.probe.report import (

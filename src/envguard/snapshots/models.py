@@ -15,8 +15,8 @@ from pydantic import (
     model_validator,
 )
 
-from envguard import SCHEMA_VERSION
 from envguard.reading import UNSAFE_CHARS
+from envguard.version import SCHEMA_VERSION
 
 MetricValue = int | float | str
 # One line of text: snapshots are untrusted, and these fields end up in messages and files.
