@@ -13,7 +13,8 @@ SRC = Path(envguard.__file__).parent
 TARGET = SRC / "probe" / "target"
 
 # Each top-level part of the package and the parts it may import (besides itself).
-BASE = {"errors", "redact", "reading", "confine", "tools", "units", "testing", "trace", "notices"}
+BASE = {"errors", "redact", "reading", "confine", "tools", "units", "testing", "trace", "version"}
+BASE |= {"notices"}
 PARTS = {p.stem for p in SRC.glob("*.py")} | {p.name for p in SRC.iterdir() if p.is_dir()}
 ALLOWED: dict[str, set[str]] = {
     "base": set(),
@@ -38,8 +39,12 @@ def _layer(module: str) -> str:
     parts = module.split(".")
     if parts[0] != "envguard":
         raise ValueError(module)
-    if len(parts) == 1 or parts[1] in BASE or parts[1] not in PARTS:
-        return "base"  # envguard itself, a base module, or a name from envguard/__init__
+    if len(parts) == 1:
+        return "api"  # ``import envguard``, ``from envguard import diff``: the API's names
+    if parts[1] in BASE:
+        return "base"
+    if parts[1] not in PARTS:
+        raise ValueError(f"{module}: no such part of envguard")
     return parts[1]
 
 
@@ -51,16 +56,44 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _imports(path: Path) -> list[str]:
-    """Every envguard module ``path`` imports, at the top or inside functions."""
-    found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+def _is_module(name: str) -> bool:
+    path = SRC.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def _type_checking(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and ast.unparse(node.test) in (
+        "TYPE_CHECKING",
+        "typing.TYPE_CHECKING",
+    )
+
+
+def _imports(path: Path) -> list[tuple[str, bool]]:
+    """Every envguard module ``path`` imports, at the top or inside functions, each with
+    whether only type checkers see it (under ``if TYPE_CHECKING:``). ``from X import Y``
+    imports the module X.Y when there is one, else X (a name from it: from ``envguard``
+    itself, one of the API's)."""
+    found: list[tuple[str, bool]] = []
+
+    def visit(node: ast.AST, typing_only: bool) -> None:
         if isinstance(node, ast.Import):
-            found += [a.name for a in node.names]
+            found.extend((a.name, typing_only) for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.append(node.module)
-            found += [f"{node.module}.{a.name}" for a in node.names]
-    return [name for name in found if name == "envguard" or name.startswith("envguard.")]
+            for alias in node.names:
+                name = f"{node.module}.{alias.name}"
+                found.append((name if _is_module(name) else node.module, typing_only))
+        for child in ast.iter_child_nodes(node):
+            if _type_checking(child):
+                assert isinstance(child, ast.If)
+                for stmt in child.body:
+                    visit(stmt, True)
+                for stmt in child.orelse:
+                    visit(stmt, typing_only)
+            else:
+                visit(child, typing_only)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")), False)
+    return [(n, t) for n, t in found if n == "envguard" or n.startswith("envguard.")]
 
 
 def _allowed(importer: str, imported: str) -> bool:
@@ -77,13 +110,21 @@ def _allowed(importer: str, imported: str) -> bool:
     )
 
 
+def _sources() -> list[Path]:
+    """envguard's modules, less the target side (checked below) and envguard/__init__ (it
+    re-exports the API, lazily)."""
+    return [
+        path
+        for path in sorted(SRC.rglob("*.py"))
+        if TARGET not in path.parents and path != SRC / "__init__.py"
+    ]
+
+
 def test_lower_layers_never_import_higher_ones() -> None:
     wrong = []
-    for path in sorted(SRC.rglob("*.py")):
-        if TARGET in path.parents or path == SRC / "__init__.py":
-            continue  # the target side is checked below; __init__ re-exports the API lazily
+    for path in _sources():
         importer = _module_name(path)
-        for imported in _imports(path):
+        for imported, _ in _imports(path):
             if imported.startswith("envguard.probe.target"):
                 wrong.append(f"{importer} imports the target side {imported}")
             elif not _allowed(importer, imported):
@@ -91,9 +132,77 @@ def test_lower_layers_never_import_higher_ones() -> None:
     assert not wrong, "\n".join(wrong)
 
 
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the envguard modules it imports when it runs (at its top or in a function;
+    not the ones only type checkers see)."""
+    graph = {_module_name(path): set() for path in _sources()}
+    for path in _sources():
+        importer = _module_name(path)
+        graph[importer] |= {
+            name
+            for name, typing_only in _imports(path)
+            if not typing_only and name in graph and name != importer
+        }
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each as a path
+    around the cycle, for the message."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while stack[-1] != node:
+                component.append(stack.pop())
+            component.append(stack.pop())
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_itself_round_a_cycle() -> None:
+    """A cycle hidden in function-level imports is a cycle too: the piece both ends need
+    belongs a layer down."""
+    graph = _import_graph()
+    wrong = [
+        " <-> ".join(f"{m} (-> {', '.join(sorted(graph[m] & set(c)))})" for m in c)
+        for c in _cycles(graph)
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_checks_see_what_they_check() -> None:
+    """A name from ``envguard`` is the API's, a submodule is itself, and the imports only
+    type checkers see are told apart."""
+    assert _layer("envguard") == "api"
+    assert _layer("envguard.version") == "base"
+    assert not _allowed("envguard.snapshots.store", "envguard")
+    graph = _import_graph()
+    assert "envguard.snapshots.live" in graph["envguard.api.capture"]  # inside prestart()
+    assert "envguard.compare.policy" not in graph["envguard.cli.compare"]  # TYPE_CHECKING
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
 def test_render_never_imports_what_changes_the_machine() -> None:
     for path in (SRC / "render").rglob("*.py"):
-        for imported in _imports(path):
+        for imported, _ in _imports(path):
             assert not imported.startswith("envguard.recovery.execute"), path
             assert not imported.startswith(("envguard.api", "envguard.cli")), path
 

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-# The snapshot file format (bumped on an incompatible change; older envguards refuse newer).
-SCHEMA_VERSION = 1
+from envguard.version import SCHEMA_VERSION, __version__
 
 if TYPE_CHECKING:
     from envguard.api import (

@@ -174,7 +174,7 @@ def test_a_signal_before_the_command_line_runs_is_one_line(tmp_path: Path, where
     never a traceback."""
     program = (
         "import os, signal, sys\n"
-        "import envguard.cli as cli\n"
+        "import envguard.cli.program as cli\n"
         "from envguard import errors\n"
         "from envguard.probe import runner\n"
         "def set_up():\n"
@@ -259,14 +259,14 @@ def test_an_interrupt_anywhere_in_start_up_is_one_line(
         )
     elif where == "in the CLI's set-up":
         program += (
-            "import envguard.cli as cli\n"
+            "import envguard.cli.program as cli\n"
             "from envguard import errors\n"
             "def set_up():\n"
             "    errors.handle_signals()\n" + indented + "cli.handle_signals = set_up\n"
         )
     else:
         program += (
-            "import envguard.cli as cli\n"
+            "import envguard.cli.program as cli\n"
             "make = cli._Group.make_context\n"
             "def parse(self, *args, **kwargs):\n"
             "    os.kill(os.getpid(), signal.SIGHUP)\n"

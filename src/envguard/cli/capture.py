@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from envguard.cli import OutputFormat, app, console, fail
+from envguard.cli.program import OutputFormat, app, console, fail
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from envguard.cli import app, console
+from envguard.cli.program import app, console
 
 if TYPE_CHECKING:
     from envguard.compare.models import Drift

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from envguard.cli import app, console
+from envguard.cli.program import app, console
 from envguard.errors import set_interrupt_hint
 
 if TYPE_CHECKING:
@@ -268,10 +268,11 @@ def restore(
     sources = _sources(
         index_url, extra_index_url, find_links, offline, no_index, torch_index, remote=bool(via)
     )
-    options = dict(
+    options = api.RestoreOptions(
         venv=venv,
         execute=execute,
         python=python,
+        via=via,
         root=root,
         repos=repos,
         store=store,
@@ -288,26 +289,22 @@ def restore(
     if hosts is not None:
         if via is None:
             raise typer.BadParameter("--hosts needs --via '... {host} ...'", param_hint="--via")
-        _restore_fleet(
-            api.restore_hosts(snapshot_ref, hosts=hosts, via=via, jobs=jobs, **options), format
-        )
+        _restore_fleet(api.restore_hosts(snapshot_ref, options, hosts=hosts, jobs=jobs), format)
         return
     if sys.stderr.isatty():  # a spinner and uv's lines for a person watching
         err = console(stderr=True)
         with err.status("restoring") as status:
             report = api.restore(
                 snapshot_ref,
-                via=via,
+                options,
                 status=status.update,
                 on_line=lambda line: err.print(f"  {line}", markup=False, style="dim"),
-                **options,  # type: ignore[arg-type]
             )
     else:  # a log: uv's lines as they come, no rich
         report = api.restore(
             snapshot_ref,
-            via=via,
+            options,
             on_line=lambda line: print(f"  {line}", file=sys.stderr),
-            **options,  # type: ignore[arg-type]
         )
     if format is RestoreFormat.json:
         sys.stdout.write(report.model_dump_json(indent=2, by_alias=True) + "\n")
@@ -415,8 +412,7 @@ def bisect(
             where = f"build {count[0]} of at most {max_steps}"
         typer.echo(printable(f"{where}: {applied} -> {step.result}{shown}"), err=True)
 
-    report = api.bisect(
-        good,
+    options = api.BisectOptions(
         run=run,
         bad=bad,
         python=python,
@@ -430,9 +426,8 @@ def bisect(
         resume=resume,
         repo=repo,
         sources=sources,
-        on_step=progress,
-        on_units=started,
     )
+    report = api.bisect(good, options, on_step=progress, on_units=started)
     if format is RestoreFormat.json:
         sys.stdout.write(report.to_json() + "\n")
     else:

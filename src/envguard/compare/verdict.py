@@ -9,20 +9,9 @@ from collections.abc import Sequence
 from envguard.compare.causes import Cause
 from envguard.compare.models import Change, primary_changes
 from envguard.compare.policy import Policy
+from envguard.compare.sections.packages import torch_version
 from envguard.redact import redact_metrics
-from envguard.snapshots.models import Package, Snapshot
-
-
-def torch_version(snap: Snapshot, pkg: Package | None = None) -> str | None:
-    """torch's version with its build: the distribution's, or torch's own version.py when
-    the distribution carries no local label (PyPI's CUDA wheels: 2.14.1 is 2.14.1+cu130)."""
-    pkg = pkg or snap.package_map().get("torch")
-    if pkg is None:
-        return None
-    build = snap.torch.version if snap.torch is not None else None
-    if "+" not in pkg.version and build and build.startswith(pkg.version + "+"):
-        return build
-    return pkg.version
+from envguard.snapshots.models import Snapshot
 
 
 def _cuda(snap: Snapshot) -> str:

@@ -460,7 +460,7 @@ def plan(snapshot: Snapshot, options: PlanOptions) -> Plan:
 def torch_build_label(snapshot: Snapshot) -> str | None:
     """``2.14.1+cu130 (CUDA 13.0)``: the build torch's version.py names, for plans and
     exports whose pins carry PyPI's unlabelled version."""
-    from envguard.compare.verdict import torch_version
+    from envguard.compare.sections.packages import torch_version
 
     label = torch_version(snapshot)
     if label is None:

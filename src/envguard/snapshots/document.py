@@ -15,11 +15,11 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from envguard import SCHEMA_VERSION, __version__
 from envguard.confine import OUTSIDE
 from envguard.errors import UsageError
 from envguard.redact import redact_argv, redact_env, redact_metrics, redact_text, redact_url
 from envguard.snapshots import shape
+from envguard.version import SCHEMA_VERSION, __version__
 
 if TYPE_CHECKING:
     from envguard.probe.report import (
@@ -278,7 +278,13 @@ def stored(document: Document) -> Document:
 
 # fits() and built() are generated from the models (snapshots/shape.py).
 fits = shape.fits
-built = shape.built
+
+
+def built(doc: Document) -> Snapshot:
+    """The model of a document fits() vouched for, built without validation."""
+    from envguard.snapshots import models
+
+    return shape.built(doc, models)
 
 
 # ---- typed(): the model of a document ------------------------------------------------------

@@ -14,10 +14,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envguard import SCHEMA_VERSION
 from envguard.errors import EnvguardError
 from envguard.reading import UNSAFE_CHARS, not_json_constant
 from envguard.snapshots import shape
+from envguard.version import SCHEMA_VERSION
 
 if TYPE_CHECKING:  # the models (pydantic) are never loaded for a log
     from envguard.snapshots.models import MetricValue

@@ -25,9 +25,9 @@ from pydantic import (
     model_validator,
 )
 
-from envguard import SCHEMA_VERSION
 from envguard.reading import UNSAFE_CHARS
 from envguard.snapshots.shape import SCHEMA_MINOR
+from envguard.version import SCHEMA_VERSION
 
 MetricValue = int | float | str
 # One line of text: snapshots are untrusted, and these fields end up in messages and files.

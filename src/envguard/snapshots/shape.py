@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 from envguard.snapshots import checks as _c
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from envguard.snapshots.models import Snapshot
 
 # The largest Since(minor) of any field: what a file written now is.
@@ -138,11 +140,10 @@ def fits(doc: Any) -> bool:
     return _fits_Snapshot(doc)
 
 
-def built(doc: Any) -> Snapshot:
+def built(doc: Any, models: ModuleType) -> Snapshot:
     """The model of a document fits() vouched for, without validation: each field as
-    the model's validation makes it (tuples, a datetime, nested models)."""
-    from envguard.snapshots import models
-
+    the model's validation makes it (tuples, a datetime, nested models); ``models`` is
+    snapshots.models, passed in: the models import this module."""
     snapshot: Snapshot = _built_Snapshot(doc, models)
     return snapshot
 

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envguard import SCHEMA_VERSION, notices
+from envguard import notices
 from envguard.errors import ActionError, SnapshotError, UsageError, field_path
 from envguard.reading import not_json_constant
 from envguard.snapshots import shape
+from envguard.version import SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from envguard.snapshots.document import Document

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -105,14 +106,22 @@ def reason(exc: Exception) -> str:
     return first[:200]
 
 
+def allowed_roots(path: Path, cwd: Path | None = None) -> tuple[str, ...]:
+    """Where `-r` may lead: the top file's folder, the working directory, its work tree."""
+    from envguard.snapshots.repos import find_work_tree
+
+    cwd = Path.cwd() if cwd is None else cwd
+    roots = {os.path.realpath(path.parent), os.path.realpath(cwd)}
+    top = find_work_tree(cwd)
+    if top is not None:
+        roots.add(os.path.realpath(top))
+    return tuple(sorted(roots))
+
+
 def confined(path: Path, *, what: str) -> None:
     """Refuse ``path`` when it is a symlink whose target lies outside the project (the
     folder it is in, the working directory, its git work tree): a pull request can commit a
     symlink to a secret file. A path the user spelled outside the project is theirs."""
-    import os
-
-    from envguard.compare.lockfiles.requirements import allowed_roots
-
     resolved = os.path.realpath(path)
     if resolved == os.path.abspath(path):
         return

@@ -19,6 +19,7 @@ from envguard.compare.lockfiles.common import (
     MARKER_ERRORS,
     LockfileError,
     Pin,
+    allowed_roots,
     read_lockfile_text,
     reason,
 )
@@ -53,18 +54,6 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     if buffer.strip():
         out.append((start, buffer.strip()))
     return out
-
-
-def allowed_roots(path: Path, cwd: Path | None = None) -> tuple[str, ...]:
-    """Where `-r` may lead: the top file's folder, the working directory, its work tree."""
-    from envguard.snapshots.repos import find_work_tree
-
-    cwd = Path.cwd() if cwd is None else cwd
-    roots = {os.path.realpath(path.parent), os.path.realpath(cwd)}
-    top = find_work_tree(cwd)
-    if top is not None:
-        roots.add(os.path.realpath(top))
-    return tuple(sorted(roots))
 
 
 # `name==version` with a PEP 508 name and a PEP 440 version: what packaging parses to one ==

@@ -155,17 +155,25 @@ def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
                 message=f"{name} {version} added: not in the good environment{why}",
             )
         elif name == "torch":
-            from envguard.compare.verdict import torch_version
-
             labels = (torch_version(e, ep[name]) or "", torch_version(a, ap[name]) or "")
             _package(b, name, ep[name], ap[name], level=level, labels=labels)
         else:
             _package(b, name, ep[name], ap[name], level=level)
 
 
-def identity(snap: Snapshot) -> Iterator[tuple[str, str]]:
-    from envguard.compare.verdict import torch_version
+def torch_version(snap: Snapshot, pkg: Package | None = None) -> str | None:
+    """torch's version with its build: the distribution's, or torch's own version.py when
+    the distribution carries no local label (PyPI's CUDA wheels: 2.14.1 is 2.14.1+cu130)."""
+    pkg = pkg or snap.package_map().get("torch")
+    if pkg is None:
+        return None
+    build = snap.torch.version if snap.torch is not None else None
+    if "+" not in pkg.version and build and build.startswith(pkg.version + "+"):
+        return build
+    return pkg.version
 
+
+def identity(snap: Snapshot) -> Iterator[tuple[str, str]]:
     for pkg in snap.packages:
         if pkg.shadowed:
             continue

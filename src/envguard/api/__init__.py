@@ -1,0 +1,111 @@
+"""envguard's operations as typed Python functions: what the CLI, the tests and your own
+scripts call.
+
+Each function takes plain arguments and returns a model (Snapshot, Drift, Plan, Outcome,
+FleetReport; snapshot_document() the JSON document a snapshot file holds); none prints and
+none exits. Failures raise EnvguardError (``.message``, ``.hint``, ``.exit_code``).
+
+    import envguard
+
+    snap = envguard.snapshot(name="good", metrics={"tok_s": 21500})
+    envguard.save(snap)
+    drift = envguard.diff("good")          # the live environment against the snapshot
+    if drift.reaches(envguard.Severity.warning): ...
+
+The operations live in one module per kind of work (capture, records, compare, recover,
+restoration, bisection, hosts) and are re-exported here, each module loaded when one of its
+names is first used: `envguard snapshot` loads the capture module and nothing of restore's.
+Heavy modules (pydantic, rich, git) load inside the functions.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from envguard.api.bisection import BisectOptions, bisect
+    from envguard.api.capture import (
+        check_writable,
+        default_path,
+        list_snapshots,
+        load,
+        newest,
+        prestart,
+        save,
+        snapshot,
+        snapshot_document,
+    )
+    from envguard.api.compare import check, diff, diff_locks, find_lock, load_policy
+    from envguard.api.hosts import fleet, restore_hosts, snapshot_hosts
+    from envguard.api.records import keep, log
+    from envguard.api.recover import export, plan_rebuild, rebuild, run_then, sources
+    from envguard.api.restoration import RestoreOptions, restore, restore_env
+
+# Each module and the names it exports.
+_MODULES = {
+    "bisection": ("BisectOptions", "bisect"),
+    "capture": (
+        "check_writable",
+        "default_path",
+        "list_snapshots",
+        "load",
+        "newest",
+        "prestart",
+        "save",
+        "snapshot",
+        "snapshot_document",
+    ),
+    "compare": ("check", "diff", "diff_locks", "find_lock", "load_policy"),
+    "hosts": ("fleet", "restore_hosts", "snapshot_hosts"),
+    "records": ("keep", "log"),
+    "recover": ("export", "plan_rebuild", "rebuild", "run_then", "sources"),
+    "restoration": ("RestoreOptions", "restore", "restore_env"),
+}
+_HOME = {name: module for module, names in _MODULES.items() for name in names}
+
+__all__ = [
+    "BisectOptions",
+    "RestoreOptions",
+    "bisect",
+    "check",
+    "check_writable",
+    "default_path",
+    "diff",
+    "diff_locks",
+    "export",
+    "find_lock",
+    "fleet",
+    "keep",
+    "list_snapshots",
+    "load",
+    "load_policy",
+    "log",
+    "newest",
+    "plan_rebuild",
+    "prestart",
+    "rebuild",
+    "restore",
+    "restore_env",
+    "restore_hosts",
+    "run_then",
+    "save",
+    "snapshot",
+    "snapshot_document",
+    "snapshot_hosts",
+    "sources",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module 'envguard.api' has no attribute {name!r}")
+    # __import__, not importlib.import_module: the import statement's path, which
+    # `python -X importtime` sees (it is blind to import_module's).
+    module = __import__(f"{__name__}.{_HOME[name]}", fromlist=[name])
+    value = getattr(module, name)
+    globals()[name] = value  # found once: later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

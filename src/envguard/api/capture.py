@@ -1,0 +1,196 @@
+"""Taking a snapshot and keeping its file: snapshot(), snapshot_document(), prestart(),
+save(), load(), newest(), list_snapshots().
+
+This module is on the start-up path of `envguard snapshot` and `envguard diff`: it imports
+what the probe needs before it starts, and the rest once the probe runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from envguard.api._shared import capture_request, root_path
+from envguard.errors import EnvguardError, UsageError
+from envguard.snapshots import store
+from envguard.snapshots.request import start_capture, start_early
+
+if TYPE_CHECKING:
+    from envguard.snapshots.document import Document
+    from envguard.snapshots.models import MetricValue, Snapshot
+    from envguard.snapshots.request import StartedCapture
+    from envguard.snapshots.store import Listed
+
+
+def snapshot(
+    *,
+    python: str | Path | None = None,
+    name: str | None = None,
+    repos: Sequence[str | Path] = (),
+    files: Sequence[str] = (),
+    caches: Sequence[str] = (),
+    metrics: Mapping[str, MetricValue] | None = None,
+    note: str | None = None,
+    via: str | Sequence[str] | None = None,
+    timeout: float | None = 120.0,
+    command: Sequence[str] | None = None,
+    root: str | Path | None = None,
+) -> Snapshot:
+    """Measure an environment: the interpreter (default: $VIRTUAL_ENV, ./.venv, python3),
+    its packages, torch's build, the GPU, git repos, files, caches and environment."""
+    started = _start_snapshot(**locals())
+    # The probe runs while the models (pydantic) load: that import is most of the start-up.
+    from envguard.snapshots.capture import finish_capture
+
+    return finish_capture(started)
+
+
+def snapshot_document(
+    *,
+    python: str | Path | None = None,
+    name: str | None = None,
+    repos: Sequence[str | Path] = (),
+    files: Sequence[str] = (),
+    caches: Sequence[str] = (),
+    metrics: Mapping[str, MetricValue] | None = None,
+    note: str | None = None,
+    via: str | Sequence[str] | None = None,
+    timeout: float | None = 120.0,
+    command: Sequence[str] | None = None,
+    root: str | Path | None = None,
+) -> Document:
+    """snapshot(), as the JSON document its file holds (``Snapshot.model_validate`` of it
+    is snapshot()'s result): checked as the model checks it, without loading pydantic
+    where the check can vouch for it. What `envguard snapshot` writes."""
+    started = _start_snapshot(**locals())
+    from envguard.snapshots.capture import finish_document
+
+    return finish_document(started)
+
+
+def prestart(
+    command: Literal["snapshot", "diff"],
+    *,
+    good: str | None = None,
+    python: str | None = None,
+) -> None:
+    """Start the probe that ``snapshot(python=python)`` or ``diff(good, python=python)``
+    (local, nothing else named) is about to need, so that it runs while the caller loads
+    what it needs (the command line: typer). That call takes the probe over when it asks
+    for exactly the same one, and stops it otherwise. Nothing is reported here: a problem
+    (no such snapshot, no interpreter) is the call's to report."""
+    try:
+        if command == "snapshot":
+            start_early(
+                capture_request(
+                    python=python,
+                    name=None,
+                    repos=(),
+                    files=(),
+                    caches=(),
+                    metrics=None,
+                    note=None,
+                    via=None,
+                    timeout=None,
+                    command=(),
+                )
+            )
+        else:
+            # diff's, not snapshot's: loaded only on its path
+            from envguard.snapshots.live import PRESTART_BYTES, prestart_like
+
+            path = store.resolve(good) if good is not None else newest()
+            if path.stat().st_size <= PRESTART_BYTES:  # a huge one: not parsed twice
+                prestart_like(store.read(path), source=str(path), python=python)
+    except (EnvguardError, OSError, ValueError):
+        return
+
+
+def _start_snapshot(
+    *,
+    python: str | Path | None,
+    name: str | None,
+    repos: Sequence[str | Path],
+    files: Sequence[str],
+    caches: Sequence[str],
+    metrics: Mapping[str, MetricValue] | None,
+    note: str | None,
+    via: str | Sequence[str] | None,
+    timeout: float | None,
+    command: Sequence[str] | None,
+    root: str | Path | None,
+) -> StartedCapture:
+    request = capture_request(
+        python=python,
+        name=name,
+        repos=repos,
+        files=files,
+        caches=caches,
+        metrics=metrics,
+        note=note,
+        via=via,
+        timeout=timeout,
+        command=command,
+    )
+    if any("{host}" in token for token in request.via):
+        raise UsageError("--via contains {host}: pass --hosts to say which hosts")
+    if root is not None:
+        from dataclasses import replace
+
+        request = replace(request, root=Path(root_path(root, remote=bool(request.via))))
+    return start_capture(request)
+
+
+def save(
+    snap: Snapshot | Document,
+    path: str | Path | None = None,
+    *,
+    force: bool = False,
+    unique: bool = False,
+) -> Path:
+    """Write ``snap`` (a Snapshot, or snapshot_document()'s document) atomically (default:
+    snapshots/NAME.json; ``{host}`` in the path is the snapshot's host); never overwrites
+    without ``force``. Returns the path written. ``unique`` (a default, timestamped name):
+    a name taken meanwhile gets -2, -3, ... instead of an error, so two snapshots in one
+    second never collide."""
+    name, host = (snap["name"], snap["host"]) if isinstance(snap, dict) else (snap.name, snap.host)
+    if path is None and unique and not force:
+        for n in range(1, 1000):
+            named = snap if n == 1 else store.renamed(snap, f"{name}-{n}")
+            try:
+                return save(named, force=False)
+            except store.TargetExists:
+                continue
+    target = store.default_path(name) if path is None else Path(path)
+    if "{host}" in str(target):
+        from envguard.snapshots.hosts import check_host  # threads: off the start-up path
+
+        target = Path(str(target).replace("{host}", check_host(host, source="the snapshot's host")))
+    store.write_atomic(target, store.dumps(snap), force=force)
+    return target
+
+
+def default_path(name: str) -> Path:
+    """Where a snapshot named ``name`` is saved by default: snapshots/NAME.json."""
+    return store.default_path(store.validate_name(name))
+
+
+def check_writable(path: str | Path, *, force: bool = False) -> None:
+    """UsageError now, before a slow capture, if ``path`` exists and ``force`` is not set."""
+    store.check_target(Path(path), force=force)
+
+
+def load(ref: str | Path) -> Snapshot:
+    """A snapshot by path or by name in snapshots/, validated in full."""
+    return store.load(ref)
+
+
+def newest() -> Path:
+    """The snapshot file in snapshots/ whose run was recorded last."""
+    return store.newest()
+
+
+def list_snapshots() -> list[Listed]:
+    """Every snapshot in snapshots/, newest run first; unreadable ones last, with why."""
+    return store.listing()

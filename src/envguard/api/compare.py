@@ -1,0 +1,197 @@
+"""Comparing environments: diff() against a snapshot, check() against a lockfile,
+diff_locks() between two lockfiles, under load_policy()'s rules."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from envguard.api._shared import load_snapshot, root_path
+from envguard.api.capture import load, newest, snapshot
+from envguard.compare import policy as rules
+from envguard.errors import UsageError
+from envguard.snapshots import store
+from envguard.snapshots.live import Recorded, live_request, measure_like
+
+if TYPE_CHECKING:
+    from envguard.compare.models import Drift
+    from envguard.compare.policy import Policy
+    from envguard.compare.selection import Selection
+    from envguard.snapshots.models import Snapshot
+
+
+def load_policy(
+    *, fail_on: str | None = None, only: Sequence[str] = (), start: Path | None = None
+) -> Policy:
+    """The nearest pyproject.toml's [tool.envguard] policy, with --fail-on and --only."""
+    from dataclasses import replace
+
+    found = rules.load_policy(start)
+    if only:
+        found = rules.only_sections(found, only)
+    if fail_on is not None:
+        found = replace(found, fail_on=rules.parse_fail_on(fail_on))
+    return found
+
+
+def diff(
+    good: str | Path | Snapshot | None = None,
+    against: str | Path | Snapshot | None = None,
+    *,
+    python: str | None = None,
+    via: str | None = None,
+    policy: Policy | None = None,
+    allow: Sequence[str | Path] = (),
+    root: str | Path | None = None,
+) -> Drift:
+    """What drifted from ``good`` (default: the newest snapshot) to ``against``, or to the
+    live environment measured as ``good`` was (``python``/``via`` say where). The files,
+    caches and repos the snapshot names are read only under the working directory, its git
+    work tree, the target's compile cache folders and ``allow``. ``root``: where the
+    checkout holding the snapshot's tracked files lies now (default: where it was, else
+    the work tree around the working directory)."""
+    allowed = tuple(str(a) for a in allow)
+    where = None if root is None else root_path(root, remote=via is not None)
+    # Nothing heavy (pydantic) is imported before the probe starts: it works meanwhile.
+    if against is not None or (good is not None and not isinstance(good, (str, Path))):
+        from envguard.compare.engine import diff as compute
+
+        rules = policy if policy is not None else load_policy()
+        if against is not None:
+            return compute(
+                load_snapshot(good if good is not None else newest()), load_snapshot(against), rules
+            )
+        from envguard.snapshots.capture import capture_snapshot
+
+        assert good is not None  # a Snapshot: measure the live side as it was measured
+        snap = load_snapshot(good)
+        live = capture_snapshot(
+            live_request(Recorded.of(snap), python=python, via=via, allow=allowed, root=where)
+        )
+        return compute(snap, live, rules)
+
+    path = store.resolve(str(good)) if good is not None else newest()
+    expected, live = measure_like(
+        store.read(path), source=str(path), python=python, via=via, allow=allowed, root=where
+    )
+    from envguard.compare.engine import diff as compute
+
+    return compute(expected, live, policy if policy is not None else load_policy())
+
+
+def check(
+    good: str | Path | Snapshot | None = None,
+    *,
+    lock: str | Path | None = None,
+    against: str | Path | Snapshot | None = None,
+    python: str | None = None,
+    via: str | None = None,
+    policy: Policy | None = None,
+    allow: Sequence[str | Path] = (),
+    selection: Selection | None = None,
+    root: str | Path | None = None,
+) -> Drift:
+    """The CI gate. With ``lock`` (uv.lock, pylock.toml, requirements.txt, ``-`` for stdin):
+    the snapshot ``good`` (default: the newest) against it, or with ``python``/``via`` and
+    no ``good`` the live environment against it, with no snapshot at all. Without ``lock``:
+    the snapshot against another snapshot or the live environment, as diff() does."""
+    if lock is None:
+        return diff(good, against, python=python, via=via, policy=policy, allow=allow, root=root)
+    from envguard.compare.lockfiles import OutsideLock, lock_drift, read_lock
+
+    rules = policy if policy is not None else load_policy()
+    if good is None and (python is not None or via is not None):
+        subject_snap = snapshot(python=python, via=via)
+        where = f" at {python}" if python else f" behind --via {via}"
+        subject = f"the environment{where}"
+    else:
+        subject_snap = load_snapshot(good if good is not None else newest())
+        subject = f"snapshot {subject_snap.name}"
+    label = "<stdin>" if str(lock) == "-" else str(lock)
+    try:
+        read = read_lock(lock, subject_snap, selection=selection)
+    except OutsideLock as exc:
+        return _outside(exc.message, subject_snap, subject=subject, lock=label, policy=rules)
+    return lock_drift(
+        subject_snap, read.pins, policy=rules, lock=label, subject=subject, notes=read.notes
+    )
+
+
+def find_lock(start: str | Path | None = None) -> Path:
+    """The project's lockfile: beside the nearest pyproject.toml at or above ``start`` (the
+    cwd), the first of uv.lock, pylock.toml, pylock.*.toml, requirements.txt."""
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "pyproject.toml").is_file():
+            candidates = [folder / "uv.lock", folder / "pylock.toml"]
+            candidates += [*sorted(folder.glob("pylock.*.toml")), folder / "requirements.txt"]
+            for candidate in candidates:
+                if candidate.is_file():  # shown as the user would type it, from here
+                    return Path(os.path.relpath(candidate)) if folder == here else candidate
+            raise UsageError(
+                f"{folder}: no uv.lock, pylock.toml or requirements.txt beside pyproject.toml",
+                hint="pass --lock FILE",
+            )
+    raise UsageError(f"no pyproject.toml at or above {here}", hint="pass --lock FILE")
+
+
+def _outside(why: str, snap: Snapshot, *, subject: str, lock: str, policy: Policy) -> Drift:
+    """The interpreter is outside what the lock covers: one critical change, not an error."""
+    from envguard.compare.engine import Collector
+    from envguard.compare.models import Drift, Severity
+
+    b = Collector(policy, section="interpreter")
+    b.add(
+        "outside_lock",
+        "python",
+        actual=snap.interpreter.version,
+        severity=Severity.critical,
+        message=why,
+    )
+    return Drift(
+        changes=tuple(b.changes),
+        expected_name=lock,
+        actual_name=snap.name,
+        subject=subject,
+        metrics=dict(snap.metrics),
+    )
+
+
+def diff_locks(
+    old: str | Path,
+    new: str | Path,
+    *,
+    policy: Policy | None = None,
+    selection: Selection | None = None,
+    root: str | Path | None = None,
+    good: str | Path | None = None,
+    python: str | None = None,
+    via: str | None = None,
+) -> Drift:
+    """What changing lockfile ``old`` to ``new`` does to the installed set (either may be
+    ``-``, stdin), both evaluated for one interpreter: the snapshot ``good``'s, the one at
+    ``python`` (or behind ``via``), else this machine's (a lock may require another
+    Python than envguard's own)."""
+    from envguard.compare.lockfiles import locks_drift, read_lock
+
+    if str(old) == "-" and str(new) == "-":
+        raise UsageError("--lock -: only one of the two lockfiles can come from stdin")
+    labels = tuple("<stdin>" if str(p) == "-" else str(p) for p in (old, new))
+    subject = (
+        load(good)
+        if good is not None
+        else snapshot(python=python, via=via)
+        if python is not None or via is not None
+        else None
+    )
+    before = read_lock(old, subject, selection=selection)
+    after = read_lock(new, subject, selection=selection)
+    drift = locks_drift(
+        before.pins,
+        after.pins,
+        policy=policy if policy is not None else load_policy(),
+        labels=(labels[0], labels[1]),
+    )
+    return drift.model_copy(update={"notes": before.notes + after.notes})

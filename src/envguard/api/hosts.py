@@ -1,0 +1,126 @@
+"""Many hosts at once: snapshot_hosts() captures each through a prefix with ``{host}`` in
+it, restore_hosts() restores each, fleet() compares their snapshots."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from envguard.api._shared import capture_request, snapshot_path
+from envguard.api.capture import load
+from envguard.api.restoration import RestoreOptions, restore
+from envguard.errors import EnvguardError, UsageError
+from envguard.probe.runner import kill_running
+from envguard.snapshots import store
+from envguard.snapshots.hosts import capture_hosts, host_names, prefix_for
+from envguard.tools import split_command
+
+if TYPE_CHECKING:
+    from envguard.compare.models import FleetReport
+    from envguard.recovery.outcome import RestoreReport
+    from envguard.snapshots.hosts import HostResult
+    from envguard.snapshots.models import MetricValue
+
+
+def snapshot_hosts(
+    hosts: str | Sequence[str],
+    *,
+    via: str | Sequence[str],
+    folder: str | Path | None = None,
+    python: str | None = None,
+    name: str | None = None,
+    repos: Sequence[str | Path] = (),
+    files: Sequence[str] = (),
+    caches: Sequence[str] = (),
+    metrics: Mapping[str, MetricValue] | None = None,
+    note: str | None = None,
+    jobs: int = 16,
+    timeout: float = 120.0,
+    force: bool = False,
+    command: Sequence[str] | None = None,
+    on_done: Callable[[HostResult], None] | None = None,
+) -> list[HostResult]:
+    """Capture many hosts through ``via`` (with ``{host}`` in it), writing each one's
+    snapshot to ``folder/HOST.json`` (or to ``folder`` with ``{host}`` filled in, when it
+    has one) as it arrives; failed hosts are results too."""
+    host_list = host_names(hosts)
+    request = capture_request(
+        python=python,
+        name=name,
+        repos=repos,
+        files=files,
+        caches=caches,
+        metrics=metrics,
+        note=note,
+        via=via,
+        timeout=timeout,
+        command=command,
+    )
+    target = Path(folder) if folder else store.default_path(request.name).with_suffix("")
+
+    def path_for(host: str) -> Path:  # host names hold no "/": checked above
+        if "{host}" in str(target):  # --out 'snaps/{host}.json', as the help says
+            return Path(str(target).replace("{host}", host))
+        return target / f"{host}.json"
+
+    for host in host_list:
+        store.check_target(path_for(host), force=force)
+
+    def done(result: HostResult) -> None:
+        if result.snapshot is not None:
+            path = path_for(result.host)
+            store.write_atomic(path, store.dumps(result.snapshot), force=force)
+            result.path = path
+        if on_done is not None:
+            on_done(result)
+
+    return capture_hosts(request, host_list, jobs=jobs, on_done=done)
+
+
+def restore_hosts(
+    good: str | Path | None,
+    options: RestoreOptions,
+    *,
+    hosts: str | Sequence[str],
+    jobs: int = 16,
+) -> list[tuple[str, RestoreReport | str]]:
+    """restore() on every host (``{host}`` in ``options.via``), at most ``jobs`` at once:
+    each host's report, or the one-line error that stopped it there (``options.venv`` is a
+    path on every host)."""
+    import shlex
+    from concurrent.futures import ThreadPoolExecutor
+
+    host_list = host_names(hosts)
+    tokens = split_command(options.via, option="--via") if options.via else ()
+    if not any("{host}" in t for t in tokens):
+        raise UsageError("--hosts needs {host} in --via, e.g. --via 'ssh {host}'")
+    if jobs < 1:
+        raise UsageError(f"--jobs {jobs}: must be at least 1")
+    path = str(snapshot_path(good))  # one snapshot for all: resolved once, here
+
+    def one(host: str) -> tuple[str, RestoreReport | str]:
+        try:
+            return host, restore(path, replace(options, via=shlex.join(prefix_for(tokens, host))))
+        except EnvguardError as exc:
+            return host, exc.message
+
+    pool = ThreadPoolExecutor(max_workers=min(jobs, len(host_list)))
+    try:
+        return list(pool.map(one, host_list))
+    except BaseException:  # Ctrl-C: start nothing more, stop what runs
+        pool.shutdown(wait=False, cancel_futures=True)
+        kill_running()
+        raise
+    finally:
+        pool.shutdown(wait=True)
+
+
+def fleet(refs: Sequence[str | Path], *, baseline: str | Path | None = None) -> FleetReport:
+    """Compare many hosts' snapshots (files, names or folders of them): group identical
+    environments and name the odd ones out (against ``baseline`` when given)."""
+    from envguard.compare.fleet import compare_files
+
+    paths = store.expand([str(r) for r in refs])
+    return compare_files(paths, baseline=load(baseline) if baseline is not None else None)

@@ -1,0 +1,179 @@
+"""Rebuilding a snapshot's packages and writing them out: sources(), plan_rebuild(),
+rebuild(), export(), and run_then() for the command run after a rebuild."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from envguard.api._shared import with_wheelhouse
+from envguard.api.capture import load, newest
+from envguard.errors import UsageError
+from envguard.recovery.sources import Sources
+from envguard.snapshots import store
+from envguard.tools import find_modern_uv
+
+if TYPE_CHECKING:
+    from envguard.recovery.outcome import Outcome
+    from envguard.recovery.plan import Plan
+    from envguard.snapshots.models import Snapshot
+
+
+def sources(
+    *,
+    index_url: str | None = None,
+    extra_index_urls: Sequence[str] = (),
+    find_links: Sequence[str] = (),
+    offline: bool = False,
+    no_index: bool = False,
+    torch_index: str | None = None,
+) -> Sources:
+    """uv's package sources for rebuild and export (local --find-links made absolute)."""
+    for link in find_links:
+        if "://" not in link and not Path(link).expanduser().is_dir():
+            raise UsageError(f"--find-links {link}: no such directory")
+    return Sources(
+        index_url=index_url,
+        extra_index_urls=tuple(extra_index_urls),
+        find_links=tuple(str(Path(f).absolute()) if "://" not in f else f for f in find_links),
+        offline=offline,
+        no_index=no_index,
+        torch_index=torch_index,
+    )
+
+
+def _planned(
+    good: str | Path | None,
+    *,
+    venv: str | Path,
+    in_place: bool,
+    sources: Sources | None,
+    skip_editables: bool,
+    base_python: str | None,
+) -> tuple[Snapshot, Plan]:
+    from envguard.recovery.execute import build_paths
+    from envguard.recovery.plan import PlanOptions, plan
+
+    path = store.resolve(str(good)) if good is not None else newest()
+    snap = store.load(path)
+    target = Path(venv).expanduser().absolute()
+    if in_place and not target.is_dir():
+        raise UsageError(f"--venv {venv}: no such venv to sync in place")
+    build, workdir = build_paths(target)
+    options = PlanOptions(
+        venv=target,
+        snapshot_ref=str(path),
+        sources=with_wheelhouse(sources or Sources()),
+        uv=find_modern_uv(),
+        envguard=(sys.executable, "-m", "envguard"),
+        in_place=in_place,
+        build=None if in_place else build,
+        workdir=workdir,
+        skip_editables=skip_editables,
+        base_python=base_python,
+    )
+    return snap, plan(snap, options)
+
+
+def plan_rebuild(
+    good: str | Path | None = None,
+    *,
+    venv: str | Path = ".venv",
+    in_place: bool = False,
+    sources: Sources | None = None,
+    skip_editables: bool = False,
+    base_python: str | None = None,
+) -> Plan:
+    """The steps that recreate ``good``'s packages in ``venv`` (nothing is changed)."""
+    return _planned(
+        good,
+        venv=venv,
+        in_place=in_place,
+        sources=sources,
+        skip_editables=skip_editables,
+        base_python=base_python,
+    )[1]
+
+
+def rebuild(
+    good: str | Path | None = None,
+    *,
+    venv: str | Path = ".venv",
+    in_place: bool = False,
+    sources: Sources | None = None,
+    skip_editables: bool = False,
+    base_python: str | None = None,
+    no_backup: bool = False,
+    keep_backups: int = 1,
+    status: Callable[[str], None] = lambda _: None,
+    on_line: Callable[[str], None] | None = None,
+) -> Outcome:
+    """Recreate ``good``'s packages in ``venv``: build beside it, verify, swap atomically.
+    The working venv is untouched unless every step succeeded. At most ``keep_backups``
+    old venvs are kept (the newest); the build is refused when the disk lacks the room."""
+    from envguard.recovery.execute import check_target, execute, not_restored, remove_stale
+
+    snap, the_plan = _planned(
+        good,
+        venv=venv,
+        in_place=in_place,
+        sources=sources,
+        skip_editables=skip_editables,
+        base_python=base_python,
+    )
+    target = Path(the_plan.venv)
+    check_target(target, label=f"--venv {venv}")
+    cleaned = remove_stale(target)
+    skipped = frozenset(s.split(" ", 1)[0] for s in the_plan.skipped)
+    outcome = execute(
+        the_plan,
+        snap,
+        no_backup=no_backup,
+        keep_backups=keep_backups,
+        ignore=skipped,
+        status=status,
+        on_line=on_line,
+    )
+    outcome.notes[:0] = cleaned
+    if outcome.live is not None:
+        outcome.not_restored = not_restored(snap, outcome.live)
+    return outcome
+
+
+def export(
+    good: str | Path,
+    *,
+    format: Literal["requirements", "pylock"] = "requirements",
+    sources: Sources | None = None,
+    skip_editables: bool = False,
+    output: str | Path | None = None,
+    force: bool = False,
+) -> str:
+    """``good`` as a pinned requirements.txt or a PEP 751 pylock.toml (uv resolves the
+    latter's hashes and indexes); written atomically to ``output`` when given."""
+    from envguard.recovery.export import pylock_text, requirements_export
+
+    snap = load(good)
+    if output is not None:
+        store.check_target(Path(output), force=force)
+    if format == "requirements":
+        text = requirements_export(snap, sources or Sources(), skip_editables=skip_editables)
+    else:
+        text = pylock_text(
+            snap, sources or Sources(), uv=find_modern_uv(), skip_editables=skip_editables
+        )
+    if output is not None:
+        store.write_atomic(Path(output), text, force=force)
+    return text
+
+
+def run_then(
+    argv: Sequence[str], venv: str | Path, *, env: Mapping[str, str] | None = None
+) -> None:
+    """Run a command with ``venv`` active (after a rebuild) and ``env`` set; ActionError
+    when it fails."""
+    from envguard.recovery.execute import run_then as run
+
+    run(tuple(argv), Path(venv), env=env or {})

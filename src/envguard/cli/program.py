@@ -1,0 +1,452 @@
+"""The envguard program: the typer app, the click group behind it (each command built
+when it is looked up), errors and interrupts said as one line, and the entry point."""
+
+import signal
+import sys
+from collections.abc import Callable, Iterator, MutableMapping
+from enum import Enum
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+from typer.core import TyperGroup
+
+from envguard.errors import (
+    EnvguardError,
+    Terminated,
+    UsageError,
+    handle_signals,
+    interrupt_behind,
+    interrupt_hint,
+    received_signal,
+)
+from envguard.tools import own_variable
+from envguard.version import __version__
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from typer._click import Context  # typer's vendored click (click itself before 0.16)
+    from typer.models import CommandInfo
+
+
+def _say(kind: str, text: str) -> None:
+    from envguard.redact import redact_text
+    from envguard.render.text import printable
+
+    # Messages quote user input (--via, paths, hosts): secrets in it never reach the log,
+    # and neither do control characters (each message stays one line, no escape codes).
+    sys.stderr.write(f"{kind}: {printable(redact_text(text))}\n")
+
+
+def _report(exc: EnvguardError) -> None:
+    _say("error", exc.message)
+    if exc.hint:
+        _say("hint", exc.hint)
+
+
+class _Group(TyperGroup):
+    """Turns EnvguardError into `error: ...` on stderr and its exit code; usage errors
+    (click's) are said the same way; help shows what each option takes."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **kwargs: Any,
+    ) -> Any:
+        run = {"args": args, "prog_name": prog_name, "complete_var": complete_var, **kwargs}
+        _SAID.clear()  # per run: a CliRunner (or a script) runs the CLI many times in one process
+        if not standalone_mode:
+            return super().main(standalone_mode=False, **run)
+        try:
+            result = super().main(standalone_mode=False, **run)
+        except Exception as exc:
+            if not any(c.__name__ == "ClickException" for c in type(exc).__mro__):
+                raise
+            signum = received_signal()
+            if signum is not None:  # a signal while parsing made this error
+                _exit_interrupted(signum)
+            ctx = getattr(exc, "ctx", None)
+            if ctx is not None:
+                sys.stderr.write(ctx.get_usage() + "\n")
+            _say("error", exc.format_message())  # type: ignore[attr-defined]
+            if ctx is not None:
+                _say("hint", f"see '{ctx.command_path} --help'")
+            sys.exit(getattr(exc, "exit_code", 2))
+        signum = received_signal()
+        if signum is not None:  # typer turns one in its parsing into a silent exit 130
+            _exit_interrupted(signum)
+        sys.exit(result if isinstance(result, int) else 0)
+
+    def get_command(self, ctx: "Context", cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            _tidy_options(command)
+            _command_loudness(command)
+        return command
+
+    def list_commands(self, ctx: "Context") -> list[str]:
+        return list(self.commands)  # names only: nothing is built to list them
+
+    def format_commands(self, ctx: "Context", formatter: Any) -> None:
+        """The command list of --help, from each command's docstring, as click writes it,
+        without building the twelve commands (about 40 ms) to print one screen."""
+        table = self.commands
+        if not isinstance(table, _Commands):
+            return super().format_commands(ctx, formatter)
+        rows = table.short_helps(formatter.width)
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+        return None
+
+    def invoke(self, ctx: "Context") -> object:
+        try:
+            result = super().invoke(ctx)
+        except EnvguardError as exc:
+            _interrupted_if_signalled()  # a lost interrupt made this error: say the cause
+            _report(exc)
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (errors.Terminated)
+            _interrupted(exc.signum if isinstance(exc, Terminated) else signal.SIGINT)
+        except typer.Exit:
+            _interrupted_if_signalled()
+            raise
+        _interrupted_if_signalled()
+        return result
+
+
+class _Commands(MutableMapping[str, Any]):
+    """The group's commands by name, each built from its typer definition the first time
+    it is looked up: a run builds the one command it runs, not all twelve."""
+
+    def __init__(self, infos: "list[CommandInfo]", *, build: "Callable[[CommandInfo], Any]"):
+        from typer.main import get_command_name
+
+        self._infos = {
+            info.name or get_command_name(info.callback.__name__): info
+            for info in infos
+            if info.callback is not None
+        }
+        self._build = build
+        self._built: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._built:
+            self._built[name] = self._build(self._infos[name])
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._built[name] = command
+        self._infos.setdefault(name, None)  # type: ignore[arg-type]
+
+    def __delitem__(self, name: str) -> None:
+        self._built.pop(name, None)
+        del self._infos[name]
+
+    def __iter__(self) -> "Iterator[str]":
+        return iter(self._infos)
+
+    def __len__(self) -> int:
+        return len(self._infos)
+
+    def short_helps(self, width: int) -> list[tuple[str, str]]:
+        """(name, one-line help) of each visible command, cut as click cuts it."""
+        import inspect
+
+        from typer._click.utils import make_default_short_help
+
+        visible = [(n, i) for n, i in self._infos.items() if i is not None and not i.hidden]
+        if not visible:
+            return []
+        limit = width - 6 - max(len(n) for n, _ in visible)
+        rows = []
+        for name, info in visible:
+            if info.short_help:
+                text = inspect.cleandoc(info.short_help)
+            else:
+                doc = inspect.cleandoc(info.help) if info.help else inspect.getdoc(info.callback)
+                text = make_default_short_help(doc, limit) if doc else ""
+            rows.append((name, text.strip()))
+        return rows
+
+
+def command_line() -> _Group:
+    """The click group behind ``envguard``: the root options now, each command when it is
+    looked up (typer would build all twelve at every start)."""
+    import copy
+
+    from typer.main import get_command_from_info, get_group_from_info
+    from typer.models import TyperInfo
+
+    root = copy.copy(app)
+    root.registered_commands = []
+    group = get_group_from_info(
+        TyperInfo(root),
+        pretty_exceptions_short=app.pretty_exceptions_short,
+        rich_markup_mode=app.rich_markup_mode,
+        suggest_commands=app.suggest_commands,
+    )
+    group.commands = _Commands(
+        app.registered_commands,
+        build=lambda info: get_command_from_info(
+            info,
+            pretty_exceptions_short=app.pretty_exceptions_short,
+            rich_markup_mode=app.rich_markup_mode,
+        ),
+    )
+    assert isinstance(group, _Group)
+    return group
+
+
+# What an option takes, in its help line (typer would say <str>).
+_METAVARS = {
+    "python": "PATH",
+    "via": "PREFIX",
+    "hosts": "HOSTS",
+    "against": "SNAPSHOT",
+    "lock": "FILE",
+    "index_url": "URL",
+    "extra_index_url": "URL",
+    "find_links": "URL|DIR",
+    "torch_index": "URL",
+    "base_python": "PATH",
+    "then": "CMD",
+    "run": "CMD",
+    "timeout": "SECONDS",
+    "only": "SECTION",
+    "name": "NAME",
+    "note": "TEXT",
+    "metric": "NAME=VALUE",
+    "repo": "DIR",
+    "file": "PATH",
+    "cache": "DIR",
+    "root": "DIR",
+    "allow": "DIR",
+    "store": "DIR",
+    "env_file": "PATH",
+    "out": "PATH",
+    "baseline": "SNAPSHOT",
+    "extra": "EXTRA",
+    "group": "GROUP",
+    "only_group": "GROUP",
+    "package": "NAME",
+    "remote_uv": "PATH",
+}
+
+
+_TEXT_TYPES = ("text", "str", "string", "path")
+
+
+def _tidy_options(command: Any) -> None:
+    """Help that reads as the ecosystem's: a metavar for each option that takes text, and
+    a flag named --no-x with no --no-no-x twin."""
+    for param in command.params:
+        if getattr(param, "param_type_name", "") != "option":
+            continue
+        if param.is_flag and any(o.startswith("--no-no-") for o in param.secondary_opts):
+            param.secondary_opts = []
+            param.show_default = False
+        elif not param.is_flag and param.metavar is None and param.type.name in _TEXT_TYPES:
+            param.metavar = _METAVARS.get(param.name, (param.name or "value").upper())
+        elif not param.is_flag and param.metavar is None and "range" in param.type.name:
+            param.metavar = "N"  # not <int range>
+        elif not param.is_flag and param.metavar is None and param.type.name in ("float", "int"):
+            param.metavar = _METAVARS.get(param.name, "N" if param.type.name == "int" else "X")
+
+
+def _interrupted_if_signalled() -> None:
+    signum = received_signal()
+    if signum is not None:
+        _interrupted(signum)
+
+
+# Set once the interrupt was said: a later check (typer's own parsing turns an interrupt
+# into exit 130 and says nothing) must not say it twice.
+_SAID: list[int] = []
+
+
+def _interrupted(signum: int) -> NoReturn:
+    runner = sys.modules.get("envguard.probe.runner")
+    if runner is not None:  # a probe started but not yet waited for: stop it too
+        runner.kill_running()
+    if not _SAID:
+        _SAID.append(signum)
+        _say("error", f"interrupted ({signal.Signals(signum).name})")
+        hint = interrupt_hint()
+        if hint:  # e.g. a rebuild that had already swapped in the new venv
+            _say("hint", hint)
+    raise typer.Exit(128 + signum)
+
+
+def _exit_interrupted(signum: int) -> NoReturn:
+    """_interrupted() outside click's context: one line, and exit 128 + N."""
+    try:
+        _interrupted(signum)
+    except typer.Exit as done:
+        sys.exit(done.exit_code)
+
+
+app = typer.Typer(
+    cls=_Group,
+    help="Snapshot, diff and rebuild ML training environments.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+    # Locals in tracebacks would print environment values, secrets included.
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"envguard {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Print nothing but errors: the exit code says.")
+    ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="Also say what runs (probe, uv) and how long."),
+    ] = False,
+) -> None:
+    """Snapshot, diff and rebuild ML training environments."""
+    _loudness(quiet=quiet, verbose=verbose)
+    if not _LISTENING:
+        from envguard import notices
+
+        _LISTENING.append(True)
+        notices.tell(_note)
+
+
+_QUIET: list[bool] = []
+_LISTENING: list[bool] = []
+
+
+def _note(text: str) -> None:
+    """A library note (envguard.notices) as ``note: ...`` on stderr; -q keeps it quiet."""
+    if not _QUIET:
+        from envguard.render.text import printable
+
+        sys.stderr.write(f"note: {printable(text)}\n")
+
+
+def _loudness(*, quiet: bool, verbose: bool) -> None:
+    if verbose:
+        from envguard import trace
+
+        trace.enable()
+    if quiet and not _QUIET:
+        import os
+
+        _QUIET.append(True)
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (for the life of the process)
+
+
+def _command_loudness(command: Any) -> None:
+    """-q and -v after the command too (``envguard diff good -q``), as before it."""
+    if any(p.name in ("quiet", "verbose") for p in command.params):
+        return
+    from typer.core import TyperOption
+
+    for decls, name in ((["--quiet", "-q"], "quiet"), (["--verbose", "-v"], "verbose")):
+        command.params.append(
+            TyperOption(
+                param_decls=[*decls, name],
+                is_flag=True,
+                default=False,
+                expose_value=False,
+                hidden=True,
+                callback=lambda _ctx, _param, on, name=name: _loudness(
+                    quiet=on and name == "quiet", verbose=on and name == "verbose"
+                ),
+            )
+        )
+
+
+def console(*, stderr: bool = False) -> "Console":
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+def fail(message: str) -> NoReturn:
+    raise UsageError(message)
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    json = "json"
+
+
+def main() -> None:
+    """Console entry point."""
+    # envguard uses no pydantic plugin, and looking for them costs an entry-point scan at
+    # every start. Set for this process only: commands envguard runs for the user (--then)
+    # get the environment as it was (tools.user_environ).
+    own_variable("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    _SAID.clear()
+    handle_signals()
+    import os
+
+    if "_ENVGUARD_COMPLETE" in os.environ:
+        # Shell completion (`eval "$(_ENVGUARD_COMPLETE=source_bash envguard)"`, or zsh,
+        # fish): typer's completion classes load only then, so --help pays nothing for them.
+        from typer.completion import completion_init  # type: ignore[attr-defined]
+
+        completion_init()
+    if sys.stdout is not None:  # None when envguard was started with stdout closed
+        sys.stdout = _Output(sys.stdout)
+    try:
+        command_line().main(prog_name="envguard")
+    except _OutputFailed as exc:
+        if exc.broken_pipe:  # `envguard show | head -1`: the reader has what it wanted
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 1)  # nothing more to flush at exit
+            sys.exit(128 + signal.SIGPIPE)
+        _say("error", f"cannot write the output: {exc}")
+        sys.exit(1)
+    except (KeyboardInterrupt, Exception) as exc:  # a signal while typer builds the app
+        signum = interrupt_behind(exc)
+        if signum is None:
+            raise  # a bug: its traceback
+        _exit_interrupted(signum)
+
+
+class _OutputFailed(Exception):
+    """Standard output could not be written (a full disk, /dev/full, a closed pipe)."""
+
+    def __init__(self, exc: OSError) -> None:
+        super().__init__(exc.strerror or str(exc))
+        self.broken_pipe = isinstance(exc, BrokenPipeError)
+
+
+class _Output:
+    """Standard output whose write errors end the run with one line, not a traceback."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except OSError as exc:
+            raise _OutputFailed(exc) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise _OutputFailed(exc) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
