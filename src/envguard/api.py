@@ -762,8 +762,7 @@ def restore(
     ``execute`` only the plan; on this host, or through ``via`` on the far side. An item
     that fails is left as it was; the report says what happened to each."""
     from envguard.snapshots import store as snapshots
-    from envguard.snapshots.live import Recorded, live_request
-    from envguard.snapshots.request import start_capture
+    from envguard.snapshots.live import measure_like
 
     path = _snapshot_path(good)
     text = snapshots.read(path)
@@ -778,32 +777,16 @@ def restore(
     if not has_venv:  # no venv yet: files, caches, repos and variables are still measured
         python_now = (python or "python3") if via else sys.executable
 
-    def measuring(recorded: Recorded) -> StartedCapture:
-        request = live_request(
-            recorded,
-            python=python_now,  # the user's (--venv, --python): never the snapshot's own
-            via=via,
-            allow=tuple(str(a) for a in allow) + ((where,) if where else ()),
-            source=str(path),
-            root=where,
-        )
-        return start_capture(request)
-
     # The live side is measured while the models load (as diff does), from the raw JSON;
     # the file is validated in full meanwhile, and an invalid one stops the probe.
-    raw = Recorded.from_json(text)
-    started = measuring(raw) if raw is not None else None
-    try:
-        snap = snapshots.loads(text, source=str(path))
-        if started is None:
-            started = measuring(Recorded.of(snap))
-        from envguard.snapshots.capture import finish_capture
-
-        live = finish_capture(started)
-    except BaseException:
-        if started is not None:
-            started.probe.cancel()
-        raise
+    snap, live = measure_like(
+        text,
+        source=str(path),
+        python=python_now,  # the user's (--venv, --python): never the snapshot's own
+        via=via,
+        allow=tuple(str(a) for a in allow) + ((where,) if where else ()),
+        root=where,
+    )
     from envguard.recovery.outcome import RestoreReport as Report
     from envguard.recovery.restore import (
         Context,
@@ -887,7 +870,7 @@ def restore_hosts(
     from concurrent.futures import ThreadPoolExecutor
 
     from envguard.errors import EnvguardError, UsageError
-    from envguard.probe.runner import kill_running
+    from envguard.lifecycle import kill_running
     from envguard.snapshots.hosts import host_names, prefix_for
     from envguard.tools import split_command
 
