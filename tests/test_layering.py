@@ -13,8 +13,8 @@ SRC = Path(envguard.__file__).parent
 TARGET = SRC / "probe" / "target"
 
 # Each top-level part of the package and the parts it may import (besides itself).
-BASE = {"errors", "redact", "reading", "confine", "tools", "units", "testing", "trace", "version"}
-BASE |= {"notices"}
+BASE = {"errors", "lifecycle", "redact", "reading", "confine", "tools", "units", "testing"}
+BASE |= {"trace", "version", "notices"}
 PARTS = {p.stem for p in SRC.glob("*.py")} | {p.name for p in SRC.iterdir() if p.is_dir()}
 ALLOWED: dict[str, set[str]] = {
     "base": set(),

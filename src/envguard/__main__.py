@@ -20,7 +20,7 @@ def main() -> None:
                 raise SystemExit(code)
             return
     from envguard import prestart
-    from envguard.errors import handle_signals, interrupt_behind
+    from envguard.lifecycle import handle_signals, interrupt_behind
 
     handle_signals()  # before any probe starts: an interrupt stops it, whenever it comes
     try:

@@ -85,7 +85,7 @@ def stop() -> None:
     if request is not None:
         with contextlib.suppress(Exception):
             request.stop_early()
-    runner = sys.modules.get("envguard.probe.runner")
-    if runner is not None:
+    lifecycle = sys.modules.get("envguard.lifecycle")
+    if lifecycle is not None:
         with contextlib.suppress(Exception):
-            runner.kill_running()
+            lifecycle.kill_running()

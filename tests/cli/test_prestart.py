@@ -175,16 +175,15 @@ def test_a_signal_before_the_command_line_runs_is_one_line(tmp_path: Path, where
     program = (
         "import os, signal, sys\n"
         "import envguard.cli.program as cli\n"
-        "from envguard import errors\n"
-        "from envguard.probe import runner\n"
+        "from envguard import lifecycle\n"
         "def set_up():\n"
-        "    errors.handle_signals()\n"
+        "    lifecycle.handle_signals()\n"
         "    os.kill(os.getpid(), signal.SIGTERM)\n"
         "cli.handle_signals = set_up\n"
         "def broken():\n"
         "    raise RuntimeError('half-registered')\n"
         f"if {where!r} == 'a failing stop':\n"
-        "    runner.kill_running = broken\n"
+        "    lifecycle.kill_running = broken\n"
     )
     proc = run_main(program, ["snapshot", "--python", sys.executable, "--out", "-"], tmp_path)
     assert (proc.returncode, proc.stderr) == (143, "error: interrupted (SIGTERM)\n")
@@ -212,7 +211,7 @@ def test_only_the_default_interpreter_path_itself_runs_before_validation(
     assert not _is_default(str(planted))
 
 
-# A class whose __set_name__ is interrupted: CPython 3.11 wraps the Terminated it raises in
+# A class whose __set_name__ is interrupted: CPython 3.11 wraps the Interrupted it raises in
 # RuntimeError("Error calling __set_name__ ..."), as it did for a dataclass field loading.
 _INTERRUPTED_SET_NAME = (
     "class _Field:\n"
@@ -245,7 +244,7 @@ def test_an_interrupt_anywhere_in_start_up_is_one_line(
     tmp_path: Path, where: str, how: str
 ) -> None:
     """However the interrupt surfaces: wrapped in a RuntimeError by __set_name__ (a module
-    loading), swallowed in __del__ (it printed `Exception ignored ... Terminated`), or
+    loading), swallowed in __del__ (it printed `Exception ignored ... Interrupted`), or
     turned by typer's parser into a silent exit 130 (SIGHUP said nothing, exit 130)."""
     trouble = {"set_name": _INTERRUPTED_SET_NAME, "del": _INTERRUPTED_DEL}.get(how, "")
     indented = "".join("    " + line + "\n" for line in trouble.splitlines())
@@ -260,9 +259,9 @@ def test_an_interrupt_anywhere_in_start_up_is_one_line(
     elif where == "in the CLI's set-up":
         program += (
             "import envguard.cli.program as cli\n"
-            "from envguard import errors\n"
+            "from envguard import lifecycle\n"
             "def set_up():\n"
-            "    errors.handle_signals()\n" + indented + "cli.handle_signals = set_up\n"
+            "    lifecycle.handle_signals()\n" + indented + "cli.handle_signals = set_up\n"
         )
     else:
         program += (

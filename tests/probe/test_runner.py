@@ -77,8 +77,8 @@ def test_a_signal_while_the_probe_starts_never_orphans_it(
     import threading
     import time
 
-    from envguard import errors
-    from envguard.errors import Terminated, on_signal, received_signal
+    from envguard import lifecycle
+    from envguard.lifecycle import Interrupted, on_signal, received_signal
     from envguard.probe import runner
 
     started: list[subprocess.Popen[bytes]] = []
@@ -91,12 +91,12 @@ def test_a_signal_while_the_probe_starts_never_orphans_it(
         while daemon and not pidfile.read_text().strip() and time.monotonic() < deadline:
             time.sleep(0.02)  # the signal lands once the chain has left its daemon behind
         if in_worker:
-            errors.note_signal(signal.SIGTERM)  # the main thread's handler noted it
+            lifecycle.note_signal(signal.SIGTERM)  # the main thread's handler noted it
         else:
             on_signal(signal.SIGTERM, None)  # what CPython runs at the next bytecode
         return proc  # type: ignore[no-any-return]
 
-    monkeypatch.setattr(errors, "_received", [])  # this process's signals, for this test only
+    monkeypatch.setattr(lifecycle, "_received", [])  # this process's signals, for this test only
     monkeypatch.setattr(runner.subprocess, "Popen", popen_then_signal)
     prefix = tmp_path / "slow-ssh"
     pidfile = tmp_path / "daemon.pid"
@@ -121,10 +121,10 @@ def test_a_signal_while_the_probe_starts_never_orphans_it(
     else:
         start()
     assert received_signal() == signal.SIGTERM
-    assert len(raised) == 1 and isinstance(raised[0], Terminated)
+    assert len(raised) == 1 and isinstance(raised[0], Interrupted)
     (proc,) = started
     assert proc.returncode is not None, "the probe outlived the interrupt"
-    assert proc.pid not in runner._RUNNING
+    assert not lifecycle.running(proc.pid)
     with pytest.raises(ProcessLookupError):
         os.kill(proc.pid, 0)
     if daemon:  # adopted (envguard is a --via chain's subreaper), killed and collected

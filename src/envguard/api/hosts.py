@@ -12,7 +12,7 @@ from envguard.api._shared import capture_request, snapshot_path
 from envguard.api.capture import load
 from envguard.api.restoration import RestoreOptions, restore
 from envguard.errors import EnvguardError, UsageError
-from envguard.probe.runner import kill_running
+from envguard.lifecycle import kill_running
 from envguard.snapshots import store
 from envguard.snapshots.hosts import capture_hosts, host_names, prefix_for
 from envguard.tools import split_command

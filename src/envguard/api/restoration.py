@@ -19,8 +19,7 @@ from envguard.errors import EnvguardError, UsageError
 from envguard.recovery.remote import remote_rebuild
 from envguard.snapshots import store as snapshots
 from envguard.snapshots.blobs import Blobs, store_for
-from envguard.snapshots.live import Recorded, live_request
-from envguard.snapshots.request import start_capture
+from envguard.snapshots.live import measure_like
 from envguard.units import human_size
 
 if TYPE_CHECKING:
@@ -28,7 +27,6 @@ if TYPE_CHECKING:
     from envguard.recovery.outcome import Item, RestoreReport
     from envguard.recovery.sources import Sources
     from envguard.snapshots.models import Snapshot
-    from envguard.snapshots.request import StartedCapture
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,32 +78,16 @@ def restore(
     if not has_venv:  # no venv yet: files, caches, repos and variables are still measured
         python_now = (options.python or "python3") if options.via else sys.executable
 
-    def measuring(recorded: Recorded) -> StartedCapture:
-        request = live_request(
-            recorded,
-            python=python_now,  # the user's (--venv, --python): never the snapshot's own
-            via=options.via,
-            allow=tuple(str(a) for a in options.allow) + ((where,) if where else ()),
-            source=str(path),
-            root=where,
-        )
-        return start_capture(request)
-
     # The live side is measured while the models load (as diff does), from the raw JSON;
     # the file is validated in full meanwhile, and an invalid one stops the probe.
-    raw = Recorded.from_json(text)
-    started = measuring(raw) if raw is not None else None
-    try:
-        snap = snapshots.loads(text, source=str(path))
-        if started is None:
-            started = measuring(Recorded.of(snap))
-        from envguard.snapshots.capture import finish_capture
-
-        live = finish_capture(started)
-    except BaseException:
-        if started is not None:
-            started.probe.cancel()
-        raise
+    snap, live = measure_like(
+        text,
+        source=str(path),
+        python=python_now,  # the user's (--venv, --python): never the snapshot's own
+        via=options.via,
+        allow=tuple(str(a) for a in options.allow) + ((where,) if where else ()),
+        root=where,
+    )
     from envguard.recovery.outcome import RestoreReport as Report
     from envguard.recovery.restore import (
         Context,

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 from typer.core import TyperGroup
 
-from envguard.errors import (
-    EnvguardError,
-    Terminated,
-    UsageError,
+from envguard.errors import EnvguardError, UsageError
+from envguard.lifecycle import (
+    Interrupted,
     handle_signals,
     interrupt_behind,
     interrupt_hint,
+    kill_running,
     received_signal,
 )
 from envguard.tools import own_variable
@@ -108,8 +108,8 @@ class _Group(TyperGroup):
             _interrupted_if_signalled()  # a lost interrupt made this error: say the cause
             _report(exc)
             raise typer.Exit(exc.exit_code) from None
-        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (errors.Terminated)
-            _interrupted(exc.signum if isinstance(exc, Terminated) else signal.SIGINT)
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (lifecycle.Interrupted)
+            _interrupted(exc.signum if isinstance(exc, Interrupted) else signal.SIGINT)
         except typer.Exit:
             _interrupted_if_signalled()
             raise
@@ -268,9 +268,7 @@ _SAID: list[int] = []
 
 
 def _interrupted(signum: int) -> NoReturn:
-    runner = sys.modules.get("envguard.probe.runner")
-    if runner is not None:  # a probe started but not yet waited for: stop it too
-        runner.kill_running()
+    kill_running()  # a probe started but not yet waited for: stop it too
     if not _SAID:
         _SAID.append(signum)
         _say("error", f"interrupted ({signal.Signals(signum).name})")

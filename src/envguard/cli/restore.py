@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from envguard.cli.program import app, console
-from envguard.errors import set_interrupt_hint
+from envguard.lifecycle import set_interrupt_hint
 
 if TYPE_CHECKING:
     from envguard.recovery.sources import Sources

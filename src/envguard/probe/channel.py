@@ -108,7 +108,7 @@ class RemoteTarget(Target):
                     if not answer.get("ok"):
                         raise ActionError(str(answer.get("error")))
         except BaseException:
-            from envguard.errors import cleaning_up
+            from envguard.lifecycle import cleaning_up
 
             with cleaning_up():  # also after Ctrl-C: no partial copy stays over there
                 self.timeout, saved = 30.0, self.timeout

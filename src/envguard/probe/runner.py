@@ -6,128 +6,36 @@ import contextlib
 import os
 import re
 import shlex
-import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from envguard.errors import ProbeError, UsageError, raise_if_signalled, signals_deferred
+from envguard.errors import ProbeError, UsageError
+from envguard.lifecycle import (
+    MARKER,
+    end_chain,
+    forget,
+    kill_group,
+    kill_strays,
+    new_marker,
+    raise_if_signalled,
+    start_child,
+)
 from envguard.probe.payload import probe_payload
 
 if TYPE_CHECKING:
     from envguard.probe.report import ProbeReport
 
-# Probes running now (process group id -> the marker in their environment), so an interrupt
-# can stop them all.
-_RUNNING: dict[int, bytes] = {}
-_RUNNING_LOCK = threading.Lock()
 # What a remote interpreter path may contain: it may pass through a remote shell unquoted.
 _SAFE_PYTHON = re.compile(r"^[A-Za-z0-9_./+-]+$")
 # Past this the output is not a report: stop reading (and the probe) instead of buffering.
 OUTPUT_CAP = 64 << 20
 _STDERR_TAIL = 64 << 10
-# How often a wait looks for an interrupt whose exception was lost (errors.raise_if_signalled).
+# How often a wait looks for an interrupt whose exception was lost (raise_if_signalled).
 _POLL = 0.25
-
-
-def kill_running() -> None:
-    """Kill every probe still running (and whatever its prefix started): Ctrl-C on a fleet."""
-    with _RUNNING_LOCK:
-        groups = list(_RUNNING.items())
-    for pgid, marker in groups:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
-        kill_strays(marker)
-    # The killed chains' orphans come to envguard as they die, when it is their subreaper
-    # (a --via probe made it one); a local probe leaves none, and Ctrl-C is not kept waiting.
-    if groups and _SUBREAPER:
-        for _ in range(3):
-            time.sleep(0.05)
-            kill_adopted()
-
-
-def _become_subreaper() -> None:
-    """Linux: orphans of a --via chain (a child that left its session and cleared its
-    environment, so neither the process group nor the marker finds it) are re-parented to
-    envguard instead of init, where kill_adopted() finds them."""
-    global _SUBREAPER
-    if _SUBREAPER or not sys.platform.startswith("linux"):
-        return
-    _SUBREAPER = True
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass  # not available: the process group and the marker still apply
-
-
-_SUBREAPER = False
-_PR_SET_CHILD_SUBREAPER = 36
-
-
-def kill_adopted() -> None:
-    """SIGKILL and collect every child of envguard that it did not start: orphans of killed
-    probe chains (see _become_subreaper). Probes still running are left alone."""
-    me = os.getpid()
-    with _RUNNING_LOCK:
-        ours = set(_RUNNING)
-    try:
-        with os.scandir("/proc") as scan:
-            entries = [e.name for e in scan if e.name.isdigit()]
-    except OSError:
-        return
-    for name in entries:
-        pid = int(name)
-        if pid in ours:
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 1 and int(fields[1]) == me and pid not in _STARTED:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError, OSError):
-                os.waitpid(pid, 0)
-
-
-# Every probe leader envguard started (live or reaped): never mistaken for an adopted orphan.
-_STARTED: set[int] = set()
-
-
-# Every probe's chain carries this variable with a value of its own. A process the chain
-# started in a session of its own (a --via that daemonises) is outside the killed process
-# group, but it keeps the variable: on a timeout or an interrupt it is found by it.
-MARKER = "ENVGUARD_PROBE_RUN"
-
-
-def kill_strays(marker: bytes) -> None:
-    """SIGKILL this user's processes whose environment holds ``marker`` (Linux /proc)."""
-    try:
-        with os.scandir("/proc") as scan:
-            entries = list(scan)
-    except OSError:
-        return
-    me, uid = os.getpid(), os.getuid()
-    for entry in entries:
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        try:
-            if entry.stat().st_uid != uid:
-                continue
-            with open(f"/proc/{entry.name}/environ", "rb") as fh:
-                environ = fh.read(1 << 20)
-        except OSError:
-            continue  # gone, or not ours to read
-        if marker in environ.split(b"\0"):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(int(entry.name), signal.SIGKILL)
 
 
 def probe_argv(python: str, *, prefix: Sequence[str] = ()) -> list[str]:
@@ -201,10 +109,7 @@ class ProbeRun:
         self.remote = bool(prefix)
         self.timeout = timeout
         argv = probe_argv(str(python), prefix=prefix)
-        if prefix:
-            _become_subreaper()
-        token = os.urandom(8).hex()
-        self.marker = f"{MARKER}={token}".encode()
+        token, self.marker = new_marker()
         from envguard import trace
 
         self._started = trace.command("probe", argv)
@@ -220,40 +125,22 @@ class ProbeRun:
             thread.start()
 
     def _start(self, argv: list[str], token: str) -> None:
-        """Start the probe in a session of its own (a timeout or an interrupt kills the
-        whole chain, ssh, pct exec, ..., at once) and register it for kill_running().
-
-        A signal in between is held until it is registered (errors.signals_deferred); in
-        a worker thread (fleet), the main thread's clean-up may have run already, so a
-        probe started after the signal is killed here."""
+        """Start the probe in a session of its own, registered for kill_running() (the
+        whole chain, ssh, pct exec, ..., dies at once; a signal never orphans it)."""
         try:
-            with signals_deferred():
-                try:
-                    self.proc = subprocess.Popen(
-                        argv,
-                        stdin=subprocess.PIPE,
-                        stdout=subprocess.PIPE,
-                        stderr=subprocess.PIPE,
-                        start_new_session=True,
-                        env={**os.environ, MARKER: token},
-                    )
-                except OSError as exc:
-                    what = "the prefix" if self.remote else "it as a Python interpreter"
-                    why = exc.strerror or exc
-                    raise ProbeError(f"{self.label}: cannot run {what} ({why})") from None
-                with _RUNNING_LOCK:
-                    _RUNNING[self.proc.pid] = self.marker
-                    _STARTED.add(self.proc.pid)
-        except BaseException:  # an interrupt, or rebuild's own (its signal gate's Interrupted)
-            if hasattr(self, "proc"):
-                with contextlib.suppress(OSError, ValueError):
-                    self._end_chain()
-                    for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-                        if pipe is not None:
-                            pipe.close()
-                with _RUNNING_LOCK:
-                    _RUNNING.pop(self.proc.pid, None)
-            raise
+            self.proc = start_child(
+                argv,
+                marker=self.marker,
+                adopts=self.remote,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env={**os.environ, MARKER: token},
+            )
+        except OSError as exc:
+            what = "the prefix" if self.remote else "it as a Python interpreter"
+            why = exc.strerror or exc
+            raise ProbeError(f"{self.label}: cannot run {what} ({why})") from None
 
     def _feed(self, payload: bytes) -> None:
         stdin = self.proc.stdin
@@ -267,22 +154,12 @@ class ProbeRun:
                 stdin.close()
 
     def _kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-
-    def _end_chain(self) -> None:
-        """Kill the probe's group, what it started in other sessions (by its marker, or
-        adopted by envguard as their subreaper), and collect it."""
-        self._kill()
-        kill_strays(self.marker)
-        self.proc.wait()
-        if self.remote:
-            kill_adopted()  # the chain's orphans, now that its leader is gone
+        kill_group(self.proc.pid)
 
     def _reap(self) -> None:
         """Kill the probe's group (and what it started in other sessions) and collect it,
         never waiting long on inherited pipes."""
-        self._end_chain()
+        end_chain(self.proc, marker=self.marker, adopts=self.remote)
         for reader in (self._out, self._err):
             reader.join(2)  # a descendant in another session may hold a pipe: do not wait
         self._close_pipes()
@@ -304,12 +181,11 @@ class ProbeRun:
         except (OSError, ValueError):
             pass  # the caller is already on its way out with the error that matters
         finally:
-            with _RUNNING_LOCK:
-                _RUNNING.pop(self.proc.pid, None)
+            forget(self.proc.pid)
 
     def _wait(self) -> None:
         """Wait for the probe in short slices, so an interrupt whose exception CPython lost
-        (errors.raise_if_signalled) still stops the wait; TimeoutExpired past the timeout.
+        (lifecycle.raise_if_signalled) still stops the wait; TimeoutExpired past the timeout.
 
         Each slice waits on the reader of the probe's stdout, which ends the moment the
         probe closes it (``Popen.wait(timeout)`` polls with sleeps of up to 50 ms, and that
@@ -369,8 +245,7 @@ class ProbeRun:
             self._reap()
             raise
         finally:
-            with _RUNNING_LOCK:
-                _RUNNING.pop(proc.pid, None)
+            forget(proc.pid)
             self._close_pipes()
         from envguard import trace
 

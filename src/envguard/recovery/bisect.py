@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Literal
 
 from envguard.errors import ActionError, UsageError
+from envguard.lifecycle import forget, kill_group, start_child
 from envguard.snapshots.models import Package, Snapshot
 
 Result = Literal["good", "bad", "skip"]
@@ -243,7 +243,6 @@ def run_check(check: Check, venv: Path, env: dict[str, str], cwd: Path) -> tuple
     Output goes to a temporary file, not a pipe: a child the check left running (in a
     session of its own) could hold a pipe open for ever; the wait is for the process.
     Only the last MiB of output is read."""
-    import contextlib
     import tempfile
 
     full = {
@@ -253,14 +252,13 @@ def run_check(check: Check, venv: Path, env: dict[str, str], cwd: Path) -> tuple
     }
     with tempfile.TemporaryFile() as out:
         try:
-            proc = subprocess.Popen(
+            proc = start_child(
                 list(check.argv),
                 cwd=cwd,
                 env=full,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                start_new_session=True,
             )
         except OSError:
             return None, ""
@@ -269,10 +267,10 @@ def run_check(check: Check, venv: Path, env: dict[str, str], cwd: Path) -> tuple
         except subprocess.TimeoutExpired:
             code = None
         finally:  # also on Ctrl-C: the check and what it started in its group go
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            kill_group(proc.pid)
             if proc.returncode is None:
                 proc.wait()
+            forget(proc.pid)
         size = out.seek(0, os.SEEK_END)
         out.seek(max(0, size - _OUTPUT_TAIL))
         text = out.read().decode("utf-8", "replace")

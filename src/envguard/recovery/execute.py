@@ -12,22 +12,21 @@ import contextlib
 import ctypes
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from types import FrameType
 
 from envguard.compare.models import Drift, Severity
-from envguard.errors import (
-    ActionError,
-    UsageError,
-    catchable_signals,
+from envguard.errors import ActionError, UsageError
+from envguard.lifecycle import (
+    Interrupted,
     raise_if_signalled,
     set_interrupt_hint,
+    signals_deferred,
+    signals_handled,
 )
 from envguard.recovery.outcome import Outcome
 from envguard.recovery.plan import Plan, RunStep, SwapStep, VerifyStep
@@ -38,10 +37,6 @@ PLAN_MARK = ".envguard-plan-"
 # Inside a build dir while it is only a build: taken out just before the swap, so a dir
 # at a build path *without* it is an old venv displaced by a swap that was killed midway.
 MARKER = ".envguard-building"
-
-
-class Interrupted(BaseException):
-    """SIGINT or SIGTERM arrived: unwind, clean up, leave the working venv alone."""
 
 
 def build_paths(venv: Path, pid: int | None = None) -> tuple[Path, Path]:
@@ -110,45 +105,6 @@ def remove_stale(venv: Path) -> list[str]:
     return done
 
 
-class _SignalGate:
-    """SIGINT and SIGTERM raise Interrupted, except inside critical(), where they wait for
-    its end. Blocking them with pthread_sigmask would not do: another thread (rich's status
-    refresher) can take the signal, and Python still runs the handler in the main thread."""
-
-    def __init__(self) -> None:
-        self.depth = 0
-        self.pending: int | None = None
-
-    def handler(self, signum: int, frame: FrameType | None) -> None:
-        if self.depth:
-            self.pending = signum
-            return
-        raise Interrupted(signal.Signals(signum).name)
-
-    @contextlib.contextmanager
-    def critical(self) -> Iterator[None]:
-        self.depth += 1
-        try:
-            yield
-        finally:
-            self.depth -= 1
-        if not self.depth and self.pending is not None:
-            signum, self.pending = self.pending, None
-            raise Interrupted(signal.Signals(signum).name)
-
-
-@contextlib.contextmanager
-def _signals_raise() -> Iterator[_SignalGate]:
-    """Turn SIGTERM (a kill) into an exception so cleanup runs, as SIGINT already does."""
-    gate = _SignalGate()
-    previous = {s: signal.signal(s, gate.handler) for s in catchable_signals()}
-    try:
-        yield gate
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
 def _exchange(a: Path, b: Path) -> bool:
     """Atomically swap two directories (Linux renameat2); False where unsupported."""
     if not sys.platform.startswith("linux"):
@@ -170,7 +126,7 @@ def _exchange(a: Path, b: Path) -> bool:
 
 def swap_in(build: Path, venv: Path, *, stamp: str) -> Path | None:
     """Put ``build`` at ``venv``; the old venv moves to a timestamped backup (returned).
-    Call it inside _SignalGate.critical(): nothing may stop it halfway."""
+    Call it inside lifecycle.signals_deferred(): nothing may stop it halfway."""
     if not venv.exists():
         build.rename(venv)
         return None
@@ -417,11 +373,14 @@ def _execute(
     state = _State(build=Path(p.build) if p.build else None)
     set_interrupt_hint(None)
     plan_dirs = sorted({Path(f.path).parent for f in p.files})
-    with _signals_raise() as gate:
+    # A signal raises Interrupted here (SIGTERM too, for an API caller): unwind, clean up,
+    # leave the working venv alone, and say where the rebuild stopped (the error below
+    # reports the signal: the CLI does not say it again).
+    with signals_handled():
         try:
             try:
-                _run_steps(p, snapshot, gate, outcome, ignore, status, on_line, state)
-            finally:  # inside the gate: a signal during clean-up is still reported below
+                _run_steps(p, snapshot, outcome, ignore, status, on_line, state)
+            finally:  # still handled: a signal during clean-up is reported below
                 build = state.build
                 if build is not None and (build / MARKER).exists():  # only a build of ours
                     shutil.rmtree(build, ignore_errors=True)
@@ -436,16 +395,17 @@ def _execute(
         except Interrupted as exc:
             if state.swapped:
                 stopped = ActionError(
-                    f"rebuild interrupted ({exc}) right after the swap", hint=_swapped(outcome)
+                    f"rebuild interrupted ({exc.name}) right after the swap",
+                    hint=_swapped(outcome),
                 )
             else:
                 stopped = ActionError(
-                    f"rebuild interrupted ({exc}) during '{state.current}'",
+                    f"rebuild interrupted ({exc.name}) during '{state.current}'",
                     hint=f"{venv} was not touched"
                     if not p.in_place
                     else f"{venv} may be partly synced; run the rebuild again",
                 )
-            stopped.exit_code = 128 + signal.Signals[str(exc)].value  # as any interrupt ends
+            stopped.exit_code = 128 + exc.signum  # as any interrupt ends
             raise stopped from None
         except ActionError as exc:
             where = (
@@ -473,7 +433,6 @@ class _State:
 def _run_steps(
     p: Plan,
     snapshot: Snapshot,
-    gate: _SignalGate,
     outcome: Outcome,
     ignore: frozenset[str],
     status: Callable[[str], None],
@@ -509,7 +468,7 @@ def _run_steps(
             # The pid too: two rebuilds in one second must not share a backup name.
             now = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
             stamp = f"{now}-{os.getpid()}"
-            with gate.critical():  # a signal now waits until the books are right
+            with signals_deferred():  # a signal now waits until the books are right
                 outcome.backup = swap_in(state.build, venv, stamp=stamp)
                 state.build = None  # it is the working venv now: never clean it up
                 state.swapped = True

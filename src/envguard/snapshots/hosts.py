@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envguard.errors import EnvguardError, UsageError
-from envguard.probe.runner import kill_running
+from envguard.lifecycle import kill_running
 from envguard.snapshots.capture import capture_snapshot
 from envguard.snapshots.request import CaptureRequest
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from envguard.errors import EnvguardError, UsageError
+from envguard.errors import UsageError
+from envguard.lifecycle import validate_meanwhile
 from envguard.probe.interpreters import resolve_python
 from envguard.snapshots.repos import find_work_tree
 from envguard.snapshots.request import CaptureRequest, StartedCapture, start_capture, start_early
@@ -354,40 +355,27 @@ def measure_like(
     allow: tuple[str, ...] = (),
     root: str | None = None,
 ) -> tuple[Snapshot, Snapshot]:
-    """(the snapshot in ``text``, the live environment measured as it was)."""
+    """(the snapshot in ``text``, the live environment measured as it was). The probe
+    starts from the raw JSON when that may run before validation, and is stopped if the
+    file turns out invalid."""
     from envguard.snapshots import store
 
     recorded = _runnable_before_validation(text, python=python, via=via)
-    started: StartedCapture | None = None
-    early: EnvguardError | None = None
-    if recorded is not None:
-        try:
-            started = start_capture(
-                live_request(
-                    recorded, python=python, via=via, allow=allow, source=source, root=root
-                )
-            )
-        except EnvguardError as exc:
-            early = exc  # reported only if the file itself is valid: its errors come first
-    try:
-        expected = store.loads(text, source=source)
-        if early is not None:
-            raise early
-        if started is None:
-            started = start_capture(
-                live_request(
-                    Recorded.of(expected),
-                    python=python,
-                    via=via,
-                    allow=allow,
-                    source=source,
-                    root=root,
-                )
-            )
-        from envguard.snapshots.capture import finish_capture
 
-        return expected, finish_capture(started)
-    except BaseException:
-        if started is not None:
-            started.probe.cancel()
-        raise
+    def start(recorded: Recorded) -> StartedCapture:
+        return start_capture(
+            live_request(recorded, python=python, via=via, allow=allow, source=source, root=root)
+        )
+
+    return validate_meanwhile(
+        lambda: start(recorded) if recorded is not None else None,
+        lambda: store.loads(text, source=source),
+        start_valid=lambda expected: start(Recorded.of(expected)),
+        finish=_finish,
+    )
+
+
+def _finish(started: StartedCapture) -> Snapshot:
+    from envguard.snapshots.capture import finish_capture  # pydantic: loaded meanwhile
+
+    return finish_capture(started)

@@ -148,6 +148,10 @@ class StartedCapture:
     request: CaptureRequest
     probe: ProbeRun
 
+    def cancel(self) -> None:
+        """Stop the probe: the capture is no longer wanted."""
+        self.probe.cancel()
+
 
 # Probes started before the command line was parsed (envguard.prestart), on a guess of what
 # the command will ask for. start_capture() takes one over when its request asks for exactly

@@ -1,0 +1,407 @@
+"""Signals and child processes: how an interrupt stops the whole operation, and what envguard
+started is stopped with it.
+
+One handler (on_signal) notes a signal and raises it as one exception, Interrupted; one
+deferral (signals_deferred) holds it where stopping halfway would do harm (a child started
+but not yet registered, a venv swap); waits that CPython could not interrupt ask
+raise_if_signalled() as they poll. Children envguard starts are registered here, so an
+interrupt kills them, their process groups and what they left in sessions of their own.
+
+Imported before anything else (the console entry point installs the handlers first), so
+only the standard library, and its heavier modules (subprocess) inside the functions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from envguard.errors import EnvguardError
+
+if TYPE_CHECKING:
+    import subprocess
+
+
+class Interrupted(KeyboardInterrupt):
+    """A signal (SIGINT, SIGTERM, SIGHUP) raised like Ctrl-C, so the same clean-up runs
+    (probes killed, partial files removed, a half-built venv removed); the CLI says
+    `error: interrupted (SIGNAME)` and exits 128 + the signal number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        """SIGINT, SIGTERM, SIGHUP."""
+        return signal.Signals(self.signum).name
+
+
+# What a signal must not hide: set once something the user needs to know became true (a
+# rebuilt venv swapped in, the old one moved aside) and cleared once it was reported. The CLI
+# prints it as the hint of its `error: interrupted` line, wherever the signal lands.
+_interrupt_hint: list[str] = []
+
+
+def set_interrupt_hint(text: str | None) -> None:
+    _interrupt_hint[:] = [text] if text else []
+
+
+def interrupt_hint() -> str | None:
+    return _interrupt_hint[0] if _interrupt_hint else None
+
+
+# Signals received by on_signal. The Interrupted it raises can be lost (CPython ignores
+# exceptions raised inside weakref callbacks, e.g. importlib's module-lock clean-up), so the
+# CLI also asks here before it reports anything else.
+_received: list[int] = []
+
+
+def note_signal(signum: int) -> None:
+    _received.append(signum)
+
+
+def received_signal() -> int | None:
+    return _received[0] if _received else None
+
+
+def raise_if_signalled() -> None:
+    """Raise the interrupt a signal handler raised and CPython lost (it drops exceptions
+    raised inside weakref callbacks and ``__del__``): long waits call this as they poll.
+    Not while ``cleaning_up()``: the clean-up an interrupt asked for must get to run."""
+    signum = received_signal()
+    if signum is not None and not _CLEANING.depth:
+        raise Interrupted(signum)
+
+
+class _Depth(threading.local):
+    """How deep this thread is in a block (cleaning_up, signals_deferred)."""
+
+    depth = 0
+
+    @contextlib.contextmanager
+    def entered(self) -> Iterator[None]:
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+
+
+# Per thread: one thread's clean-up must not let another thread (a fleet's worker) go on
+# starting and waiting for remote work after the interrupt.
+_CLEANING = _Depth()
+
+
+@contextlib.contextmanager
+def cleaning_up() -> Iterator[None]:
+    """Waits inside, in this thread, do not stop for a signal already received (a far
+    side's staged file is removed after an interrupt, not left behind)."""
+    with _CLEANING.entered():
+        yield
+
+
+def on_signal(signum: int, frame: object) -> None:
+    """The handler for SIGINT, SIGTERM and SIGHUP: noted (a wait that CPython could not
+    interrupt raises it later) and raised as Interrupted, so the same clean-up runs; only
+    noted inside signals_deferred()."""
+    note_signal(signum)
+    if not _DEFERRING.depth:
+        raise Interrupted(signum)
+
+
+# Per thread, though only the main thread's matters: CPython runs handlers there.
+_DEFERRING = _Depth()
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """A signal inside is noted and raised once the block is left, never halfway through
+    it: a child process is started and registered for clean-up, or not started, never
+    orphaned in between (an interrupt raised inside ``Popen``, after the fork, lost the
+    child's pid); a venv swap and its bookkeeping are done, or not begun.
+
+    Signals are held, not blocked: with pthread_sigmask another thread (rich's status
+    refresher) can take the signal, and Python still runs the handler in the main thread."""
+    with _DEFERRING.entered():
+        yield
+    raise_if_signalled()
+
+
+def catchable_signals() -> list[int]:
+    """SIGINT, SIGTERM and SIGHUP, less those this process was started ignoring: `nohup
+    envguard ...` ignores SIGHUP (a closed terminal must not stop it), a script's background
+    job ignores SIGINT; envguard never turns them back on."""
+    return [
+        s
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        if signal.getsignal(s) is not signal.SIG_IGN
+    ]
+
+
+def handle_signals() -> None:
+    """Install on_signal for SIGINT, SIGTERM and SIGHUP (before anything is started), and
+    the hook that keeps an interrupt CPython could not raise from printing a traceback."""
+    sys.unraisablehook = _unraisable
+    for signum in catchable_signals():
+        signal.signal(signum, on_signal)
+
+
+@contextlib.contextmanager
+def signals_handled() -> Iterator[None]:
+    """on_signal for a block that reports its own interrupt (a rebuild says where it
+    stopped and what it left): SIGTERM stops it as Ctrl-C does, for an API caller too, and
+    its clean-up runs. Afterwards the caller's handlers are back, and the signals received
+    inside are forgotten: the block's error reported them, and they do not stop what the
+    caller does next (a script's next call; the CLI's report of that error)."""
+    previous = {s: signal.signal(s, on_signal) for s in catchable_signals()}
+    before = len(_received)
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+        del _received[before:]
+
+
+def _unraisable(info: sys.UnraisableHookArgs) -> None:
+    """An interrupt raised where CPython cannot raise it (a weakref callback, ``__del__``)
+    is not a second error to print: the signal is noted and the next wait raises it."""
+    if info.exc_type is not None and issubclass(info.exc_type, KeyboardInterrupt):
+        return
+    sys.__unraisablehook__(info)
+
+
+def interrupt_behind(exc: BaseException) -> int | None:
+    """The signal behind ``exc`` when a signal was received: CPython wraps an interrupt
+    raised inside ``__set_name__`` (a dataclass field while a module loads) in a
+    RuntimeError, which is the signal's doing, not a bug to print."""
+    if isinstance(exc, Interrupted):
+        return exc.signum
+    signum = received_signal()
+    if signum is None and isinstance(exc, KeyboardInterrupt):
+        return signal.SIGINT
+    return signum
+
+
+# Children running now (process group id -> the marker in their environment, or None), so an
+# interrupt can stop them all.
+_RUNNING: dict[int, bytes | None] = {}
+_RUNNING_LOCK = threading.Lock()
+# Every child envguard started (live or reaped): never mistaken for an adopted orphan.
+_STARTED: set[int] = set()
+
+# A child's chain may carry this variable with a value of its own (see new_marker()). A process
+# the chain started in a session of its own (a --via that daemonises) is outside the killed
+# process group, but it keeps the variable: on a timeout or an interrupt it is found by it.
+MARKER = "ENVGUARD_PROBE_RUN"
+
+
+def new_marker() -> tuple[str, bytes]:
+    """(a new value for MARKER, the ``NAME=value`` entry kill_strays() looks for)."""
+    token = os.urandom(8).hex()
+    return token, f"{MARKER}={token}".encode()
+
+
+def start_child(
+    argv: list[str],
+    *,
+    marker: bytes | None = None,
+    adopts: bool = False,
+    **popen: Any,
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in a session of its own (a timeout or an interrupt kills the whole
+    chain, ssh, pct exec, ..., at once) and register it for kill_running().
+
+    A signal in between is held until it is registered (signals_deferred); in a worker
+    thread (fleet), the main thread's clean-up may have run already, so a child started
+    after the signal is ended here. ``adopts``: the chain may leave orphans in sessions of
+    their own (a --via prefix), which envguard, as their subreaper, collects."""
+    import subprocess
+
+    if adopts:
+        _become_subreaper()
+    started: subprocess.Popen[bytes] | None = None
+    try:
+        with signals_deferred():
+            started = subprocess.Popen(argv, start_new_session=True, **popen)
+            with _RUNNING_LOCK:
+                _RUNNING[started.pid] = marker
+                _STARTED.add(started.pid)
+    except BaseException:  # an interrupt
+        if started is not None:
+            with contextlib.suppress(OSError, ValueError):
+                end_chain(started, marker=marker, adopts=adopts)
+                for pipe in (started.stdin, started.stdout, started.stderr):
+                    if pipe is not None:
+                        pipe.close()
+            forget(started.pid)
+        raise
+    return started
+
+
+def forget(pid: int) -> None:
+    """``pid`` ended (or was collected): kill_running() leaves it alone from now on."""
+    with _RUNNING_LOCK:
+        _RUNNING.pop(pid, None)
+
+
+def running(pid: int) -> bool:
+    """``pid`` is a child kill_running() would stop."""
+    with _RUNNING_LOCK:
+        return pid in _RUNNING
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group of the child ``pid`` (it leads its own session)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def end_chain(
+    proc: subprocess.Popen[Any], *, marker: bytes | None = None, adopts: bool = False
+) -> None:
+    """Kill a child's group, what it started in other sessions (by its marker, or adopted
+    by envguard as their subreaper), and collect it."""
+    kill_group(proc.pid)
+    if marker is not None:
+        kill_strays(marker)
+    proc.wait()
+    if adopts:
+        kill_adopted()  # the chain's orphans, now that its leader is gone
+
+
+def kill_running() -> None:
+    """Kill every child still running (and whatever its prefix started): Ctrl-C on a fleet."""
+    with _RUNNING_LOCK:
+        groups = list(_RUNNING.items())
+    for pgid, mark in groups:
+        kill_group(pgid)
+        if mark is not None:
+            kill_strays(mark)
+    # The killed chains' orphans come to envguard as they die, when it is their subreaper
+    # (a --via probe made it one); a local probe leaves none, and Ctrl-C is not kept waiting.
+    if groups and _SUBREAPER:
+        for _ in range(3):
+            time.sleep(0.05)
+            kill_adopted()
+
+
+def _become_subreaper() -> None:
+    """Linux: orphans of a --via chain (a child that left its session and cleared its
+    environment, so neither the process group nor the marker finds it) are re-parented to
+    envguard instead of init, where kill_adopted() finds them."""
+    global _SUBREAPER
+    if _SUBREAPER or not sys.platform.startswith("linux"):
+        return
+    _SUBREAPER = True
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not available: the process group and the marker still apply
+
+
+_SUBREAPER = False
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def kill_adopted() -> None:
+    """SIGKILL and collect every child of envguard that it did not start: orphans of killed
+    chains (see _become_subreaper). Children still running are left alone."""
+    me = os.getpid()
+    with _RUNNING_LOCK:
+        ours = set(_RUNNING)
+    try:
+        with os.scandir("/proc") as scan:
+            entries = [e.name for e in scan if e.name.isdigit()]
+    except OSError:
+        return
+    for name in entries:
+        pid = int(name)
+        if pid in ours:
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 1 and int(fields[1]) == me and pid not in _STARTED:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, 0)
+
+
+def kill_strays(marker: bytes) -> None:
+    """SIGKILL this user's processes whose environment holds ``marker`` (Linux /proc)."""
+    try:
+        with os.scandir("/proc") as scan:
+            entries = list(scan)
+    except OSError:
+        return
+    me, uid = os.getpid(), os.getuid()
+    for entry in entries:
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            if entry.stat().st_uid != uid:
+                continue
+            with open(f"/proc/{entry.name}/environ", "rb") as fh:
+                environ = fh.read(1 << 20)
+        except OSError:
+            continue  # gone, or not ours to read
+        if marker in environ.split(b"\0"):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry.name), signal.SIGKILL)
+
+
+class Cancellable(Protocol):
+    """Work started in the background that can be stopped (a probe, a started capture)."""
+
+    def cancel(self) -> None: ...
+
+
+_Work = TypeVar("_Work", bound=Cancellable)
+_Valid = TypeVar("_Valid")
+_Result = TypeVar("_Result")
+
+
+def validate_meanwhile(
+    start: Callable[[], _Work | None],
+    validate: Callable[[], _Valid],
+    *,
+    start_valid: Callable[[_Valid], _Work],
+    finish: Callable[[_Work], _Result],
+) -> tuple[_Valid, _Result]:
+    """Start work (a probe) with ``start()``, run ``validate()`` meanwhile, then ``finish``
+    the work: (what validate returned, what finish returned). ``start()`` returns None when
+    the work may start only once the input is valid: ``start_valid`` starts it then.
+
+    An error or an interrupt anywhere cancels the work started: an invalid input never
+    leaves a probe running. An error starting it early is raised only once the input is
+    valid: the input's own errors come first."""
+    work: _Work | None = None
+    early: EnvguardError | None = None
+    try:
+        try:
+            work = start()
+        except EnvguardError as exc:
+            early = exc
+        valid = validate()
+        if early is not None:
+            raise early
+        if work is None:
+            work = start_valid(valid)
+        return valid, finish(work)
+    except BaseException:
+        if work is not None:
+            work.cancel()
+        raise

@@ -1,0 +1,173 @@
+"""Signals and children: a signal noted, raised at the next wait, held where a child is
+being started, and not ignored by one thread because another cleans up; a probe started
+while its input is validated is stopped when the input is not valid."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+from envguard import lifecycle
+from envguard.errors import ProbeError, UsageError
+from envguard.probe.runner import ProbeRun
+
+
+def test_one_threads_clean_up_does_not_let_another_go_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After Ctrl-C, a thread removing a far side's staged file waits in cleaning_up();
+    another thread (a fleet's worker) must still stop at its next wait, not start and wait
+    for remote work for up to 30 s."""
+    monkeypatch.setattr(lifecycle, "_received", [])
+    lifecycle.note_signal(signal.SIGINT)
+    inside, done = threading.Event(), threading.Event()
+    seen: list[BaseException | None] = []
+
+    def clean_up() -> None:
+        with lifecycle.cleaning_up():
+            lifecycle.raise_if_signalled()  # this thread's clean-up goes on
+            inside.set()
+            done.wait(10)
+
+    def worker() -> None:
+        inside.wait(10)
+        try:
+            lifecycle.raise_if_signalled()
+            seen.append(None)
+        except lifecycle.Interrupted as exc:
+            seen.append(exc)
+
+    threads = [threading.Thread(target=clean_up), threading.Thread(target=worker)]
+    for thread in threads:
+        thread.start()
+    threads[1].join(10)
+    done.set()
+    threads[0].join(10)
+    assert len(seen) == 1 and isinstance(seen[0], lifecycle.Interrupted)
+
+
+def test_a_signal_inside_a_deferred_block_is_raised_when_it_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(lifecycle, "_received", [])
+    reached = []
+    with pytest.raises(lifecycle.Interrupted) as raised, lifecycle.signals_deferred():
+        lifecycle.on_signal(signal.SIGTERM, None)  # noted, not raised here
+        reached.append("after the signal")
+    assert reached == ["after the signal"] and raised.value.signum == signal.SIGTERM
+
+
+def test_a_signal_the_process_was_started_ignoring_stays_ignored() -> None:
+    """`nohup envguard ...` ignores SIGHUP: a closed terminal must not stop a rebuild or a
+    capture; envguard does not turn the signal back on."""
+    import subprocess
+    import sys
+
+    program = (
+        "import os, signal\n"
+        "signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+        "from envguard import lifecycle\n"
+        "lifecycle.handle_signals()\n"
+        "os.kill(os.getpid(), signal.SIGHUP)\n"
+        "sum(range(1000))\n"
+        "print(lifecycle.received_signal(), signal.SIGINT in lifecycle.catchable_signals())\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60
+    )
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "None True\n", "")
+
+
+def _slow_probe(tmp_path: Path) -> ProbeRun:
+    """A probe whose interpreter never answers (it sleeps)."""
+    slow = tmp_path / "python3"
+    slow.write_text("#!/bin/sh\nexec sleep 60\n")
+    slow.chmod(0o755)
+    return ProbeRun(slow, {})
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("failure", [UsageError("not a snapshot"), KeyboardInterrupt()])
+def test_an_invalid_input_or_an_interrupt_meanwhile_stops_the_probe(
+    tmp_path: Path, failure: BaseException
+) -> None:
+    """The probe started before its input was validated is gone, not left running, once
+    the validation fails or is interrupted."""
+    started: list[ProbeRun] = []
+
+    def start() -> ProbeRun:
+        started.append(_slow_probe(tmp_path))
+        return started[-1]
+
+    def validate() -> None:
+        raise failure
+
+    with pytest.raises(type(failure)):
+        lifecycle.validate_meanwhile(
+            start, validate, start_valid=lambda _: start(), finish=ProbeRun.result
+        )
+    (probe,) = started
+    assert probe.proc.returncode is not None and _gone(probe.proc.pid)
+    assert not lifecycle.running(probe.proc.pid)
+
+
+def test_the_inputs_own_error_comes_before_one_starting_early(tmp_path: Path) -> None:
+    """A probe that could not start early (no such interpreter) is not the error to report
+    when the input itself is invalid; with a valid input, it is."""
+
+    def start() -> ProbeRun:
+        raise ProbeError("cannot run it")
+
+    def invalid() -> None:
+        raise UsageError("not a snapshot")
+
+    def never(_: object) -> ProbeRun:
+        raise AssertionError("started again")
+
+    with pytest.raises(UsageError, match="not a snapshot"):
+        lifecycle.validate_meanwhile(start, invalid, start_valid=never, finish=ProbeRun.result)
+    with pytest.raises(ProbeError, match="cannot run it"):
+        lifecycle.validate_meanwhile(start, lambda: None, start_valid=never, finish=ProbeRun.result)
+
+
+def test_an_input_valid_first_starts_the_work_then(tmp_path: Path) -> None:
+    """Work that may start only once the input is valid starts from the valid value, and
+    its result comes back beside it."""
+    probe = tmp_path / "python3"
+    probe.write_text("#!/bin/sh\ncat >/dev/null; printf done\n")
+    probe.chmod(0o755)
+    valid, (out, _err) = lifecycle.validate_meanwhile(
+        lambda: None,
+        lambda: "valid",
+        start_valid=lambda value: ProbeRun(probe, {"value": value}),
+        finish=ProbeRun.output,
+    )
+    assert (valid, out) == ("valid", b"done")
+
+
+def test_an_api_callers_rebuild_is_interrupted_by_sigterm_and_leaves_no_trace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without the CLI's handlers, the block turns SIGTERM into Interrupted (a rebuild
+    cleans up); afterwards the caller's handler is back, and the interrupt the block
+    reported does not stop the caller's next call."""
+    monkeypatch.setattr(lifecycle, "_received", [])
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(lifecycle.Interrupted) as raised, lifecycle.signals_handled():
+        os.kill(os.getpid(), signal.SIGTERM)
+        sum(range(1000))  # the handler runs here
+    assert raised.value.name == "SIGTERM"
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert lifecycle.received_signal() is None
+    lifecycle.raise_if_signalled()
