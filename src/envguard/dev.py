@@ -14,6 +14,7 @@ Nothing here runs in a user's command: it imports pydantic and every model.
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 import typing
@@ -251,7 +252,15 @@ def _hook_name(name: str, which: int) -> str:
 
 def _optional(model: type[BaseModel], name: str, info: FieldInfo) -> bool:
     """A key a document may lack: added after 1.0, or only ever carried by a live side."""
-    return bool(info.exclude) or _since(info) > 0
+    optional = bool(info.exclude) or _since(info) > 0
+    if optional and info.is_required():
+        # fits() would vouch for a document without it, which the model refuses (and
+        # every file written before it was added).
+        raise GenerationError(
+            f"{model.__name__}.{name}: a field added after 1.0 (or never written) needs a"
+            " default: files written without it must still read"
+        )
+    return optional
 
 
 def _fits_function(shape: _Shape, model: type[BaseModel]) -> list[str]:
@@ -543,6 +552,21 @@ def regenerate() -> list[Path]:
     for path in stale():
         path.write_text(_formatted(path, generated()[path]), encoding="utf-8")
         written.append(path)
+    if SHAPE in written and not os.environ.get("_ENVGUARD_DEV_AGAIN"):
+        # The models take SCHEMA_MINOR from shape.py (schema_minor's default, in the JSON
+        # schema too): a new one is only seen by a process that imports them anew.
+        import subprocess
+
+        env = {**os.environ, "_ENVGUARD_DEV_AGAIN": "1"}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC.parent), env.get("PYTHONPATH")]))
+        done = subprocess.run(
+            [sys.executable, "-m", "envguard.dev", "regenerate"],
+            capture_output=True, text=True, check=False, cwd=REPO, env=env,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise GenerationError(f"regenerating again failed: {done.stderr.strip()}")
+        again = [REPO / line.removeprefix("wrote ") for line in done.stdout.splitlines()]
+        written += [p for p in again if p not in written]
     return written
 
 

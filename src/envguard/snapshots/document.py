@@ -266,8 +266,12 @@ def from_report(report: ProbeReport, request: CaptureRequest) -> Document:
 
 
 def stored(document: Document) -> Document:
-    """``document`` as a snapshot file holds it: without what only a live side carries."""
+    """``document`` as a snapshot file holds it: without what only a live side carries,
+    and of this envguard's schema minor (the model's serializer writes it so, whatever
+    the document says: a file written now holds every field this envguard knows)."""
     out = dict(document)
+    if "schema_minor" in out:
+        out["schema_minor"] = shape.SCHEMA_MINOR
     for section, fields in LIVE_ONLY.items():
         if any(f in item for item in document[section] for f in fields):
             out[section] = [

@@ -140,8 +140,9 @@ class Repo(Model):
 Sha256 = Annotated[str, StringConstraints(pattern="^[0-9a-f]{64}$")]
 
 
-# Permission bits as os.stat gives them (st_mode & 0o7777).
-FileMode = Annotated[int, Field(ge=0, le=0o7777)]
+# Permission bits as os.stat gives them (st_mode & 0o7777): a number, not true (0o001) or
+# "0755" (decimal 755, 0o1363), which a lax int would make of a forged file's text.
+FileMode = Annotated[StrictInt, Field(ge=0, le=0o7777)]
 
 
 class FileDigest(Model):

@@ -62,17 +62,21 @@ def loads(text: str, *, source: str) -> Snapshot:
 
     # The fast path first: pydantic parses and validates in one pass, or, while this
     # process builds models directly (snapshots.document.typed), json and fits() do.
+    # A newer minor version's note is said once the file reads: never before its error.
+    note: str | None = None
     try:
         if document.building_directly() and len(text) <= _DIRECT_TEXT:
             data = json.loads(text, parse_constant=not_json_constant)
             if isinstance(data, dict) and data.get("schema_version") == SCHEMA_VERSION:
-                data = read_past_newer(data, source=source)
+                data, note = _read_past(data, source=source)
             snap = document.typed(data) if isinstance(data, dict) else None
         else:
             snap = Snapshot.model_validate_json(text)
     except (ValueError, RecursionError):  # ValidationError is a ValueError
         snap = None  # explained below, in the order a person checks
     if snap is not None and snap.schema_version <= SCHEMA_VERSION:
+        if note is not None:
+            notices.say(note)
         return snap
     try:
         data = json.loads(text, parse_constant=not_json_constant)
@@ -91,35 +95,48 @@ def loads(text: str, *, source: str) -> Snapshot:
             f" ({SCHEMA_VERSION})",
             hint="upgrade envguard to read it",
         )
-    data = read_past_newer(data, source=source)
+    data, note = _read_past(data, source=source)
     try:
-        return Snapshot.model_validate(data)
+        snap = Snapshot.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = field_path(first["loc"])
         raise SnapshotError(f"{source}: invalid snapshot at {where}: {first['msg']}") from None
+    if note is not None:
+        notices.say(note)
+    return snap
 
 
 def read_past_newer(data: dict[str, object], *, source: str) -> dict[str, object]:
     """``data`` without the fields this envguard does not know, when a newer envguard of
     the same major version wrote it (a larger ``schema_minor``): said once, in a note."""
+    known, note = _read_past(data, source=source)
+    if note is not None:
+        notices.say(note)
+    return known
+
+
+def _read_past(data: dict[str, object], *, source: str) -> tuple[dict[str, object], str | None]:
+    """read_past_newer's ``data`` and the note to say once the file reads (None: none)."""
     minor = data.get("schema_minor")
     if type(minor) is not int or minor <= shape.SCHEMA_MINOR:
-        return data  # a field this envguard should know and does not is an error
-    ignored: dict[str, None] = {}
+        return data, None  # a field this envguard should know and does not is an error
+    ignored: dict[str, str] = {}  # each field's path -> how the note names it
     known = _known(data, "Snapshot", "", ignored)
-    if ignored:
-        names = list(ignored)
-        listed = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-        notices.say(
-            f"{source}: written by a newer envguard (schema {SCHEMA_VERSION}.{minor}; this one"
-            f" reads {SCHEMA_VERSION}.{shape.SCHEMA_MINOR}): {len(names)} field"
-            f"{'' if len(names) == 1 else 's'} ignored ({listed})"
-        )
-    return known  # type: ignore[return-value]
+    if not ignored:
+        return known, None  # type: ignore[return-value]
+    count, names = len(ignored), list(dict.fromkeys(ignored.values()))
+    listed = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    said = str(minor) if minor < 10**12 else str(minor)[:12] + "..."  # up to 4300 digits
+    note = (
+        f"{source}: written by a newer envguard (schema {SCHEMA_VERSION}.{said}; this one"
+        f" reads {SCHEMA_VERSION}.{shape.SCHEMA_MINOR}): {count} field"
+        f"{'' if count == 1 else 's'} ignored ({listed})"
+    )
+    return known, note  # type: ignore[return-value]
 
 
-def _known(value: object, model: str, where: str, ignored: dict[str, None]) -> object:
+def _known(value: object, model: str, where: str, ignored: dict[str, str]) -> object:
     if type(value) is not dict:
         return value
     fields, nested = shape.FIELDS[model], shape.NESTED.get(model, {})
@@ -127,7 +144,7 @@ def _known(value: object, model: str, where: str, ignored: dict[str, None]) -> o
     for key, item in value.items():
         if key not in fields:
             name = key if key.isprintable() and len(key) <= 64 else repr(key[:64])
-            ignored[where + name] = None
+            ignored[where + key] = where + name  # two long keys may share their first 64
             continue
         if key in nested:
             if type(item) is list:
