@@ -83,7 +83,7 @@ def test_fits_vouches_only_for_what_the_model_builds_and_writes_the_same(
     if not shape.fits(doc):
         return
     assert model is not None, doc
-    direct = shape.built(doc)
+    direct = document.built(doc)
     assert direct == model and repr(direct) == repr(model)
     assert direct.model_fields_set == model.model_fields_set
     assert [f.model_fields_set for f in direct.files] == [f.model_fields_set for f in model.files]
