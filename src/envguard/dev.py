@@ -27,7 +27,7 @@ import annotated_types
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from envguard.snapshots.checks import LINE_PATTERN, VALIDATOR_HOOKS
+from envguard.snapshots.checks import LINE_PATTERN, SERIALIZERS_ALLOWED, VALIDATOR_HOOKS
 
 SRC = Path(__file__).resolve().parent
 REPO = SRC.parent.parent
@@ -226,6 +226,13 @@ def _value(tp: Any, v: str, depth: int) -> str | None:
 def _validators(model: type[BaseModel]) -> tuple[dict[str, str], list[str]]:
     """The model's field validators by field, and its model validators, as hook names."""
     decorators = model.__pydantic_decorators__
+    for name in [*decorators.field_serializers, *decorators.model_serializers]:
+        if name not in SERIALIZERS_ALLOWED:
+            raise GenerationError(
+                f"{model.__name__}.{name}: a serializer changes what is written, which fits()"
+                " promises is the document itself; make from_report() write that value and"
+                " add it to SERIALIZERS_ALLOWED in snapshots/checks.py"
+            )
     fields: dict[str, str] = {}
     for name, dec in decorators.field_validators.items():
         _hook(model, name)

@@ -104,25 +104,6 @@ def test_plan_table_wraps_commands_instead_of_cutting_them(in_tmp: Path, good_ve
     assert "…" not in result.stdout
 
 
-@pytest.mark.parametrize("width", [50, 80, 200])
-def test_help_lists_the_commands_as_typer_would_without_building_them(width: int) -> None:
-    """`envguard --help` builds no command (each is built when it runs): the list it
-    prints is still the one typer's fully built group prints, at any width."""
-    import typer.main
-
-    from envguard.cli import app, command_line
-
-    lazy, full = command_line(), typer.main.get_command(app)
-    for group in (lazy, full):
-        group.context_settings = {"terminal_width": width, "max_content_width": width}
-    texts = [
-        g.get_help(g.make_context("envguard", [], resilient_parsing=True)) for g in (lazy, full)
-    ]
-    assert texts[0] == texts[1]
-    assert all(f"  {c} " in texts[0] for c in COMMANDS)
-    assert lazy.commands._built == {}  # type: ignore[attr-defined]
-
-
 def test_a_mistyped_command_is_named_with_the_nearest_one() -> None:
     result = envguard("snapshto")
     assert result.returncode == 2

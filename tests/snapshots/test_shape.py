@@ -206,3 +206,17 @@ def test_a_tracked_file_that_lost_its_executable_bit_is_drift(
     assert (change.kind, change.expected, change.actual) == ("mode", "0755", "0644")
     assert change.message == f"tracked file {script} mode 0755 -> 0644"
     assert change.severity.value == "warning"
+
+
+def test_a_serializer_the_fast_path_does_not_know_stops_the_generator() -> None:
+    from pydantic import field_serializer
+
+    class Rewritten(Model):
+        name: str
+
+        @field_serializer("name")
+        def _upper(self, name: str) -> str:
+            return name.upper()
+
+    with pytest.raises(dev.GenerationError, match="SERIALIZERS_ALLOWED"):
+        dev._fits_function(dev._Shape(), Rewritten)

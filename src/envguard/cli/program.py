@@ -3,13 +3,13 @@ when it is looked up), errors and interrupts said as one line, and the entry poi
 
 import signal
 import sys
-from collections.abc import Callable, Iterator, MutableMapping
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from typer.core import TyperGroup
 
+from envguard.cli.lazy import format_commands_lazily, lazy_group
 from envguard.errors import EnvguardError, UsageError
 from envguard.lifecycle import (
     Interrupted,
@@ -25,7 +25,6 @@ from envguard.version import __version__
 if TYPE_CHECKING:
     from rich.console import Console
     from typer._click import Context  # typer's vendored click (click itself before 0.16)
-    from typer.models import CommandInfo
 
 
 def _say(kind: str, text: str) -> None:
@@ -90,16 +89,8 @@ class _Group(TyperGroup):
         return list(self.commands)  # names only: nothing is built to list them
 
     def format_commands(self, ctx: "Context", formatter: Any) -> None:
-        """The command list of --help, from each command's docstring, as click writes it,
-        without building the twelve commands (about 40 ms) to print one screen."""
-        table = self.commands
-        if not isinstance(table, _Commands):
-            return super().format_commands(ctx, formatter)
-        rows = table.short_helps(formatter.width)
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
-        return None
+        if not format_commands_lazily(self.commands, formatter):
+            super().format_commands(ctx, formatter)
 
     def invoke(self, ctx: "Context") -> object:
         try:
@@ -117,85 +108,10 @@ class _Group(TyperGroup):
         return result
 
 
-class _Commands(MutableMapping[str, Any]):
-    """The group's commands by name, each built from its typer definition the first time
-    it is looked up: a run builds the one command it runs, not all twelve."""
-
-    def __init__(self, infos: "list[CommandInfo]", *, build: "Callable[[CommandInfo], Any]"):
-        from typer.main import get_command_name
-
-        self._infos = {
-            info.name or get_command_name(info.callback.__name__): info
-            for info in infos
-            if info.callback is not None
-        }
-        self._build = build
-        self._built: dict[str, Any] = {}
-
-    def __getitem__(self, name: str) -> Any:
-        if name not in self._built:
-            self._built[name] = self._build(self._infos[name])
-        return self._built[name]
-
-    def __setitem__(self, name: str, command: Any) -> None:
-        self._built[name] = command
-        self._infos.setdefault(name, None)  # type: ignore[arg-type]
-
-    def __delitem__(self, name: str) -> None:
-        self._built.pop(name, None)
-        del self._infos[name]
-
-    def __iter__(self) -> "Iterator[str]":
-        return iter(self._infos)
-
-    def __len__(self) -> int:
-        return len(self._infos)
-
-    def short_helps(self, width: int) -> list[tuple[str, str]]:
-        """(name, one-line help) of each visible command, cut as click cuts it."""
-        import inspect
-
-        from typer._click.utils import make_default_short_help
-
-        visible = [(n, i) for n, i in self._infos.items() if i is not None and not i.hidden]
-        if not visible:
-            return []
-        limit = width - 6 - max(len(n) for n, _ in visible)
-        rows = []
-        for name, info in visible:
-            if info.short_help:
-                text = inspect.cleandoc(info.short_help)
-            else:
-                doc = inspect.cleandoc(info.help) if info.help else inspect.getdoc(info.callback)
-                text = make_default_short_help(doc, limit) if doc else ""
-            rows.append((name, text.strip()))
-        return rows
-
-
 def command_line() -> _Group:
     """The click group behind ``envguard``: the root options now, each command when it is
-    looked up (typer would build all twelve at every start)."""
-    import copy
-
-    from typer.main import get_command_from_info, get_group_from_info
-    from typer.models import TyperInfo
-
-    root = copy.copy(app)
-    root.registered_commands = []
-    group = get_group_from_info(
-        TyperInfo(root),
-        pretty_exceptions_short=app.pretty_exceptions_short,
-        rich_markup_mode=app.rich_markup_mode,
-        suggest_commands=app.suggest_commands,
-    )
-    group.commands = _Commands(
-        app.registered_commands,
-        build=lambda info: get_command_from_info(
-            info,
-            pretty_exceptions_short=app.pretty_exceptions_short,
-            rich_markup_mode=app.rich_markup_mode,
-        ),
-    )
+    looked up (cli/lazy.py)."""
+    group = lazy_group(app)
     assert isinstance(group, _Group)
     return group
 

@@ -115,3 +115,7 @@ VALIDATOR_HOOKS: dict[str, tuple[Callable[..., bool], Callable[..., Any] | None]
     "_no_secret_values": (env_redacted, env_value),
     "_one_entry_per_package": (one_entry_per_package, None),
 }
+
+# Serializers of snapshots/models.py whose value document.from_report() and stored()
+# write themselves (Snapshot._written_now: schema_minor is always this envguard's).
+SERIALIZERS_ALLOWED = frozenset({"_written_now"})
