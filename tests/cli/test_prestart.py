@@ -136,6 +136,7 @@ def run_main(set_up: str, argv: list[str], cwd: Path) -> subprocess.CompletedPro
     )  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trouble", ["SIGTERM", "SIGHUP", "broken-install"])
 def test_an_early_probe_is_stopped_when_the_command_line_never_loads(
     tmp_path: Path, trouble: str

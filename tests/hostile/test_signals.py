@@ -77,7 +77,7 @@ def test_ctrl_c_while_the_command_line_is_still_importing_is_one_line(tmp_path: 
     assert (proc.returncode, proc.stderr, proc.stdout) == (130, "error: interrupted (SIGINT)\n", "")
 
 
-@pytest.mark.parametrize("how", ["timeout", "signal"])
+@pytest.mark.parametrize("how", [pytest.param("timeout", marks=pytest.mark.slow), "signal"])
 @pytest.mark.parametrize("clear_env", [False, True])
 def test_a_via_that_daemonises_in_its_own_session_is_killed_too(
     tmp_path: Path, how: str, clear_env: bool
