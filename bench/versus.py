@@ -61,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         ]
         for side, envguard in sides.items():
+            # A cache of its own per side: the probe's caches are tagged with the version
+            # that wrote them, and the two sides would discard each other's at every run.
+            env = {**env, "XDG_CACHE_HOME": str(Path(tmp) / f"cache-{side}")}
             snap = repo / f"{side}.json"
             fixtures.run(
                 [envguard, "snapshot", "--python", venv, "--out", str(snap)], env=env, cwd=repo
