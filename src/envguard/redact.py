@@ -65,7 +65,7 @@ _PAIR = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)[=:](?P<value>[^\s,;&]*)"
 # Every text that holds a secret form above holds one of these: most text (a drift message,
 # a version) holds none and is returned as it is, at the cost of one search.
 _MAYBE_SECRET = re.compile(
-    # Case-insensitive words spelled out by hand: re.IGNORECASE makes this search 2.5x
+    # Case-insensitive words spelled out by hand: re.IGNORECASE makes this search much
     # slower, and it runs for every change of a 100,000-package drift. A superset of what
     # the forms above match (ssh for sshpass, tok for token, any word starting with "-"
     # but the "->" of a version change), never a subset; the Kelvin sign and the long s

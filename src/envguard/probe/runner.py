@@ -188,8 +188,8 @@ class ProbeRun:
         (lifecycle.raise_if_signalled) still stops the wait; TimeoutExpired past the timeout.
 
         Each slice waits on the reader of the probe's stdout, which ends the moment the
-        probe closes it (``Popen.wait(timeout)`` polls with sleeps of up to 50 ms, and that
-        was a tenth of a snapshot); then the probe itself is collected."""
+        probe closes it (``Popen.wait(timeout)`` polls with growing sleeps, which a snapshot
+        would sit out); then the probe itself is collected."""
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         while True:
             raise_if_signalled()
