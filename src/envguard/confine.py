@@ -144,6 +144,61 @@ def unsafe_place(path: str) -> Optional[str]:
     return None
 
 
+# The first bytes of a program the loader runs itself: ELF, and Mach-O (thin, both byte
+# orders and widths, and universal). A `#!` script runs whatever its first line names.
+_PROGRAM_MAGIC = (
+    b"\x7fELF",
+    b"\xfe\xed\xfa\xce",
+    b"\xce\xfa\xed\xfe",
+    b"\xfe\xed\xfa\xcf",
+    b"\xcf\xfa\xed\xfe",
+    b"\xca\xfe\xba\xbe",
+)
+
+
+def not_python(path: str) -> Optional[str]:
+    """Why the file at ``path`` is not a real Python interpreter, or None; told without
+    running it. A real one is a program (not a script) named python* or pypy* once links
+    are resolved (a link to /bin/sh is not one), in a Python's layout: a venv's
+    ``bin`` (a pyvenv.cfg beside it or one folder up), or an installation whose
+    ``lib/python3.X`` (``lib/pypy3.X``) holds ``os.py`` beside the resolved program."""
+    import glob
+    import re
+    import stat
+
+    real = os.path.realpath(path)
+    if not re.match(r"^(python|pypy)[0-9.]*$", os.path.basename(real)):
+        return "not a Python interpreter: a program of another name (%s)" % real
+    try:  # non-blocking: a FIFO named as the interpreter must not hang the check
+        fd = os.open(real, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return "not a Python interpreter: cannot be read (%s)" % real
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "not a Python interpreter: not a regular file (%s)" % real
+        magic = os.read(fd, 4)
+    except OSError:
+        return "not a Python interpreter: cannot be read (%s)" % real
+    finally:
+        os.close(fd)
+    if magic[:2] == b"#!":
+        return "not a Python interpreter: a script (%s)" % real
+    if magic not in _PROGRAM_MAGIC:
+        return "not a Python interpreter: not a program (%s)" % real
+    exe_dir = os.path.dirname(os.path.abspath(path))
+    for cfg in (
+        os.path.join(exe_dir, "pyvenv.cfg"),
+        os.path.join(os.path.dirname(exe_dir), "pyvenv.cfg"),
+    ):
+        if os.path.isfile(cfg):
+            return None
+    prefix = os.path.dirname(os.path.dirname(real))
+    for pattern in ("lib/python3*/os.py", "lib/pypy3*/os.py", "lib-python/3*/os.py"):
+        if glob.glob(os.path.join(glob.escape(prefix), pattern)):
+            return None
+    return "not a Python interpreter: no standard library beside it (%s)" % real
+
+
 def _unsafe_both(place: str) -> Optional[str]:
     """``place`` checked as written and as resolved."""
     return _unsafe_chain(place, resolve=False) or _unsafe_chain(place, resolve=True)

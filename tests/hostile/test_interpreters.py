@@ -4,7 +4,9 @@ never before the snapshot validated."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from typer.testing import CliRunner
 from envguard.cli import app
 from envguard.snapshots import store
 from factories import package, snapshot
+from hostile.helpers import envguard, write_json
 
 runner = CliRunner()
 
@@ -105,9 +108,16 @@ def test_through_via_a_planted_interpreter_is_checked_there_and_never_runs(
         assert result.exit_code == 2, result.output
         assert "a folder anyone can write to" in result.stderr and "there; not run" in result.stderr
     assert not ran.exists(), "a planted interpreter ran through --via"
-    shared.chmod(0o755)  # the same path, safe now: it is run (and is no python: one line)
+    shared.chmod(0o755)  # the same path in a safe place: still no interpreter, not run
     result = runner.invoke(app, ["diff", "hostile.json", "--via", "env"])
-    assert ran.exists() and "Traceback" not in result.output
+    assert result.exit_code == 2 and "not a Python interpreter" in result.stderr
+    assert not ran.exists(), "a script named by a snapshot ran through --via"
+    # A real interpreter there is run (this test ran the script before the rule held
+    # that a snapshot-named interpreter must be a real one).
+    script.unlink()
+    script.symlink_to(os.path.realpath(sys.executable))
+    result = runner.invoke(app, ["diff", "hostile.json", "--via", "env"])
+    assert result.exit_code in (0, 1), result.output
 
 
 @pytest.mark.slow
@@ -135,9 +145,6 @@ def test_a_venv_whose_python_links_to_a_safe_one_is_still_checked(
     pyvenv.cfg (even under -I -S), whose `home` can point at a planted standard library:
     every folder on the way, the pyvenv.cfg and its home are checked (an attack ran a
     planted encodings/__init__.py as the victim)."""
-    import os
-    import sys
-
     if how == "another user's venv" and os.geteuid() != 0:
         pytest.skip("chown needs root")
     work = tmp_path / "work"
@@ -167,3 +174,71 @@ def test_a_venv_whose_python_links_to_a_safe_one_is_still_checked(
             or "another user" in result.stderr
             or "anyone can write" in result.stderr
         ), result.stderr
+
+
+def _forged(folder: Path, executable: Path, **changes: object) -> Path:
+    data = json.loads(store.dumps(snapshot([package("ok", "1")])))
+    data["interpreter"]["executable"] = str(executable)
+    data.update(changes)
+    folder.mkdir(parents=True, exist_ok=True)
+    return write_json(folder / "evil.json", data)
+
+
+@pytest.mark.parametrize("changes", [{}, {"schema_version": 99}, {"packages": "not-a-list"}])
+@pytest.mark.parametrize("command", ["diff", "check"])
+def test_a_script_named_python_in_a_safe_folder_outside_the_checkout_never_runs(
+    tmp_path: Path, command: str, changes: dict[str, object]
+) -> None:
+    """Owned by this user, nobody else can write there, outside the checkout: the place is
+    fine, but a `#!/bin/sh` script is no interpreter. envguard as a real process, with its
+    early start (prestart) in play."""
+    ran = tmp_path / "ran"
+    script = planted(tmp_path / "tools" / "bin", ran)
+    evil = _forged(tmp_path / "work", script, **changes)
+    elsewhere = tmp_path / "other"
+    elsewhere.mkdir()
+    proc = envguard(command, str(evil), cwd=elsewhere, VIRTUAL_ENV="")
+    assert proc.returncode == 2, proc.stderr
+    assert not ran.exists(), "a script named by a snapshot ran"
+    if not changes:
+        assert "not a Python interpreter" in proc.stderr and "--python" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) <= 2  # error: and hint:
+
+
+@pytest.mark.parametrize("changes", [{}, {"schema_version": 99}, {"packages": "not-a-list"}])
+def test_through_via_the_snapshots_interpreter_runs_only_after_validation_and_when_real(
+    tmp_path: Path, changes: dict[str, object]
+) -> None:
+    """--via without --python: nothing the file names starts before it validated, and a
+    script in a safe place is still no interpreter (`env` as the prefix: this machine)."""
+    ran = tmp_path / "ran"
+    script = planted(tmp_path / "tools" / "bin", ran)
+    evil = _forged(tmp_path / "work", script, **changes)
+    proc = envguard("diff", str(evil), "--via", "env", cwd=tmp_path / "work")
+    assert proc.returncode == 2, proc.stderr
+    assert not ran.exists(), "a script named by a snapshot ran through --via"
+    if not changes:
+        assert "not a Python interpreter" in proc.stderr and "not run" in proc.stderr
+
+
+@pytest.mark.parametrize("kind", ["script", "fifo", "empty", "shell link", "text", "real"])
+def test_not_python_tells_a_real_interpreter_without_running_it(tmp_path: Path, kind: str) -> None:
+    from envguard.confine import not_python
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    path = bin_dir / "python3"
+    if kind == "script":
+        path.write_text("#!/usr/bin/python3\n")
+    elif kind == "fifo":
+        os.mkfifo(path)  # must not block the check
+    elif kind == "empty":
+        path.touch()
+    elif kind == "shell link":
+        path.symlink_to("/bin/sh")
+    elif kind == "text":
+        path.write_text("print(1)\n")
+    else:
+        path.symlink_to(os.path.realpath(sys.executable))
+    why = not_python(str(path))
+    assert (why is None) == (kind == "real"), why

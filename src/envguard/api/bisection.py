@@ -81,7 +81,9 @@ def bisect(
         bad_snap = load(options.bad)
     else:  # the live side, measured as the good one was (its files, repos, caches too)
         bad_snap = capture_snapshot(
-            live_request(Recorded.of(good_snap), python=options.python, via=None)
+            live_request(
+                Recorded.of(good_snap), python=options.python, via=None, source=str(good_path)
+            )
         )
     uv = find_modern_uv()
     where = with_wheelhouse(options.sources or Sources())

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 from envguard.confine import OUTSIDE, SAFE_GIT_ENV
 from envguard.errors import ActionError, EnvguardError
 from envguard.recovery.outcome import Item
+from envguard.recovery.review import held
 from envguard.redact import REDACTED
 
 if TYPE_CHECKING:
@@ -34,20 +35,6 @@ class _HasPath(Protocol):
 
 
 _Pathed = TypeVar("_Pathed", bound=_HasPath)
-
-
-# Loader and search-path variables from an untrusted snapshot would run its code in every
-# process of the shell that sources the file: written commented out, for a person to read.
-REVIEW = frozenset({"LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONPATH"})
-# Names that load code or send data somewhere (CUDA_INJECTION64_PATH, HSA_TOOLS_LIB,
-# OMP_TOOL_LIBRARIES, NCCL_NET_PLUGIN, TRITON_LIBCUDA_PATH, TORCH_HOME, HF_ENDPOINT): the
-# same treatment, by the words in them.
-_REVIEW_WORDS = re.compile(r"PRELOAD|LIBRAR|_LIB|PLUGIN|INJECTION|TOOL|PATH|HOME|ENDPOINT|URL")
-
-
-def needs_review(name: str) -> bool:
-    """Written commented out, for a person to read: it could load code or leak data."""
-    return name in REVIEW or bool(_REVIEW_WORDS.search(name))
 
 
 # Where a venv is, not what it is, and the installers' own settings: never restored.
@@ -83,7 +70,11 @@ def env_file_text(snap: Snapshot, live_env: dict[str, str]) -> tuple[str, list[s
             lines.append(f"# {name}: redacted in the snapshot; set it yourself")
             continue
         line = f"export {name}={shlex.quote(value)}"
-        lines.append(f"# review, then uncomment: {line}" if needs_review(name) else line)
+        why = held(name)
+        if why is not None:
+            lines.append(f"# {name}: held for review: {why}")
+            line = f"# review, then uncomment: {line}"
+        lines.append(line)
     for name in sorted(set(live_env) - set(snap.env)):
         if _restorable(name):
             lines.append(f"unset {name}")
@@ -104,11 +95,12 @@ def env_file_name(snap: Snapshot) -> str:
 
 
 def run_env(snap: Snapshot) -> dict[str, str]:
-    """The variables a --then command gets from the snapshot (the file's export lines)."""
+    """The variables a --then command or a bisect candidate gets from the snapshot (the
+    file's export lines): none that review.held() holds."""
     return {
         n: v
         for n, v in snap.env.items()
-        if _restorable(n, v) and not needs_review(n) and REDACTED[:-1] not in v
+        if _restorable(n, v) and held(n) is None and REDACTED[:-1] not in v
     }
 
 

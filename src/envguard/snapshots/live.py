@@ -3,6 +3,14 @@ the snapshot may be trusted to do so (a snapshot may come from a pull request).
 
 `envguard diff` starts the probe from the snapshot's raw JSON, before pydantic has loaded,
 then validates the file in full while the probe runs; an invalid file stops the probe.
+
+The trust rule for the interpreter: envguard never runs one that only a file names. It
+runs the user's ``--python``, the default target (`$VIRTUAL_ENV`, ``./.venv``, python3 on
+PATH, as ``snapshot`` picks), or the snapshot's recorded interpreter only once the file
+validated in full, and only when recorded_python() (here, or the far side of --via) finds
+a real interpreter (a program in a Python's layout, not a script) that this user or root
+owns, that nobody else can change, outside the checkout. Only the first two may start
+before validation (the early start, prestart_like).
 """
 
 from __future__ import annotations
@@ -184,12 +192,16 @@ def recorded_python(
     environ: Mapping[str, str] | None = None,
     source: str | None = None,
 ) -> Path:
-    """The interpreter a snapshot names, if it is safe to run without the user naming it.
+    """The interpreter a snapshot names, if it is safe to run without the user naming it
+    (call it only once the snapshot validated in full).
 
     A snapshot may come from a pull request, so the path it records must look like a
-    Python, and locally must not lie inside the current directory or the folder of the
-    snapshot file ``source`` (or their git work trees: checkouts an attacker could fill)
-    unless it is the interpreter envguard would pick by default anyway.
+    Python; locally it must be the interpreter envguard would pick by default anyway, or
+    lie outside the current directory and the folder of the snapshot file ``source`` (and
+    their git work trees: checkouts an attacker could fill), in no place another user owns
+    or could write to (confine.unsafe_place), and be a real interpreter, told without
+    running it (confine.not_python): a `#!/bin/sh` script named ``python3`` is refused.
+    ``remote``: only the path's shape here; the far side checks the rest (live_request).
     """
     path = Path(executable)
     hint = "pass --python PATH to say which interpreter to measure"
@@ -213,6 +225,8 @@ def recorded_python(
             hint=f"pass --python {path} if you trust it",
         )
     cwd = (Path.cwd() if cwd is None else cwd).absolute()
+    if _is_default(str(path), environ=environ, cwd=cwd):
+        return path  # what `envguard snapshot` measures here anyway
     # The places a checkout (a pull request) can fill: this directory, the snapshot file's
     # folder and their git work trees, compared on resolved paths so a symlinked spelling
     # cannot slip past.
@@ -230,17 +244,13 @@ def recorded_python(
     spellings = {os.path.normpath(os.path.abspath(path)), os.path.realpath(path)}
     inside = any(s == r or s.startswith(r.rstrip("/") + "/") for s in spellings for r in roots)
     if inside:
-        try:
-            default = resolve_python(None, environ=environ, cwd=cwd)
-        except UsageError:
-            default = None
-        if default is None or os.path.normpath(os.path.abspath(default)) != os.path.normpath(
-            os.path.abspath(path)
-        ):
-            raise UsageError(
-                f"{path}: the snapshot names an interpreter inside this checkout",
-                hint=f"pass --python {path} if you trust it",
-            )
+        raise UsageError(
+            f"{path}: the snapshot names an interpreter inside this checkout",
+            hint=f"pass --python {path} if you trust it",
+        )
+    why = not_python(str(path))
+    if why is not None:
+        raise UsageError(f"{path}: the snapshot's interpreter is {why}; not run", hint=hint)
     return path
 
 
@@ -248,6 +258,13 @@ def _unsafe_place(path: Path) -> str | None:
     from envguard.confine import unsafe_place
 
     return unsafe_place(str(path))
+
+
+def not_python(path: str) -> str | None:
+    """Why ``path`` is no real Python interpreter (confine.not_python), or None."""
+    from envguard.confine import not_python as why
+
+    return why(path)
 
 
 def live_request(
@@ -260,8 +277,11 @@ def live_request(
     root: str | None = None,
 ) -> CaptureRequest:
     """How to measure the live side as ``recorded`` was measured: the user's --python and
-    --via win; otherwise the snapshot's interpreter, if recorded_python() trusts it. A `via`
-    stored in a snapshot is never run."""
+    --via win; otherwise the snapshot's interpreter, if recorded_python() trusts it (and
+    with --via, the far side's own check: _trusted_there). ``recorded`` must come from a
+    snapshot that validated in full unless ``python`` is given or its interpreter is the
+    default target (_runnable_before_validation). A `via` stored in a snapshot is never
+    run."""
     if via:
         prefix = split_command(via, option="--via")
         remote = python or str(recorded_python(recorded.executable, remote=True))
@@ -307,14 +327,24 @@ def _trusted_there(prefix: tuple[str, ...], executable: str) -> None:
             f"{executable}: the snapshot's interpreter is in {why} there; not run",
             hint="pass --python PATH to say which interpreter to measure",
         )
+    fake = answer.get("not_python")
+    if fake is None and "not_python" not in answer:  # a far side that does not say: refused
+        fake = "not checked as a Python interpreter"
+    if fake:
+        raise UsageError(
+            f"{executable}: the snapshot's interpreter is {str(fake)[:300]} there; not run",
+            hint="pass --python PATH to say which interpreter to measure",
+        )
 
 
-def _is_default(executable: str) -> bool:
+def _is_default(
+    executable: str, *, environ: Mapping[str, str] | None = None, cwd: Path | None = None
+) -> bool:
     """``executable`` is the very path envguard measures by default. Not the same binary
     through another path: a symlink elsewhere to the default's binary runs with the
     pyvenv.cfg beside the symlink, whose ``home`` may name another standard library."""
     try:
-        default = resolve_python(None)
+        default = resolve_python(None, environ=environ, cwd=cwd)
     except UsageError:
         return False
     return os.path.normpath(os.path.abspath(default)) == os.path.normpath(
@@ -326,12 +356,13 @@ def _runnable_before_validation(
     text: str, *, python: str | None, via: str | None
 ) -> Recorded | None:
     """What the snapshot ``text`` asks to measure, when that may start before the file is
-    validated: only an interpreter the user chose (--python, --via) or the default target
-    anyway; a snapshot's own choice runs after it validated."""
+    validated: only an interpreter the user chose (--python) or, locally, the default
+    target anyway. A snapshot's own choice (also with --via and no --python: the far
+    side's check runs it by name) starts after the file validated."""
     recorded = Recorded.from_json(text)
-    if recorded is not None and not (python or via or _is_default(recorded.executable)):
-        return None
-    return recorded
+    if recorded is None or python:
+        return recorded
+    return recorded if via is None and _is_default(recorded.executable) else None
 
 
 # A snapshot file larger than this is not read twice to start its probe early.

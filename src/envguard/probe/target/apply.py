@@ -23,7 +23,7 @@ import tarfile
 import tempfile
 import zlib
 
-from .confine import SAFE_GIT_ENV, Roots, unsafe_place, work_tree
+from .confine import SAFE_GIT_ENV, Roots, not_python, unsafe_place, work_tree
 from .reading import open_regular
 
 TYPE_CHECKING = False
@@ -644,7 +644,11 @@ OPERATIONS: Dict[str, Callable[[Dict[str, Any]], Dict[str, Any]]] = {
     "read_files": read_files,
     "run": run,
     "find_uv": find_uv,
-    "unsafe_place": lambda args: {"ok": True, "why": unsafe_place(args["path"])},
+    "unsafe_place": lambda args: {
+        "ok": True,
+        "why": unsafe_place(args["path"]),
+        "not_python": not_python(args["path"]),
+    },
 }
 
 
