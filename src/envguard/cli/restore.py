@@ -207,7 +207,9 @@ def restore(
     repos: Annotated[
         bool,
         typer.Option(
-            "--repos", help="Also check out each repo's recorded commit (changes stashed first)."
+            "--repos",
+            help="Also check out each repo's recorded commit (changes stashed first; no git"
+            " filter runs: files are written as committed).",
         ),
     ] = False,
     store: Annotated[

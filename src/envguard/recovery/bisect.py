@@ -12,6 +12,7 @@ culprit, and interactions (bad only together) are found too.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -618,18 +619,16 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
 
 
 def _git(repo: Path, *args: str) -> str:
-    from envguard.confine import SAFE_GIT_ENV
+    from envguard.confine import run_git
 
-    proc = subprocess.run(
-        ["git", "-C", str(repo), *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **SAFE_GIT_ENV},
-    )
+    try:
+        proc = run_git(str(repo), *args, timeout=None)
+    except OSError as exc:
+        raise ActionError(f"git {args[0]} in {repo}: {exc.strerror or exc}") from None
     if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["failed"])[-1]
+        last = (proc.stderr.decode(errors="replace").strip().splitlines() or ["failed"])[-1]
         raise ActionError(f"git {args[0]} in {repo}: {last}")
-    return proc.stdout.strip()
+    return proc.stdout.decode(errors="replace").strip()
 
 
 def recorded_head(snap: Snapshot, repo: Path) -> str:
@@ -667,7 +666,7 @@ def bisect_commits(session: Session, repo: Path, *, max_steps: int) -> tuple[str
     def test(commit: str) -> Result:
         nonlocal steps
         steps += 1
-        _git(tree, "-c", "core.hooksPath=/dev/null", "checkout", "--quiet", "--detach", commit)
+        _git(tree, "checkout", "--quiet", "--detach", commit)
         return session.test(frozenset({f"commit:{commit[:12]}"}), cwd=tree)
 
     where = Path(tempfile.mkdtemp(prefix="envguard-bisect-worktree-"))
@@ -697,8 +696,6 @@ def bisect_commits(session: Session, repo: Path, *, max_steps: int) -> tuple[str
         where_ = "" if exact else f" (after {max_steps} builds, somewhere up to)"
         return f"the first bad commit{where_}: {subject}{dirty}", exact
     finally:
-        subprocess.run(
-            ["git", "-C", str(repo), "worktree", "remove", "--force", str(tree)],
-            capture_output=True,
-        )
+        with contextlib.suppress(ActionError):
+            _git(repo, "worktree", "remove", "--force", str(tree))
         shutil.rmtree(where, ignore_errors=True)
