@@ -328,3 +328,27 @@ def test_a_bad_snapshot_that_cannot_be_installed_is_refused_before_any_build(
     assert out.returncode == 2, out.stderr
     assert "Traceback" not in out.stderr and "step 1" not in out.stderr
     assert not (polluted / ".envguard").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("tok_s=inf", "tok_s is inf"),
+        ("tok_s: Infinity", "tok_s is inf"),
+        ("tok_s=-inf", "tok_s is -inf"),
+        ("tok_s=1e309", "tok_s is inf"),
+        ("tok_s=nan", "tok_s is NaN"),
+        ('{"tok_s": Infinity}', "tok_s is inf"),
+        ('{"tok_s": -Infinity}', "tok_s is -inf"),
+        ('{"tok_s": 1e309}', "tok_s is inf"),
+        ('{"tok_s": NaN}', "tok_s is NaN"),
+    ],
+)
+def test_a_metric_that_is_not_finite_is_bad_in_every_form(text: str, why: str) -> None:
+    """A throughput of inf (a timer that read 0) passes any --min; a NaN loss is the classic
+    regression: neither is a measurement, and each form is judged alike."""
+    from envguard.recovery.bisect import Check, Verdict, judge
+
+    for bound in ({"minimum": 2e4}, {"maximum": 1.0}):
+        check = Check(argv=("x",), metric="tok_s", **bound)
+        assert judge(check, 0, f"started\n{text}\n") == Verdict("bad", why=why), (text, bound)

@@ -359,7 +359,10 @@ def bisect(
     ] = None,
     metric: Annotated[
         str | None,
-        typer.Option(metavar="NAME", help="Judge by NAME=value (or JSON) the command prints."),
+        typer.Option(
+            metavar="NAME",
+            help="Judge by NAME=value (or JSON) the command prints (NaN or inf: bad).",
+        ),
     ] = None,
     min: Annotated[float | None, typer.Option("--min", help="Good when the metric >= X.")] = None,
     max: Annotated[float | None, typer.Option("--max", help="Good when the metric <= X.")] = None,

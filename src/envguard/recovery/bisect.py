@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import subprocess
@@ -155,8 +156,10 @@ def ddmin(
 # environment itself fails that way (then the crash is what is being hunted).
 _IMPORT_ERROR = re.compile(r"^(?:ModuleNotFoundError|ImportError)\b.*$", re.M)
 _NO_SCRIPT = re.compile(r"can't open file")
+# A value as float() reads it, infinities and NaN included (judge() calls them bad).
 _METRIC_LINE = re.compile(
-    r"^\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*[=:]\s*(-?[0-9][0-9.eE+-]*|nan|NaN)\s*$"
+    r"^\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*[=:]\s*([+-]?(?:[0-9][0-9.eE+-]*|inf|infinity|nan))\s*$",
+    re.IGNORECASE,
 )
 
 
@@ -226,8 +229,10 @@ def judge(check: Check, code: int | None, output: str) -> Verdict:
         return Verdict("bad", value, why=f"exit {code}")
     if value is None:
         return Verdict("skip", why=f"printed no {check.metric}")
-    if value != value:  # NaN: a loss that went NaN is the classic regression
-        return Verdict("bad", why=f"{check.metric} is NaN")
+    if not math.isfinite(value):
+        # NaN (a loss that went NaN is the classic regression) or an infinity (a throughput
+        # timed over zero seconds, 1e309): no measurement, whichever bound is set.
+        return Verdict("bad", why=f"{check.metric} is {'NaN' if value != value else value}")
     if check.minimum is not None and value < check.minimum:
         return Verdict("bad", value)
     if check.maximum is not None and value > check.maximum:
@@ -443,7 +448,9 @@ def read_log(log: Path) -> list[Step]:
             if result not in ("good", "bad", "skip"):
                 continue
             if metric is not None and (
-                isinstance(metric, bool) or not isinstance(metric, (int, float))
+                isinstance(metric, bool)
+                or not isinstance(metric, (int, float))
+                or not math.isfinite(metric)
             ):
                 continue
             why = raw.get("why")
