@@ -352,3 +352,21 @@ def test_a_metric_that_is_not_finite_is_bad_in_every_form(text: str, why: str) -
     for bound in ({"minimum": 2e4}, {"maximum": 1.0}):
         check = Check(argv=("x",), metric="tok_s", **bound)
         assert judge(check, 0, f"started\n{text}\n") == Verdict("bad", why=why), (text, bound)
+
+
+@pytest.mark.parametrize("link", [".envguard", ".envguard/bisect"])
+def test_a_planted_link_for_the_log_folder_is_refused(
+    polluted: Path, wheelhouse: Path, link: str
+) -> None:
+    """A checkout can commit `.envguard` (or `.envguard/bisect`) as a symlink leading
+    anywhere: bisect would write its log there. Refused: one line, exit 2."""
+    outside = polluted / "outside"
+    outside.mkdir()
+    (polluted / link).parent.mkdir(exist_ok=True)
+    (polluted / link).symlink_to(outside)
+    out = bisect(polluted, wheelhouse)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.strip().splitlines() == [
+        f"error: {link}: a symlink; bisect writes its log only into a folder of its own"
+    ]
+    assert list(outside.iterdir()) == []

@@ -58,7 +58,14 @@ def bisect(
     import shutil
     import tempfile
 
-    from envguard.recovery.bisect import Session, candidate, check_from, log_path, units
+    from envguard.recovery.bisect import (
+        Session,
+        candidate,
+        check_from,
+        log_folder,
+        log_path,
+        units,
+    )
     from envguard.recovery.bisect import bisect as search
     from envguard.recovery.execute import run_step
     from envguard.recovery.plan import PlanOptions, RunStep, plan, python_request
@@ -132,6 +139,9 @@ def bisect(
         plan(good_snap, plan_options(good_snap))
         drift = units(good_snap, bad_snap)
         plan(candidate(good_snap, bad_snap, drift), plan_options(bad_snap))
+        log = log_path(good_snap, bad_snap, check)
+        with log_folder(log.parent):  # a planted link is refused before anything is built
+            pass
         on_units(drift)
         request = python_request(good_snap, plan_options(good_snap))
         run_step(
@@ -149,7 +159,7 @@ def bisect(
             build=build,
             env=user_environ(),
             cwd=Path.cwd(),
-            log=log_path(good_snap, bad_snap, check),
+            log=log,
             resume=options.resume,
             on_step=on_step,
             warm=warm,

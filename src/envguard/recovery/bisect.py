@@ -13,13 +13,14 @@ culprit, and interactions (bad only together) are found too.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
 import re
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Literal
@@ -350,11 +351,13 @@ class Session:
         self.steps: list[Step] = []
         self.builds = 0  # environments built and judged in this run (not from the log)
         self.known: dict[frozenset[str], Step] = {}
-        if resume:
-            for step in read_log(log):
-                self.known[frozenset(step.units)] = step
-        else:  # a fresh start: the log holds this run's steps only
-            log.unlink(missing_ok=True)
+        with log_folder(log.parent) as folder:  # refused now, before anything is built
+            if resume:
+                for step in read_log(log):
+                    self.known[frozenset(step.units)] = step
+            else:  # a fresh start: the log holds this run's steps only
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(log.name, dir_fd=folder)
 
     def test(self, ids: frozenset[str], *, cwd: Path | None = None) -> Result:
         """Build and judge the good snapshot with the units ``ids`` applied (from the log
@@ -377,9 +380,11 @@ class Session:
             step = Step(sorted(ids), said.result, said.metric, seconds, said.why)
             self.builds += 1
             self.known[ids] = step
-            _log_folder(self.log.parent)
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
-            with os.fdopen(os.open(self.log, flags, 0o600), "a", encoding="utf-8") as fh:
+            with (
+                log_folder(self.log.parent) as folder,
+                os.fdopen(os.open(self.log.name, flags, 0o600, dir_fd=folder), "a") as fh,
+            ):
                 fh.write(json.dumps(asdict(step)) + "\n")
         self.steps.append(step)
         self.on_step(step)
@@ -418,17 +423,39 @@ class Session:
         return out
 
 
-def _log_folder(folder: Path) -> None:
-    """``.envguard/bisect``, with a .gitignore in ``.envguard`` so the logs never show up
-    as untracked files of the user's repo (as .pytest_cache and .venv do it)."""
-    import contextlib
-
-    folder.mkdir(parents=True, exist_ok=True)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-    ignore = folder.parent / ".gitignore"
-    # An existing file (or a planted link, never followed) is left as it is.
-    with contextlib.suppress(FileExistsError), os.fdopen(os.open(ignore, flags, 0o644), "w") as fh:
-        fh.write("# written by envguard bisect\n*\n")
+@contextlib.contextmanager
+def log_folder(folder: Path) -> Iterator[int]:
+    """``.envguard/bisect`` (``folder``, relative to the cwd) opened as a directory, each
+    part made or opened without following a link: a checkout can commit ``.envguard`` as a
+    symlink leading anywhere. UsageError for a link. ``.envguard`` gets a .gitignore so the
+    logs never show up as untracked files of the user's repo (as .pytest_cache does it)."""
+    fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for depth, part in enumerate(folder.parts):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o755, dir_fd=fd)
+            try:
+                inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                where = Path(*folder.parts[: depth + 1])
+                raise UsageError(
+                    f"{where}: a symlink; bisect writes its log only into a folder of its own"
+                ) from None
+            os.close(fd)
+            fd = inner
+            if depth == 0:
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                # An existing file (or a planted link, never followed) is left as it is.
+                with (
+                    contextlib.suppress(FileExistsError),
+                    os.fdopen(os.open(".gitignore", flags, 0o644, dir_fd=fd), "w") as fh,
+                ):
+                    fh.write("# written by envguard bisect\n*\n")
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def read_log(log: Path) -> list[Step]:
