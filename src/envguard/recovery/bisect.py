@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 from envguard.errors import ActionError, UsageError
-from envguard.lifecycle import forget, kill_group, start_child
+from envguard.lifecycle import MARKER, end_chain, forget, new_marker, start_child
 from envguard.snapshots.models import Package, Snapshot
 
 Result = Literal["good", "bad", "skip"]
@@ -249,11 +249,15 @@ def run_check(check: Check, venv: Path, env: dict[str, str], cwd: Path) -> tuple
 
     Output goes to a temporary file, not a pipe: a child the check left running (in a
     session of its own) could hold a pipe open for ever; the wait is for the process.
-    Only the last MiB of output is read."""
+    When it ends, whatever it started goes too: its group, processes that carry its marker
+    variable, and orphans envguard adopted as their subreaper (a daemon that left the
+    session and cleared its environment; Linux). Only the last MiB of output is read."""
     import tempfile
 
+    token, marker = new_marker()
     full = {
         **env,
+        MARKER: token,
         "VIRTUAL_ENV": str(venv),
         "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', os.defpath)}",
     }
@@ -261,6 +265,8 @@ def run_check(check: Check, venv: Path, env: dict[str, str], cwd: Path) -> tuple
         try:
             proc = start_child(
                 list(check.argv),
+                marker=marker,
+                adopts=True,
                 cwd=cwd,
                 env=full,
                 stdout=out,
@@ -273,10 +279,8 @@ def run_check(check: Check, venv: Path, env: dict[str, str], cwd: Path) -> tuple
             code: int | None = proc.wait(timeout=check.timeout)
         except subprocess.TimeoutExpired:
             code = None
-        finally:  # also on Ctrl-C: the check and what it started in its group go
-            kill_group(proc.pid)
-            if proc.returncode is None:
-                proc.wait()
+        finally:  # also on Ctrl-C: the check and all it started go, in any session
+            end_chain(proc, marker=marker, adopts=True)
             forget(proc.pid)
         size = out.seek(0, os.SEEK_END)
         out.seek(max(0, size - _OUTPUT_TAIL))
