@@ -370,3 +370,36 @@ def test_a_planted_link_for_the_log_folder_is_refused(
         f"error: {link}: a symlink; bisect writes its log only into a folder of its own"
     ]
     assert list(outside.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_sigkilled_bisect_leaves_scratch_the_next_run_removes(
+    polluted: Path, wheelhouse: Path
+) -> None:
+    """SIGKILL runs no clean-up: the scratch venv stays in $TMPDIR. The next bisect removes
+    it (its owner is gone), and leaves alone a folder whose owner is alive."""
+    import time
+
+    tmp = polluted / "tmp"
+    tmp.mkdir()
+    (polluted / "slow.py").write_text("import time; time.sleep(120)\n")
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "envguard", "bisect", "good", "--python", str(polluted / "bad"),
+            "--run", "python slow.py", "--no-index", "--find-links", str(wheelhouse), "--offline",
+        ],
+        cwd=polluted, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    with proc:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any(tmp.glob("envguard-bisect-*/venv/bin")):
+            time.sleep(0.1)
+        proc.kill()
+    left = [p.name for p in tmp.iterdir()]
+    assert left, "the killed run left nothing to sweep"
+    live = tmp / f"envguard-export-{os.getpid()}@{os.uname().nodename}-keepme00"
+    live.mkdir()  # a running envguard's (this process is alive)
+    out = bisect(polluted, wheelhouse, ALWAYS_SLOW="1", TMPDIR=str(tmp))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert sorted(p.name for p in tmp.iterdir()) == [live.name], left

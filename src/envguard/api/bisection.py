@@ -12,6 +12,7 @@ from envguard.api._shared import with_wheelhouse
 from envguard.api.capture import load
 from envguard.errors import ActionError, UsageError
 from envguard.probe.payload import local_package
+from envguard.recovery.scratch import scratch_folder
 from envguard.recovery.sources import Sources
 from envguard.snapshots import store as snapshots
 from envguard.snapshots.blobs import Blobs, store_for
@@ -56,7 +57,6 @@ def bisect(
     a scratch venv (never the user's), judged by ``run``'s exit status or ``metric``
     (``minimum``/``maximum``). Or: the good environment is bad too, so it is not the cause."""
     import shutil
-    import tempfile
 
     from envguard.recovery.bisect import (
         Session,
@@ -92,7 +92,7 @@ def bisect(
         )
     uv = find_modern_uv()
     where = with_wheelhouse(options.sources or Sources())
-    root = Path(tempfile.mkdtemp(prefix="envguard-bisect-"))
+    root = scratch_folder("bisect")
     venv = root / "venv"
 
     def plan_options(snap: Snapshot) -> PlanOptions:

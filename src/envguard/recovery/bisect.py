@@ -27,6 +27,7 @@ from typing import Literal
 
 from envguard.errors import ActionError, UsageError
 from envguard.lifecycle import MARKER, end_chain, forget, new_marker, start_child
+from envguard.recovery.scratch import scratch_folder
 from envguard.snapshots.models import Package, Snapshot
 
 Result = Literal["good", "bad", "skip"]
@@ -685,7 +686,6 @@ def bisect_commits(session: Session, repo: Path, *, max_steps: int) -> tuple[str
     environment from a temporary worktree (the user's checkout is never touched); and
     whether the search finished within ``max_steps`` builds."""
     import shutil
-    import tempfile
 
     good_head = recorded_head(session.good, repo)
     commits = _git(repo, "rev-list", "--reverse", "--first-parent", f"{good_head}..HEAD")
@@ -707,7 +707,7 @@ def bisect_commits(session: Session, repo: Path, *, max_steps: int) -> tuple[str
         _git(tree, "checkout", "--quiet", "--detach", commit)
         return session.test(frozenset({f"commit:{commit[:12]}"}), cwd=tree)
 
-    where = Path(tempfile.mkdtemp(prefix="envguard-bisect-worktree-"))
+    where = scratch_folder("bisect-worktree")
     tree = where / "tree"
     try:
         _git(repo, "worktree", "add", "--quiet", "--detach", str(tree), good_head)
