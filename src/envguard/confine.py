@@ -16,17 +16,24 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import subprocess
     from typing import Dict, Iterable, List, Optional, Tuple
 
-# Read-only git, whoever wrote the repo's config: no fsmonitor program, no hooks, no pager,
-# no textconv or external diff (git >= 2.31 reads GIT_CONFIG_COUNT; older ones ignore it).
+# Git that runs no program a repo's config names, whoever wrote the config: no fsmonitor
+# program, no hooks, no pager, no textconv or external diff (git >= 2.31 reads
+# GIT_CONFIG_COUNT; older ones ignore it), no signature check (log.showSignature would run
+# gpg.program), no recursion into submodules (their configs are not read for filters).
 # safe.bareRepository=explicit (git >= 2.38): a folder of the checkout that is itself a git
 # directory (HEAD, objects/, a config naming a clean filter and core.worktree) is refused,
 # never used: a pull request can commit such a folder, but never a .git directory, so the
 # only repository configs git reads are ones the user's own clones made.
-# Every git envguard runs, here and on the far side of --via, runs with these settings.
+# None of the commands envguard runs reaches a remote, so core.sshCommand, askpass and
+# credential helpers are never consulted.
+# Filter drivers have names of the config's choosing: run_git reads them from the config
+# and switches each off (without_filters). Every git envguard runs, here and on the far
+# side of --via, goes through run_git.
 SAFE_GIT_ENV = {
-    "GIT_CONFIG_COUNT": "4",
+    "GIT_CONFIG_COUNT": "6",
     "GIT_CONFIG_KEY_0": "core.fsmonitor",
     "GIT_CONFIG_VALUE_0": "false",
     "GIT_CONFIG_KEY_1": "core.hooksPath",
@@ -35,24 +42,80 @@ SAFE_GIT_ENV = {
     "GIT_CONFIG_VALUE_2": "cat",
     "GIT_CONFIG_KEY_3": "safe.bareRepository",
     "GIT_CONFIG_VALUE_3": "explicit",
+    "GIT_CONFIG_KEY_4": "log.showSignature",
+    "GIT_CONFIG_VALUE_4": "false",
+    "GIT_CONFIG_KEY_5": "submodule.recurse",
+    "GIT_CONFIG_VALUE_5": "false",
     "GIT_TERMINAL_PROMPT": "0",
     # No opportunistic index refresh: reading a repo never writes .git/index.
     "GIT_OPTIONAL_LOCKS": "0",
 }
 
+_FILTER_COMMANDS = ("clean", "smudge", "process")
 
-def without_filters(filter_keys: Iterable[str]) -> Dict[str, str]:
-    """SAFE_GIT_ENV plus an empty value for each ``filter.<driver>.<clean|smudge|process>``
-    the repo's config names: `git diff` and `git status` run a clean or process filter on
-    changed files, and a repo's config (or a file it includes) may name any program."""
+
+def filter_drivers(repo: str) -> List[str]:
+    """The filter drivers (``filter.<driver>.*``) the config of ``repo`` names, its includes
+    and the user's and system's files too. Reading the config runs nothing."""
+    import subprocess
+
+    try:
+        proc = subprocess.run(
+            ["git", "-C", repo, "config", "-z", "--name-only", "--get-regexp", r"^filter\."],
+            env=dict(os.environ, **SAFE_GIT_ENV),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    names = proc.stdout.decode("utf-8", "surrogateescape").split("\0")
+    return sorted({n[len("filter.") : n.rindex(".")] for n in names if n.count(".") >= 2})
+
+
+def without_filters(drivers: Iterable[str]) -> Dict[str, str]:
+    """SAFE_GIT_ENV plus, for each filter driver, an empty clean, smudge and process
+    command and ``required`` off: git then passes the committed blob (and the work tree's
+    file) through unchanged, as if no .gitattributes routed it anywhere. `git diff`,
+    `status`, `stash` and `checkout` would otherwise run the driver's program, and a
+    committed .gitattributes may route any file to any driver the user's config defines."""
     env = dict(SAFE_GIT_ENV)
     count = int(env["GIT_CONFIG_COUNT"])
-    for key in filter_keys:
-        env[f"GIT_CONFIG_KEY_{count}"] = key
-        env[f"GIT_CONFIG_VALUE_{count}"] = ""
-        count += 1
+    for driver in drivers:
+        for key, value in [(c, "") for c in _FILTER_COMMANDS] + [("required", "false")]:
+            env["GIT_CONFIG_KEY_%d" % count] = "filter.%s.%s" % (driver, key)
+            env["GIT_CONFIG_VALUE_%d" % count] = value
+            count += 1
     env["GIT_CONFIG_COUNT"] = str(count)
     return env
+
+
+def git_env(repo: str) -> Dict[str, str]:
+    """The settings run_git uses for ``repo``: SAFE_GIT_ENV, every filter switched off."""
+    return without_filters(filter_drivers(repo))
+
+
+def run_git(
+    repo: str,
+    *args: str,
+    env: Optional[Dict[str, str]] = None,
+    stderr: Optional[int] = None,
+    timeout: Optional[float] = 60,
+) -> subprocess.CompletedProcess[bytes]:
+    """``git -C repo args`` with ``env`` (default: git_env(repo)) over os.environ, stdin
+    closed, stdout captured (and stderr, unless ``stderr`` says where it goes). The one
+    place envguard runs git; raises OSError or subprocess.TimeoutExpired."""
+    import subprocess
+
+    return subprocess.run(
+        ["git", "-C", repo, *args],
+        env=dict(os.environ, **(git_env(repo) if env is None else env)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE if stderr is None else stderr,
+        stdin=subprocess.DEVNULL,
+        timeout=timeout,
+    )
 
 
 DIFF_ARGS = ("--no-color", "--no-ext-diff", "--no-textconv", "--binary")

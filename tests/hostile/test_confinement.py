@@ -219,3 +219,68 @@ def test_an_editable_install_in_a_hostile_venv_runs_no_git_filter(
     assert (repo / ".git" / "index").stat().st_ino == index, "reading a repo wrote its index"
     recorded = json.loads((tmp_path / "snapshots" / "s.json").read_text())["repos"]
     assert [r["path"] for r in recorded] == [str(repo)]
+
+
+def test_every_git_envguard_runs_goes_through_the_one_safe_runner() -> None:
+    """A `git` argv anywhere but confine.run_git would run with whatever the repo's config
+    names; the mechanism holds only while there is one place."""
+    import re
+
+    src = Path(__file__).parents[2] / "src" / "envguard"
+    spawn = re.compile(r"""(?:^|\[)\s*["']git["']\s*,""")  # an argv that starts with git
+    found = [
+        f"{path.relative_to(src)}:{number}"
+        for path in sorted(src.rglob("*.py"))
+        if path.name != "confine.py"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if spawn.search(line)
+    ]
+    assert found == [], "git run outside confine.run_git"
+
+
+def _sign_head(repo: Path) -> None:
+    """Give HEAD a (forged) signature header, as a signed commit has."""
+    raw = subprocess.run(["git", "-C", str(repo), "cat-file", "commit", "HEAD"],
+                         check=True, capture_output=True, text=True).stdout  # fmt: skip
+    head, _, message = raw.partition("\n\n")
+    sig = "gpgsig -----BEGIN PGP SIGNATURE-----\n \n x\n -----END PGP SIGNATURE-----"
+    signed = subprocess.run(
+        ["git", "-C", str(repo), "hash-object", "-t", "commit", "-w", "--stdin"],
+        input=f"{head}\n{sig}\n\n{message}", check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    _git(repo, "update-ref", "HEAD", signed)
+
+
+def test_the_safe_runner_runs_no_filter_hook_or_signature_program(tmp_path: Path) -> None:
+    """checkout, stash, log and worktree add, in a repo whose committed .gitattributes
+    routes every file to a filter driver (also `required`) and whose config asks log for
+    signatures (gpg.program): none of the programs runs, and the commands still work."""
+    from envguard.confine import run_git
+
+    marker = tmp_path / "ran"
+    repo = tmp_path / "r"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / ".gitattributes").write_text("* filter=evil.lfs\n")
+    (repo / "a.py").write_text("one\n")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "one")
+    (repo / "a.py").write_text("two\n")
+    _git(repo, "commit", "-qam", "two")
+    _sign_head(repo)  # log --show-signature asks gpg.program only about a signed commit
+    for key in ("clean", "smudge", "process"):
+        _git(repo, "config", f"filter.evil.lfs.{key}", f'sh -c "echo {key} >> {marker}; cat"')
+    _git(repo, "config", "filter.evil.lfs.required", "true")
+    _git(repo, "config", "log.showSignature", "true")
+    _git(repo, "config", "gpg.program", f'sh -c "echo gpg >> {marker}"')
+    (repo / "a.py").write_text("dirty\n")
+    for args in (
+        ("stash", "push", "-q", "--include-untracked"),
+        ("checkout", "-q", "--detach", "HEAD~1"),
+        ("log", "-1", "--format=%h %s"),
+        ("worktree", "add", "-q", "--detach", str(tmp_path / "w"), "HEAD"),
+    ):
+        done = run_git(str(repo), *args)
+        assert done.returncode == 0, (args, done.stderr)
+    assert not marker.exists(), marker.read_text()
+    assert (repo / "a.py").read_text() == "one\n"

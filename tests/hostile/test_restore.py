@@ -373,3 +373,34 @@ def test_the_stash_of_repos_leaves_the_snapshot_folder_in_place(tmp_path: Path) 
     assert out.returncode == 0, out.stdout + out.stderr
     assert (code / "conf.yaml").read_text() == "lr: 1\n"
     assert (code / "snapshots" / "good.json").exists()
+
+
+def test_restoring_a_repo_runs_no_filter_a_committed_gitattributes_routes_to(
+    tmp_path: Path,
+) -> None:
+    """A committed .gitattributes sends every file through a filter driver the user's git
+    config defines (git-lfs, or anything): restore's stash and checkout run none of its
+    programs, and the checkout writes the committed blobs as they are."""
+    p = tmp_path / "p"
+    code = p / "code"
+    code.mkdir(parents=True)
+    (code / ".gitattributes").write_text("* filter=evil\n")
+    (code / "model.py").write_text("good = 1\n")
+    git(code, "init", "-q")
+    git(code, "add", "-A")
+    git(code, "commit", "-qm", "good")
+    done = envguard("snapshot", "--python", sys.executable, "--name", "good", "--repo", "code",
+                    cwd=p)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (code / "model.py").write_text("bad = 1\n")
+    git(code, "commit", "-qam", "bad")
+    (code / "model.py").write_text("dirty = 1\n")  # the stash runs the clean filter on it
+    marker = tmp_path / "ran"
+    for kind in ("clean", "smudge", "process"):
+        git(code, "config", f"filter.evil.{kind}", f'sh -c "echo {kind} >> {marker}; cat"')
+    git(code, "config", "filter.evil.required", "true")
+    out = envguard("restore", "good", "--venv", sys.prefix, "--format", "json", "--repos",
+                   "--execute", cwd=p)  # fmt: skip
+    assert not marker.exists(), marker.read_text()
+    assert _items(out)[f"repo {code}"] == "restored", out.stdout + out.stderr
+    assert (code / "model.py").read_text() == "good = 1\n"

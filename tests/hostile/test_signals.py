@@ -164,3 +164,39 @@ def test_a_signal_whose_exception_python_lost_still_stops_the_wait(tmp_path: Pat
     )
     if pidfile.exists() and pidfile.read_text().strip():
         assert _gone(int(pidfile.read_text())), "the --via chain outlived envguard"
+
+
+@pytest.mark.parametrize("clear", [False, True], ids=["setsid", "setsid-env-i"])
+def test_a_bisect_check_that_daemonises_in_its_own_session_is_killed(
+    tmp_path: Path, clear: bool
+) -> None:
+    """A check (a training script that starts a data server) leaves a process in a session
+    of its own, also with its environment cleared: it does not outlive the check's run."""
+    from envguard.recovery.bisect import Check, run_check
+
+    pidfile = tmp_path / "daemon.pid"
+    prefix = "'env', '-i', " if clear else ""
+    script = tmp_path / "check.py"
+    script.write_text(
+        "import subprocess, time\n"
+        f"subprocess.Popen([{prefix}'/bin/sh', '-c', 'echo $$ > {pidfile}; exec sleep 60'],"
+        " start_new_session=True)\n"
+        f"while not open({str(pidfile)!r}, 'a+').tell(): time.sleep(0.01)\n"
+        "print('tok_s=21500')\n"
+    )
+    check = Check(argv=(sys.executable, str(script)), timeout=30)
+    code, _out = run_check(check, Path(sys.prefix), dict(os.environ), tmp_path)
+    assert code == 0
+    pid = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+        except FileNotFoundError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        pytest.fail("the check's daemon outlived it")

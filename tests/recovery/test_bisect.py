@@ -328,3 +328,78 @@ def test_a_bad_snapshot_that_cannot_be_installed_is_refused_before_any_build(
     assert out.returncode == 2, out.stderr
     assert "Traceback" not in out.stderr and "step 1" not in out.stderr
     assert not (polluted / ".envguard").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("tok_s=inf", "tok_s is inf"),
+        ("tok_s: Infinity", "tok_s is inf"),
+        ("tok_s=-inf", "tok_s is -inf"),
+        ("tok_s=1e309", "tok_s is inf"),
+        ("tok_s=nan", "tok_s is NaN"),
+        ('{"tok_s": Infinity}', "tok_s is inf"),
+        ('{"tok_s": -Infinity}', "tok_s is -inf"),
+        ('{"tok_s": 1e309}', "tok_s is inf"),
+        ('{"tok_s": NaN}', "tok_s is NaN"),
+    ],
+)
+def test_a_metric_that_is_not_finite_is_bad_in_every_form(text: str, why: str) -> None:
+    """A throughput of inf (a timer that read 0) passes any --min; a NaN loss is the classic
+    regression: neither is a measurement, and each form is judged alike."""
+    from envguard.recovery.bisect import Check, Verdict, judge
+
+    for bound in ({"minimum": 2e4}, {"maximum": 1.0}):
+        check = Check(argv=("x",), metric="tok_s", **bound)
+        assert judge(check, 0, f"started\n{text}\n") == Verdict("bad", why=why), (text, bound)
+
+
+@pytest.mark.parametrize("link", [".envguard", ".envguard/bisect"])
+def test_a_planted_link_for_the_log_folder_is_refused(
+    polluted: Path, wheelhouse: Path, link: str
+) -> None:
+    """A checkout can commit `.envguard` (or `.envguard/bisect`) as a symlink leading
+    anywhere: bisect would write its log there. Refused: one line, exit 2."""
+    outside = polluted / "outside"
+    outside.mkdir()
+    (polluted / link).parent.mkdir(exist_ok=True)
+    (polluted / link).symlink_to(outside)
+    out = bisect(polluted, wheelhouse)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.strip().splitlines() == [
+        f"error: {link}: a symlink; bisect writes its log only into a folder of its own"
+    ]
+    assert list(outside.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_sigkilled_bisect_leaves_scratch_the_next_run_removes(
+    polluted: Path, wheelhouse: Path
+) -> None:
+    """SIGKILL runs no clean-up: the scratch venv stays in $TMPDIR. The next bisect removes
+    it (its owner is gone), and leaves alone a folder whose owner is alive."""
+    import time
+
+    tmp = polluted / "tmp"
+    tmp.mkdir()
+    (polluted / "slow.py").write_text("import time; time.sleep(120)\n")
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "envguard", "bisect", "good", "--python", str(polluted / "bad"),
+            "--run", "python slow.py", "--no-index", "--find-links", str(wheelhouse), "--offline",
+        ],
+        cwd=polluted, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    with proc:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any(tmp.glob("envguard-bisect-*/venv/bin")):
+            time.sleep(0.1)
+        proc.kill()
+    left = [p.name for p in tmp.iterdir()]
+    assert left, "the killed run left nothing to sweep"
+    live = tmp / f"envguard-export-{os.getpid()}@{os.uname().nodename}-keepme00"
+    live.mkdir()  # a running envguard's (this process is alive)
+    out = bisect(polluted, wheelhouse, ALWAYS_SLOW="1", TMPDIR=str(tmp))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert sorted(p.name for p in tmp.iterdir()) == [live.name], left

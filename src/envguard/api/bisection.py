@@ -12,6 +12,7 @@ from envguard.api._shared import with_wheelhouse
 from envguard.api.capture import load
 from envguard.errors import ActionError, UsageError
 from envguard.probe.payload import local_package
+from envguard.recovery.scratch import scratch_folder
 from envguard.recovery.sources import Sources
 from envguard.snapshots import store as snapshots
 from envguard.snapshots.blobs import Blobs, store_for
@@ -56,9 +57,15 @@ def bisect(
     a scratch venv (never the user's), judged by ``run``'s exit status or ``metric``
     (``minimum``/``maximum``). Or: the good environment is bad too, so it is not the cause."""
     import shutil
-    import tempfile
 
-    from envguard.recovery.bisect import Session, candidate, check_from, log_path, units
+    from envguard.recovery.bisect import (
+        Session,
+        candidate,
+        check_from,
+        log_folder,
+        log_path,
+        units,
+    )
     from envguard.recovery.bisect import bisect as search
     from envguard.recovery.execute import run_step
     from envguard.recovery.plan import PlanOptions, RunStep, plan, python_request
@@ -87,7 +94,7 @@ def bisect(
         )
     uv = find_modern_uv()
     where = with_wheelhouse(options.sources or Sources())
-    root = Path(tempfile.mkdtemp(prefix="envguard-bisect-"))
+    root = scratch_folder("bisect")
     venv = root / "venv"
 
     def plan_options(snap: Snapshot) -> PlanOptions:
@@ -134,6 +141,9 @@ def bisect(
         plan(good_snap, plan_options(good_snap))
         drift = units(good_snap, bad_snap)
         plan(candidate(good_snap, bad_snap, drift), plan_options(bad_snap))
+        log = log_path(good_snap, bad_snap, check)
+        with log_folder(log.parent):  # a planted link is refused before anything is built
+            pass
         on_units(drift)
         request = python_request(good_snap, plan_options(good_snap))
         run_step(
@@ -151,7 +161,7 @@ def bisect(
             build=build,
             env=user_environ(),
             cwd=Path.cwd(),
-            log=log_path(good_snap, bad_snap, check),
+            log=log,
             resume=options.resume,
             on_step=on_step,
             warm=warm,

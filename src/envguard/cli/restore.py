@@ -207,7 +207,9 @@ def restore(
     repos: Annotated[
         bool,
         typer.Option(
-            "--repos", help="Also check out each repo's recorded commit (changes stashed first)."
+            "--repos",
+            help="Also check out each repo's recorded commit (changes stashed first; no git"
+            " filter runs: files are written as committed).",
         ),
     ] = False,
     store: Annotated[
@@ -357,7 +359,10 @@ def bisect(
     ] = None,
     metric: Annotated[
         str | None,
-        typer.Option(metavar="NAME", help="Judge by NAME=value (or JSON) the command prints."),
+        typer.Option(
+            metavar="NAME",
+            help="Judge by NAME=value (or JSON) the command prints (NaN or inf: bad).",
+        ),
     ] = None,
     min: Annotated[float | None, typer.Option("--min", help="Good when the metric >= X.")] = None,
     max: Annotated[float | None, typer.Option("--max", help="Good when the metric <= X.")] = None,

@@ -140,6 +140,7 @@ _ANSWERS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "extract": {"files": int, "bytes": int},
     "room": {"free": int},
     "run": {"code": int, "tail": list},
+    "git": {"code": int, "tail": list},
     "read_files": {"files": dict},
     "swap": {"removed": list},
     "list_wheels": {"wheels": list},

@@ -12,18 +12,22 @@ culprit, and interactions (bad only together) are found too.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import math
 import os
 import re
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
 from envguard.errors import ActionError, UsageError
-from envguard.lifecycle import forget, kill_group, start_child
+from envguard.lifecycle import MARKER, end_chain, forget, new_marker, start_child
+from envguard.recovery.scratch import scratch_folder
 from envguard.snapshots.models import Package, Snapshot
 
 Result = Literal["good", "bad", "skip"]
@@ -154,8 +158,10 @@ def ddmin(
 # environment itself fails that way (then the crash is what is being hunted).
 _IMPORT_ERROR = re.compile(r"^(?:ModuleNotFoundError|ImportError)\b.*$", re.M)
 _NO_SCRIPT = re.compile(r"can't open file")
+# A value as float() reads it, infinities and NaN included (judge() calls them bad).
 _METRIC_LINE = re.compile(
-    r"^\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*[=:]\s*(-?[0-9][0-9.eE+-]*|nan|NaN)\s*$"
+    r"^\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*[=:]\s*([+-]?(?:[0-9][0-9.eE+-]*|inf|infinity|nan))\s*$",
+    re.IGNORECASE,
 )
 
 
@@ -225,8 +231,10 @@ def judge(check: Check, code: int | None, output: str) -> Verdict:
         return Verdict("bad", value, why=f"exit {code}")
     if value is None:
         return Verdict("skip", why=f"printed no {check.metric}")
-    if value != value:  # NaN: a loss that went NaN is the classic regression
-        return Verdict("bad", why=f"{check.metric} is NaN")
+    if not math.isfinite(value):
+        # NaN (a loss that went NaN is the classic regression) or an infinity (a throughput
+        # timed over zero seconds, 1e309): no measurement, whichever bound is set.
+        return Verdict("bad", why=f"{check.metric} is {'NaN' if value != value else value}")
     if check.minimum is not None and value < check.minimum:
         return Verdict("bad", value)
     if check.maximum is not None and value > check.maximum:
@@ -242,11 +250,15 @@ def run_check(check: Check, venv: Path, env: dict[str, str], cwd: Path) -> tuple
 
     Output goes to a temporary file, not a pipe: a child the check left running (in a
     session of its own) could hold a pipe open for ever; the wait is for the process.
-    Only the last MiB of output is read."""
+    When it ends, whatever it started goes too: its group, processes that carry its marker
+    variable, and orphans envguard adopted as their subreaper (a daemon that left the
+    session and cleared its environment; Linux). Only the last MiB of output is read."""
     import tempfile
 
+    token, marker = new_marker()
     full = {
         **env,
+        MARKER: token,
         "VIRTUAL_ENV": str(venv),
         "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', os.defpath)}",
     }
@@ -254,6 +266,8 @@ def run_check(check: Check, venv: Path, env: dict[str, str], cwd: Path) -> tuple
         try:
             proc = start_child(
                 list(check.argv),
+                marker=marker,
+                adopts=True,
                 cwd=cwd,
                 env=full,
                 stdout=out,
@@ -266,10 +280,8 @@ def run_check(check: Check, venv: Path, env: dict[str, str], cwd: Path) -> tuple
             code: int | None = proc.wait(timeout=check.timeout)
         except subprocess.TimeoutExpired:
             code = None
-        finally:  # also on Ctrl-C: the check and what it started in its group go
-            kill_group(proc.pid)
-            if proc.returncode is None:
-                proc.wait()
+        finally:  # also on Ctrl-C: the check and all it started go, in any session
+            end_chain(proc, marker=marker, adopts=True)
             forget(proc.pid)
         size = out.seek(0, os.SEEK_END)
         out.seek(max(0, size - _OUTPUT_TAIL))
@@ -344,11 +356,13 @@ class Session:
         self.steps: list[Step] = []
         self.builds = 0  # environments built and judged in this run (not from the log)
         self.known: dict[frozenset[str], Step] = {}
-        if resume:
-            for step in read_log(log):
-                self.known[frozenset(step.units)] = step
-        else:  # a fresh start: the log holds this run's steps only
-            log.unlink(missing_ok=True)
+        with log_folder(log.parent) as folder:  # refused now, before anything is built
+            if resume:
+                for step in read_log(log):
+                    self.known[frozenset(step.units)] = step
+            else:  # a fresh start: the log holds this run's steps only
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(log.name, dir_fd=folder)
 
     def test(self, ids: frozenset[str], *, cwd: Path | None = None) -> Result:
         """Build and judge the good snapshot with the units ``ids`` applied (from the log
@@ -371,9 +385,11 @@ class Session:
             step = Step(sorted(ids), said.result, said.metric, seconds, said.why)
             self.builds += 1
             self.known[ids] = step
-            _log_folder(self.log.parent)
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
-            with os.fdopen(os.open(self.log, flags, 0o600), "a", encoding="utf-8") as fh:
+            with (
+                log_folder(self.log.parent) as folder,
+                os.fdopen(os.open(self.log.name, flags, 0o600, dir_fd=folder), "a") as fh,
+            ):
                 fh.write(json.dumps(asdict(step)) + "\n")
         self.steps.append(step)
         self.on_step(step)
@@ -412,17 +428,39 @@ class Session:
         return out
 
 
-def _log_folder(folder: Path) -> None:
-    """``.envguard/bisect``, with a .gitignore in ``.envguard`` so the logs never show up
-    as untracked files of the user's repo (as .pytest_cache and .venv do it)."""
-    import contextlib
-
-    folder.mkdir(parents=True, exist_ok=True)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-    ignore = folder.parent / ".gitignore"
-    # An existing file (or a planted link, never followed) is left as it is.
-    with contextlib.suppress(FileExistsError), os.fdopen(os.open(ignore, flags, 0o644), "w") as fh:
-        fh.write("# written by envguard bisect\n*\n")
+@contextlib.contextmanager
+def log_folder(folder: Path) -> Iterator[int]:
+    """``.envguard/bisect`` (``folder``, relative to the cwd) opened as a directory, each
+    part made or opened without following a link: a checkout can commit ``.envguard`` as a
+    symlink leading anywhere. UsageError for a link. ``.envguard`` gets a .gitignore so the
+    logs never show up as untracked files of the user's repo (as .pytest_cache does it)."""
+    fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for depth, part in enumerate(folder.parts):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o755, dir_fd=fd)
+            try:
+                inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                where = Path(*folder.parts[: depth + 1])
+                raise UsageError(
+                    f"{where}: a symlink; bisect writes its log only into a folder of its own"
+                ) from None
+            os.close(fd)
+            fd = inner
+            if depth == 0:
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                # An existing file (or a planted link, never followed) is left as it is.
+                with (
+                    contextlib.suppress(FileExistsError),
+                    os.fdopen(os.open(".gitignore", flags, 0o644, dir_fd=fd), "w") as fh,
+                ):
+                    fh.write("# written by envguard bisect\n*\n")
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def read_log(log: Path) -> list[Step]:
@@ -442,7 +480,9 @@ def read_log(log: Path) -> list[Step]:
             if result not in ("good", "bad", "skip"):
                 continue
             if metric is not None and (
-                isinstance(metric, bool) or not isinstance(metric, (int, float))
+                isinstance(metric, bool)
+                or not isinstance(metric, (int, float))
+                or not math.isfinite(metric)
             ):
                 continue
             why = raw.get("why")
@@ -618,18 +658,16 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
 
 
 def _git(repo: Path, *args: str) -> str:
-    from envguard.confine import SAFE_GIT_ENV
+    from envguard.confine import run_git
 
-    proc = subprocess.run(
-        ["git", "-C", str(repo), *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **SAFE_GIT_ENV},
-    )
+    try:
+        proc = run_git(str(repo), *args, timeout=None)
+    except OSError as exc:
+        raise ActionError(f"git {args[0]} in {repo}: {exc.strerror or exc}") from None
     if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["failed"])[-1]
+        last = (proc.stderr.decode(errors="replace").strip().splitlines() or ["failed"])[-1]
         raise ActionError(f"git {args[0]} in {repo}: {last}")
-    return proc.stdout.strip()
+    return proc.stdout.decode(errors="replace").strip()
 
 
 def recorded_head(snap: Snapshot, repo: Path) -> str:
@@ -648,7 +686,6 @@ def bisect_commits(session: Session, repo: Path, *, max_steps: int) -> tuple[str
     environment from a temporary worktree (the user's checkout is never touched); and
     whether the search finished within ``max_steps`` builds."""
     import shutil
-    import tempfile
 
     good_head = recorded_head(session.good, repo)
     commits = _git(repo, "rev-list", "--reverse", "--first-parent", f"{good_head}..HEAD")
@@ -667,10 +704,10 @@ def bisect_commits(session: Session, repo: Path, *, max_steps: int) -> tuple[str
     def test(commit: str) -> Result:
         nonlocal steps
         steps += 1
-        _git(tree, "-c", "core.hooksPath=/dev/null", "checkout", "--quiet", "--detach", commit)
+        _git(tree, "checkout", "--quiet", "--detach", commit)
         return session.test(frozenset({f"commit:{commit[:12]}"}), cwd=tree)
 
-    where = Path(tempfile.mkdtemp(prefix="envguard-bisect-worktree-"))
+    where = scratch_folder("bisect-worktree")
     tree = where / "tree"
     try:
         _git(repo, "worktree", "add", "--quiet", "--detach", str(tree), good_head)
@@ -697,8 +734,6 @@ def bisect_commits(session: Session, repo: Path, *, max_steps: int) -> tuple[str
         where_ = "" if exact else f" (after {max_steps} builds, somewhere up to)"
         return f"the first bad commit{where_}: {subject}{dirty}", exact
     finally:
-        subprocess.run(
-            ["git", "-C", str(repo), "worktree", "remove", "--force", str(tree)],
-            capture_output=True,
-        )
+        with contextlib.suppress(ActionError):
+            _git(repo, "worktree", "remove", "--force", str(tree))
         shutil.rmtree(where, ignore_errors=True)

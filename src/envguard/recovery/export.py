@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from envguard.errors import ActionError
@@ -19,6 +19,7 @@ from envguard.recovery.plan import (
     variant_args,
     variant_index,
 )
+from envguard.recovery.scratch import scratch_folder
 from envguard.snapshots.models import Snapshot
 
 # A pylock export resolves exact pins (no search): a few thousand packages take seconds. A
@@ -128,15 +129,16 @@ def pylock_text(
     come from it; the per-group locks are then joined into one [[packages]] array.
     """
     found = pins(snapshot, skip_editables=skip_editables, check_paths=False)
-    with tempfile.TemporaryDirectory(prefix="envguard-export-") as tmp:
-        parts = [_compile(found.base, uv, snapshot, index_args(options), Path(tmp), "base")]
+    tmp = scratch_folder("export")  # named so a later run removes it after a SIGKILL
+    try:
+        parts = [_compile(found.base, uv, snapshot, index_args(options), tmp, "base")]
         for variant in sorted(found.variants):
             index = variant_args(options, variant)
             parts.append(
-                _compile(
-                    found.variants[variant], uv, snapshot, index, Path(tmp), f"torch-{variant}"
-                )
+                _compile(found.variants[variant], uv, snapshot, index, tmp, f"torch-{variant}")
             )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     text = parts[0].rstrip("\n") + "\n"
     for extra in parts[1:]:
         start = extra.find("[[packages]]")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from envguard.confine import OUTSIDE, SAFE_GIT_ENV
+from envguard.confine import OUTSIDE
 from envguard.errors import ActionError, EnvguardError
 from envguard.recovery.outcome import Item
 from envguard.recovery.review import held
@@ -422,17 +422,11 @@ def _restore_repo(ctx: Context, recorded: Repo, now: Repo | None, path: str) -> 
         return Item(kind="repo", name=path, status="refused", detail=detail)
     if now.head == head and not now.dirty and not now.untracked:
         return Item(kind="repo", name=path, status="already", detail=f"at {head[:12]}, clean")
-    git = ["git", "-c", "core.hooksPath=/dev/null", "-C", path]
 
     def run(*argv: str) -> dict[str, object]:
-        return ctx.target.call(
-            "run",
-            argv=[*git, *argv],
-            # No fsmonitor program, hook or pager from the repo's config, no bare repo.
-            set=dict(SAFE_GIT_ENV),
-            within=path,
-            confine=ctx.confine,
-        )
+        # No filter, fsmonitor program, hook or pager from the repo's config, no bare repo:
+        # the checkout writes the committed blobs as they are (confine.run_git).
+        return ctx.target.call("git", repo=path, argv=list(argv), confine=ctx.confine)
 
     known = run("cat-file", "-e", f"{head}^{{commit}}")
     if not known.get("ok"):

@@ -23,7 +23,7 @@ import tarfile
 import tempfile
 import zlib
 
-from .confine import SAFE_GIT_ENV, Roots, not_python, unsafe_place, work_tree
+from .confine import Roots, not_python, run_git, unsafe_place, work_tree
 from .reading import open_regular
 
 TYPE_CHECKING = False
@@ -232,14 +232,8 @@ def file_from_git(args: Dict[str, Any]) -> Dict[str, Any]:
     why = refused(repo, args) or refused(dest, args)
     if why:
         return _fail(why)
-    env = dict(os.environ, **SAFE_GIT_ENV)
     try:
-        proc = subprocess.run(
-            ["git", "-C", repo, "cat-file", "blob", "%s:%s" % (head, rel)],
-            capture_output=True,
-            env=env,
-            timeout=60,
-        )
+        proc = run_git(repo, "cat-file", "blob", "%s:%s" % (head, rel))
     except (OSError, subprocess.TimeoutExpired) as exc:
         return _fail("git cannot read %s at %s: %s" % (rel, head[:12], exc))
     if proc.returncode != 0:
@@ -604,6 +598,21 @@ def run(args: Dict[str, Any]) -> Dict[str, Any]:
     return {"ok": True, "code": proc.returncode, "tail": lines[-20:]}
 
 
+def git(args: Dict[str, Any]) -> Dict[str, Any]:
+    """Run git in the work tree ``repo`` (confine.run_git: no filter, hook or other program
+    its config names); its exit code and the last lines it printed."""
+    repo = args["repo"]
+    why = refused(repo, args)
+    if why:
+        return _fail(why)
+    try:
+        proc = run_git(repo, *args["argv"], stderr=subprocess.STDOUT, timeout=None)
+    except OSError as exc:
+        return _fail("cannot run git: %s" % _why(exc))
+    lines = proc.stdout.decode("utf-8", "replace").splitlines()
+    return {"ok": True, "code": proc.returncode, "tail": lines[-20:]}
+
+
 def find_uv(args: Dict[str, Any]) -> Dict[str, Any]:
     """How to run uv here: ``given``, uv on PATH, or ``python -m uv``; None when none."""
     given = args.get("given")
@@ -643,6 +652,7 @@ OPERATIONS: Dict[str, Callable[[Dict[str, Any]], Dict[str, Any]]] = {
     "list_wheels": list_wheels,
     "read_files": read_files,
     "run": run,
+    "git": git,
     "find_uv": find_uv,
     "unsafe_place": lambda args: {
         "ok": True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from .confine import DIFF_ARGS, OUTSIDE, SAFE_GIT_ENV, without_filters
+from .confine import DIFF_ARGS, OUTSIDE, SAFE_GIT_ENV, git_env, run_git
 from .redact import redact_url
 
 TYPE_CHECKING = False
@@ -19,14 +19,7 @@ def _git(path: str, *args: str, safe: Optional[Dict[str, str]] = None) -> Option
     import subprocess
 
     try:
-        proc = subprocess.run(
-            ["git", "-C", path, *args],
-            env=dict(os.environ, **(safe or SAFE_GIT_ENV)),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            stdin=subprocess.DEVNULL,
-            timeout=60,
-        )
+        proc = run_git(path, *args, env=safe or SAFE_GIT_ENV, stderr=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if proc.returncode != 0:
@@ -60,10 +53,7 @@ def git_repo(path: str) -> Dict[str, Any]:
     if top is None:
         error = "no such directory" if not os.path.isdir(path) else "not a git work tree"
         return {"path": path, "error": error}
-    # Reading the config runs nothing; the filters it names are then switched off.
-    named = _git(top, "config", "-z", "--get-regexp", r"^filter\..*\.(clean|smudge|process)$")
-    keys = [entry.split("\n", 1)[0] for entry in (named or "").split("\0") if entry]
-    safe = without_filters(keys)
+    safe = git_env(top)  # every filter the config names switched off
     scratch = _index_copy(top, safe)
     try:
         return _measure(top, safe)
