@@ -198,6 +198,7 @@ def _restore_file(ctx: Context, recorded: FileDigest, dest: str, name: str) -> I
     if not ctx.execute:
         return Item(kind="file", name=name, status="planned", detail=f"write {dest} from {source}")
     ctx.status(f"restoring {dest}")
+    staged: str | None = None
     try:
         if not isinstance(found, str):
             staged = ctx.target.send(found, dest, confine=ctx.confine)
@@ -225,6 +226,10 @@ def _restore_file(ctx: Context, recorded: FileDigest, dest: str, name: str) -> I
         )
     except EnvguardError as exc:
         return Item(kind="file", name=name, status="failed", detail=exc.message)
+    except BaseException:  # an interrupt: the file untouched, nothing staged left beside
+        if staged is not None:
+            ctx.target.discard([staged])
+        raise
     if not answer.get("ok"):
         return Item(kind="file", name=name, status="failed", detail=str(answer.get("error")))
     if answer.get("sha256") != recorded.sha256:  # a far side's word is checked too
@@ -510,6 +515,7 @@ def write_env_file(ctx: Context, path: str) -> Item:
     if not ctx.execute:
         return Item(kind="env", name="variables", status="planned", detail=f"write {detail}")
     data = text.encode()
+    staged: str | None = None
     try:
         staged = ctx.target.send_bytes(data, path)
         answer = ctx.target.call(
@@ -521,6 +527,10 @@ def write_env_file(ctx: Context, path: str) -> Item:
         )
     except EnvguardError as exc:
         return Item(kind="env", name="variables", status="failed", detail=exc.message)
+    except BaseException:  # an interrupt: nothing staged left beside the file
+        if staged is not None:
+            ctx.target.discard([staged])
+        raise
     if not answer.get("ok"):
         return Item(kind="env", name="variables", status="failed", detail=str(answer["error"]))
     if answer.get("same"):
