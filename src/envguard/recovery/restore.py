@@ -21,6 +21,7 @@ from envguard.confine import OUTSIDE, SAFE_GIT_ENV
 from envguard.errors import ActionError, EnvguardError
 from envguard.recovery.outcome import Item
 from envguard.redact import REDACTED
+from envguard.snapshots.request import USER_CACHE
 
 if TYPE_CHECKING:
     from envguard.probe.channel import Target
@@ -150,11 +151,12 @@ def restore_files(ctx: Context) -> list[Item]:
         if recorded.sha256 is None:
             continue
         now = live.get(_key(recorded.path))
-        name = recorded.rel or recorded.path
         if now is None:  # the live side did not measure it: never written blind
+            name = _label(ctx, recorded.path)
             items.append(Item(kind="file", name=name, status="refused", detail=_UNMEASURED))
             continue
         dest = now.read_from or now.path
+        name = _label(ctx, dest)  # what is written, never what the snapshot calls it
         if now.sha256 == recorded.sha256:
             items.append(Item(kind="file", name=name, status="already", detail=f"same ({dest})"))
             continue
@@ -171,6 +173,14 @@ NOT_WRITTEN = (
     "not written: outside the working directory, its work tree and the cache folders"
     " (--allow PATH lets restore write there)"
 )
+
+
+def _label(ctx: Context, path: str) -> str:
+    """A row's name: the path written, relative to the working directory when inside it."""
+    cwd = ctx.confine.get("cwd")
+    if isinstance(cwd, str) and _key(path).startswith(_key(cwd) + os.sep):
+        return os.path.relpath(_key(path), _key(cwd))
+    return path
 
 
 def _key(path: str) -> str:
@@ -299,12 +309,29 @@ def restore_caches(ctx: Context, stack_live: Snapshot, *, rebuild_pending: bool)
     and driver now, the rest once they are)."""
     live = {(c.kind, _key(c.path)): c for c in ctx.live.caches}
     items = []
-    for cache in ctx.snap.caches:
+    for cache in one_per_folder(ctx.snap.caches):
         if cache.archive is None:
             continue
         now = live.get((cache.kind, _key(cache.path)))
         items.append(_restore_cache(ctx, cache, now, stack_live, rebuild_pending))
     return items
+
+
+def one_per_folder(caches: Iterable[Cache]) -> list[Cache]:
+    """Each folder once, in the recorded order: a file from an older envguard may hold a
+    folder twice (`--cache DIR` naming $TORCHINDUCTOR_CACHE_DIR), and a second unpacking
+    over the first fails. The kept one with the named kind (inductor, triton) is taken."""
+    chosen: dict[str, Cache] = {}
+    for cache in caches:
+        held = chosen.get(_key(cache.path))
+        if held is None or _better(cache, held):
+            chosen[_key(cache.path)] = cache
+    return [c for c in caches if chosen[_key(c.path)] is c]
+
+
+def _better(cache: Cache, held: Cache) -> bool:
+    rank = (cache.archive is not None, cache.kind != USER_CACHE)
+    return rank > (held.archive is not None, held.kind != USER_CACHE)
 
 
 def _restore_cache(
