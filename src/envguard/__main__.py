@@ -20,7 +20,7 @@ def main() -> None:
                 raise SystemExit(code)
             return
     from envguard import prestart
-    from envguard.lifecycle import handle_signals, interrupt_behind
+    from envguard.lifecycle import handle_signals, interrupt_behind, signals_ignored_from_now
 
     handle_signals()  # before any probe starts: an interrupt stops it, whenever it comes
     try:
@@ -40,7 +40,10 @@ def main() -> None:
         sys.stderr.write(f"error: interrupted ({signal.Signals(signum).name})\n")
         raise SystemExit(128 + signum) from None
     finally:
-        prestart.stop()  # a guess the command did not take (an error, --help): stopped
+        try:
+            prestart.stop()  # a guess the command did not take (an error, --help): stopped
+        finally:
+            signals_ignored_from_now()
 
 
 if __name__ == "__main__":

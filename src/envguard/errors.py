@@ -37,3 +37,13 @@ class ActionError(EnvguardError):
     """An action (rebuild, fleet capture) that failed part-way: exit 1."""
 
     exit_code = 1
+
+
+class StoppedError(ActionError):
+    """An action a signal stopped that says itself where it stopped (a rebuild): exit
+    128 + N. Not a failed item: whatever goes on past a failure stops for this one."""
+
+    def __init__(self, message: str, hint: str | None = None, *, signum: int) -> None:
+        super().__init__(message, hint)
+        self.signum = signum
+        self.exit_code = 128 + signum

@@ -153,6 +153,14 @@ def handle_signals() -> None:
         signal.signal(signum, on_signal)
 
 
+def signals_ignored_from_now() -> None:
+    """The command is over: its outcome said, its exit code chosen. A signal from here on
+    has nothing left to stop, and would otherwise end the process with the default action
+    and no line (CPython's finalization puts the default handlers back): ignored."""
+    for signum in catchable_signals():
+        signal.signal(signum, signal.SIG_IGN)
+
+
 @contextlib.contextmanager
 def signals_handled() -> Iterator[None]:
     """on_signal for a block that reports its own interrupt (a rebuild says where it

@@ -169,7 +169,7 @@ def test_a_fifo_in_the_store_fails_the_item_without_hanging(project: Path) -> No
     edit(project, lambda d: d.update(repos=[]))  # and no commit to fall back on
     (project / "code" / "model.py").write_text("hacked\n")
     out = restore(project, "--execute")
-    assert out.returncode == 1 and _items(out)["file model.py"] == "failed"
+    assert out.returncode == 1 and _items(out)["file code/model.py"] == "failed"
 
 
 def _deep_archive() -> bytes:
@@ -404,3 +404,76 @@ def test_restoring_a_repo_runs_no_filter_a_committed_gitattributes_routes_to(
     assert not marker.exists(), marker.read_text()
     assert _items(out)[f"repo {code}"] == "restored", out.stdout + out.stderr
     assert (code / "model.py").read_text() == "good = 1\n"
+
+
+def test_a_row_is_labelled_with_what_it_writes_not_with_the_snapshots_rel(
+    project: Path,
+) -> None:
+    """A forged ``rel`` must not make the row say one file while another is written."""
+    edit(project, lambda d: d["files"][0].update(rel="/etc/cron.d/x"))
+    (project / "code" / "model.py").write_text("drifted\n")
+    out = restore(project, "--execute")
+    assert "/etc/cron.d" not in out.stdout
+    assert _items(out)["file code/model.py"] == "restored"
+    assert (project / "code" / "model.py").read_text() == "good = 1\n"
+
+
+def _kept_twice(tmp_path: Path) -> Path:
+    """A project whose `--cache DIR` is also $TORCHINDUCTOR_CACHE_DIR, kept, then drifted."""
+    p = tmp_path / "p"
+    (p / "cache").mkdir(parents=True)
+    (p / "cache" / "k.bin").write_bytes(b"kernel")
+    done = subprocess.run(
+        [sys.executable, "-m", "envguard", "snapshot", "--python", sys.executable, "--name",
+         "good", "--cache", "cache", "--keep-cache"],
+        cwd=p, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(p / "cache")},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (p / "cache" / "k.bin").write_bytes(b"other")
+    return p
+
+
+def _restore_twice(p: Path) -> Any:
+    return subprocess.run(
+        [sys.executable, "-m", "envguard", "restore", "good", "--venv", sys.prefix, "--allow",
+         "cache", "--execute", "--format", "json"],
+        cwd=p, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(p / "cache")},
+    )  # fmt: skip
+
+
+def test_a_cache_named_twice_is_recorded_once_and_restores_cleanly(tmp_path: Path) -> None:
+    p = _kept_twice(tmp_path)
+    caches = json.loads((p / "snapshots" / "good.json").read_text())["caches"]
+    assert [c["kind"] for c in caches if c["path"] == str(p / "cache")] == ["inductor"]
+    out = _restore_twice(p)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert _items(out)["cache inductor cache"] == "restored"
+    assert (p / "cache" / "k.bin").read_bytes() == b"kernel"
+
+
+def test_a_cache_recorded_twice_by_an_older_envguard_is_restored_once(tmp_path: Path) -> None:
+    p = _kept_twice(tmp_path)
+    path = p / "snapshots" / "good.json"
+    data = json.loads(path.read_text())
+    (inductor,) = [c for c in data["caches"] if c["path"] == str(p / "cache")]
+    data["caches"].append({**inductor, "kind": "user"})
+    path.write_text(json.dumps(data))
+    out = _restore_twice(p)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert [k for k in _items(out) if k.startswith("cache ")] == ["cache inductor cache"]
+    assert (p / "cache" / "k.bin").read_bytes() == b"kernel"
+
+
+def test_a_small_cache_says_its_size_in_kb_or_bytes(tmp_path: Path, monkeypatch: Any) -> None:
+    """Not "0 MB free, the cache needs 0 MB" when both are under a megabyte."""
+
+    class Full:
+        f_bavail, f_frsize = 3, 4096
+
+    monkeypatch.setattr(apply.os, "statvfs", lambda _: Full)
+    args = {"staged": str(tmp_path / "none"), "dest": str(tmp_path / "c"), "sha256": "0" * 64,
+            "stamp": "s", "files": 1, "bytes": 20 << 10}  # fmt: skip
+    error = apply.extract(args)["error"]
+    assert "12 KB free, the cache needs 20 KB" in error, error

@@ -200,3 +200,133 @@ def test_a_bisect_check_that_daemonises_in_its_own_session_is_killed(
     else:
         os.kill(pid, signal.SIGKILL)
         pytest.fail("the check's daemon outlived it")
+
+
+def _restore_project(tmp_path: Path) -> Path:
+    """A project whose snapshot keeps a tracked file, a compile cache and a variable; the
+    file and the cache have drifted since (a restore would write all three)."""
+    from factories import git
+
+    p = tmp_path / "p"
+    code = p / "code"
+    code.mkdir(parents=True)
+    (code / "model.py").write_text("good = 1\n")
+    git(code, "init", "-q")
+    git(code, "add", "-A")
+    git(code, "commit", "-qm", "good")
+    (p / "cache").mkdir()
+    (p / "cache" / "k.bin").write_bytes(b"kernel" * 100)
+    done = subprocess.run(
+        [sys.executable, "-m", "envguard", "snapshot", "--python", sys.executable, "--name",
+         "good", "--file", "code/model.py", "--cache", "cache", "--keep-files", "--keep-cache"],
+        cwd=p, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    path = p / "snapshots" / "good.json"
+    import json
+
+    data = json.loads(path.read_text())
+    data["env"] = {"NCCL_DEBUG": "INFO"}
+    path.write_text(json.dumps(data))
+    (code / "model.py").write_text("drifted = 1\n")
+    (p / "cache" / "k.bin").write_bytes(b"other")
+    return p
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_restores_package_step_stops_the_whole_restore(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    """The rebuild reports its own interrupt; restore must not take it for a failed item
+    and go on writing the files, the caches and the variables file after it."""
+    project = _restore_project(tmp_path)
+    pidfile = tmp_path / "uv.pid"
+    uv = tmp_path / "slow-uv"
+    uv.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = "--version" ]; then echo "uv 0.20.0"; exit 0; fi\n'
+        f"echo $$ > {pidfile}\nexec sleep 60\n"
+    )
+    uv.chmod(0o755)
+    venv = tmp_path / "new-venv"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "envguard", "restore", "good", "--venv", str(venv), "--execute",
+         "--no-index", "--offline", "--allow", "cache"],
+        cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "ENVGUARD_UV": str(uv), "NO_COLOR": "1"},
+    )  # fmt: skip
+    with proc:
+        deadline = time.monotonic() + 60
+        while not (pidfile.exists() and pidfile.read_text().strip()):
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail(f"uv never started: {proc.communicate()[1]}")
+            time.sleep(0.05)
+        slow = int(pidfile.read_text())
+        proc.send_signal(signum)
+        try:
+            out, err = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
+    assert (proc.returncode, err) == (128 + signum, f"error: interrupted ({signum.name})\n"), out
+    assert (project / "code" / "model.py").read_text() == "drifted = 1\n"
+    assert (project / "cache" / "k.bin").read_bytes() == b"other"
+    assert not (project / "good.env.sh").exists()
+    assert not venv.exists() and _gone(slow)
+    left = [p.name for p in tmp_path.iterdir() if "envguard" in p.name]
+    assert left == [".new-venv.envguard.lock"], left  # the lock file stays, by design
+
+
+def test_an_interrupt_between_staging_and_renaming_leaves_nothing_beside(tmp_path: Path) -> None:
+    """A signal once the variables file is staged: the file is not written and the staged
+    copy is removed (a tracked file goes the same way)."""
+    from envguard.lifecycle import Interrupted
+    from envguard.probe.channel import Target
+    from envguard.recovery.restore import Context, write_env_file
+    from envguard.snapshots.blobs import Blobs
+    from factories import snapshot
+
+    class SignalledTarget(Target):
+        def call(self, op: str, **args: object) -> dict[str, object]:
+            if op == "install_file":
+                raise Interrupted(signal.SIGINT)
+            return super().call(op, **args)
+
+    snap = snapshot(env={"NCCL_DEBUG": "INFO"})
+    ctx = Context(
+        snap=snap, live=snapshot(), target=SignalledTarget(), blobs=Blobs(tmp_path / "store"),
+        execute=True,
+    )  # fmt: skip
+    with pytest.raises(Interrupted):
+        write_env_file(ctx, str(tmp_path / "good.env.sh"))
+    assert list(tmp_path.iterdir()) == []
+
+
+_SIGNAL_IN_FINALIZATION = """
+import os, signal, sys, time
+
+class Late:
+    def __del__(self):  # runs as the interpreter shuts down, after the handlers went
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)
+
+import builtins
+builtins._late = Late()
+sys.argv = ["envguard", "--version"]
+from envguard.__main__ import main
+main()
+"""
+
+
+def test_a_signal_once_the_outcome_is_said_does_not_kill_it_silently() -> None:
+    """CPython's finalization puts the default handlers back: a signal then ended the
+    process by the default action (no line, no exit code of envguard's). The command is
+    over by then; its said outcome and exit code stand."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _SIGNAL_IN_FINALIZATION],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (proc.returncode, proc.stdout.split()[0], proc.stderr) == (0, "envguard", "")

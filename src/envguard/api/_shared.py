@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from envguard.errors import UsageError
 from envguard.probe.interpreters import resolve_python
 from envguard.snapshots import store
-from envguard.snapshots.request import CaptureRequest
+from envguard.snapshots.request import USER_CACHE, CaptureRequest
 from envguard.tools import split_command
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def capture_request(
         name=snap_name,
         repos=tuple(Path(r) for r in repos),
         files=tuple(files),
-        caches=tuple(("user", c) for c in caches),
+        caches=tuple((USER_CACHE, c) for c in caches),
         include_cwd_repo=not prefix,
         metrics=dict(metrics or {}),
         note=note,

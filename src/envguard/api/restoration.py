@@ -15,7 +15,8 @@ from envguard.api.capture import newest
 from envguard.api.recover import rebuild
 from envguard.compare.policy import Policy, only_sections
 from envguard.compare.severity import Severity
-from envguard.errors import EnvguardError, UsageError
+from envguard.errors import EnvguardError, StoppedError, UsageError
+from envguard.lifecycle import Interrupted
 from envguard.recovery.remote import remote_rebuild
 from envguard.snapshots import store as snapshots
 from envguard.snapshots.blobs import Blobs, store_for
@@ -234,6 +235,11 @@ def _restore_packages(
                 status=status,
                 on_line=on_line,
             )
+    except StoppedError as exc:
+        # An interrupt is no failed item: the whole restore stops here, nothing after the
+        # packages is written, and it ends as any interrupt does (the rebuild left the venv
+        # untouched, or swapped it in and set the hint saying where both venvs are).
+        raise Interrupted(exc.signum) from None
     except EnvguardError as exc:
         detail = exc.message + (f" ({exc.hint})" if exc.hint else "")
         return Item(kind="packages", name=str(venv), status="failed", detail=detail), None

@@ -5,6 +5,7 @@ Python is needed there; content travels over the prefix's stdin, in chunks."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import shutil
 from collections.abc import Sequence
@@ -12,9 +13,14 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from envguard.errors import ActionError, EnvguardError
+from envguard.lifecycle import cleaning_up, signals_deferred
 
 if TYPE_CHECKING:
     from envguard.probe.runner import ProbeRun
+
+# Operations a signal must not stop halfway (install_file: the displaced file linked aside,
+# the new one renamed in and hashed again); held, then raised once they are done.
+_WHOLE = frozenset({"install_file"})
 
 # Content sent per call: each call is one run of the prefix (ssh, pct exec) and one
 # program compiled there, so chunks are large; base64 makes them a third larger.
@@ -31,7 +37,12 @@ class Target:
         """Run one apply operation; its answer (``ok`` false with ``error`` on failure)."""
         from envguard.probe.payload import local_package
 
-        answer: dict[str, Any] = local_package().apply.OPERATIONS[op](dict(args, op=op))
+        operation = local_package().apply.OPERATIONS[op]
+        if op not in _WHOLE:
+            answer: dict[str, Any] = operation(dict(args, op=op))
+            return answer
+        with signals_deferred():  # the old file kept, the new one renamed in: all, or none
+            answer = operation(dict(args, op=op))
         return answer
 
     def send(self, source: Path, dest: str, **where: Any) -> str:
@@ -41,9 +52,17 @@ class Target:
         try:
             shutil.copyfile(source, staged)
         except OSError as exc:
-            self.call("discard", paths=[staged])
+            self.discard([staged])
             raise ActionError(f"cannot stage {dest}: {exc.strerror}") from None
+        except BaseException:  # an interrupt: no partial copy stays beside ``dest``
+            self.discard([staged])
+            raise
         return staged
+
+    def discard(self, paths: list[str]) -> None:
+        """Remove staged files (after an error or an interrupt too); never raises."""
+        with cleaning_up(), contextlib.suppress(EnvguardError):
+            self.call("discard", paths=paths)
 
     def send_bytes(self, data: bytes, dest: str) -> str:
         answer = self.call("stage", dest=dest, data=base64.b64encode(data).decode())
@@ -108,18 +127,16 @@ class RemoteTarget(Target):
                     if not answer.get("ok"):
                         raise ActionError(str(answer.get("error")))
         except BaseException:
-            from envguard.lifecycle import cleaning_up
-
-            with cleaning_up():  # also after Ctrl-C: no partial copy stays over there
-                self.timeout, saved = 30.0, self.timeout
-                try:
-                    self.call("discard", paths=[staged])
-                except EnvguardError:
-                    pass  # the first error is the one to report
-                finally:
-                    self.timeout = saved
+            self.discard([staged])  # also after Ctrl-C: no partial copy stays over there
             raise
         return staged
+
+    def discard(self, paths: list[str]) -> None:
+        self.timeout, saved = 30.0, self.timeout
+        try:
+            super().discard(paths)  # the first error is the one to report
+        finally:
+            self.timeout = saved
 
     def fetch(self, op: str, *, cap: int, sink: IO[bytes], **args: Any) -> None:
         """Write the raw bytes an operation prints there (``pack``: a cache as a tarball)

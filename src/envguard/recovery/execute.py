@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from envguard.compare.models import Drift, Severity
-from envguard.errors import ActionError, UsageError
+from envguard.errors import ActionError, StoppedError, UsageError
 from envguard.lifecycle import (
     Interrupted,
     raise_if_signalled,
@@ -394,18 +394,19 @@ def _execute(
                 set_interrupt_hint(f"{venv} is the rebuilt venv")
         except Interrupted as exc:
             if state.swapped:
-                stopped = ActionError(
+                stopped = StoppedError(
                     f"rebuild interrupted ({exc.name}) right after the swap",
                     hint=_swapped(outcome),
+                    signum=exc.signum,
                 )
             else:
-                stopped = ActionError(
+                stopped = StoppedError(
                     f"rebuild interrupted ({exc.name}) during '{state.current}'",
                     hint=f"{venv} was not touched"
                     if not p.in_place
                     else f"{venv} may be partly synced; run the rebuild again",
+                    signum=exc.signum,
                 )
-            stopped.exit_code = 128 + exc.signum  # as any interrupt ends
             raise stopped from None
         except ActionError as exc:
             where = (

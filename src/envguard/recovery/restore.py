@@ -22,6 +22,7 @@ from envguard.errors import ActionError, EnvguardError
 from envguard.recovery.outcome import Item
 from envguard.recovery.review import held
 from envguard.redact import REDACTED
+from envguard.snapshots.request import USER_CACHE
 
 if TYPE_CHECKING:
     from envguard.probe.channel import Target
@@ -142,11 +143,12 @@ def restore_files(ctx: Context) -> list[Item]:
         if recorded.sha256 is None:
             continue
         now = live.get(_key(recorded.path))
-        name = recorded.rel or recorded.path
         if now is None:  # the live side did not measure it: never written blind
+            name = _label(ctx, recorded.path)
             items.append(Item(kind="file", name=name, status="refused", detail=_UNMEASURED))
             continue
         dest = now.read_from or now.path
+        name = _label(ctx, dest)  # what is written, never what the snapshot calls it
         if now.sha256 == recorded.sha256:
             items.append(Item(kind="file", name=name, status="already", detail=f"same ({dest})"))
             continue
@@ -163,6 +165,14 @@ NOT_WRITTEN = (
     "not written: outside the working directory, its work tree and the cache folders"
     " (--allow PATH lets restore write there)"
 )
+
+
+def _label(ctx: Context, path: str) -> str:
+    """A row's name: the path written, relative to the working directory when inside it."""
+    cwd = ctx.confine.get("cwd")
+    if isinstance(cwd, str) and _key(path).startswith(_key(cwd) + os.sep):
+        return os.path.relpath(_key(path), _key(cwd))
+    return path
 
 
 def _key(path: str) -> str:
@@ -190,6 +200,7 @@ def _restore_file(ctx: Context, recorded: FileDigest, dest: str, name: str) -> I
     if not ctx.execute:
         return Item(kind="file", name=name, status="planned", detail=f"write {dest} from {source}")
     ctx.status(f"restoring {dest}")
+    staged: str | None = None
     try:
         if not isinstance(found, str):
             staged = ctx.target.send(found, dest, confine=ctx.confine)
@@ -217,6 +228,10 @@ def _restore_file(ctx: Context, recorded: FileDigest, dest: str, name: str) -> I
         )
     except EnvguardError as exc:
         return Item(kind="file", name=name, status="failed", detail=exc.message)
+    except BaseException:  # an interrupt: the file untouched, nothing staged left beside
+        if staged is not None:
+            ctx.target.discard([staged])
+        raise
     if not answer.get("ok"):
         return Item(kind="file", name=name, status="failed", detail=str(answer.get("error")))
     if answer.get("sha256") != recorded.sha256:  # a far side's word is checked too
@@ -286,12 +301,29 @@ def restore_caches(ctx: Context, stack_live: Snapshot, *, rebuild_pending: bool)
     and driver now, the rest once they are)."""
     live = {(c.kind, _key(c.path)): c for c in ctx.live.caches}
     items = []
-    for cache in ctx.snap.caches:
+    for cache in one_per_folder(ctx.snap.caches):
         if cache.archive is None:
             continue
         now = live.get((cache.kind, _key(cache.path)))
         items.append(_restore_cache(ctx, cache, now, stack_live, rebuild_pending))
     return items
+
+
+def one_per_folder(caches: Iterable[Cache]) -> list[Cache]:
+    """Each folder once, in the recorded order: a file from an older envguard may hold a
+    folder twice (`--cache DIR` naming $TORCHINDUCTOR_CACHE_DIR), and a second unpacking
+    over the first fails. The kept one with the named kind (inductor, triton) is taken."""
+    chosen: dict[str, Cache] = {}
+    for cache in caches:
+        held = chosen.get(_key(cache.path))
+        if held is None or _better(cache, held):
+            chosen[_key(cache.path)] = cache
+    return [c for c in caches if chosen[_key(c.path)] is c]
+
+
+def _better(cache: Cache, held: Cache) -> bool:
+    rank = (cache.archive is not None, cache.kind != USER_CACHE)
+    return rank > (held.archive is not None, held.kind != USER_CACHE)
 
 
 def _restore_cache(
@@ -496,6 +528,7 @@ def write_env_file(ctx: Context, path: str) -> Item:
     if not ctx.execute:
         return Item(kind="env", name="variables", status="planned", detail=f"write {detail}")
     data = text.encode()
+    staged: str | None = None
     try:
         staged = ctx.target.send_bytes(data, path)
         answer = ctx.target.call(
@@ -507,6 +540,10 @@ def write_env_file(ctx: Context, path: str) -> Item:
         )
     except EnvguardError as exc:
         return Item(kind="env", name="variables", status="failed", detail=exc.message)
+    except BaseException:  # an interrupt: nothing staged left beside the file
+        if staged is not None:
+            ctx.target.discard([staged])
+        raise
     if not answer.get("ok"):
         return Item(kind="env", name="variables", status="failed", detail=str(answer["error"]))
     if answer.get("same"):

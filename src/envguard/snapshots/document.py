@@ -19,6 +19,7 @@ from envguard.confine import OUTSIDE
 from envguard.errors import UsageError
 from envguard.redact import redact_argv, redact_env, redact_metrics, redact_text, redact_url
 from envguard.snapshots import shape
+from envguard.snapshots.request import USER_CACHE
 from envguard.version import SCHEMA_VERSION, __version__
 
 if TYPE_CHECKING:
@@ -206,7 +207,7 @@ def place(path: str, tops: list[str]) -> tuple[str | None, str | None]:
 
 
 def _caches(raw: list[ReportCache]) -> list[Document]:
-    caches = {}
+    caches: dict[str, Document] = {}
     for c in raw:
         path = redact_url(c["path"])
         cache: Document = {
@@ -221,8 +222,12 @@ def _caches(raw: list[ReportCache]) -> list[Document]:
         }
         if c.get("error"):
             cache["error"] = c["error"]
-        caches[(c["kind"], path)] = cache
-    return [caches[key] for key in sorted(caches)]
+        # One entry a folder: `--cache DIR` naming the folder $TORCHINDUCTOR_CACHE_DIR
+        # names is one cache, and its named kind says more than a plain --cache.
+        held = caches.get(path)
+        if held is None or (held["kind"] == USER_CACHE and c["kind"] != USER_CACHE):
+            caches[path] = cache
+    return sorted(caches.values(), key=lambda c: (c["kind"], c["path"]))
 
 
 def created_now() -> str:

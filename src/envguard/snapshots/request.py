@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from envguard.snapshots.models import MetricValue
 
 
+# The kind of a folder named by `snapshot --cache DIR` (the others name what fills them).
+USER_CACHE = "user"
+
+
 @dataclass(frozen=True)
 class CaptureRequest:
     """What to measure: the interpreter plus the repos, files and caches around it."""

@@ -11,6 +11,7 @@ from envguard.compare.lockfiles.common import (
     LockRead,
     Pin,
     confined,
+    lockfile_text,
     marker_env,
     read_lockfile_text,
 )
@@ -89,7 +90,4 @@ def _stdin() -> str:
     data = sys.stdin.buffer.read(LOCKFILE_CAP + 1)
     if len(data) > LOCKFILE_CAP:
         raise LockfileError(f"--lock -: stdin holds more than {LOCKFILE_CAP >> 20} MiB")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise LockfileError(f"--lock -: not UTF-8 text (bad byte at offset {exc.start})") from None
+    return lockfile_text(data, where="--lock -")

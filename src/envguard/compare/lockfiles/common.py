@@ -144,10 +144,20 @@ def read_lockfile_text(path: Path) -> str:
         raise LockfileError(f"{path}: no such file") from None
     except OSError as exc:
         raise LockfileError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    return lockfile_text(data, where=str(path))
+
+
+def lockfile_text(data: bytes, *, where: str) -> str:
+    """A lockfile's bytes as text: UTF-8, and no NUL (no format allows one, and a path
+    holding one is an error of every os call it reaches)."""
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise LockfileError(f"{path}: not UTF-8 text (bad byte at offset {exc.start})") from None
+        raise LockfileError(f"{where}: not UTF-8 text (bad byte at offset {exc.start})") from None
+    if "\x00" in text:
+        offset = text.index("\x00")
+        raise LockfileError(f"{where}: not a text file (a NUL byte at offset {offset})")
+    return text
 
 
 def read_toml(path: Path) -> dict[str, Any]:

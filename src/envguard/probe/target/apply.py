@@ -291,8 +291,8 @@ def extract(args: Dict[str, Any]) -> Dict[str, Any]:
         st = os.statvfs(parent)
         if st.f_bavail * st.f_frsize < limit[1]:
             return _fail(
-                "%s: %d MB free, the cache needs %d MB; nothing was changed"
-                % (parent, st.f_bavail * st.f_frsize >> 20, limit[1] >> 20)
+                "%s: %s free, the cache needs %s; nothing was changed"
+                % (parent, _size(st.f_bavail * st.f_frsize), _size(limit[1]))
             )
         new = tempfile.mkdtemp(prefix="." + os.path.basename(dest) + STAGE, dir=parent)
         with os.fdopen(open_regular(staged), "rb") as fh:  # never a FIFO or a device
@@ -331,6 +331,13 @@ def extract(args: Dict[str, Any]) -> Dict[str, Any]:
             except OSError:
                 pass
     return {"ok": True, "files": files, "bytes": size, "skipped": skipped, "displaced": displaced}
+
+
+def _size(n: int) -> str:
+    """MB, or KB or bytes below a megabyte (never "0 MB")."""
+    if n >= 1 << 20:
+        return "%d MB" % (n >> 20)
+    return "%d KB" % (n >> 10) if n >= 1 << 10 else "%d bytes" % n
 
 
 # Name and extended headers are read whole by tarfile: a 2 GiB "name" in a 2 MB archive.
