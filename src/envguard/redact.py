@@ -36,7 +36,12 @@ _NOT_SECRET = ("PWD", "OLDPWD")
 REDACTED = "<redacted>"
 
 # Greedy up to the last "@" of the authority: a password may itself contain "@".
-_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s?#]*)@")
+# A match starts only where a run of scheme characters starts (``lead``: what precedes its
+# first letter), never inside one: that read the run to its end from every place in it.
+_URL_USERINFO = re.compile(
+    r"(?<![A-Za-z0-9+.-])(?P<lead>[0-9+.-]*)(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)"
+    r"(?P<userinfo>[^/\s?#]*)@"
+)
 _BARE_USERINFO = re.compile(r"(?<![\w:@.-])[^\s:/@]+:[^\s/@]+@(?=[\w.\[-])")
 # Query parameters that carry credentials (?token=..., S3's X-Amz-Signature=...).
 _SECRET_QUERY = re.compile(
@@ -59,7 +64,12 @@ _TOKEN_SHAPES = re.compile(
     r"|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})"  # JWT
 )
 # NAME=value or NAME: value inside one word, where NAME names a secret (api_key=..., X-Api-Key:...)
-_PAIR = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)[=:](?P<value>[^\s,;&]*)")
+# A match starts only where a run of name characters starts (NAME from its first letter): one
+# starting inside a run read it to its end each time, and a far side's 64 KiB line without a
+# "=" took seconds.
+_PAIR = re.compile(
+    r"(?<![A-Za-z0-9_.-])[0-9.-]*(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)[=:](?P<value>[^\s,;&]*)"
+)
 
 
 # Every text that holds a secret form above holds one of these: most text (a drift message,
@@ -75,12 +85,24 @@ _MAYBE_SECRET = re.compile(
 )
 
 
+# "password: hunter2", a far side's prompt or echoed setting: a secret word, then the rest of
+# its word and ":", then a space (a superset of the labels redact_text hides the next word
+# after). A search of its own, in the case-folded text (the Kelvin sign and the long s fold
+# as above) and only where there is a ":": as one more branch of the pattern above, or with
+# re.IGNORECASE, it made the search of every text slower.
+_LABEL = re.compile(r"(?:pas|pwd|key|tok|sec|cred|auth|priv|cook|sess|sig|acces)\S*:\s")
+
+
 def redact_text(text: str) -> str:
     """Free text (a note, an error line) with every secret form above hidden."""
-    if not _MAYBE_SECRET.search(text):
+    if not _MAYBE_SECRET.search(text) and not (":" in text and _LABEL.search(text.casefold())):
         return text
     words = re.split(r"(\s+)", text)  # words at even places, the whitespace between kept
     words[::2] = redact_argv(words[::2])
+    for at in range(2, len(words), 2):  # "Password: hunter2": the value is the next word
+        label = words[at - 2]
+        if words[at] and label.endswith(":") and is_secret_name(label[:-1]):
+            words[at] = REDACTED
     text = "".join(words)
     text = _TOKEN_SHAPES.sub(REDACTED, text)
 
@@ -139,7 +161,7 @@ def redact_url(url: str) -> str:
         scheme, userinfo = match.group("scheme"), match.group("userinfo")
         if "ssh" in scheme.lower() and ":" not in userinfo:
             return match.group(0)
-        return scheme
+        return match.group("lead") + scheme
 
     url = _URL_USERINFO.sub(_strip, url)
     if "@" in url and ":" in url:  # a proxy written without a scheme: user:password@host

@@ -421,7 +421,6 @@ def test_an_undeclared_extra_is_one_line_exit_2(tmp_path: Path) -> None:
 
 def test_requirements_in_pips_syntax(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("TORCH_VERSION", "2.11.0+cpu")
     (tmp_path / "base.txt").write_text("numpy==2.1.0\n")
     (tmp_path / "more.txt").write_text("six==1.16.0\n")
     (tmp_path / "gpu.txt").write_text("pytest==8.0.0\n")
@@ -432,7 +431,7 @@ def test_requirements_in_pips_syntax(tmp_path: Path, monkeypatch: pytest.MonkeyP
         "-rbase.txt\n"
         "--requirement=more.txt\n"
         "--requirement gpu.txt\n"
-        "torch==${TORCH_VERSION}\n"
+        "torch==2.11.0+cpu\n"
         f"-e git+https://example.invalid/click.git@{commit}#egg=click\n"
         "transformers==4.46.0 \\\n    --hash=sha256:00\n"
     )

@@ -1,5 +1,5 @@
 """The lockfile gate (`check --lock`, `--find-lock`, the GitHub Action) on a hostile project:
-option-shaped inputs stay data, secret-named variables are never expanded, every marker error
+option-shaped inputs stay data, no variable is expanded from the environment, every marker error
 is one line, each -r file is read once, a symlink out of the project is refused, uv ignores the
 project's own uv settings, and a walked lock labels sources as uv."""
 
@@ -74,10 +74,35 @@ def test_a_secret_named_variable_is_never_expanded(work: Path, line: str) -> Non
         assert code in (1, 2) and SECRET not in out, out
 
 
-def test_other_variables_expand_as_pip_does(work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+WEBHOOK = "T0000/B0000/XXXXwebhookXXXX"
+
+
+def test_no_variable_is_expanded_from_the_ci_environment(
+    work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A name that does not look secret (SLACK_WEBHOOK) held a secret all the same: its value
+    was printed in every format and in the step summary."""
+    summary = work / "summary.md"
+    monkeypatch.setenv("SLACK_WEBHOOK", WEBHOOK)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    (work / "r.txt").write_text("x @ https://example.invalid/${SLACK_WEBHOOK}/x.whl\n")
+    for fmt in ("table", "json", "markdown", "github", "html"):
+        code, out = check("--lock", "r.txt", "--format", fmt)
+        assert code == 1 and WEBHOOK not in out, (fmt, out)
+        if fmt == "json":
+            url = json.loads(out)["changes"][1]["actual"]
+            assert url == "https://example.invalid/${SLACK_WEBHOOK}/x.whl"
+    assert summary.read_text() and WEBHOOK not in summary.read_text()
+
+
+def test_a_variable_as_a_version_is_one_line_naming_it(
+    work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TYPER_VERSION", "0.28.0")
     (work / "r.txt").write_text("typer==${TYPER_VERSION}\n")
-    assert check("--lock", "r.txt")[0] == 0
+    code, out = check("--lock", "r.txt")
+    assert code == 2 and out.startswith("error: r.txt:1: ${TYPER_VERSION} is not expanded")
+    assert "0.28.0" not in out
 
 
 @pytest.mark.parametrize(

@@ -124,17 +124,77 @@ def test_through_via_a_planted_interpreter_is_checked_there_and_never_runs(
 def test_a_far_side_that_never_answers_does_not_stall_the_gate(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from envguard.snapshots import live
-
-    monkeypatch.setattr(live, "VIA_TIMEOUT", 2.0)
+    """`diff` and `check` take --timeout as `snapshot` does: the check of the snapshot's
+    interpreter there and the probe both stop, could-not-measure (exit 2)."""
     monkeypatch.chdir(tmp_path)
     slow = tmp_path / "slow.sh"
     slow.write_text("#!/bin/sh\nexec sleep 1000\n")
     slow.chmod(0o755)
     Path("good.json").write_text(store.dumps(snapshot([package("ok", "1")])))
-    for python in ([], ["--python", "/usr/bin/python3"]):  # the check there, and the probe
-        result = runner.invoke(app, ["check", "good.json", "--via", str(slow), *python])
-        assert result.exit_code in (1, 2) and "within 2s" in result.stderr, result.output
+    for command in ("check", "diff"):
+        for python in ([], ["--python", "/usr/bin/python3"]):  # the check there, and the probe
+            args = [command, "good.json", "--via", str(slow), "--timeout", "1", *python]
+            result = runner.invoke(app, args)
+            assert result.exit_code == 2 and "within 1s" in result.stderr, result.output
+
+
+def test_a_timeout_must_be_positive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("good.json").write_text(store.dumps(snapshot([package("ok", "1")])))
+    for command in ("check", "diff"):
+        result = runner.invoke(app, [command, "good.json", "--via", "env", "--timeout", "0"])
+        assert result.exit_code == 2 and "--timeout" in result.stderr, result.output
+
+
+def far_side(folder: Path, script: str) -> str:
+    """A --via prefix that runs ``script`` and never reaches a Python."""
+    path = folder / "far.sh"
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(0o755)
+    return str(path)
+
+
+UNREACHABLE = "echo 'password: hunter2' >&2\nexit 255\n"
+# More than the tail envguard keeps, then the line that says why: the whole stream is read.
+FLOOD = 'python3 -c \'import sys; sys.stderr.write(("x" * 1000 + "\\n") * 2000)\'\n' + UNREACHABLE
+
+
+@pytest.mark.parametrize("script", [UNREACHABLE, FLOOD], ids=["unreachable", "stderr flood"])
+def test_a_host_that_cannot_be_reached_is_could_not_measure_everywhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str
+) -> None:
+    """Exit 2 for snapshot, diff and check alike (check said 1, drift), the far side's last
+    line shown redacted, and no internal name in the message."""
+    monkeypatch.chdir(tmp_path)
+    via = far_side(tmp_path, script)
+    Path("good.json").write_text(store.dumps(snapshot([package("ok", "1")])))
+    for args in (
+        ["snapshot", "--via", via],
+        ["diff", "good.json", "--via", via],
+        ["check", "good.json", "--via", via],
+        ["check", "good.json", "--via", via, "--python", "/usr/bin/python3"],
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        err = result.stderr
+        assert err.startswith("error: ") and "exit 255" in err and "password: <redacted>" in err
+        assert "hunter2" not in err and "unsafe_place" not in err and "_" not in err.split(":")[0]
+
+
+def test_an_unreachable_host_fails_the_gate_as_could_not_measure(tmp_path: Path) -> None:
+    """The same, as CI runs it: a real process and its exit code."""
+    import sys
+
+    via = far_side(tmp_path, UNREACHABLE)
+    (tmp_path / "good.json").write_text(store.dumps(snapshot([package("ok", "1")])))
+    proc = subprocess.run(
+        [sys.executable, "-m", "envguard", "check", "good.json", "--via", via],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2 and "hunter2" not in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("how", ["another user's venv", "world-writable venv", "home elsewhere"])

@@ -44,6 +44,11 @@ SECRET = "supersecret123"
         ("env MYPASS=hunter2 ssh host", "hunter2"),
         ("curl --header=X-Api-Key:hunter2 x", "hunter2"),
         ("Authorization: Bearer hunter2hunter2", "hunter2"),
+        # a far side's stderr: prompts and echoed settings, the value after a space
+        ("password: hunter2", "hunter2"),
+        ("remote: Password:   hunter2 (cached)", "hunter2"),
+        ("[sudo] Passphrase: hunter2", "hunter2"),
+        ("X-Api-Key: hunter2", "hunter2"),
     ],
 )
 def test_every_secret_form_is_hidden_in_free_text(text: str, secret: str) -> None:
@@ -63,6 +68,8 @@ def test_ordinary_names_are_kept(name: str) -> None:
 def test_ordinary_text_is_unchanged() -> None:
     text = "warm inductor cache, tok_s=21500 on 8 x H200; see https://example.org/run?id=3"
     assert redact_text(text) == text
+    said = "ssh: connect to host gpu1 port 22: Connection refused; typer 0.28.0: same version"
+    assert redact_text(said) == said
     assert redact_argv(["ssh", "-p", "2222", "gpu1"]) == ["ssh", "-p", "2222", "gpu1"]
 
 
@@ -238,3 +245,14 @@ def test_the_recorded_command_line_keeps_no_token(tmp_path: Path) -> None:
     command = json.loads(text)["command"]
     assert "--note" in command and "deploy key <redacted>" in command
     assert "run=<redacted>" in command and "tok_s=1" in command
+
+
+@pytest.mark.parametrize("text", ["a:" + "x" * (128 << 10), "x1" * (64 << 10) + ": a"])
+def test_a_long_line_from_a_far_side_is_redacted_in_linear_time(text: str) -> None:
+    """A far side's stderr tail goes through redact_text: a pattern that could start inside
+    a long word read it to its end from every place in it (seconds for 64 KiB)."""
+    import time
+
+    start = time.monotonic()
+    assert redact_text(text + " password: hunter2").endswith("password: <redacted>")
+    assert time.monotonic() - start < 2

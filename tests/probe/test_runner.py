@@ -130,3 +130,31 @@ def test_a_signal_while_the_probe_starts_never_orphans_it(
     if daemon:  # adopted (envguard is a --via chain's subreaper), killed and collected
         with pytest.raises(ProcessLookupError):
             os.kill(int(pidfile.read_text()), 0)
+
+
+def test_a_reader_past_its_cap_drains_the_pipe_to_the_end() -> None:
+    """Past the cap the bytes are dropped, not left in the pipe: a writer that goes on (a far
+    side's process outside the killed group) is never blocked by a reader that stopped."""
+    import os
+    import threading
+
+    from envguard.probe.runner import _Reader
+
+    read_end, write_end = os.pipe()
+    overflows: list[bool] = []
+    pipe = os.fdopen(read_end, "rb")
+    reader = _Reader(pipe, 1000, on_overflow=lambda: overflows.append(True))
+    reader.start()
+
+    def write() -> None:
+        with os.fdopen(write_end, "wb") as pipe:
+            pipe.write(b"x" * (4 << 20))
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    writer.join(10)
+    assert not writer.is_alive(), "the writer is blocked on a pipe nobody reads"
+    reader.join(10)
+    pipe.close()
+    assert not reader.is_alive() and reader.overflow and overflows == [True]
+    assert len(reader.data) <= 1000 + 65536

@@ -65,6 +65,15 @@ def capture_request(
     )
 
 
+def via_timeout(timeout: float) -> float:
+    """``timeout`` when it is a number of seconds a far side can be given (--timeout)."""
+    import math
+
+    if not (timeout > 0 and math.isfinite(timeout)):  # also NaN
+        raise UsageError(f"--timeout {timeout:g}: seconds, more than 0")
+    return timeout
+
+
 def root_path(root: str | Path, *, remote: bool) -> str:
     """--root as an absolute path (on the far side: as given, which must be absolute)."""
 

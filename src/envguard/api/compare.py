@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envguard.api._shared import load_snapshot, root_path
+from envguard.api._shared import load_snapshot, root_path, via_timeout
 from envguard.api.capture import load, newest, snapshot
 from envguard.compare import policy as rules
 from envguard.errors import UsageError
 from envguard.snapshots import store
-from envguard.snapshots.live import Recorded, live_request, measure_like
+from envguard.snapshots.live import VIA_TIMEOUT, Recorded, live_request, measure_like
 
 if TYPE_CHECKING:
     from envguard.compare.models import Drift
@@ -45,13 +45,16 @@ def diff(
     policy: Policy | None = None,
     allow: Sequence[str | Path] = (),
     root: str | Path | None = None,
+    timeout: float = VIA_TIMEOUT,
 ) -> Drift:
     """What drifted from ``good`` (default: the newest snapshot) to ``against``, or to the
-    live environment measured as ``good`` was (``python``/``via`` say where). The files,
-    caches and repos the snapshot names are read only under the working directory, its git
-    work tree, the target's compile cache folders and ``allow``. ``root``: where the
-    checkout holding the snapshot's tracked files lies now (default: where it was, else
-    the work tree around the working directory)."""
+    live environment measured as ``good`` was (``python``/``via`` say where; ``timeout``:
+    seconds for each call through ``via``). The files, caches and repos the snapshot names
+    are read only under the working directory, its git work tree, the target's compile
+    cache folders and ``allow``. ``root``: where the checkout holding the snapshot's tracked
+    files lies now (default: where it was, else the work tree around the working
+    directory)."""
+    timeout = via_timeout(timeout)
     allowed = tuple(str(a) for a in allow)
     where = None if root is None else root_path(root, remote=via is not None)
     # Nothing heavy (pydantic) is imported before the probe starts: it works meanwhile.
@@ -68,13 +71,26 @@ def diff(
         assert good is not None  # a Snapshot: measure the live side as it was measured
         snap = load_snapshot(good)
         live = capture_snapshot(
-            live_request(Recorded.of(snap), python=python, via=via, allow=allowed, root=where)
+            live_request(
+                Recorded.of(snap),
+                python=python,
+                via=via,
+                allow=allowed,
+                root=where,
+                timeout=timeout,
+            )
         )
         return compute(snap, live, rules)
 
     path = store.resolve(str(good)) if good is not None else newest()
     expected, live = measure_like(
-        store.read(path), source=str(path), python=python, via=via, allow=allowed, root=where
+        store.read(path),
+        source=str(path),
+        python=python,
+        via=via,
+        allow=allowed,
+        root=where,
+        timeout=timeout,
     )
     from envguard.compare.engine import diff as compute
 
@@ -92,18 +108,29 @@ def check(
     allow: Sequence[str | Path] = (),
     selection: Selection | None = None,
     root: str | Path | None = None,
+    timeout: float = VIA_TIMEOUT,
 ) -> Drift:
     """The CI gate. With ``lock`` (uv.lock, pylock.toml, requirements.txt, ``-`` for stdin):
     the snapshot ``good`` (default: the newest) against it, or with ``python``/``via`` and
     no ``good`` the live environment against it, with no snapshot at all. Without ``lock``:
-    the snapshot against another snapshot or the live environment, as diff() does."""
+    the snapshot against another snapshot or the live environment, as diff() does.
+    ``timeout``: seconds for each call through ``via``."""
     if lock is None:
-        return diff(good, against, python=python, via=via, policy=policy, allow=allow, root=root)
+        return diff(
+            good,
+            against,
+            python=python,
+            via=via,
+            policy=policy,
+            allow=allow,
+            root=root,
+            timeout=timeout,
+        )
     from envguard.compare.lockfiles import OutsideLock, lock_drift, read_lock
 
     rules = policy if policy is not None else load_policy()
     if good is None and (python is not None or via is not None):
-        subject_snap = snapshot(python=python, via=via)
+        subject_snap = snapshot(python=python, via=via, timeout=via_timeout(timeout))
         where = f" at {python}" if python else f" behind --via {via}"
         subject = f"the environment{where}"
     else:
@@ -169,6 +196,7 @@ def diff_locks(
     good: str | Path | None = None,
     python: str | None = None,
     via: str | None = None,
+    timeout: float = VIA_TIMEOUT,
 ) -> Drift:
     """What changing lockfile ``old`` to ``new`` does to the installed set (either may be
     ``-``, stdin), both evaluated for one interpreter: the snapshot ``good``'s, the one at
@@ -182,7 +210,7 @@ def diff_locks(
     subject = (
         load(good)
         if good is not None
-        else snapshot(python=python, via=via)
+        else snapshot(python=python, via=via, timeout=via_timeout(timeout))
         if python is not None or via is not None
         else None
     )

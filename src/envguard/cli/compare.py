@@ -191,6 +191,7 @@ FailOn = Annotated[
 
 
 Only = Annotated[list[str] | None, typer.Option(help="Compare only this section (repeatable).")]
+Timeout = Annotated[float, typer.Option(help="Seconds allowed per call through --via.")]
 
 
 @app.command()
@@ -228,6 +229,7 @@ def diff(
     all_groups: AllGroups = False,
     package: Package = None,
     expand: Expand = False,
+    timeout: Timeout = 120.0,
 ) -> None:
     """What drifted since the known-good snapshot, worst first. Exit 1 on drift."""
     from envguard import api
@@ -248,10 +250,17 @@ def diff(
             good=snapshot_ref,
             python=python,
             via=via,
+            timeout=timeout,
         )
     elif lock:
         drift = api.check(
-            snapshot_ref, lock=lock[0], python=python, via=via, policy=policy, selection=chosen
+            snapshot_ref,
+            lock=lock[0],
+            python=python,
+            via=via,
+            policy=policy,
+            selection=chosen,
+            timeout=timeout,
         )
     else:
         drift = api.diff(
@@ -262,6 +271,7 @@ def diff(
             policy=policy,
             allow=allow or (),
             root=root,
+            timeout=timeout,
         )
     _emit_drift(drift, _default_format(format), expand=expand)
     _exit(drift, policy)
@@ -306,6 +316,7 @@ def check(
     all_groups: AllGroups = False,
     package: Package = None,
     expand: Expand = False,
+    timeout: Timeout = 120.0,
 ) -> None:
     """The CI gate: fail when the environment or a lockfile drifted. Exit 1 on drift."""
     from envguard import api
@@ -326,6 +337,7 @@ def check(
         allow=allow or (),
         selection=chosen,
         root=root,
+        timeout=timeout,
     )
     _emit_drift(drift, _default_format(format), expand=expand)
     _exit(drift, policy)

@@ -14,6 +14,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from envguard.errors import ActionError, EnvguardError
 from envguard.lifecycle import cleaning_up, signals_deferred
+from envguard.redact import redact_text
 
 if TYPE_CHECKING:
     from envguard.probe.runner import ProbeRun
@@ -78,6 +79,15 @@ class Target:
         return str(answer["path"])
 
 
+class NoAnswer(ActionError):
+    """The far side gave no answer (unreachable, no python3 there): a failed action for a
+    restore (exit 1); a measurement that could not be made where a probe needed it."""
+
+
+def _one_line(text: str) -> str:
+    return "".join(c if c.isprintable() else "?" for c in text)[:200]
+
+
 class RemoteTarget(Target):
     """The far side of a --via prefix."""
 
@@ -114,8 +124,11 @@ class RemoteTarget(Target):
             if not isinstance(answer, dict):
                 raise ValueError
         except (ValueError, RecursionError):
-            tail = stderr.strip().splitlines()[-1:] or ["no answer"]
-            raise ActionError(f"{self.label}: {op} failed there: {tail[0][:200]}") from None
+            tail = stderr.strip().splitlines()[-1:] or ["no output"]
+            raise NoAnswer(
+                f"{self.label}: no answer from the far side"
+                f" (exit {run.proc.returncode}): {_one_line(tail[0])}"
+            ) from None
         return checked(op, answer, label=self.label)
 
     def send(self, source: Path, dest: str, **where: Any) -> str:
@@ -145,7 +158,7 @@ class RemoteTarget(Target):
         _data, stderr = run.output()
         if run.proc.returncode != 0:
             tail = stderr.strip().splitlines()[-1:] or ["no output"]
-            raise ActionError(f"{self.label}: {op} failed there: {tail[0][:200]}")
+            raise ActionError(f"{self.label}: {op} failed there: {_one_line(tail[0])}")
 
 
 # What each operation's answer holds when it succeeded: a far side is untrusted, and its
@@ -172,12 +185,14 @@ _ANSWERS: dict[str, dict[str, type | tuple[type, ...]]] = {
 def checked(op: str, answer: dict[str, Any], *, label: str) -> dict[str, Any]:
     """``answer`` when it has the shape ``op``'s answers have; ActionError otherwise."""
     ok = answer.get("ok")
-    if ok is False:
-        return {"ok": False, "error": str(answer.get("error"))[:500]}
+    if ok is False:  # the far side's words go on into error lines: redacted here
+        return {"ok": False, "error": redact_text(str(answer.get("error"))[:500])}
     shape = _ANSWERS.get(op, {})
     if ok is not True or any(
         not isinstance(answer.get(key), kind) or isinstance(answer.get(key), bool)
         for key, kind in shape.items()
     ):
         raise ActionError(f"{label}: a malformed answer to {op} from the far side")
+    if isinstance(answer.get("tail"), list):  # the output of a command run there
+        answer = dict(answer, tail=[redact_text(str(line)) for line in answer["tail"]])
     return answer

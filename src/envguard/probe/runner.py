@@ -25,6 +25,7 @@ from envguard.lifecycle import (
     start_child,
 )
 from envguard.probe.payload import probe_payload
+from envguard.redact import redact_text
 
 if TYPE_CHECKING:
     from envguard.probe.report import ProbeReport
@@ -51,7 +52,11 @@ def probe_argv(python: str, *, prefix: Sequence[str] = ()) -> list[str]:
 
 class _Reader(threading.Thread):
     """Reads one pipe to its end, keeping at most ``cap`` bytes: the first ``cap`` (then
-    ``on_overflow`` runs and reading stops) or, with ``keep_tail``, the last ``cap``."""
+    ``on_overflow`` runs once) or, with ``keep_tail``, the last ``cap``.
+
+    Past the cap the bytes are read and dropped, never left in the pipe: a writer the kill
+    did not reach (a far side's process in a session of its own) would block on a full pipe,
+    and what it says last (why it failed) would never arrive."""
 
     def __init__(
         self,
@@ -72,21 +77,27 @@ class _Reader(threading.Thread):
         read = getattr(self.pipe, "read1", self.pipe.read)
         with contextlib.suppress(OSError, ValueError):
             while block := read(65536):
-                if self.sink is not None:
-                    self.written += len(block)
-                    if self.written > self.cap:
-                        self.overflow = True
-                        self.on_overflow()
-                        return
-                    self.sink.write(block)
-                    continue
-                self.data += block
-                if len(self.data) > self.cap:
-                    if not self.keep_tail:
-                        self.overflow = True
-                        self.on_overflow()
-                        return
-                    del self.data[: len(self.data) - self.cap]
+                if not self.overflow:
+                    self._keep(block)
+
+    def _keep(self, block: bytes) -> None:
+        if self.sink is not None:
+            self.written += len(block)
+            if self.written > self.cap:
+                self._overflowed()
+                return
+            self.sink.write(block)
+            return
+        self.data += block
+        if len(self.data) > self.cap:
+            if not self.keep_tail:
+                self._overflowed()
+                return
+            del self.data[: len(self.data) - self.cap]
+
+    def _overflowed(self) -> None:
+        self.overflow = True
+        self.on_overflow()
 
 
 class ProbeRun:
@@ -221,8 +232,8 @@ class ProbeRun:
         )
 
     def output(self) -> tuple[bytes, str]:
-        """Wait for the program to end: (its stdout, the tail of its stderr); ProbeError
-        for a timeout or output past the cap."""
+        """Wait for the program to end: (its stdout, the tail of its stderr, redacted);
+        ProbeError for a timeout or output past the cap."""
         proc = self.proc
         try:
             self._wait()
@@ -250,4 +261,7 @@ class ProbeRun:
         from envguard import trace
 
         trace.done(f"probe ({self.label}), {len(self._out.data)} bytes", self._started)
-        return bytes(self._out.data), bytes(self._err.data).decode("utf-8", "replace")
+        # What the far side (or a local interpreter) says on stderr goes into error lines: it
+        # passes the one redaction here, so no caller can print it unredacted.
+        said = bytes(self._err.data).decode("utf-8", "replace")
+        return bytes(self._out.data), redact_text(said)

@@ -99,6 +99,10 @@ def _text(value: Any) -> str:
     return value
 
 
+# Seconds a far side has to answer, for each call through --via (diff and check --timeout).
+VIA_TIMEOUT = 120.0
+
+
 def request_like(
     recorded: Recorded,
     *,
@@ -108,6 +112,7 @@ def request_like(
     via: tuple[str, ...] = (),
     allow: tuple[str, ...] = (),
     root: str | None = None,
+    timeout: float = VIA_TIMEOUT,
 ) -> CaptureRequest:
     """A request that measures the live side exactly as the snapshot was measured. The
     files, caches and repos it names are confined (envguard.confine) to the working
@@ -136,11 +141,8 @@ def request_like(
         confined=True,
         allow=allow,
         # A far side that never answers must not stall the gate (as snapshot --via).
-        timeout=VIA_TIMEOUT if via else None,
+        timeout=timeout if via else None,
     )
-
-
-VIA_TIMEOUT = 120.0
 
 
 def file_locations(
@@ -275,24 +277,26 @@ def live_request(
     allow: tuple[str, ...] = (),
     source: str | None = None,
     root: str | None = None,
+    timeout: float = VIA_TIMEOUT,
 ) -> CaptureRequest:
     """How to measure the live side as ``recorded`` was measured: the user's --python and
     --via win; otherwise the snapshot's interpreter, if recorded_python() trusts it (and
     with --via, the far side's own check: _trusted_there). ``recorded`` must come from a
     snapshot that validated in full unless ``python`` is given or its interpreter is the
     default target (_runnable_before_validation). A `via` stored in a snapshot is never
-    run."""
+    run; ``timeout``: seconds for each call through it."""
     if via:
         prefix = split_command(via, option="--via")
         remote = python or str(recorded_python(recorded.executable, remote=True))
         if python is None:  # the snapshot's choice: checked where it lives before it runs
-            _trusted_there(prefix, remote)
+            _trusted_there(prefix, remote, timeout=timeout)
         return request_like(
             recorded,
             python=remote,
             via=prefix,
             allow=allow,
             root=root,
+            timeout=timeout,
         )
     if recorded.via:
         raise UsageError(
@@ -306,26 +310,30 @@ def live_request(
     return request_like(recorded, python=target, python_label=label, allow=allow, root=root)
 
 
-def _trusted_there(prefix: tuple[str, ...], executable: str) -> None:
+def _trusted_there(prefix: tuple[str, ...], executable: str, *, timeout: float) -> None:
     """Refuse a snapshot-named interpreter on the far side of ``prefix`` that could have
     been planted there (another user's, or in a folder anyone can write to), as it would
-    be refused here: the far side's own python3 inspects it first."""
-    from envguard.errors import ActionError
-    from envguard.probe.channel import RemoteTarget
+    be refused here: the far side's own python3 inspects it first. A far side that cannot
+    say is a measurement that could not be made (ProbeError, exit 2), as for the probe."""
+    from envguard.errors import ProbeError
+    from envguard.probe.channel import NoAnswer, RemoteTarget
 
-    answer = RemoteTarget(prefix, "python3", timeout=VIA_TIMEOUT).call(
-        "unsafe_place", path=executable
-    )
+    hint = "pass --python PATH to say which interpreter to measure"
+    try:
+        answer = RemoteTarget(prefix, "python3", timeout=timeout).call(
+            "unsafe_place", path=executable
+        )
+    except NoAnswer as exc:  # unreachable, or no python3 there
+        raise ProbeError(exc.message, hint=hint) from None
     if not answer.get("ok"):
-        raise ActionError(
+        raise ProbeError(
             f"{executable}: cannot check the snapshot's interpreter there ({answer.get('error')})",
-            hint="pass --python PATH to say which interpreter to measure",
+            hint=hint,
         )
     why = answer.get("why")
     if why:
         raise UsageError(
-            f"{executable}: the snapshot's interpreter is in {why} there; not run",
-            hint="pass --python PATH to say which interpreter to measure",
+            f"{executable}: the snapshot's interpreter is in {why} there; not run", hint=hint
         )
     fake = answer.get("not_python")
     if fake is None and "not_python" not in answer:  # a far side that does not say: refused
@@ -333,7 +341,7 @@ def _trusted_there(prefix: tuple[str, ...], executable: str) -> None:
     if fake:
         raise UsageError(
             f"{executable}: the snapshot's interpreter is {str(fake)[:300]} there; not run",
-            hint="pass --python PATH to say which interpreter to measure",
+            hint=hint,
         )
 
 
@@ -385,6 +393,7 @@ def measure_like(
     via: str | None,
     allow: tuple[str, ...] = (),
     root: str | None = None,
+    timeout: float = VIA_TIMEOUT,
 ) -> tuple[Snapshot, Snapshot]:
     """(the snapshot in ``text``, the live environment measured as it was). The probe
     starts from the raw JSON when that may run before validation, and is stopped if the
@@ -395,7 +404,15 @@ def measure_like(
 
     def start(recorded: Recorded) -> StartedCapture:
         return start_capture(
-            live_request(recorded, python=python, via=via, allow=allow, source=source, root=root)
+            live_request(
+                recorded,
+                python=python,
+                via=via,
+                allow=allow,
+                source=source,
+                root=root,
+                timeout=timeout,
+            )
         )
 
     return validate_meanwhile(

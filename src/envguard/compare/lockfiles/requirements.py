@@ -79,8 +79,9 @@ def read_requirements(
     _seen: set[str] | None = None,
 ) -> dict[str, Pin]:
     """A pinned requirements.txt in pip's syntax (``text`` when it came from stdin): pins,
-    `name @ url`, `-e` paths and VCS URLs, `-r` includes, `--hash`, continuations and
-    ``${VAR}`` references; index and find-links lines are noted in ``notes``, not pins."""
+    `name @ url`, `-e` paths and VCS URLs, `-r` includes, `--hash` and continuations;
+    ``${VAR}`` references are kept as written (and noted); index and find-links lines are
+    noted in ``notes``, not pins."""
     roots = allowed_roots(path) if roots is None else roots
     text = read_lockfile_text(path) if text is None else text
     notes = [] if notes is None else notes
@@ -90,7 +91,7 @@ def read_requirements(
     pins: dict[str, Pin] = {}
     for number, raw_line in _logical_lines(text):
         where = f"{path}:{number}"
-        line = _expand(raw_line, where, notes)
+        line = _unexpanded(raw_line, where, notes)
         include = _INCLUDE.match(line)
         if include:
             if (include.group("short") or include.group("long") or "")[0] == "c":
@@ -117,6 +118,13 @@ def read_requirements(
         try:
             req = Requirement(requirement_text)
         except InvalidRequirement as exc:
+            variable = _VARIABLE.search(requirement_text)
+            if variable:
+                raise LockfileError(
+                    f"{where}: {variable.group(0)} is not expanded: envguard compares"
+                    " lockfiles as written",
+                    hint="pin the value itself, or expand the file before the check (envsubst)",
+                ) from None
             raise LockfileError(f"{where}: not a valid requirement ({reason(exc)})") from None
         try:
             if req.marker is not None and not req.marker.evaluate(env):
@@ -142,25 +150,19 @@ _EDITABLE = re.compile(r"^(?:-e\s*|--editable(?:\s*=\s*|\s+))(\S.*)$")
 _SOURCE_OPTIONS = frozenset(
     ("-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--no-index", "--trusted-host")
 )
-# pip's rule: only ${NAME} with upper-case letters, digits and underscores is replaced, and
-# only when set; anything else stays as written. One more rule here, because a lockfile may
-# come from a pull request and its pins are printed: a variable whose name says it holds a
-# secret (TOKEN, SECRET, PASSWORD, KEY, ...) is never expanded.
+# pip replaces ${NAME} (upper-case letters, digits, underscores) with the variable when set.
+# envguard compares a lockfile as written and never expands one: the file may come from a pull
+# request and its pins are printed, so `${SLACK_WEBHOOK}` in a URL would print the CI's secret
+# whatever the variable's name; and a gate's verdict must not depend on who runs it.
 _VARIABLE = re.compile(r"\$\{([A-Z0-9_]+)\}")
 
 
-def _expand(line: str, where: str, notes: list[str]) -> str:
-    from envguard.redact import is_secret_name
-
-    def value(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if is_secret_name(name):
-            notes.append(f"{where}: ${{{name}}} not expanded: its name says it holds a secret")
-            return match.group(0)
-        found = os.environ.get(name)
-        return match.group(0) if found is None else found
-
-    return _VARIABLE.sub(value, line) if "${" in line else line
+def _unexpanded(line: str, where: str, notes: list[str]) -> str:
+    """Note each ``${NAME}`` of ``line``; the line itself is kept as written."""
+    if "${" in line:
+        for name in dict.fromkeys(_VARIABLE.findall(line)):
+            notes.append(f"{where}: ${{{name}}} kept as written: envguard expands no variables")
+    return line
 
 
 def _editable(target: str, path: Path, roots: tuple[str, ...], number: int, where: str) -> Pin:
