@@ -47,8 +47,8 @@ def capture_request(
         target: Path | str = str(python) if python else "python3"
     else:
         target = resolve_python(str(python) if python else None)
-    if not prefix and timeout is not None and timeout <= 0:
-        raise UsageError(f"--timeout {timeout:g}: must be positive")
+    if timeout is not None:
+        via_timeout(timeout)  # zero, negative or NaN seconds: bad usage here or through --via
     return CaptureRequest(
         python=target,
         python_label=f"--python {python}" if python and not prefix else None,
