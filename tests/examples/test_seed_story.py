@@ -25,7 +25,9 @@ def test_seed_story_runs_offline_and_ends_clean() -> None:
     assert "the first bad commit: " in out and "overlap the all-reduce (the race)" in out
     # one restore put back the model script (hash printed) and the cache, here and in the
     # container, whose checkout lies at another path
-    assert out.count("file model.py") >= 3 and "restored  cache inductor cache" in out
+    # (each row named by the path it writes: relative here, absolute in the container)
+    assert out.count("file code/model.py") >= 2 and "container/code/model.py  " in out
+    assert "restored  cache inductor cache" in out
     assert "on --via" in out and "rebuilt (no venv there yet)" in out
     assert "no drift: the environment matches good" in out
     assert "drift from good: 1 info" in out  # the container's venv lives at another path
