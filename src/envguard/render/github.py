@@ -38,7 +38,7 @@ def drift_github(
     and the GPU stack before the rest), as many as GitHub shows; one notice counts the rest
     (all in the step summary when ``step_summary``). A change in a lockfile points at its
     file and line when the file lies in ``workspace``, $GITHUB_WORKSPACE."""
-    from envguard.render.text import collapsed
+    from envguard.render.text import collapsed, severity_counts
 
     lines = []
     if drift.verdict:  # the lines a person reads first, as one notice
@@ -68,19 +68,16 @@ def drift_github(
         {level: _SHOWN[_COMMAND[level.value]] for level in Severity}
     )
     if hidden:
-        counts = ", ".join(
-            f"{hidden[lvl]} {lvl.value}{'s' if lvl is Severity.warning and hidden[lvl] != 1 else ''}"
-            for lvl in sorted(hidden, key=lambda lvl: -lvl.rank)
-        )
+        counts = severity_counts(hidden)
         total = sum(hidden.values())
-        where = "the step summary" if step_summary else "--format markdown"
+        listed = "the step summary" if step_summary else "--format markdown"
         text = (
             f"{total} more change{'s' if total != 1 else ''} not annotated ({counts}):"
-            f" GitHub shows 10 of a kind per step; {where} lists every change"
+            f" GitHub shows 10 of a kind per step; {listed} lists every change"
         )
-        lines.append(f"::notice title=envguard: more changes::{_escape(text)}")
+        title = _escape_property("envguard: more changes")
+        lines.append(f"::notice title={title}::{_escape(text)}")
     return "\n".join(lines) + ("\n" if lines else "")
-
 
 
 def _stack_rank(change: Change, policy: Policy) -> int:
