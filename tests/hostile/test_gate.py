@@ -90,7 +90,7 @@ def test_no_variable_is_expanded_from_the_ci_environment(
         code, out = check("--lock", "r.txt", "--format", fmt)
         assert code == 1 and WEBHOOK not in out, (fmt, out)
         if fmt == "json":
-            url = json.loads(out)["changes"][1]["actual"]
+            url = json.loads(out)["changes"][1]["expected"]  # the lock's side
             assert url == "https://example.invalid/${SLACK_WEBHOOK}/x.whl"
     assert summary.read_text() and WEBHOOK not in summary.read_text()
 

@@ -183,6 +183,7 @@ def _outside(why: str, snap: Snapshot, *, subject: str, lock: str, policy: Polic
         actual_name=snap.name,
         subject=subject,
         metrics=dict(snap.metrics),
+        verdict=(why,),
     )
 
 

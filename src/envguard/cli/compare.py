@@ -32,7 +32,9 @@ def _default_format(fmt: DriftFormat | None) -> DriftFormat:
     return DriftFormat.github if os.environ.get("GITHUB_ACTIONS") == "true" else DriftFormat.table
 
 
-def _emit_drift(drift: "Drift", fmt: DriftFormat, *, expand: bool = False) -> None:
+def _emit_drift(
+    drift: "Drift", fmt: DriftFormat, *, policy: "Policy", expand: bool = False
+) -> None:
     import os
 
     if fmt is not DriftFormat.json:
@@ -57,7 +59,14 @@ def _emit_drift(drift: "Drift", fmt: DriftFormat, *, expand: bool = False) -> No
         from envguard.render.markdown import drift_markdown
         from envguard.render.text import printable, summary
 
-        sys.stdout.write(drift_github(drift, workspace=os.environ.get("GITHUB_WORKSPACE")))
+        sys.stdout.write(
+            drift_github(
+                drift,
+                workspace=os.environ.get("GITHUB_WORKSPACE"),
+                policy=policy,
+                step_summary=bool(os.environ.get("GITHUB_STEP_SUMMARY")),
+            )
+        )
         for line in (*drift.verdict, summary(drift)):
             sys.stdout.write(printable(line) + "\n")
         for variable, text in (
@@ -190,6 +199,40 @@ FailOn = Annotated[
 ]
 
 
+def _lock_pair(
+    lock: list[str] | None,
+    good: str | None,
+    *,
+    policy: "Policy",
+    selection: "Selection",
+    python: str | None,
+    via: str | None,
+    timeout: float,
+) -> "Drift | None":
+    """What changing lockfile OLD to NEW does when ``--lock`` came twice; None when it came
+    once or not at all. More than twice is a usage error: which two would be a guess."""
+    from envguard import api
+    from envguard.errors import UsageError
+
+    if not lock or len(lock) == 1:
+        return None
+    if len(lock) > 2:
+        raise UsageError(
+            f"--lock came {len(lock)} times: give it once (the lock to check) or twice"
+            " (OLD then NEW)"
+        )
+    return api.diff_locks(
+        lock[0],
+        lock[1],
+        policy=policy,
+        selection=selection,
+        good=good,
+        python=python,
+        via=via,
+        timeout=timeout,
+    )
+
+
 Only = Annotated[list[str] | None, typer.Option(help="Compare only this section (repeatable).")]
 Timeout = Annotated[float, typer.Option(help="Seconds allowed per call through --via.")]
 
@@ -233,25 +276,16 @@ def diff(
 ) -> None:
     """What drifted since the known-good snapshot, worst first. Exit 1 on drift."""
     from envguard import api
-    from envguard.errors import UsageError
 
     policy = api.load_policy(fail_on=fail_on.value if fail_on else None, only=only or ())
     chosen = _selection(
         extra, all_extras, group, only_group, no_default_groups, all_groups, package
     )
-    if lock and len(lock) > 2:
-        raise UsageError("--lock: give it once (against a snapshot) or twice (OLD and NEW)")
-    if lock and len(lock) == 2:
-        drift = api.diff_locks(
-            lock[0],
-            lock[1],
-            policy=policy,
-            selection=chosen,
-            good=snapshot_ref,
-            python=python,
-            via=via,
-            timeout=timeout,
-        )
+    pair = _lock_pair(
+        lock, snapshot_ref, policy=policy, selection=chosen, python=python, via=via, timeout=timeout
+    )
+    if pair is not None:
+        drift = pair
     elif lock:
         drift = api.check(
             snapshot_ref,
@@ -273,7 +307,7 @@ def diff(
             root=root,
             timeout=timeout,
         )
-    _emit_drift(drift, _default_format(format), expand=expand)
+    _emit_drift(drift, _default_format(format), policy=policy, expand=expand)
     _exit(drift, policy)
 
 
@@ -284,10 +318,11 @@ def check(
         typer.Argument(metavar="[SNAPSHOT]", help="Path or name [default: newest in snapshots/]."),
     ] = None,
     lock: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             help="Check against uv.lock, pylock.toml or requirements.txt ('-': stdin); with"
-            " --python or --via and no SNAPSHOT, the live environment is checked."
+            " --python or --via and no SNAPSHOT, the live environment is checked. Twice:"
+            " what changing lockfile OLD to NEW does."
         ),
     ] = None,
     find_lock: Annotated[
@@ -325,11 +360,14 @@ def check(
     chosen = _selection(
         extra, all_extras, group, only_group, no_default_groups, all_groups, package
     )
-    if find_lock and lock is None:
-        lock = str(api.find_lock())
-    drift = api.check(
+    if find_lock and not lock:
+        lock = [str(api.find_lock())]
+    pair = _lock_pair(
+        lock, snapshot_ref, policy=policy, selection=chosen, python=python, via=via, timeout=timeout
+    )
+    drift = pair or api.check(
         snapshot_ref,
-        lock=lock,
+        lock=lock[0] if lock else None,
         against=against,
         python=python,
         via=via,
@@ -339,7 +377,7 @@ def check(
         root=root,
         timeout=timeout,
     )
-    _emit_drift(drift, _default_format(format), expand=expand)
+    _emit_drift(drift, _default_format(format), policy=policy, expand=expand)
     _exit(drift, policy)
 
 

@@ -134,3 +134,64 @@ def _cache_label(change: Change) -> str:
     """``inductor cache`` from the caches section's message (``inductor cache PATH ...``)."""
     head, sep, _ = change.message.partition(" cache")
     return f"{head} cache" if sep and " " not in head else "cache"
+
+
+# What a check against a lockfile found, in the words of its verdict line.
+_LOCK_WORDS = {
+    "pin_differs": "pins differ",
+    "not_installed": "in the lock, not installed",
+    "not_in_lock": "installed, not in the lock",
+    "variant_unpinned": "build variant not pinned",
+}
+
+
+def _pinned(change: Change, *, kind: bool = False) -> str:
+    """``numpy 2.1.0 (lock: 2.0.0)``: the environment's version, then the lock's."""
+    if change.expected and change.actual:
+        text = f"{change.name} {change.actual} (lock: {change.expected})"
+    else:
+        text = f"{change.name} {change.actual or change.expected or ''}".rstrip()
+    return f"{text} {_LOCK_WORDS.get(change.kind, change.kind)}" if kind else text
+
+
+def lock_verdict(changes: Sequence[Change], policy: Policy) -> tuple[str, ...]:
+    """The verdict of a check against a lockfile: what stops the interpreter using it, the
+    torch build, the GPU stack, then one line per kind of change, worst first (``changes``
+    are sorted worst first); none when nothing drifted."""
+    lines = [c.message for c in changes if c.section != "packages"]
+    packages = [c for c in changes if c.section == "packages"]
+    lines += [c.message for c in packages if c.name == "torch"][:1]
+    gpu = [c for c in packages if c.name != "torch" and policy.is_critical_package(c.name)]
+    if gpu:
+        lines.append("GPU stack: " + _some([_pinned(c, kind=True) for c in gpu]))
+    by_kind: dict[str, list[Change]] = {}
+    for c in packages:
+        if c.name != "torch" and not policy.is_critical_package(c.name):
+            by_kind.setdefault(c.kind, []).append(c)
+    for kind, group in by_kind.items():
+        words = _LOCK_WORDS.get(kind, kind.replace("_", " "))
+        lines.append(f"{words}: " + _some([_pinned(c) for c in group]))
+    return tuple(lines)
+
+
+def locks_verdict(changes: Sequence[Change], policy: Policy) -> tuple[str, ...]:
+    """The verdict of a lock change (old -> new): the torch build, the GPU stack,
+    downgrades by name, then the other packages counted; none when nothing changed."""
+    lines = []
+
+    def moved(c: Change) -> str:
+        return f"{c.name} {c.expected or 'absent'} -> {c.actual or 'absent'}"
+
+    lines += [moved(c) for c in changes if c.name == "torch"][:1]
+    gpu = [c for c in changes if c.name != "torch" and policy.is_critical_package(c.name)]
+    if gpu:
+        lines.append("GPU stack: " + _some([moved(c) for c in gpu]))
+    rest = [c for c in changes if c.name != "torch" and not policy.is_critical_package(c.name)]
+    down = [c for c in rest if c.kind == "downgraded"]
+    if down:
+        lines.append("downgraded: " + _some([f"{c.name} {c.expected} -> {c.actual}" for c in down]))
+    counted = Counter(c.kind for c in rest if c.kind != "downgraded")
+    if counted:
+        parts = [f"{n} {_plural(kind, n)}" for kind, n in counted.most_common(4)]
+        lines.append("other packages: " + ", ".join(parts))
+    return tuple(lines)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from envguard.compare.severity import Severity
@@ -40,15 +42,18 @@ def summary(drift: Drift) -> str:
     if not drift.changes:
         subject = drift.subject or "the environment"
         return f"no drift: {subject} matches {drift.expected_name or 'the snapshot'}"
-    counts = {level: 0 for level in Severity}
-    for change in drift.changes:
-        counts[change.severity] += 1
+    counts = Counter(change.severity for change in drift.changes)
+    return f"drift from {drift.expected_name or 'the snapshot'}: " + severity_counts(counts)
+
+
+def severity_counts(counts: Mapping[Severity, int]) -> str:
+    """`3 critical, 2 warnings, 1 info`, worst first, levels with none left out."""
     parts = [
         f"{counts[lvl]} {lvl.value}{'s' if lvl is Severity.warning and counts[lvl] != 1 else ''}"
         for lvl in (Severity.critical, Severity.warning, Severity.info)
-        if counts[lvl]
+        if counts.get(lvl)
     ]
-    return f"drift from {drift.expected_name or 'the snapshot'}: " + ", ".join(parts)
+    return ", ".join(parts)
 
 
 def collapsed(drift: Drift, *, expand: bool = False) -> tuple[dict[int, str], set[int]]:

@@ -9,7 +9,8 @@ from envguard.compare.engine import Collector, sort_changes
 from envguard.compare.lockfiles.common import Pin
 from envguard.compare.models import Drift, Severity
 from envguard.compare.policy import Policy
-from envguard.compare.sections.packages import package_severity
+from envguard.compare.sections.packages import package_severity, torch_version
+from envguard.compare.verdict import lock_verdict, locks_verdict
 from envguard.snapshots.models import Snapshot
 
 
@@ -58,16 +59,18 @@ def lock_drift(
             continue
         pkg, pin = packages.get(name), pins.get(name)
         level = package_severity(policy, name)
+        # torch is named with its build (2.14.1+cu130) where its distribution has none.
+        installed = torch_version(snapshot, pkg) if name == "torch" and pkg else None
         if pin is None and pkg is not None:
             seed = name in SEED_PACKAGES and not policy.is_critical_package(name)
             b.add(
                 "not_in_lock",
                 name,
-                expected=pkg.version,
+                actual=installed or pkg.version,
                 # A venv's seed packages (python -m venv, uv venv --seed) stay through
                 # `uv sync` and `pip install -r`: not drift of the lock's making.
                 severity=Severity.info if seed else level,
-                message=f"{name} {pkg.version} is installed"
+                message=f"{name} {installed or pkg.version} is installed"
                 + (" (a seed package of the venv)" if seed else "")
                 + f" but {lock} does not install it",
             )
@@ -75,30 +78,34 @@ def lock_drift(
             b.add(
                 "not_installed",
                 name,
-                actual=pin.version or pin.url or pin.editable,
+                expected=pin.version or pin.url or pin.editable,
                 severity=level,
                 message=f"{name} is in {lock} but not in {side}",
             )
         elif pkg is not None and pin is not None:
-            if pin.version is not None and not _same_version(pkg.version, pin.version):
+            # Either spelling of torch's version may be the one the lock pins: PyPI's
+            # 2.14.1 is the build that calls itself 2.14.1+cu130.
+            versions = (pkg.version, installed) if installed else (pkg.version,)
+            have = installed or pkg.version
+            if pin.version is not None and not any(_same_version(v, pin.version) for v in versions):
                 if _matches(pkg.version, pin.version):  # ==2.11.0 admits 2.11.0+cu128
                     b.add(
                         "variant_unpinned",
                         name,
-                        expected=pkg.version,
-                        actual=pin.version,
+                        expected=pin.version,
+                        actual=have,
                         severity=Severity.info,
                         message=f"{name}: {lock} pins {pin.version}, which admits the installed"
-                        f" {pkg.version} but not its build variant",
+                        f" {have} but not its build variant",
                     )
                     continue
                 b.add(
                     "pin_differs",
                     name,
-                    expected=pkg.version,
-                    actual=pin.version,
+                    expected=pin.version,
+                    actual=have,
                     severity=level,
-                    message=f"{name}: {side} has {pkg.version}, {lock} pins {pin.version}",
+                    message=f"{name}: {side} has {have}, {lock} pins {pin.version}",
                 )
             elif pin.specifier and not SpecifierSet(pin.specifier).contains(
                 pkg.version, prereleases=True
@@ -106,10 +113,10 @@ def lock_drift(
                 b.add(
                     "pin_differs",
                     name,
-                    expected=pkg.version,
-                    actual=pin.specifier,
+                    expected=pin.specifier,
+                    actual=have,
                     severity=level,
-                    message=f"{name}: {side} has {pkg.version}, {lock} asks {pin.specifier}",
+                    message=f"{name}: {side} has {have}, {lock} asks {pin.specifier}",
                 )
             elif (
                 pin.url
@@ -122,18 +129,20 @@ def lock_drift(
                 b.add(
                     "pin_differs",
                     name,
-                    expected=commit,
-                    actual=pin.url,
+                    expected=pin.url,
+                    actual=commit,
                     severity=level,
                     message=f"{name}: {side} has commit {commit}, {lock} pins {pin.url}",
                 )
+    changes = sort_changes(b.changes)
     return Drift(
-        changes=sort_changes(b.changes),
+        changes=changes,
         metrics=dict(snapshot.metrics),
         expected_name=lock,
         actual_name=snapshot.name,
         subject=subject or f"snapshot {snapshot.name}",
         notes=notes,
+        verdict=lock_verdict(changes, policy),
     )
 
 
@@ -196,11 +205,13 @@ def locks_drift(
                 severity=level,
                 message=message,
             )
+    changes = sort_changes(b.changes)
     return Drift(
-        changes=sort_changes(b.changes),
+        changes=changes,
         expected_name=before,
         actual_name=after,
         subject=after,
+        verdict=locks_verdict(changes, policy),
     )
 
 
