@@ -144,3 +144,26 @@ def test_an_extraneous_package_fails_both_unless_inexact(
     (tmp_path / "pyproject.toml").write_text("[tool.envguard]\ninexact = true\n")
     monkeypatch.chdir(tmp_path)
     assert gate(project)[0] == 0
+
+
+def test_a_build_uv_cannot_do_offline_is_a_note_not_a_stale_lock(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A path package whose metadata needs a build backend not in the cache: uv's offline
+    check fails without a verdict, so the gate says it did not check, and does not fail."""
+    fake = tmp_path / "uv"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'for a in "$@"; do [ "$a" = "--check" ] && {\n'
+        "  echo 'error: Failed to build `lib @ file:///x`' >&2\n"
+        "  echo '  hint: Packages were unavailable because the network was disabled.' >&2\n"
+        "  exit 1; }; done\n"
+        f'exec {UV} "$@"\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("ENVGUARD_UV", str(fake))
+    result = runner.invoke(
+        app, ["check", "--lock", str(project / "uv.lock"), "--python", str(project / ".venv")]
+    )
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert "was not checked" in result.stdout + result.stderr

@@ -67,11 +67,12 @@ def read_uv_lock(
             env=env,
             selection=Selection(),
         )
-        stale = None
-        if freshness and own:
-            stale = _stale(project, where=where)
+        stale, note = _freshness(project, where=where) if freshness and own else (None, None)
         return LockRead(
-            pins={n: _at(p, lines.get(n)) for n, p in pins.items()}, exact=True, stale=stale
+            pins={n: _at(p, lines.get(n)) for n, p in pins.items()},
+            notes=() if note is None else (note,),
+            exact=True,
+            stale=stale,
         )
     data = parse_toml(text, where=where)
     try:
@@ -197,20 +198,28 @@ _STALE_SIGNS = (
     "No solution found",
     "not found in the cache",
 )
+# ...unless what failed was building a path package to read its metadata: no verdict then.
+_NO_VERDICT_SIGNS = ("Failed to build", "build-system.requires", "Failed to generate")
 
 
-def _stale(project: Path, *, where: str) -> str | None:
-    """Why the project's uv.lock is out of date with its pyproject.toml, as uv itself
-    decides (`uv lock --check`, offline); None when it is up to date."""
+def _freshness(project: Path, *, where: str) -> tuple[str | None, str | None]:
+    """Whether the project's uv.lock is out of date with its pyproject.toml, as uv itself
+    decides (`uv lock --check`, offline): (why it is stale, None), (None, None) when it is
+    up to date, (None, a note) when uv could not tell offline."""
     proc = _run_uv(project, ["lock", "--check"], what="uv lock --check", where=where)
     if proc.returncode == 0:
-        return None
+        return None, None
     said = proc.stderr.decode("utf-8", "replace")
-    if any(sign in said for sign in _STALE_SIGNS):
-        pyproject = Path(where).parent / "pyproject.toml"
-        return f"{where} is out of date with {pyproject}: run `uv lock`"
     first = next((line for line in said.splitlines() if line.startswith("error:")), "")
     why = reason(ValueError(first.removeprefix("error:").strip())) if first else "no message"
+    if any(sign in said for sign in _NO_VERDICT_SIGNS):
+        return None, (
+            f"whether {where} is up to date with pyproject.toml was not checked: uv could not"
+            f" build a path package's metadata offline ({_unquote(why)})"
+        )
+    if any(sign in said for sign in _STALE_SIGNS):
+        pyproject = Path(where).parent / "pyproject.toml"
+        return f"{where} is out of date with {pyproject}: run `uv lock`", None
     raise LockfileError(f"{where}: uv lock --check failed ({_unquote(why)})")
 
 
