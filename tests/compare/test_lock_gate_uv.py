@@ -108,7 +108,7 @@ def test_a_stale_lock_fails_both(project: Path) -> None:
     )
 
 
-def test_an_editable_reinstalled_as_a_wheel_fails_both(project: Path, wheelhouse: Path) -> None:
+def test_an_editable_reinstalled_as_a_wheel_fails_both(project: Path) -> None:
     lib = make_wheel(project.parent / "built", "lib", "0.1.0")
     run([UV, "pip", "install", "--quiet", "--offline", "--no-index", "--reinstall",
          "--python", str(project / ".venv"), str(lib)])  # fmt: skip
