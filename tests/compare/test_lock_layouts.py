@@ -453,17 +453,25 @@ def test_requirements_in_pips_syntax(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert "--index-url ignored" in err and "--find-links ignored" in err
 
 
-def test_a_venvs_seed_packages_are_not_drift(layout: Path, tmp_path: Path) -> None:
-    """`python -m venv` and `uv venv --seed` put pip (and setuptools, wheel) there, and
-    `uv sync` leaves them: reported at info, never failing the gate."""
+def test_a_venvs_seed_packages_follow_the_installer(layout: Path, tmp_path: Path) -> None:
+    """`python -m venv` puts pip (and setuptools, wheel) there: `pip install -r` leaves them,
+    so against a requirements file they are info; `uv sync` is exact and removes them, so
+    against a uv.lock they fail the gate, unless --inexact (as `uv sync --inexact`)."""
     seeded = synced(layout, ("pip", "24.0"), ("setuptools", "70.0.0"))
     code, changes, _ = gate(tmp_path, seeded, layout / "uv.lock", "--extra", "cpu")
-    assert code == 0
+    assert code == 1
     assert {(c["name"], c["severity"]) for c in changes} == {
-        ("pip", "info"),
-        ("setuptools", "info"),
+        ("pip", "warning"),
+        ("setuptools", "warning"),
     }
     assert "a seed package of the venv" in changes[0]["message"]
+    code, changes, _ = gate(tmp_path, seeded, layout / "uv.lock", "--extra", "cpu", "--inexact")
+    assert code == 0 and {c["severity"] for c in changes} == {"info"}
+    lock = tmp_path / "requirements.txt"
+    lock.write_text("six==1.16.0\n")
+    seeded = json.loads(store.dumps(snapshot([package("six", "1.16.0"), package("pip", "24.0")])))
+    code, changes, _ = gate(tmp_path, seeded, lock)
+    assert code == 0 and [(c["name"], c["severity"]) for c in changes] == [("pip", "info")]
     code, changes, _ = gate(
         tmp_path, synced(layout, ("six", "1.16.0")), layout / "uv.lock", "--extra", "cpu"
     )

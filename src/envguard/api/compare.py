@@ -138,11 +138,18 @@ def check(
         subject = f"snapshot {subject_snap.name}"
     label = "<stdin>" if str(lock) == "-" else str(lock)
     try:
-        read = read_lock(lock, subject_snap, selection=selection)
+        read = read_lock(lock, subject_snap, selection=selection, freshness=True)
     except OutsideLock as exc:
         return _outside(exc.message, subject_snap, subject=subject, lock=label, policy=rules)
     return lock_drift(
-        subject_snap, read.pins, policy=rules, lock=label, subject=subject, notes=read.notes
+        subject_snap,
+        read.pins,
+        policy=rules,
+        lock=label,
+        subject=subject,
+        notes=read.notes,
+        exact=read.exact,
+        stale=read.stale,
     )
 
 

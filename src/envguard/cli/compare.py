@@ -350,13 +350,25 @@ def check(
     no_default_groups: NoDefaultGroups = False,
     all_groups: AllGroups = False,
     package: Package = None,
+    inexact: Annotated[
+        bool,
+        typer.Option(
+            "--inexact",
+            help="As `uv sync --inexact`: packages the lock does not list are info, not drift"
+            " ([tool.envguard] inexact = true).",
+        ),
+    ] = False,
     expand: Expand = False,
     timeout: Timeout = 120.0,
 ) -> None:
     """The CI gate: fail when the environment or a lockfile drifted. Exit 1 on drift."""
+    from dataclasses import replace
+
     from envguard import api
 
     policy = api.load_policy(fail_on=fail_on.value if fail_on else None, only=only or ())
+    if inexact:
+        policy = replace(policy, inexact=True)
     chosen = _selection(
         extra, all_extras, group, only_group, no_default_groups, all_groups, package
     )

@@ -66,6 +66,8 @@ class Policy:
     # "section.kind" (or "section") -> severity, overriding the defaults.
     severity: dict[str, Severity] = field(default_factory=dict)
     fail_on: Severity | None = Severity.warning
+    # `uv sync --inexact`: packages a uv.lock does not list are kept, so they are not drift.
+    inexact: bool = False
     source: str | None = None  # the pyproject.toml it came from
 
     def is_critical_package(self, name: str) -> bool:
@@ -105,7 +107,14 @@ def _names(value: Any, *, key: str, where: str, patterns: bool = True) -> tuple[
 
 def policy_from_table(table: dict[str, Any], *, where: str) -> Policy:
     """A Policy from a `[tool.envguard]` table; UsageError naming the bad key."""
-    known = {"fail-on", "critical-packages", "ignore-packages", "ignore-sections", "severity"}
+    known = {
+        "fail-on",
+        "critical-packages",
+        "ignore-packages",
+        "ignore-sections",
+        "severity",
+        "inexact",
+    }
     unknown = sorted(set(table) - known)
     if unknown:
         raise UsageError(
@@ -118,6 +127,10 @@ def policy_from_table(table: dict[str, Any], *, where: str) -> Policy:
         if not isinstance(value, str):
             raise UsageError(f"{where}: [tool.envguard] fail-on must be a string")
         policy = replace(policy, fail_on=parse_fail_on(value, where=f"{where}: fail-on"))
+    if "inexact" in table:
+        if not isinstance(table["inexact"], bool):
+            raise UsageError(f"{where}: [tool.envguard] inexact must be true or false")
+        policy = replace(policy, inexact=table["inexact"])
     if "critical-packages" in table:
         extra = _names(table["critical-packages"], key="critical-packages", where=where)
         policy = replace(policy, critical_packages=GPU_STACK + extra)

@@ -142,6 +142,7 @@ _LOCK_WORDS = {
     "not_installed": "in the lock, not installed",
     "not_in_lock": "installed, not in the lock",
     "variant_unpinned": "build variant not pinned",
+    "source_differs": "installed from another source",
 }
 
 
@@ -158,8 +159,9 @@ def lock_verdict(changes: Sequence[Change], policy: Policy) -> tuple[str, ...]:
     """The verdict of a check against a lockfile: what stops the interpreter using it, the
     torch build, the GPU stack, then one line per kind of change, worst first (``changes``
     are sorted worst first); none when nothing drifted."""
-    lines = [c.message for c in changes if c.section != "packages"]
-    packages = [c for c in changes if c.section == "packages"]
+    # What is wrong with the lock itself comes first, in its own words (a stale uv.lock).
+    lines = [c.message for c in changes if c.section != "packages" or c.kind == "lock_stale"]
+    packages = [c for c in changes if c.section == "packages" and c.kind != "lock_stale"]
     lines += [c.message for c in packages if c.name == "torch"][:1]
     gpu = [c for c in packages if c.name != "torch" and policy.is_critical_package(c.name)]
     if gpu:

@@ -41,10 +41,12 @@ def read_lock(
     snapshot: Snapshot | None,
     *,
     selection: Selection | None = None,
+    freshness: bool = False,
 ) -> LockRead:
     """Pins from any supported lockfile (``-``: stdin), evaluated for the snapshot's
     interpreter (this machine's, without one). The format comes from the name, or from the
-    content for stdin and unusual names."""
+    content for stdin and unusual names. ``freshness``: also ask uv whether a project's own
+    uv.lock still matches its pyproject.toml (the gate's question, not a lock diff's)."""
     chosen = selection or Selection()
     env = marker_env(snapshot)
     if str(path) == STDIN:
@@ -59,7 +61,9 @@ def read_lock(
         text, where = read_lockfile_text(real), str(real)
     kind = _kind(real.name if real is not None else "", text)
     if kind == "uv":
-        return read_uv_lock(text, where=where, path=real, env=env, selection=chosen)
+        return read_uv_lock(
+            text, where=where, path=real, env=env, selection=chosen, freshness=freshness
+        )
     base = real.parent if real is not None else Path.cwd()
     if kind == "pylock":
         pins = read_pylock_text(text, where=where, base=base, env=env, selection=chosen)

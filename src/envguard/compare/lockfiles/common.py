@@ -44,6 +44,10 @@ class LockRead:
 
     pins: dict[str, Pin]
     notes: tuple[str, ...] = ()
+    # A uv.lock: `uv sync` is exact by default, so packages it does not list are drift.
+    exact: bool = False
+    # Why the lock no longer matches its pyproject.toml (`uv lock --check` fails), if it does.
+    stale: str | None = None
 
 
 def package_lines(text: str, header: str) -> dict[str, int]:

@@ -11,7 +11,7 @@ from envguard.compare.models import Drift, Severity
 from envguard.compare.policy import Policy
 from envguard.compare.sections.packages import package_severity, torch_version
 from envguard.compare.verdict import lock_verdict, locks_verdict
-from envguard.snapshots.models import Snapshot
+from envguard.snapshots.models import Snapshot, Source
 
 
 def _same_version(a: str, b: str) -> bool:
@@ -39,10 +39,15 @@ def lock_drift(
     lock: str,
     subject: str | None = None,
     notes: tuple[str, ...] = (),
+    exact: bool = False,
+    stale: str | None = None,
 ) -> Drift:
-    """Packages whose pin differs, or that are in one of snapshot and lock but not the other.
-    ``subject`` says what the snapshot is ("snapshot good", "the environment at .venv");
-    each change points at the lockfile line that pins it, when there is one."""
+    """Packages whose pin or source differs, or that are in one of snapshot and lock but not
+    the other. ``subject`` says what the snapshot is ("snapshot good", "the environment at
+    .venv"); each change points at the lockfile line that pins it, when there is one.
+    ``exact``: the lock is installed as `uv sync` does (unless ``policy.inexact``), removing
+    what it does not list, seed packages included. ``stale``: why the lock itself is out of
+    date with its project, a critical change of its own."""
     packages = snapshot.package_map()
     side = (
         "the environment" if subject and subject.startswith("the environment") else "the snapshot"
@@ -54,6 +59,8 @@ def lock_drift(
         editables.get(pin.editable, key) if pin.editable and key not in packages else key: pin
         for key, pin in pins.items()
     }
+    if stale is not None:
+        b.add("lock_stale", lock, severity=Severity.critical, message=stale)
     for name in sorted(packages.keys() | pins.keys()):
         if policy.ignores_package(name):
             continue
@@ -63,16 +70,19 @@ def lock_drift(
         installed = torch_version(snapshot, pkg) if name == "torch" and pkg else None
         if pin is None and pkg is not None:
             seed = name in SEED_PACKAGES and not policy.is_critical_package(name)
+            kept = policy.inexact or (seed and not exact)
             b.add(
                 "not_in_lock",
                 name,
                 actual=installed or pkg.version,
-                # A venv's seed packages (python -m venv, uv venv --seed) stay through
-                # `uv sync` and `pip install -r`: not drift of the lock's making.
-                severity=Severity.info if seed else level,
+                # A venv's seed packages (python -m venv) stay through `pip install -r`,
+                # and anything stays through `uv sync --inexact`: not drift of the lock's
+                # making. `uv sync` itself is exact and removes them.
+                severity=Severity.info if kept else level,
                 message=f"{name} {installed or pkg.version} is installed"
                 + (" (a seed package of the venv)" if seed else "")
-                + f" but {lock} does not install it",
+                + f" but {lock} does not install it"
+                + (" (inexact: kept)" if policy.inexact else ""),
             )
         elif pkg is None and pin is not None:
             b.add(
@@ -83,6 +93,18 @@ def lock_drift(
                 message=f"{name} is in {lock} but not in {side}",
             )
         elif pkg is not None and pin is not None:
+            moved = _source_moved(pkg.source, pin, side=side, lock=lock)
+            if moved is not None:
+                expected, actual, message = moved
+                b.add(
+                    "source_differs",
+                    name,
+                    expected=expected,
+                    actual=actual,
+                    severity=level,
+                    message=f"{name}: {message}",
+                )
+                continue
             # Either spelling of torch's version may be the one the lock pins: PyPI's
             # 2.14.1 is the build that calls itself 2.14.1+cu130.
             versions = (pkg.version, installed) if installed else (pkg.version,)
@@ -144,6 +166,39 @@ def lock_drift(
         notes=notes,
         verdict=lock_verdict(changes, policy),
     )
+
+
+def _source_moved(source: Source, pin: Pin, *, side: str, lock: str) -> tuple[str, str, str] | None:
+    """How the installed source differs from the lock's as uv sees it: editable where the
+    lock says an index or archive, an archive where it says editable, or editable from
+    another folder. None when they agree (or the lock says nothing about the source)."""
+    import os
+
+    installed = source.path if source.kind == "editable" else None
+    if pin.editable is not None:
+        if installed is None:
+            label = source.url or source.kind
+            return (
+                f"{source.kind} {label}" if source.url else source.kind,
+                f"editable {pin.editable}",
+                f"{lock} installs it editable from {pin.editable},"
+                f" {side} has it installed from {label}, not editable",
+            )
+        if os.path.realpath(installed) != os.path.realpath(pin.editable):
+            return (
+                f"editable {installed}",
+                f"editable {pin.editable}",
+                f"{side} has it editable from {installed}, {lock} from {pin.editable}",
+            )
+        return None
+    if installed is not None and not (pin.url and "+" in pin.url.split(":", 1)[0]):
+        wanted = pin.url or pin.version or "(any version)"
+        return (
+            f"editable {installed}",
+            wanted,
+            f"{side} has it editable from {installed}, {lock} installs {wanted}",
+        )
+    return None
 
 
 def _pinned_commit(url: str) -> str | None:

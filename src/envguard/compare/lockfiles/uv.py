@@ -32,14 +32,21 @@ _EXPORT_SECONDS = 120
 
 
 def read_uv_lock(
-    text: str, *, where: str, path: Path | None, env: dict[str, str], selection: Selection
+    text: str,
+    *,
+    where: str,
+    path: Path | None,
+    env: dict[str, str],
+    selection: Selection,
+    freshness: bool = False,
 ) -> LockRead:
     """Pins from a uv.lock's ``text`` (at ``path``, None when it came from stdin).
 
     uv exports the project's own ``uv.lock``, whatever file was named: a lock under another
     name (``old.lock``) or from stdin (``git show HEAD~1:uv.lock``) is exported from a
     scratch copy of its project (the pyproject.toml files, this text as uv.lock), so both
-    sides of ``diff --lock OLD --lock NEW`` are read the same way, by uv."""
+    sides of ``diff --lock OLD --lock NEW`` are read the same way, by uv. ``freshness``:
+    for the project's own uv.lock, also ask `uv lock --check` whether it is stale."""
     lines = package_lines(text, "[[package]]")
     project = _project_of(path)
     why_not = _why_no_uv(project, stdin=path is None)
@@ -60,7 +67,13 @@ def read_uv_lock(
             env=env,
             selection=Selection(),
         )
-        return LockRead(pins={n: _at(p, lines.get(n)) for n, p in pins.items()})
+        stale, note = _freshness(project, where=where) if freshness and own else (None, None)
+        return LockRead(
+            pins={n: _at(p, lines.get(n)) for n, p in pins.items()},
+            notes=() if note is None else (note,),
+            exact=True,
+            stale=stale,
+        )
     data = parse_toml(text, where=where)
     try:
         pins = walk(data, where=where, base=project or Path.cwd(), env=env, selection=selection)
@@ -69,7 +82,11 @@ def read_uv_lock(
             f"{where}: not a uv.lock envguard can read (a {type(exc).__name__} in its values)"
         ) from None
     note = f"{where} was read by envguard's own walk, not by uv ({why_not})"
-    return LockRead(pins={n: _at(p, lines.get(n)) for n, p in pins.items()}, notes=(note,))
+    if freshness:
+        note += "; whether it is out of date with pyproject.toml was not checked"
+    return LockRead(
+        pins={n: _at(p, lines.get(n)) for n, p in pins.items()}, notes=(note,), exact=True
+    )
 
 
 def _project_of(path: Path | None) -> Path | None:
@@ -172,47 +189,43 @@ def _export_copy(
         return _export(root, selection, where=where)
 
 
-def _export(project: Path, selection: Selection, *, where: str) -> str:
-    from envguard.tools import find_modern_uv, user_environ
+# What `uv lock --check --offline` says of a lock that no longer satisfies pyproject.toml:
+# the verdict itself when it can re-resolve from local sources, else the offline resolve it
+# then attempts fails (it never needs the network to accept a lock that is up to date).
+_STALE_SIGNS = (
+    "needs to be updated",
+    "network was disabled",
+    "No solution found",
+    "not found in the cache",
+)
+# ...unless what failed was building a path package to read its metadata: no verdict then.
+_NO_VERDICT_SIGNS = ("Failed to build", "build-system.requires", "Failed to generate")
 
-    argv = [
-        find_modern_uv(),
-        "export",
-        "--frozen",
-        "--format",
-        "pylock.toml",
-        "--no-header",
-        "--quiet",
-        # The project may come from a pull request: its uv.toml and [tool.uv] settings
-        # (cache-dir, indexes) are not uv's to follow here; default-groups still apply, and a
-        # throwaway cache keeps uv from writing anywhere a planted setting names.
-        "--no-config",
-        "--no-cache",
-        "--project",
-        str(project),
-        *selection.uv_args(),
-    ]
-    # Offline and without downloads: `--frozen` reads the lock and never resolves.
-    env = {k: v for k, v in user_environ().items() if not k.startswith("VIRTUAL_ENV")}
-    env.update(UV_OFFLINE="1", UV_PYTHON_DOWNLOADS="never", UV_NO_PROGRESS="1")
-    from envguard import trace
 
-    started = trace.command("uv export", argv)
-    try:
-        proc = subprocess.run(
-            argv,
-            capture_output=True,
-            stdin=subprocess.DEVNULL,
-            cwd=project,  # uv writes path sources relative to its working directory
-            env=env,
-            timeout=_EXPORT_SECONDS,
-            check=False,
+def _freshness(project: Path, *, where: str) -> tuple[str | None, str | None]:
+    """Whether the project's uv.lock is out of date with its pyproject.toml, as uv itself
+    decides (`uv lock --check`, offline): (why it is stale, None), (None, None) when it is
+    up to date, (None, a note) when uv could not tell offline."""
+    proc = _run_uv(project, ["lock", "--check"], what="uv lock --check", where=where)
+    if proc.returncode == 0:
+        return None, None
+    said = proc.stderr.decode("utf-8", "replace")
+    first = next((line for line in said.splitlines() if line.startswith("error:")), "")
+    why = reason(ValueError(first.removeprefix("error:").strip())) if first else "no message"
+    if any(sign in said for sign in _NO_VERDICT_SIGNS):
+        return None, (
+            f"whether {where} is up to date with pyproject.toml was not checked: uv could not"
+            f" build a path package's metadata offline ({_unquote(why)})"
         )
-    except subprocess.TimeoutExpired:
-        raise LockfileError(f"{where}: uv export took over {_EXPORT_SECONDS}s") from None
-    except OSError as exc:
-        raise LockfileError(f"{where}: cannot run uv ({exc.strerror or exc})") from None
-    trace.done("uv export", started)
+    if any(sign in said for sign in _STALE_SIGNS):
+        pyproject = Path(where).parent / "pyproject.toml"
+        return f"{where} is out of date with {pyproject}: run `uv lock`", None
+    raise LockfileError(f"{where}: uv lock --check failed ({_unquote(why)})")
+
+
+def _export(project: Path, selection: Selection, *, where: str) -> str:
+    args = ["export", "--frozen", "--format", "pylock.toml", "--no-header"]
+    proc = _run_uv(project, [*args, *selection.uv_args()], what="uv export", where=where)
     if proc.returncode != 0:
         said = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         first = next((line for line in said if line.startswith("error:")), said[0] if said else "")
@@ -227,6 +240,50 @@ def _export(project: Path, selection: Selection, *, where: str) -> str:
     if len(proc.stdout) > _EXPORT_CAP:
         raise LockfileError(f"{where}: uv export wrote over {_EXPORT_CAP >> 20} MiB")
     return proc.stdout.decode("utf-8", "replace")
+
+
+def _run_uv(
+    project: Path, args: list[str], *, what: str, where: str
+) -> subprocess.CompletedProcess[bytes]:
+    """uv ``args`` on ``project``, offline, without its configuration or a shared cache."""
+    from envguard.tools import find_modern_uv, user_environ
+
+    argv = [
+        find_modern_uv(),
+        *args[:1],
+        "--quiet",
+        # The project may come from a pull request: its uv.toml and [tool.uv] settings
+        # (cache-dir, indexes) are not uv's to follow here; default-groups still apply, and a
+        # throwaway cache keeps uv from writing anywhere a planted setting names.
+        "--no-config",
+        "--no-cache",
+        "--project",
+        str(project),
+        *args[1:],
+    ]
+    # Offline and without downloads: `--frozen` reads the lock and never resolves, and
+    # `lock --check` resolves only a lock that is already out of date.
+    env = {k: v for k, v in user_environ().items() if not k.startswith("VIRTUAL_ENV")}
+    env.update(UV_OFFLINE="1", UV_PYTHON_DOWNLOADS="never", UV_NO_PROGRESS="1")
+    from envguard import trace
+
+    started = trace.command(what, argv)
+    try:
+        proc = subprocess.run(
+            argv,
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            cwd=project,  # uv writes path sources relative to its working directory
+            env=env,
+            timeout=_EXPORT_SECONDS,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise LockfileError(f"{where}: {what} took over {_EXPORT_SECONDS}s") from None
+    except OSError as exc:
+        raise LockfileError(f"{where}: cannot run uv ({exc.strerror or exc})") from None
+    trace.done(what, started)
+    return proc
 
 
 def _unquote(text: str) -> str:
