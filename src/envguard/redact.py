@@ -246,6 +246,9 @@ def redact_argv(argv: List[str]) -> List[str]:
         elif arg.startswith("-") and not sep and is_secret_name(bare.replace("-", "_")):
             out.append(arg)
             hide_next = True
+        elif sep and arg.startswith("-") and "=" in _value:
+            # docker's --env=HF_TOKEN=x, -e=API_KEY=x: the NAME inside the value is a secret's
+            out.append(name + "=" + redact_argv([_value])[0])
         else:
             # A token by its shape wherever it stands (--note "key ghp_...", run=AKIA...).
             out.append(_TOKEN_SHAPES.sub(REDACTED, redact_url(arg)))
