@@ -429,3 +429,22 @@ def test_a_sigkilled_bisect_leaves_scratch_the_next_run_removes(
     out = bisect(polluted, wheelhouse, ALWAYS_SLOW="1", TMPDIR=str(tmp))
     assert out.returncode == 0, out.stdout + out.stderr
     assert sorted(p.name for p in tmp.iterdir()) == [live.name], left
+
+
+def test_a_planted_scratch_name_with_a_huge_pid_does_not_stop_the_sweep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Anyone can create `envguard-export-99999999999999999999@<host>-x` in a shared /tmp:
+    os.kill() raised OverflowError for that pid, and every bisect and `export --format
+    pylock` of every user on the host stopped with a traceback. Such a pid runs nowhere."""
+    import tempfile
+
+    from envguard.recovery import scratch
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    (tmp_path / f"envguard-export-{'9' * 20}@{scratch.HOST}-x").write_text("")
+    dead = tmp_path / f"envguard-bisect-{'9' * 20}@{scratch.HOST}-y"
+    dead.mkdir()
+    scratch.sweep()
+    assert not dead.exists()
