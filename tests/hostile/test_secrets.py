@@ -286,3 +286,18 @@ def test_a_via_with_env_equals_keeps_no_secret_in_the_snapshot(tmp_path: Path) -
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "hunter2" not in out.read_text()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "password = hunter2",  # ~/.pypirc, an ini file a far side cats or echoes
+        "[pypi]\nusername = me\npassword = hunter2\n",
+        "password : hunter2",
+        "HF_TOKEN = hunter2",
+    ],
+)
+def test_a_label_spaced_from_its_separator_still_hides_the_value(text: str) -> None:
+    """`password: x` hid x; `password = x` and `password : x` (an ini file, a prompt) kept
+    it: the label's separator stood as a word of its own."""
+    assert "hunter2" not in redact_text(text), redact_text(text)
