@@ -90,7 +90,7 @@ _MAYBE_SECRET = re.compile(
 # after). A search of its own, in the case-folded text (the Kelvin sign and the long s fold
 # as above) and only where there is a ":": as one more branch of the pattern above, or with
 # re.IGNORECASE, it made the search of every text slower.
-_LABEL = re.compile(r"(?:pas|pwd|key|tok|sec|cred|auth|priv|cook|sess|sig|acces)\S*:\s")
+_LABEL = re.compile(r"(?:pas|pwd|key|tok|sec|cred|auth|priv|cook|sess|sig|acces)\S*[ \t]*:\s")
 
 
 def redact_text(text: str) -> str:
@@ -103,6 +103,8 @@ def redact_text(text: str) -> str:
         label = words[at - 2]
         if words[at] and label.endswith(":") and is_secret_name(label[:-1]):
             words[at] = REDACTED
+        elif words[at] and label in (":", "=") and at >= 4 and is_secret_name(words[at - 4]):
+            words[at] = REDACTED  # "password = hunter2" (an ini file), "password : hunter2"
     text = "".join(words)
     text = _TOKEN_SHAPES.sub(REDACTED, text)
 
@@ -246,6 +248,9 @@ def redact_argv(argv: List[str]) -> List[str]:
         elif arg.startswith("-") and not sep and is_secret_name(bare.replace("-", "_")):
             out.append(arg)
             hide_next = True
+        elif sep and arg.startswith("-") and "=" in _value:
+            # docker's --env=HF_TOKEN=x, -e=API_KEY=x: the NAME inside the value is a secret's
+            out.append(name + "=" + redact_argv([_value])[0])
         else:
             # A token by its shape wherever it stands (--note "key ghp_...", run=AKIA...).
             out.append(_TOKEN_SHAPES.sub(REDACTED, redact_url(arg)))

@@ -256,3 +256,48 @@ def test_a_long_line_from_a_far_side_is_redacted_in_linear_time(text: str) -> No
     start = time.monotonic()
     assert redact_text(text + " password: hunter2").endswith("password: <redacted>")
     assert time.monotonic() - start < 2
+
+
+@pytest.mark.parametrize(
+    "via",
+    [
+        "docker exec --env=HF_TOKEN=hunter2 c",
+        "docker exec -e=API_KEY=hunter2 c",
+        "kubectl exec --env=WANDB_API_KEY=hunter2 pod --",
+    ],
+)
+def test_a_secret_set_through_an_option_equals_is_hidden(via: str) -> None:
+    """`--env=NAME=VALUE` (docker, podman, kubectl) in --via: the option's own name is not
+    a secret's, but the NAME inside its value is (the value was recorded in clear)."""
+    argv = redact_argv(["--via", via])
+    assert "hunter2" not in " ".join(argv), argv
+    assert "<redacted>" in argv[1]
+
+
+def test_a_via_with_env_equals_keeps_no_secret_in_the_snapshot(tmp_path: Path) -> None:
+    via = tmp_path / "fakedocker"  # drops everything up to the container name
+    via.write_text('#!/bin/sh\nwhile [ "$1" != c ]; do shift; done; shift; exec "$@"\n')
+    via.chmod(0o755)
+    out = tmp_path / "s.json"
+    argv = ["snapshot", "--via", f"{via} exec --env=HF_TOKEN=hunter2 c", "--out", str(out)]
+    done = subprocess.run(
+        [sys.executable, "-m", "envguard", *argv],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "hunter2" not in out.read_text()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "password = hunter2",  # ~/.pypirc, an ini file a far side cats or echoes
+        "[pypi]\nusername = me\npassword = hunter2\n",
+        "password : hunter2",
+        "HF_TOKEN = hunter2",
+    ],
+)
+def test_a_label_spaced_from_its_separator_still_hides_the_value(text: str) -> None:
+    """`password: x` hid x; `password = x` and `password : x` (an ini file, a prompt) kept
+    it: the label's separator stood as a word of its own."""
+    assert "hunter2" not in redact_text(text), redact_text(text)

@@ -80,3 +80,22 @@ def test_every_held_name_says_why() -> None:
     text, _ = env_file_text(snapshot([], env=LOADERS), {})
     for name in LOADERS:
         assert f"# {name}: held for review: " in text
+
+
+# Switches that let a library run code shipped with a model, a data set or a checkpoint: a
+# forged snapshot turning one on makes the next run execute the checkpoint's pickle.
+# (UV_* and PIP_* are never restored at all.)
+ENABLERS = {
+    "HF_DATASETS_TRUST_REMOTE_CODE": "1",
+    "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1",
+    "VLLM_ALLOW_INSECURE_SERIALIZATION": "1",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ENABLERS))
+def test_remote_code_and_unpickling_switches_are_held(name: str) -> None:
+    snap = snapshot([], env={name: ENABLERS[name], **PLAIN})
+    text, _ = env_file_text(snap, {})
+    assert f"\nexport {name}=" not in text, text
+    assert f"# {name}: held for review: " in text
+    assert name not in run_env(snap)

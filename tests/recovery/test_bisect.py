@@ -354,6 +354,32 @@ def test_a_metric_that_is_not_finite_is_bad_in_every_form(text: str, why: str) -
         assert judge(check, 0, f"started\n{text}\n") == Verdict("bad", why=why), (text, bound)
 
 
+def test_a_json_integer_past_float_range_is_bad_not_a_traceback() -> None:
+    """`{"tok_s": 1000...0}` (400 digits) is an int json reads, and float() of it raised
+    OverflowError out of judge(): the check's output is the commit's to print."""
+    from envguard.recovery.bisect import Check, Verdict, judge
+
+    huge = "1" + "0" * 400
+    for bound in ({"minimum": 2e4}, {"maximum": 1.0}):
+        check = Check(argv=("x",), metric="tok_s", **bound)
+        assert judge(check, 0, f'{{"tok_s": {huge}}}\n') == Verdict("bad", why="tok_s is inf")
+        assert judge(check, 0, f'{{"tok_s": -{huge}}}\n') == Verdict("bad", why="tok_s is -inf")
+
+
+def test_a_logged_metric_past_float_range_is_passed_over(tmp_path: Path) -> None:
+    """A forged line in a resumed log (the log folder is in the checkout) with a 400-digit
+    metric: math.isfinite() raised OverflowError; passed over like any damaged line."""
+    from envguard.recovery.bisect import read_log
+
+    log = tmp_path / "log.jsonl"
+    good = {"units": ["a"], "result": "good", "metric": 1.5}
+    log.write_text(
+        '{"units": ["b"], "result": "good", "metric": 1' + "0" * 400 + "}\n" + json.dumps(good)
+    )
+    steps = read_log(log)
+    assert [s.units for s in steps] == [["a"]]
+
+
 @pytest.mark.parametrize("link", [".envguard", ".envguard/bisect"])
 def test_a_planted_link_for_the_log_folder_is_refused(
     polluted: Path, wheelhouse: Path, link: str
@@ -403,3 +429,22 @@ def test_a_sigkilled_bisect_leaves_scratch_the_next_run_removes(
     out = bisect(polluted, wheelhouse, ALWAYS_SLOW="1", TMPDIR=str(tmp))
     assert out.returncode == 0, out.stdout + out.stderr
     assert sorted(p.name for p in tmp.iterdir()) == [live.name], left
+
+
+def test_a_planted_scratch_name_with_a_huge_pid_does_not_stop_the_sweep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Anyone can create `envguard-export-99999999999999999999@<host>-x` in a shared /tmp:
+    os.kill() raised OverflowError for that pid, and every bisect and `export --format
+    pylock` of every user on the host stopped with a traceback. Such a pid runs nowhere."""
+    import tempfile
+
+    from envguard.recovery import scratch
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    (tmp_path / f"envguard-export-{'9' * 20}@{scratch.HOST}-x").write_text("")
+    dead = tmp_path / f"envguard-bisect-{'9' * 20}@{scratch.HOST}-y"
+    dead.mkdir()
+    scratch.sweep()
+    assert not dead.exists()

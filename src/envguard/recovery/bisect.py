@@ -177,7 +177,10 @@ def metric_value(output: str, name: str) -> float | None:
             except (ValueError, AttributeError, RecursionError):
                 continue
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                found = float(value)
+                try:
+                    found = float(value)
+                except OverflowError:  # an int past float's range: an infinity, judged bad
+                    found = math.inf if value > 0 else -math.inf
             continue
         match = _METRIC_LINE.match(text)
         if match and match.group(1) == name:
@@ -491,7 +494,7 @@ def read_log(log: Path) -> list[Step]:
             took = raw.get("seconds")
             took = float(took) if isinstance(took, (int, float)) and 0 <= took < 1e9 else 0.0
             steps.append(Step(units, result, number, took, why, logged=True))
-        except (ValueError, KeyError, TypeError, RecursionError, AttributeError):
+        except (ValueError, KeyError, TypeError, RecursionError, AttributeError, OverflowError):
             continue
     return steps
 

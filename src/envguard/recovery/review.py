@@ -43,6 +43,10 @@ HELD: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         ),
         (r"PATH|HOME", "names a search path or home folder code or data is loaded from"),
         (r"ENDPOINT|URL", "names a server models, code or data come from or go to"),
+        (
+            r"TRUST_REMOTE_CODE|INSECURE_SERIALIZATION|NO_WEIGHTS_ONLY",
+            "lets a library run code that comes with a model, data set or checkpoint",
+        ),
     )
 )
 

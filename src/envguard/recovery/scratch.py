@@ -20,7 +20,7 @@ def alive(pid: int) -> bool:
     """Whether a process ``pid`` exists (another user's counts)."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # a planted name's pid past a C long
         return False
     except PermissionError:
         return True
