@@ -68,6 +68,36 @@ def test_quiet_prints_nothing_and_verbose_says_what_runs(in_tmp: Path, good_venv
     assert "envguard: probe: " in envguard("diff", "good", "-v", "--python", str(good_venv)).stderr
 
 
+def test_quiet_keeps_the_data_asked_for(in_tmp: Path, good_venv: Path) -> None:
+    """-q silences the chatter, never the output a flag asked for (as uv's -q)."""
+    import json
+
+    python = ("--python", str(good_venv))
+    streamed = envguard("-q", "snapshot", *python, "--out", "-")
+    assert streamed.returncode == 0 and streamed.stderr == ""
+    assert json.loads(streamed.stdout)["schema_version"]
+    saved = envguard("snapshot", *python, "--name", "good", "-q")
+    assert (saved.returncode, saved.stdout, saved.stderr) == (0, "", "")  # no "wrote ..."
+    drift = envguard("-q", "diff", "good", *python, "--format", "json")
+    assert drift.returncode == 0 and json.loads(drift.stdout)["changes"] == []
+    markdown = envguard("diff", "good", *python, "--format", "markdown", "-q")
+    assert markdown.returncode == 0 and markdown.stdout.strip()
+    exported = envguard("-q", "export", "good", "--format", "requirements")
+    assert exported.returncode == 0 and "==" in exported.stdout
+
+
+def test_quiet_keeps_what_reads_a_snapshot(in_tmp: Path, good_venv: Path) -> None:
+    import json
+
+    assert envguard("snapshot", "--python", str(good_venv), "--name", "good").returncode == 0
+    for args in (("schema", "snapshot"), ("show", "good", "--format", "json")):
+        shown = envguard("-q", *args)
+        assert shown.returncode == 0 and json.loads(shown.stdout), args
+    listed = envguard("-q", "list", "--format", "json")
+    assert listed.returncode == 0 and "good" in listed.stdout
+    assert envguard("-q", "list").stdout == envguard("-q", "show", "good").stdout == ""
+
+
 def test_show_and_check_default_to_the_newest(in_tmp: Path, good_venv: Path) -> None:
     assert envguard("snapshot", "--python", str(good_venv), "--name", "good").returncode == 0
     shown = envguard("show")
