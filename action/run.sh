@@ -24,4 +24,11 @@ for group in ${groups//,/ }; do args+=("--group=$group"); done
 args+=(--)
 [ -n "${INPUT_SNAPSHOT:-}" ] && args+=("$INPUT_SNAPSHOT")
 
+# The outputs are set before envguard runs: when it cannot run the check (bad input, exit 2)
+# a step reading them finds "unknown", never nothing; when it runs the check, the values it
+# appends come later and win (GitHub keeps an output's last value).
+if [ -n "${GITHUB_OUTPUT:-}" ]; then
+  printf 'drift=unknown\nmax-severity=\n' >>"$GITHUB_OUTPUT"
+fi
+
 exec "${cmd[@]}" "${args[@]}"

@@ -18,7 +18,7 @@ Usage: envguard [OPTIONS] COMMAND [ARGS]...
 
 Options:
   --version      Show the version.
-  -q, --quiet    Print nothing but errors: the exit code says.
+  -q, --quiet    Only errors and requested data (--format json, --out -).
   -v, --verbose  Also say what runs (probe, uv) and how long.
   --help         Show this message and exit.
 

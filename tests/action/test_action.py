@@ -3,7 +3,6 @@ mapping, a fake GITHUB_STEP_SUMMARY / GITHUB_OUTPUT / GITHUB_WORKSPACE), on a re
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -31,6 +30,11 @@ def _step_env(inputs: dict[str, str]) -> dict[str, str]:
         assert name, expr
         env[key] = values[name.group(1)]
     return env
+
+
+def step_outputs(text: str) -> dict[str, str]:
+    """$GITHUB_OUTPUT as the runner reads it: name=value lines, the last value of a name wins."""
+    return dict(line.split("=", 1) for line in text.splitlines())
 
 
 def run_action(work: Path, **inputs: str) -> tuple[subprocess.CompletedProcess[str], str, str]:
@@ -77,7 +81,7 @@ def test_a_drifted_lock_fails_with_annotations_on_its_lines(work: Path) -> None:
     )
     assert "drift from requirements.txt: 1 critical" in proc.stdout
     assert "critical (1)" in summary and "| torch | 2.11.0+cu130 | 2.11.0+cu128 |" in summary
-    assert output.splitlines() == ["drift=true", "max-severity=critical"]
+    assert step_outputs(output) == {"drift": "true", "max-severity": "critical"}
 
 
 def test_a_matching_lock_passes_and_says_which_side_matched(work: Path) -> None:
@@ -85,7 +89,7 @@ def test_a_matching_lock_passes_and_says_which_side_matched(work: Path) -> None:
     proc, _, output = run_action(work, lock="requirements.txt")  # newest snapshot
     assert proc.returncode == 0, proc.stderr
     assert "no drift: snapshot good matches requirements.txt" in proc.stdout
-    assert output.splitlines() == ["drift=false", "max-severity="]
+    assert step_outputs(output) == {"drift": "false", "max-severity": ""}
 
 
 def test_inputs_are_words_not_shell(work: Path) -> None:
@@ -104,7 +108,29 @@ def test_fail_on_is_passed_through(work: Path) -> None:
     proc, _, output = run_action(work, lock="requirements.txt", **{"fail-on": "critical"})
     assert proc.returncode == 0, proc.stderr  # six not installed: a warning only
     assert "::warning file=requirements.txt,line=3" in proc.stdout
-    assert json.dumps("drift=true")[1:-1] in output
+    assert step_outputs(output)["drift"] == "true"
+
+
+@pytest.mark.parametrize(
+    "inputs",
+    [{"lock": "no-such.lock"}, {"snapshot": "no-such-snapshot"}, {"fail-on": "sometimes"}],
+)
+def test_bad_input_still_sets_the_outputs(work: Path, inputs: dict[str, str]) -> None:
+    """A step reading the outputs after a failed check finds them, saying it could not run."""
+    proc, _, output = run_action(work, **inputs)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith(("error: ", "Usage: "))
+    assert step_outputs(output) == {"drift": "unknown", "max-severity": ""}
+
+
+def test_third_party_actions_are_pinned_by_commit() -> None:
+    """A tag can be moved to other code; a commit SHA cannot. The version is a comment."""
+    text = (ROOT / "action.yml").read_text()
+    uses = [s["uses"] for s in ACTION["runs"]["steps"] if "uses" in s]
+    assert uses
+    for use in uses:
+        assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", use), use
+        assert re.search(re.escape(use) + r" # v\d+\.\d+\.\d+\n", text), use
 
 
 def test_no_doc_or_example_installs_the_unrelated_pypi_envguard() -> None:

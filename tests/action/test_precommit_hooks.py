@@ -95,6 +95,7 @@ def test_environment_hook_with_no_arguments_uses_the_newest_snapshot(tmp_path: P
     assert proc.returncode == 2 and proc.stderr.startswith("error: no snapshot in snapshots/")
 
 
+@pytest.mark.slow
 def test_environment_hook_passes_after_a_commit_and_fails_on_package_drift(
     tmp_path: Path,
 ) -> None:
@@ -114,10 +115,43 @@ def test_environment_hook_passes_after_a_commit_and_fails_on_package_drift(
     assert subprocess.run(snap, cwd=repo, env=env, capture_output=True).returncode == 0
     (repo / "README").write_text("y\n")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qam", "next")
-    proc = run_hook("envguard-check", repo, env=env)
+    # As pre-commit runs a python hook: $VIRTUAL_ENV is the hook's own venv (here, the one
+    # running the tests), and the hook still checks ./.venv.
+    in_hook_venv = {**os.environ, "VIRTUAL_ENV": sys.prefix}
+    proc = run_hook("envguard-check", repo, env=in_hook_venv)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = run_hook("envguard-check-system", repo, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     plain = [sys.executable, "-m", "envguard", "check"]
     assert subprocess.run(plain, cwd=repo, env=env, capture_output=True).returncode == 1
     uv_install(venv, wh, "idna==3.7")
-    proc = run_hook("envguard-check", repo, env=env)
+    proc = run_hook("envguard-check", repo, env=in_hook_venv)
     assert proc.returncode == 1 and "idna" in proc.stdout
+    proc = run_hook("envguard-check-system", repo, env=env)
+    assert proc.returncode == 1 and "idna" in proc.stdout
+    missing = tmp_path / "no-such-venv"
+    other = run_hook("envguard-check", repo, "--python", str(missing), env=in_hook_venv)
+    assert other.returncode == 2 and str(missing) in other.stderr  # args name another venv
+
+
+def test_hooks_install_envguard_themselves() -> None:
+    """A remote hook must bring envguard along: language python builds this repository's
+    distribution into the hook's venv. The one that relies on an envguard the user
+    installed says so in its id."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    for hook_id, hook in HOOKS.items():
+        assert shlex.split(hook["entry"])[0] in scripts, hook_id
+        if hook["language"] == "system":
+            assert hook_id.endswith("-system") and "installed by you" in hook["name"]
+        else:
+            assert hook["language"] == "python", hook_id
+    assert {"envguard-check", "envguard-check-lock"} <= {
+        h for h, hook in HOOKS.items() if hook["language"] == "python"
+    }
+    environment = shlex.split(HOOKS["envguard-check"]["entry"])
+    assert environment[environment.index("--python") + 1] == ".venv"

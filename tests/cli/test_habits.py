@@ -68,6 +68,36 @@ def test_quiet_prints_nothing_and_verbose_says_what_runs(in_tmp: Path, good_venv
     assert "envguard: probe: " in envguard("diff", "good", "-v", "--python", str(good_venv)).stderr
 
 
+def test_quiet_keeps_the_data_asked_for(in_tmp: Path, good_venv: Path) -> None:
+    """-q silences the chatter, never the output a flag asked for (as uv's -q)."""
+    import json
+
+    python = ("--python", str(good_venv))
+    streamed = envguard("-q", "snapshot", *python, "--out", "-")
+    assert streamed.returncode == 0 and streamed.stderr == ""
+    assert json.loads(streamed.stdout)["schema_version"]
+    saved = envguard("snapshot", *python, "--name", "good", "-q")
+    assert (saved.returncode, saved.stdout, saved.stderr) == (0, "", "")  # no "wrote ..."
+    drift = envguard("-q", "diff", "good", *python, "--format", "json")
+    assert drift.returncode == 0 and json.loads(drift.stdout)["changes"] == []
+    markdown = envguard("diff", "good", *python, "--format", "markdown", "-q")
+    assert markdown.returncode == 0 and markdown.stdout.strip()
+    exported = envguard("-q", "export", "good", "--format", "requirements")
+    assert exported.returncode == 0 and "==" in exported.stdout
+
+
+def test_quiet_keeps_what_reads_a_snapshot(in_tmp: Path, good_venv: Path) -> None:
+    import json
+
+    assert envguard("snapshot", "--python", str(good_venv), "--name", "good").returncode == 0
+    for args in (("schema", "snapshot"), ("show", "good", "--format", "json")):
+        shown = envguard("-q", *args)
+        assert shown.returncode == 0 and json.loads(shown.stdout), args
+    listed = envguard("-q", "list", "--format", "json")
+    assert listed.returncode == 0 and "good" in listed.stdout
+    assert envguard("-q", "list").stdout == envguard("-q", "show", "good").stdout == ""
+
+
 def test_show_and_check_default_to_the_newest(in_tmp: Path, good_venv: Path) -> None:
     assert envguard("snapshot", "--python", str(good_venv), "--name", "good").returncode == 0
     shown = envguard("show")
@@ -129,3 +159,16 @@ def test_the_stored_help_screen_is_typers() -> None:
     assert envguard("--help").stdout == help_screen.TEXT
     narrow = envguard("--help", COLUMNS="60")
     assert narrow.returncode == 0 and narrow.stdout == _typer_help("60") != help_screen.TEXT
+
+
+def test_the_readme_snapshot_commands_use_real_options() -> None:
+    """A newcomer copies README's snapshot commands: every option exists, and the one after
+    a good run keeps what restore needs."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    commands = re.findall(r"envguard snapshot(?:[^\n]*\\\n)*[^\n]*", readme)
+    assert len(commands) >= 3
+    known = set(re.findall(r"--[a-z-]+", envguard("snapshot", "--help").stdout))
+    for command in commands:
+        assert set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", command)) <= known, command
+    good_run = next(c for c in commands if "good-8xh200" in c)
+    assert {"--keep-files", "--keep-cache", "--cache"} <= set(good_run.split())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -93,3 +94,64 @@ def test_the_fleet_page_is_a_grid_of_hosts_by_difference(tmp_path: Path) -> None
     assert "<th>gpu01</th><th>gpu02</th><th>gpu03</th>" in dom
     assert '<td class="odd">2.11.0+cu130</td>' in dom
     assert "odd ones out: gpu03" in dom
+
+
+def _layout_at(page: Path, width: int, shot: Path | None = None) -> tuple[int, int]:
+    """(the page's scrollWidth, the viewport's width) in Chromium at ``width`` px. The
+    report's policy forbids scripts, so a copy without it carries a probe that writes both
+    into the title; the layout is the report's own."""
+    assert BROWSER is not None, "Chromium is missing: .ci/run installs it"
+    text = page.read_text()
+    policy_start = text.index('<meta http-equiv="Content-Security-Policy"')
+    policy_end = text.index(">", policy_start) + 1
+    probe = (
+        "<script>addEventListener('load',()=>{document.title="
+        "'layout '+document.documentElement.scrollWidth+' '+innerWidth})</script>"
+    )
+    measured = page.with_suffix(".measured.html")
+    measured.write_text(
+        text[:policy_start] + text[policy_end:].replace("</body>", probe + "</body>")
+    )
+    base = [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
+    size = [f"--window-size={width},900", "--virtual-time-budget=2000"]
+    proc = subprocess.run(
+        [*base, *size, "--dump-dom", measured.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found = re.search(r"<title>layout (\d+) (\d+)</title>", proc.stdout)
+    assert found, proc.stdout[:2000]
+    if shot is not None:  # for a person to look at: `pytest --basetemp DIR`, then DIR/...
+        subprocess.run(
+            [*base, *size, f"--screenshot={shot}", page.as_uri()],
+            capture_output=True,
+            timeout=120,
+            check=True,
+        )
+    return int(found.group(1)), int(found.group(2))
+
+
+@needs_browser
+@pytest.mark.slow
+def test_long_cells_wrap_inside_a_1280_px_window(tmp_path: Path) -> None:
+    """Paths, hashes and variable values with no space in them wrap in their cell: the
+    page never scrolls sideways at a laptop's or a desktop's width."""
+    long_path = "/mnt/shared/checkpoints/" + "a-very-long-run-name-" * 12 + "step-120000.pt"
+    good = snapshot([package("torch", "2.13.0+cpu")])
+    bad = snapshot([package("torch", "2.14.1+cu130"), package("x" * 90 + "-kernels", "1.0")])
+    a, b = tmp_path / "good.json", tmp_path / "bad.json"
+    a.write_text(store.dumps(good).replace('"env": {}', '"env": {"CKPT": "/old"}'))
+    data = json.loads(store.dumps(bad))
+    data["env"] = {"CKPT": long_path, "LD_LIBRARY_PATH": ":".join([long_path] * 4)}
+    b.write_text(json.dumps(data))
+    result = runner.invoke(app, ["diff", str(a), "--against", str(b), "--format", "html"])
+    assert result.exit_code == 1, result.stderr
+    assert long_path in result.stdout
+    page = tmp_path / "report.html"
+    page.write_text(result.stdout)
+    for width in (1280, 1920):
+        shot = tmp_path / f"report-{width}.png"
+        scroll, viewport = _layout_at(page, width, shot=shot)
+        assert viewport == width and scroll <= viewport, (width, scroll)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from envguard.cli.program import OutputFormat, app, console, fail
+from envguard.cli.program import OutputFormat, app, console, data_out, fail, quiet
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -143,7 +143,7 @@ def snapshot(
     from envguard.snapshots.store import dumps
 
     if out == "-":
-        sys.stdout.write(dumps(doc))
+        data_out().write(dumps(doc))
         return
     written = api.save(doc, out, force=force, unique=name is None and out is None)
     from envguard.render.text import printable, snapshot_summary_line
@@ -153,7 +153,7 @@ def snapshot(
 
 def _print_warnings(warnings: "Sequence[str]") -> None:
     """The first ten of the snapshot's warnings on stderr, one line each."""
-    if not warnings:
+    if not warnings or quiet():
         return
     from envguard.redact import redact_text
     from envguard.render.text import printable
@@ -229,7 +229,7 @@ def show(
     if format is OutputFormat.json:
         from envguard.snapshots.store import dumps
 
-        sys.stdout.write(dumps(snap))
+        data_out().write(dumps(snap))
         return
     from envguard.render.table import show_snapshot
 
@@ -256,11 +256,11 @@ def log(
     if format is LogFormat.json:
         from envguard.render.json import log_json
 
-        sys.stdout.write(log_json(entries))
+        data_out().write(log_json(entries))
     elif format is LogFormat.markdown:
         from envguard.render.markdown import log_markdown
 
-        sys.stdout.write(log_markdown(entries, metric=metric))
+        data_out().write(log_markdown(entries, metric=metric))
     else:
         from envguard.render.table import log_table
 
@@ -278,7 +278,7 @@ def list_(
     if format is OutputFormat.json:
         from envguard.render.json import snapshot_list
 
-        sys.stdout.write(snapshot_list(rows))
+        data_out().write(snapshot_list(rows))
         return
     from envguard.render.table import list_table
 
@@ -302,4 +302,4 @@ def schema(
     """Print the JSON Schema of a snapshot file or of a --format json document."""
     from envguard.schemas import schema_text
 
-    sys.stdout.write(schema_text(kind.value))
+    data_out().write(schema_text(kind.value))

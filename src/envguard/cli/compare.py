@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from envguard.cli.program import app, console
+from envguard.cli.program import app, console, data_out, quiet
 
 if TYPE_CHECKING:
     from envguard.compare.models import Drift
@@ -37,7 +37,7 @@ def _emit_drift(
 ) -> None:
     import os
 
-    if fmt is not DriftFormat.json:
+    if fmt is not DriftFormat.json and not quiet():
         from envguard.render.text import printable
 
         for note in drift.notes:  # how the lock was read: said on stderr, never in the data
@@ -45,21 +45,21 @@ def _emit_drift(
     if fmt is DriftFormat.json:
         from envguard.render.json import drift_json
 
-        sys.stdout.write(drift_json(drift))
+        data_out().write(drift_json(drift))
     elif fmt is DriftFormat.html:
         from envguard.render.html import drift_html
 
-        sys.stdout.write(drift_html(drift))
+        data_out().write(drift_html(drift))
     elif fmt is DriftFormat.markdown:
         from envguard.render.markdown import drift_markdown
 
-        sys.stdout.write(drift_markdown(drift))
+        data_out().write(drift_markdown(drift))
     elif fmt is DriftFormat.github:
         from envguard.render.github import drift_github, drift_outputs
         from envguard.render.markdown import drift_markdown
         from envguard.render.text import printable, summary
 
-        sys.stdout.write(
+        data_out().write(
             drift_github(
                 drift,
                 workspace=os.environ.get("GITHUB_WORKSPACE"),
@@ -68,7 +68,7 @@ def _emit_drift(
             )
         )
         for line in (*drift.verdict, summary(drift)):
-            sys.stdout.write(printable(line) + "\n")
+            data_out().write(printable(line) + "\n")
         for variable, text in (
             ("GITHUB_STEP_SUMMARY", drift_markdown(drift) + "\n"),
             ("GITHUB_OUTPUT", drift_outputs(drift)),
@@ -417,15 +417,15 @@ def fleet(
     if format is FleetFormat.json:
         from envguard.render.json import fleet_json
 
-        sys.stdout.write(fleet_json(report))
+        data_out().write(fleet_json(report))
     elif format is FleetFormat.html:
         from envguard.render.html import fleet_html
 
-        sys.stdout.write(fleet_html(report))
+        data_out().write(fleet_html(report))
     elif format is FleetFormat.markdown:
         from envguard.render.markdown import fleet_markdown
 
-        sys.stdout.write(fleet_markdown(report))
+        data_out().write(fleet_markdown(report))
     else:
         from envguard.render.table import fleet_table
 

@@ -4,7 +4,7 @@ when it is looked up), errors and interrupts said as one line, and the entry poi
 import signal
 import sys
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO
 
 import typer
 from typer.core import TyperGroup
@@ -226,7 +226,12 @@ def _root(
         typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
     ] = False,
     quiet: Annotated[
-        bool, typer.Option("--quiet", "-q", help="Print nothing but errors: the exit code says.")
+        bool,
+        typer.Option(
+            "--quiet",
+            "-q",
+            help="Only errors and requested data (--format json, --out -).",
+        ),
     ] = False,
     verbose: Annotated[
         bool,
@@ -244,6 +249,22 @@ def _root(
 
 _QUIET: list[bool] = []
 _LISTENING: list[bool] = []
+# (standard output, the null device put in its place) once -q was given.
+_HUSHED: list[tuple[TextIO, TextIO]] = []
+
+
+def quiet() -> bool:
+    """True under -q: notes and warnings are not said."""
+    return bool(_QUIET)
+
+
+def data_out() -> TextIO:
+    """Where output the user asked for goes (``--format json``, ``--out -``, a schema, an
+    export): standard output, under -q too. -q silences the chatter around it, as uv's."""
+    for stream, sink in _HUSHED:
+        if sys.stdout is sink:  # not when a test runner has put its own stdout in since
+            return stream
+    return sys.stdout
 
 
 def _note(text: str) -> None:
@@ -263,7 +284,11 @@ def _loudness(*, quiet: bool, verbose: bool) -> None:
         import os
 
         _QUIET.append(True)
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (for the life of the process)
+        # Tables, "wrote ..." lines and rich's output all go to sys.stdout: the null device
+        # takes them. Requested data is written to data_out(), the stream kept here.
+        sink = open(os.devnull, "w")  # noqa: SIM115  (for the life of the process)
+        _HUSHED.append((sys.stdout, sink))
+        sys.stdout = sink
 
 
 def _command_loudness(command: Any) -> None:

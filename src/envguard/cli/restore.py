@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from envguard.cli.program import app, console
+from envguard.cli.program import app, console, data_out
 from envguard.lifecycle import set_interrupt_hint
 
 if TYPE_CHECKING:
@@ -112,11 +112,11 @@ def rebuild(
             base_python=base_python,
         )
         if format is PlanFormat.json:
-            sys.stdout.write(the_plan.model_dump_json(indent=2, by_alias=True) + "\n")
+            data_out().write(the_plan.model_dump_json(indent=2, by_alias=True) + "\n")
         elif format is PlanFormat.shell:
             from envguard.render.shell import shell_script
 
-            sys.stdout.write(shell_script(the_plan))
+            data_out().write(shell_script(the_plan))
         else:
             from envguard.render.table import plan_table
 
@@ -172,7 +172,7 @@ def export(
         force=force,
     )
     if output is None:
-        sys.stdout.write(text)
+        data_out().write(text)
     else:
         typer.echo(f"wrote {output}")
 
@@ -309,7 +309,7 @@ def restore(
             on_line=lambda line: print(f"  {line}", file=sys.stderr),
         )
     if format is RestoreFormat.json:
-        sys.stdout.write(report.model_dump_json(indent=2, by_alias=True) + "\n")
+        data_out().write(report.model_dump_json(indent=2, by_alias=True) + "\n")
     else:
         from envguard.render.text import restore_report
 
@@ -332,7 +332,7 @@ def _restore_fleet(results: list[tuple[str, Any]], format: RestoreFormat) -> Non
             host: {"error": r} if isinstance(r, str) else r.model_dump(mode="json", by_alias=True)
             for host, r in results
         }
-        sys.stdout.write(json.dumps({"hosts": hosts, "failed": failed}, indent=2) + "\n")
+        data_out().write(json.dumps({"hosts": hosts, "failed": failed}, indent=2) + "\n")
     else:
         for host, result in results:
             typer.echo(printable(f"== {host}"))
@@ -434,7 +434,7 @@ def bisect(
     )
     report = api.bisect(good, options, on_step=progress, on_units=started)
     if format is RestoreFormat.json:
-        sys.stdout.write(report.to_json() + "\n")
+        data_out().write(report.to_json() + "\n")
     else:
         typer.echo(printable(f"bisect {report.good} -> {report.bad}: {report.verdict}"))
         if report.complete:  # a group's packages (a single change says itself)

@@ -1,7 +1,8 @@
 """`--format html`: one self-contained page for CI artifacts and for sharing: the verdict,
 the changes by severity with each install group folded into a <details>, and for a fleet a
-grid of hosts by difference. No script, no external asset; every text is escaped (snapshot
-text is untrusted) and a Content-Security-Policy forbids scripts even if one slipped in."""
+grid of hosts by difference. Long cells (paths, hashes, variables) wrap, so the page fits
+its window. No script, no external asset; every text is escaped (snapshot text is
+untrusted) and a Content-Security-Policy forbids scripts even if one slipped in."""
 
 from __future__ import annotations
 
@@ -14,13 +15,16 @@ if TYPE_CHECKING:
     from envguard.compare.models import Change, Drift, FleetReport
 
 _CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:72em;color:#1d1d1f}
+body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;padding:0 1em;max-width:72em;
+color:#1d1d1f}
 h1{font-size:1.4em}h2{font-size:1.1em;margin-top:1.6em}
 .verdict{background:#f5f5f7;border-left:4px solid #c00;padding:.6em 1em}
 .verdict.clean{border-color:#2a2}
 .verdict p{margin:.2em 0}
 table{border-collapse:collapse;width:100%;margin:.4em 0}
 th,td{border:1px solid #ddd;padding:.25em .5em;text-align:left;vertical-align:top}
+.changes td:nth-child(n+3){overflow-wrap:anywhere}
+.wide{overflow-x:auto}
 th{background:#fafafa}
 .critical{color:#b00;font-weight:600}.warning{color:#a60}.info{color:#06c}
 .odd{background:#fde8e8;font-weight:600}
@@ -81,7 +85,7 @@ def drift_html(drift: Drift) -> str:
             continue  # all of them are inside their install's <details>
         body.append(f'<h2 class="{level.value}">{_t(level.value)} ({len(shown)})</h2>')
         body.append(
-            "<table><tr><th>section</th><th>change</th><th>name</th>"
+            '<table class="changes"><tr><th>section</th><th>change</th><th>name</th>'
             "<th>expected</th><th>actual</th><th>what</th></tr>"
         )
         for c in shown:
@@ -93,7 +97,8 @@ def drift_html(drift: Drift) -> str:
                 count = len({m.name for m in inner})
                 body.append(
                     f'<tr><td colspan="6"><details><summary>{count} package'
-                    f"{'s' if count != 1 else ''} {_t(c.name)} pulled in</summary><table>"
+                    f"{'s' if count != 1 else ''} {_t(c.name)} pulled in</summary>"
+                    '<table class="changes">'
                     + "".join(_change_row(m) for m in inner)
                     + "</table></details></td></tr>"
                 )
@@ -131,7 +136,8 @@ def fleet_html(report: FleetReport) -> str:
         )
     body.append("</table>")
     if report.differences:
-        body.append("<h2>what differs</h2><table><tr><th>item</th>")
+        # One column per host: a large fleet scrolls inside its box, not the page.
+        body.append('<h2>what differs</h2><div class="wide"><table><tr><th>item</th>')
         body += [f"<th>{_t(h)}</th>" for h in hosts]
         body.append("</tr>")
         for d in report.differences:
@@ -142,5 +148,5 @@ def fleet_html(report: FleetReport) -> str:
                 odd = ' class="odd"' if v is not None and v.odd else ""
                 cells.append(f"<td{odd}>{_t(v.value) if v is not None else ''}</td>")
             body.append(f"<tr><th>{_t(d.item)}</th>{''.join(cells)}</tr>")
-        body.append("</table>")
+        body.append("</table></div>")
     return _page(f"envguard fleet: {verdict}", body)
