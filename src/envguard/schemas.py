@@ -117,9 +117,14 @@ def schema(kind: str) -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of ``kind``: snapshot, drift, fleet, plan, list,
     restore or bisect."""
     if kind == "snapshot":
-        from envguard.snapshots.models import Snapshot
+        from envguard.snapshots import models
 
-        found = Snapshot.model_json_schema(mode="validation")
+        # Defaults made with model_construct() hold deferred models whose serializer is a
+        # placeholder until the class is built; pydantic before 2.14 cannot then encode
+        # them as the schema's defaults.
+        for model in (models.Source, models.Accelerator, models.Snapshot):
+            model.model_rebuild(force=True)
+        found = models.Snapshot.model_json_schema(mode="validation")
     elif kind == "drift":
         found = TypeAdapter(DriftDocument).json_schema()
     elif kind == "fleet":
