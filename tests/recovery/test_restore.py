@@ -9,6 +9,7 @@ import io
 import json
 import os
 import shlex
+import stat
 import subprocess
 import sys
 import tarfile
@@ -383,3 +384,39 @@ def test_through_a_prefix_files_and_caches_are_kept_and_restored(tmp_path: Path)
     }
     assert (box / "train.py").read_text() == "good\n"
     assert len((cache / "fx" / "graph.bin").read_bytes()) == 70000
+
+
+def test_a_script_comes_back_executable_as_it_was_recorded(project: Path) -> None:
+    """The snapshot records each tracked file's mode: a restored script keeps its x bit,
+    with the content and without it."""
+    script = project / "code" / "model.py"
+    os.chmod(script, 0o755)
+    done = envguard(
+        "snapshot", "--python", sys.executable, "--name", "good", "--force",
+        "--file", "code/model.py", "--keep-files", cwd=project,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    script.write_text("good = 1\nhack = 1\n")
+    os.chmod(script, 0o644)
+    assert restore(project, "--execute").returncode == 0
+    assert script.read_text() == "good = 1\n" and os.stat(script).st_mode & 0o111
+    os.chmod(script, 0o644)  # the same content, only the bit lost
+    assert restore(project, "--execute").returncode == 0
+    assert os.stat(script).st_mode & 0o111
+
+
+def test_a_recorded_mode_never_sets_a_special_bit(tmp_path: Path) -> None:
+    """A forged snapshot's mode 0o6777 gives an executable file under the umask, never a
+    setuid, setgid or sticky one; nonsense modes are ignored."""
+    for mode, executable in ((0o6777, True), (0o644, False), (-1, False), ("755", False)):
+        dest = tmp_path / f"f{executable}{mode!r}.sh"
+        data = b"#!/bin/sh\n"
+        staged = apply.stage({"dest": str(dest), "data": base64.b64encode(data).decode()})
+        sha = hashlib.sha256(data).hexdigest()
+        done = apply.install_file(
+            {"staged": staged["path"], "dest": str(dest), "sha256": sha, "stamp": "s", "mode": mode}
+        )
+        assert done["ok"], done
+        got = os.stat(dest).st_mode
+        assert not got & (stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX)
+        assert bool(got & 0o111) is executable, (mode, oct(got))

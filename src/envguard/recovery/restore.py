@@ -134,6 +134,13 @@ def _digests(answer: dict[str, object]) -> dict[str, str]:
     }
 
 
+def _lost_its_kind(recorded: FileDigest, now: FileDigest) -> bool:
+    """The same bytes, but executable where the snapshot's was not, or the other way."""
+    if recorded.mode is None or now.mode is None:
+        return False
+    return bool(recorded.mode & 0o111) != bool(now.mode & 0o111)
+
+
 def restore_files(ctx: Context) -> list[Item]:
     """Each tracked file whose content differs: written from the store, or from git at the
     recorded HEAD when the hash matches; the displaced version kept beside it."""
@@ -149,7 +156,7 @@ def restore_files(ctx: Context) -> list[Item]:
             continue
         dest = now.read_from or now.path
         name = _label(ctx, dest)  # what is written, never what the snapshot calls it
-        if now.sha256 == recorded.sha256:
+        if now.sha256 == recorded.sha256 and not _lost_its_kind(recorded, now):
             items.append(Item(kind="file", name=name, status="already", detail=f"same ({dest})"))
             continue
         if now.error and now.error.startswith(OUTSIDE):
@@ -223,6 +230,7 @@ def _restore_file(ctx: Context, recorded: FileDigest, dest: str, name: str) -> I
             staged=staged,
             dest=dest,
             sha256=recorded.sha256,
+            mode=recorded.mode,
             stamp=ctx.stamp,
             confine=ctx.confine,
         )
@@ -236,6 +244,13 @@ def _restore_file(ctx: Context, recorded: FileDigest, dest: str, name: str) -> I
         return Item(kind="file", name=name, status="failed", detail=str(answer.get("error")))
     if answer.get("sha256") != recorded.sha256:  # a far side's word is checked too
         return Item(kind="file", name=name, status="failed", detail=f"{dest}: not verified")
+    if answer.get("same") and answer.get("mode_set"):  # the content was right, not the mode
+        detail = (
+            f"{dest}: executable again"
+            if recorded.mode and recorded.mode & 0o111
+            else (f"{dest}: not executable again")
+        )
+        return Item(kind="file", name=name, status="restored", detail=detail)
     if answer.get("same"):  # a checkout (--repos) put it back already
         return Item(kind="file", name=name, status="already", detail=f"same ({dest})")
     return Item(

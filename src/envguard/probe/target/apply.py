@@ -157,6 +157,33 @@ def discard(args: Dict[str, Any]) -> Dict[str, Any]:
     return {"ok": True}
 
 
+def _umask() -> int:
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
+
+
+def _wanted_mode(recorded: Any) -> Optional[int]:
+    """The mode a restored file gets from the one a snapshot recorded, as git checks a file
+    out: executable or not, under the umask; never a setuid, setgid or sticky bit from an
+    untrusted snapshot. None when nothing (valid) was recorded."""
+    if type(recorded) is not int or not 0 <= recorded <= 0o7777:
+        return None
+    return (0o777 if recorded & 0o111 else 0o666) & ~_umask()
+
+
+def _set_executable(path: str, wanted: Optional[int]) -> bool:
+    """Give ``path`` the executable bits of ``wanted`` when it has the other kind (a script
+    that lost its x bit gets it back; its other bits stay the user's); True if it did."""
+    if wanted is None:
+        return False
+    current = stat.S_IMODE(os.lstat(path).st_mode)
+    if bool(current & 0o111) == bool(wanted & 0o111):
+        return False
+    os.chmod(path, wanted)
+    return True
+
+
 def install_file(args: Dict[str, Any]) -> Dict[str, Any]:
     """Put staged content at ``dest`` when its sha256 is ``sha256``: the old file is kept
     beside it (a hard link, so the swap itself is one atomic rename), the new one hashed
@@ -172,9 +199,12 @@ def install_file(args: Dict[str, Any]) -> Dict[str, Any]:
             same = stat.S_ISREG(os.lstat(dest).st_mode) and digests(dest)["sha256"] == want
         except OSError:
             same = False
+        wanted = _wanted_mode(args.get("mode"))
         if same:  # already the content (a checkout put it back): nothing to displace
             os.unlink(staged)
-            return dict(got, ok=True, displaced=None, same=True)
+            return dict(
+                got, ok=True, displaced=None, same=True, mode_set=_set_executable(dest, wanted)
+            )
         if got["sha256"] != want:
             os.unlink(staged)
             return _fail(
@@ -186,14 +216,13 @@ def install_file(args: Dict[str, Any]) -> Dict[str, Any]:
         except FileNotFoundError:
             st = None
         if st is None:  # a new file: the usual mode, not mkstemp's private one
-            umask = os.umask(0o022)
-            os.umask(umask)
-            os.chmod(staged, 0o666 & ~umask)
+            os.chmod(staged, wanted if wanted is not None else 0o666 & ~_umask())
         if st is not None:
             if not stat.S_ISREG(st.st_mode):
                 os.unlink(staged)
                 return _fail("%s is not a regular file; left as it is" % dest)
             os.chmod(staged, stat.S_IMODE(st.st_mode))
+            _set_executable(staged, wanted)
             displaced = dest + DISPLACED + stamp
             try:
                 os.link(dest, displaced)
