@@ -61,7 +61,10 @@ _TOKEN_SHAPES = re.compile(
     r"|\bsk-(?:[A-Za-z]+-)?[A-Za-z0-9_-]{20,}"  # OpenAI and lookalikes
     r"|(?:AKIA|ASIA)[0-9A-Z]{16}"  # AWS access key ids
     r"|xox[abposr]-[A-Za-z0-9-]{10,}"  # Slack
-    r"|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})"  # JWT
+    r"|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"  # JWT
+    r"|glpat-[A-Za-z0-9_-]{20,}"  # GitLab personal access tokens
+    r"|AIza[0-9A-Za-z_-]{35}"  # Google API keys
+    r"|npm_[A-Za-z0-9]{36})"  # npm access tokens
 )
 # NAME=value or NAME: value inside one word, where NAME names a secret (api_key=..., X-Api-Key:...)
 # A match starts only where a run of name characters starts (NAME from its first letter): one
@@ -81,7 +84,7 @@ _MAYBE_SECRET = re.compile(
     # but the "->" of a version change), never a subset; the Kelvin sign and the long s
     # fold to k and s, as re.IGNORECASE would have them.
     r"[=@]|:\S|(?:^|\s)-(?!>)|[Ss\u017f][Ss\u017f][Hh]|[Bb][Ee][Aa][Rr]|[Bb][Aa][Ss\u017f][Ii][Cc]|[Tt][Oo][Kk\u212a]"
-    r"|gh[pousr][_-]|github[_-]pat[_-]|hf[_-]|sk-|AKIA|ASIA|xox[abposr]-|eyJ"
+    r"|gh[pousr][_-]|github[_-]pat[_-]|hf[_-]|sk-|AKIA|ASIA|xox[abposr]-|eyJ|glpat-|AIza|npm_"
 )
 
 
