@@ -96,6 +96,12 @@ _MAYBE_SECRET = re.compile(
 _LABEL = re.compile(r"(?:pas|pwd|key|tok|sec|cred|auth|priv|cook|sess|sig|acces)\S*[ \t]*:\s")
 
 
+# A name as uv and pip quote it in their messages (an extra, a group, a project): names are
+# not secrets, and one followed by ":" is what a message is about, not a "password:" label.
+# Secrets inside backticks (a token's shape, URL credentials, NAME=value) are still hidden.
+_QUOTED_NAME = re.compile(r"`[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?`:?\Z")
+
+
 def redact_text(text: str) -> str:
     """Free text (a note, an error line) with every secret form above hidden."""
     if not _MAYBE_SECRET.search(text) and not (":" in text and _LABEL.search(text.casefold())):
@@ -104,6 +110,8 @@ def redact_text(text: str) -> str:
     words[::2] = redact_argv(words[::2])
     for at in range(2, len(words), 2):  # "Password: hunter2": the value is the next word
         label = words[at - 2]
+        if _QUOTED_NAME.match(label):
+            continue  # "Group `auth-tokens`: ...": a name a tool quotes, not a secret's label
         if words[at] and label.endswith(":") and is_secret_name(label[:-1]):
             words[at] = REDACTED
         elif words[at] and label in (":", "=") and at >= 4 and is_secret_name(words[at - 4]):

@@ -215,12 +215,12 @@ def _freshness(project: Path, *, where: str) -> tuple[str | None, str | None]:
     if any(sign in said for sign in _NO_VERDICT_SIGNS):
         return None, (
             f"whether {where} is up to date with pyproject.toml was not checked: uv could not"
-            f" build a path package's metadata offline ({_unquote(why)})"
+            f" build a path package's metadata offline ({why})"
         )
     if any(sign in said for sign in _STALE_SIGNS):
         pyproject = Path(where).parent / "pyproject.toml"
         return f"{where} is out of date with {pyproject}: run `uv lock`", None
-    raise LockfileError(f"{where}: uv lock --check failed ({_unquote(why)})")
+    raise LockfileError(f"{where}: uv lock --check failed ({why})")
 
 
 def _export(project: Path, selection: Selection, *, where: str) -> str:
@@ -232,7 +232,7 @@ def _export(project: Path, selection: Selection, *, where: str) -> str:
         why = reason(ValueError(first.removeprefix("error:").strip())) if first else "no message"
         selection_error = any(w in first.lower() for w in ("extra", "group", "package"))
         raise LockfileError(
-            f"{where}: uv export refused it ({_unquote(why)})",
+            f"{where}: uv export refused it ({why})",
             hint="the same --extra/--group flags as for `uv sync`; see `uv export --help`"
             if selection_error
             else None,
@@ -284,13 +284,6 @@ def _run_uv(
         raise LockfileError(f"{where}: cannot run uv ({exc.strerror or exc})") from None
     trace.done(what, started)
     return proc
-
-
-def _unquote(text: str) -> str:
-    """uv quotes names in backticks; a lockfile's names are untrusted: never echoed."""
-    import re
-
-    return re.sub(r"`[^`]*`", "`...`", text)
 
 
 def walk(

@@ -1,0 +1,84 @@
+"""What the gate says on a real small uv project (offline, tiny wheels): uv's own words with
+the names of extras, groups and projects kept, and hints for a selection mistake."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from envguard.cli import app
+from envguard.redact import redact_text
+from envguard.snapshots import store
+from envguard.testing import make_simple_index
+from factories import UV, make_wheel, package, run, snapshot
+
+runner = CliRunner()
+
+PYPROJECT = """\
+[project]
+name = "app"
+version = "0.1.0"
+requires-python = ">=3.10"
+dependencies = ["six", "winonly; sys_platform == 'win32'"]
+
+[project.optional-dependencies]
+cpu = ["numpy"]
+
+[dependency-groups]
+dev = ["pytest"]
+lint = ["ruff"]
+
+[tool.uv]
+package = false
+"""
+
+WHEELS = [("six", "1.16.0"), ("numpy", "2.1.0"), ("pytest", "8.0.0"), ("ruff", "0.6.0"),
+          ("winonly", "1.0")]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("msg")
+    wheels = [make_wheel(root / "wh", n, v) for n, v in WHEELS]
+    base = make_simple_index(root / "idx", {"pypi": wheels})
+    proj = root / "proj"
+    proj.mkdir()
+    (proj / "pyproject.toml").write_text(PYPROJECT)
+    run([UV, "lock", "--quiet", "--offline", "--default-index", f"{base}/pypi"], cwd=proj)
+    return proj
+
+
+def check(tmp: Path, lock: Path, names: list[str], *flags: str) -> tuple[int, str, str]:
+    versions = dict(WHEELS)
+    (tmp / "good.json").write_text(store.dumps(snapshot([package(n, versions[n]) for n in names])))
+    result = runner.invoke(app, ["check", str(tmp / "good.json"), "--lock", str(lock), *flags])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_uvs_error_keeps_the_names_of_extras_and_projects(project: Path, tmp_path: Path) -> None:
+    code, _, err = check(tmp_path, project / "uv.lock", ["six"], "--extra", "nope")
+    assert code == 2
+    assert err.splitlines()[0] == (
+        f"error: {project / 'uv.lock'}: uv export refused it"
+        " (Extra `nope` is not defined in the `optional-dependencies` table for `app`)"
+    )
+    code, _, err = check(tmp_path, project / "uv.lock", ["six"], "--group", "nope")
+    assert code == 2 and "(Group `nope` is not defined in the project's" in err
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("Group `auth-tokens`: not found", "Group `auth-tokens`: not found"),
+        ("Extra `nope` is not defined", "Extra `nope` is not defined"),
+        # Secrets inside backticks are still hidden.
+        ("Extra `ghp_abcdefghijklmnopqrstuvwxyz123` x", "Extra `<redacted>` x"),
+        ("fetch `https://u:hunter2@host/simple`", "fetch `https://host/simple`"),
+        ("password: hunter2", "password: <redacted>"),
+        ("`password=hunter2` x", "`password=<redacted> x"),
+    ],
+)
+def test_quoted_names_are_kept_secrets_are_not(text: str, shown: str) -> None:
+    assert redact_text(text) == shown
