@@ -82,3 +82,20 @@ def test_uvs_error_keeps_the_names_of_extras_and_projects(project: Path, tmp_pat
 )
 def test_quoted_names_are_kept_secrets_are_not(text: str, shown: str) -> None:
     assert redact_text(text) == shown
+
+
+def test_a_uv_exported_pylock_says_uv_applied_the_selection(project: Path, tmp_path: Path) -> None:
+    exported = run([UV, "export", "--frozen", "--offline", "--format", "pylock.toml", "--extra",
+                    "cpu", "--no-header"], cwd=project).stdout  # fmt: skip
+    lock = tmp_path / "pylock.toml"
+    lock.write_text(exported)
+    code, _, err = check(tmp_path, lock, ["six", "numpy", "pytest"], "--extra", "cpu")
+    assert code == 2
+    assert err.splitlines() == [
+        f"error: {lock}: Undeclared extras: cpu",
+        "hint: uv applied the selection when it exported this pylock.toml:"
+        " drop --extra/--group here",
+    ]
+    code, _, err = check(tmp_path, lock, ["six", "numpy", "pytest"], "--group", "lint")
+    assert code == 2 and "hint: uv applied the selection" in err
+    assert check(tmp_path, lock, ["six", "numpy", "pytest"])[0] == 0

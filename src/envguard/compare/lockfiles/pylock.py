@@ -87,7 +87,19 @@ def read_pylock_text(
             )
         )
     except PylockSelectError as exc:
-        raise LockfileError(f"{where}: {reason(exc)}") from None
+        said = reason(exc)
+        # uv exports one selection (`uv export --extra cpu`) and declares none: the extras
+        # and groups it applied are not in the file to select again.
+        exported = lock.created_by == "uv" and said.startswith(
+            ("Undeclared extras", "Undeclared dependency groups")
+        )
+        raise LockfileError(
+            f"{where}: {said}",
+            hint="uv applied the selection when it exported this pylock.toml:"
+            " drop --extra/--group here"
+            if exported
+            else None,
+        ) from None
     except MARKER_ERRORS as exc:  # a marker that does not evaluate in this environment
         raise LockfileError(f"{where}: a marker envguard cannot evaluate ({reason(exc)})") from None
     pins: dict[str, Pin] = {}
