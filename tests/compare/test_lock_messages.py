@@ -3,6 +3,7 @@ the names of extras, groups and projects kept, and hints for a selection mistake
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,38 @@ def test_a_uv_exported_pylock_says_uv_applied_the_selection(project: Path, tmp_p
     code, _, err = check(tmp_path, lock, ["six", "numpy", "pytest"], "--group", "lint")
     assert code == 2 and "hint: uv applied the selection" in err
     assert check(tmp_path, lock, ["six", "numpy", "pytest"])[0] == 0
+
+
+def test_a_package_in_the_lock_says_why_it_is_not_installed(project: Path, tmp_path: Path) -> None:
+    names = ["six", "pytest", "numpy", "ruff", "winonly"]
+    code, out, _ = check(tmp_path, project / "uv.lock", names, "--format", "json")
+    lock = project / "uv.lock"
+    messages = {c["name"]: c["message"] for c in json.loads(out)["changes"]}
+    assert code == 1 and messages == {
+        "numpy": f"numpy 2.1.0 is installed; it is in {lock}, but only in extra `cpu`,"
+        " not selected: add --extra cpu",
+        "ruff": f"ruff 0.6.0 is installed; it is in {lock}, but only in group `lint`,"
+        " not selected: add --group lint",
+        "winonly": f"winonly 1.0 is installed; {lock} locks it only for sys_platform == 'win32'",
+    }
+    code, out, _ = check(tmp_path, lock, ["six", "winonly"], "--no-default-groups",
+                         "--format", "json")  # fmt: skip
+    assert [c["message"] for c in json.loads(out)["changes"]] == [
+        f"winonly 1.0 is installed; {lock} locks it only for sys_platform == 'win32'"
+    ]
+    # Selected as the message says, they pass (winonly stays: this is not win32).
+    code, out, _ = check(tmp_path, lock, names, "--extra", "cpu", "--group", "lint")
+    assert code == 1 and "winonly" in out and "numpy" not in out and "ruff" not in out
+
+
+def test_without_uv_the_walk_says_the_same(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ENVGUARD_UV", str(tmp_path / "no-uv-here"))
+    code, out, _ = check(
+        tmp_path, project / "uv.lock", ["six", "pytest", "ruff"], "--format", "json"
+    )
+    [ruff] = json.loads(out)["changes"]
+    assert code == 1 and ruff["message"].endswith(
+        "only in group `lint`, not selected: add --group lint"
+    )

@@ -150,6 +150,7 @@ def check(
         notes=read.notes,
         exact=read.exact,
         stale=read.stale,
+        elsewhere=read.elsewhere,
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,10 @@ class LockRead:
     exact: bool = False
     # Why the lock no longer matches its pyproject.toml (`uv lock --check` fails), if it does.
     stale: str | None = None
+    # Packages the lock holds but does not install for this selection and interpreter, and
+    # why: ("selection", "only in group `lint`, not selected: add --group lint") or
+    # ("platform", "sys_platform == 'win32'").
+    elsewhere: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 def package_lines(text: str, header: str) -> dict[str, int]:

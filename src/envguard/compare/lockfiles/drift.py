@@ -41,13 +41,15 @@ def lock_drift(
     notes: tuple[str, ...] = (),
     exact: bool = False,
     stale: str | None = None,
+    elsewhere: dict[str, tuple[str, str]] | None = None,
 ) -> Drift:
     """Packages whose pin or source differs, or that are in one of snapshot and lock but not
     the other. ``subject`` says what the snapshot is ("snapshot good", "the environment at
     .venv"); each change points at the lockfile line that pins it, when there is one.
     ``exact``: the lock is installed as `uv sync` does (unless ``policy.inexact``), removing
     what it does not list, seed packages included. ``stale``: why the lock itself is out of
-    date with its project, a critical change of its own."""
+    date with its project, a critical change of its own. ``elsewhere``: why the lock does
+    not install a package it holds (LockRead.elsewhere), said instead of "does not install"."""
     packages = snapshot.package_map()
     side = (
         "the environment" if subject and subject.startswith("the environment") else "the snapshot"
@@ -81,7 +83,7 @@ def lock_drift(
                 severity=Severity.info if kept else level,
                 message=f"{name} {installed or pkg.version} is installed"
                 + (" (a seed package of the venv)" if seed else "")
-                + f" but {lock} does not install it"
+                + _not_installed_by(lock, (elsewhere or {}).get(name))
                 + (" (inexact: kept)" if policy.inexact else ""),
             )
         elif pkg is None and pin is not None:
@@ -166,6 +168,15 @@ def lock_drift(
         notes=notes,
         verdict=lock_verdict(changes, policy),
     )
+
+
+def _not_installed_by(lock: str, why: tuple[str, str] | None) -> str:
+    if why is None:
+        return f" but {lock} does not install it"
+    kind, text = why
+    if kind == "platform":
+        return f"; {lock} locks it only for {text}"
+    return f"; it is in {lock}, but {text}"
 
 
 def _source_moved(source: Source, pin: Pin, *, side: str, lock: str) -> tuple[str, str, str] | None:

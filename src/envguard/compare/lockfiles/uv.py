@@ -73,6 +73,7 @@ def read_uv_lock(
             notes=() if note is None else (note,),
             exact=True,
             stale=stale,
+            elsewhere=_elsewhere(parse_toml(text, where=where), pins, env, where=where),
         )
     data = parse_toml(text, where=where)
     try:
@@ -85,8 +86,77 @@ def read_uv_lock(
     if freshness:
         note += "; whether it is out of date with pyproject.toml was not checked"
     return LockRead(
-        pins={n: _at(p, lines.get(n)) for n, p in pins.items()}, notes=(note,), exact=True
+        pins={n: _at(p, lines.get(n)) for n, p in pins.items()},
+        notes=(note,),
+        exact=True,
+        elsewhere=_elsewhere(data, pins, env, where=where),
     )
+
+
+def _elsewhere(
+    data: dict[str, Any], pins: dict[str, Pin], env: dict[str, str], *, where: str
+) -> dict[str, tuple[str, str]]:
+    """Why each package the lock holds is not installed: only in an extra or group of a
+    project of the workspace that is not selected, or only behind markers (a platform) that
+    are false here. Best effort: a lock of unexpected shape says nothing more."""
+    try:
+        return _why_elsewhere(data, pins, env, where=where)
+    except (TypeError, AttributeError, KeyError, ValueError, LockfileError):
+        return {}
+
+
+def _why_elsewhere(
+    data: dict[str, Any], pins: dict[str, Pin], env: dict[str, str], *, where: str
+) -> dict[str, tuple[str, str]]:
+    packages = [p for p in data.get("package", []) if isinstance(p, dict)]
+    deps: dict[str, list[str]] = {}
+    markers: dict[str, set[str | None]] = {}  # the markers of every edge into a package
+    for pkg in packages:
+        name = canonicalize_name(pkg["name"])
+        edges = list(pkg.get("dependencies", []))
+        for table in ("optional-dependencies", "dev-dependencies"):
+            for listed in (pkg.get(table) or {}).values():
+                edges += listed
+        for dep in edges:
+            target = canonicalize_name(dep["name"])
+            deps.setdefault(name, []).append(target)
+            markers.setdefault(target, set()).add(dep.get("marker"))
+
+    def reach(start: list[dict[str, Any]]) -> set[str]:
+        seen: set[str] = set()
+        todo: list[str] = [canonicalize_name(d["name"]) for d in start]
+        while todo:
+            here = todo.pop()
+            if here not in seen:
+                seen.add(here)
+                todo += deps.get(here, [])
+        return seen
+
+    options: dict[str, list[tuple[str, str]]] = {}  # name -> [(label, flag)]
+    for pkg in packages:
+        source = pkg.get("source") or {}
+        if not any(k in source for k in ("virtual", "editable", "directory")):
+            continue
+        for table, kind in (("optional-dependencies", "extra"), ("dev-dependencies", "group")):
+            for label, listed in sorted((pkg.get(table) or {}).items()):
+                option = (f"{kind} `{label}`", f"--{kind} {label}")
+                for reached in reach(listed):
+                    options.setdefault(reached, []).append(option)
+    out: dict[str, tuple[str, str]] = {}
+    for pkg in packages:
+        name = canonicalize_name(pkg["name"])
+        if name in pins or name in out:
+            continue
+        if name in options:
+            found = list(dict.fromkeys(options[name]))
+            labels = " or ".join(label for label, _ in found)
+            flags = " or ".join(flag for _, flag in found)
+            out[name] = ("selection", f"only in {labels}, not selected: add {flags}")
+            continue
+        said = markers.get(name, set())
+        if said and None not in said and not any(applies(m, env, where=where) for m in said):
+            out[name] = ("platform", " or ".join(sorted(m for m in said if m)))
+    return out
 
 
 def _project_of(path: Path | None) -> Path | None:
