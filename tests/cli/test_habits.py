@@ -39,12 +39,14 @@ def test_help_names_what_options_take(command: str) -> None:
     assert not re.search(r"<(str|text|int|integer|float|path|int range)>", result.stdout)
 
 
+@pytest.mark.version_pinned("choices as <a|b> is how typer's vendored click writes them")
 def test_choices_are_listed() -> None:
     out = envguard("diff", "--help").stdout
     assert "<table|json|markdown|github|html>" in out
     assert "<critical|warning|info|never>" in out
 
 
+@pytest.mark.version_pinned("the wording of the usage error is typer's vendored click's")
 def test_usage_errors_look_like_every_other_error(tmp_path: Path) -> None:
     result = envguard("diff", "--no-such-option", cwd=tmp_path)
     assert result.returncode == 2

@@ -53,7 +53,10 @@ class LazyCommands(MutableMapping[str, Any]):
         """(name, one-line help) of each visible command, cut as click cuts it."""
         import inspect
 
-        from typer._click.utils import make_default_short_help
+        try:
+            from typer._click.utils import make_default_short_help
+        except ImportError:  # typer before 0.26 depends on click instead of vendoring it
+            from click.utils import make_default_short_help  # type: ignore[import-not-found,no-redef,unused-ignore]
 
         visible = [(n, i) for n, i in self._infos.items() if i is not None and not i.hidden]
         if not visible:

@@ -24,7 +24,7 @@ from envguard.version import __version__
 
 if TYPE_CHECKING:
     from rich.console import Console
-    from typer._click import Context  # typer's vendored click (click itself before 0.16)
+    from typer._click import Context  # typer's vendored click (click itself before 0.26)
 
 
 def _say(kind: str, text: str) -> None:
