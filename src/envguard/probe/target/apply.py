@@ -339,9 +339,7 @@ def extract(args: Dict[str, Any]) -> Dict[str, Any]:
                 "the archive for %s holds %s; %d files, %d bytes were kept"
                 % (dest, found, limit[0], limit[1])
             )
-        umask = os.umask(0o022)
-        os.umask(umask)
-        os.chmod(new, 0o777 & ~umask)  # mkdtemp made it private; a cache is not
+        os.chmod(new, 0o777 & ~_umask())  # mkdtemp made it private; a cache is not
         displaced = None
         if os.path.lexists(dest):
             displaced = dest + DISPLACED + stamp
