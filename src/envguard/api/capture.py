@@ -36,9 +36,12 @@ def snapshot(
     timeout: float | None = 120.0,
     command: Sequence[str] | None = None,
     root: str | Path | None = None,
+    deep: bool = False,
 ) -> Snapshot:
     """Measure an environment: the interpreter (default: $VIRTUAL_ENV, ./.venv, python3),
-    its packages, torch's build, the GPU, git repos, files, caches and environment."""
+    its packages, torch's build, the GPU, git repos, files, caches and environment.
+    Installed files are checked against each distribution's RECORD: the files that run by
+    size (and hash when written after the install); ``deep``: every file hashed."""
     started = _start_snapshot(**locals())
     # The probe runs while the models (pydantic) load: that import is most of the start-up.
     from envguard.snapshots.capture import finish_capture
@@ -59,6 +62,7 @@ def snapshot_document(
     timeout: float | None = 120.0,
     command: Sequence[str] | None = None,
     root: str | Path | None = None,
+    deep: bool = False,
 ) -> Document:
     """snapshot(), as the JSON document its file holds (``Snapshot.model_validate`` of it
     is snapshot()'s result): checked as the model checks it, without loading pydantic
@@ -120,6 +124,7 @@ def _start_snapshot(
     timeout: float | None,
     command: Sequence[str] | None,
     root: str | Path | None,
+    deep: bool = False,
 ) -> StartedCapture:
     request = capture_request(
         python=python,
@@ -135,10 +140,12 @@ def _start_snapshot(
     )
     if any("{host}" in token for token in request.via):
         raise UsageError("--via contains {host}: pass --hosts to say which hosts")
-    if root is not None:
-        from dataclasses import replace
+    from dataclasses import replace
 
+    if root is not None:
         request = replace(request, root=Path(root_path(root, remote=bool(request.via))))
+    if deep:
+        request = replace(request, verify="deep")
     return start_capture(request)
 
 

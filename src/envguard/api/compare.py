@@ -46,6 +46,7 @@ def diff(
     allow: Sequence[str | Path] = (),
     root: str | Path | None = None,
     timeout: float = VIA_TIMEOUT,
+    deep: bool = False,
 ) -> Drift:
     """What drifted from ``good`` (default: the newest snapshot) to ``against``, or to the
     live environment measured as ``good`` was (``python``/``via`` say where; ``timeout``:
@@ -53,7 +54,9 @@ def diff(
     are read only under the working directory, its git work tree, the target's compile
     cache folders and ``allow``. ``root``: where the checkout holding the snapshot's tracked
     files lies now (default: where it was, else the work tree around the working
-    directory)."""
+    directory). ``deep``: every installed file of the live side hashed against its RECORD
+    (by default the files that run are checked by size, and hashed when written after
+    their install)."""
     timeout = via_timeout(timeout)
     allowed = tuple(str(a) for a in allow)
     where = None if root is None else root_path(root, remote=via is not None)
@@ -78,6 +81,7 @@ def diff(
                 allow=allowed,
                 root=where,
                 timeout=timeout,
+                deep=deep,
             )
         )
         return compute(snap, live, rules)
@@ -91,6 +95,7 @@ def diff(
         allow=allowed,
         root=where,
         timeout=timeout,
+        deep=deep,
     )
     from envguard.compare.engine import diff as compute
 

@@ -189,7 +189,9 @@ def _restore_packages(
 
     differ = [
         c
-        for c in compute(snap, live, only_sections(Policy(), ("packages", "interpreter"))).changes
+        for c in compute(
+            snap, live, only_sections(Policy(), ("packages", "interpreter", "installed"))
+        ).changes
         if c.severity.rank > Severity.info.rank
     ]
     if not differ and has_venv:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from envguard.cli.program import OutputFormat, app, console, data_out, fail, quiet
+from envguard.cli.program import Deep, OutputFormat, app, console, data_out, fail, quiet
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -68,6 +68,7 @@ def snapshot(
     store: Annotated[
         str | None, typer.Option(help="The content store [default: .store beside the snapshot].")
     ] = None,
+    deep: Deep = False,
 ) -> None:
     """Record the whole environment after a good run."""
     from envguard import api
@@ -122,6 +123,7 @@ def snapshot(
         "timeout": timeout,
         "command": command,
         "root": root,
+        "deep": deep,
     }
     if keeping:
         from envguard.snapshots.blobs import store_for

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from envguard.cli.program import app, console, data_out, quiet
+from envguard.cli.program import Deep, app, console, data_out, quiet
 
 if TYPE_CHECKING:
     from envguard.compare.models import Drift
@@ -273,6 +273,7 @@ def diff(
     package: Package = None,
     expand: Expand = False,
     timeout: Timeout = 120.0,
+    deep: Deep = False,
 ) -> None:
     """What drifted since the known-good snapshot, worst first. Exit 1 on drift."""
     from envguard import api
@@ -306,6 +307,7 @@ def diff(
             allow=allow or (),
             root=root,
             timeout=timeout,
+            deep=deep,
         )
     _emit_drift(drift, _default_format(format), policy=policy, expand=expand)
     _exit(drift, policy)

@@ -322,6 +322,16 @@ def fail(message: str) -> NoReturn:
     raise UsageError(message)
 
 
+# Installed files against their RECORD, every file hashed (snapshot, diff).
+Deep = Annotated[
+    bool,
+    typer.Option(
+        help="Hash every installed file against its RECORD (default: the files that run,"
+        " by size, hashed when written after their install)."
+    ),
+]
+
+
 class OutputFormat(str, Enum):
     table = "table"
     json = "json"

@@ -78,6 +78,7 @@ def verdict(
         ]
         lines.append("GPU stack: " + _some([s.replace("  ", " ") for s in said]))
         grouped |= {c.name for c in gpu_rest}
+    lines += _installed_lines(changes)
     # Downgrades by name, once each (a package two installs pulled back is one downgrade).
     down = [c for n, c in sorted(by_name.items()) if c.kind == "downgraded" and n != "torch"]
     if down:
@@ -104,6 +105,32 @@ def verdict(
         shown_metrics = redact_metrics(dict(expected.metrics))
         lines.append("last good run: " + ", ".join(f"{k}={v}" for k, v in shown_metrics.items()))
     return tuple(lines)
+
+
+_FILE_WORDS = {
+    "modified_in_place": "edited in place",
+    "files_missing": "files missing",
+    "files_added": "files added",
+    "clobbered": "overwritten by another package",
+}
+
+
+def _installed_lines(changes: Sequence[Change]) -> list[str]:
+    """Who owns a library two packages install (install order), then which packages' files
+    are not what they installed."""
+    lines = []
+    owners = [c for c in changes if c.section == "installed" and c.kind == "owner_changed"]
+    if owners:
+        said = [f"{c.name} is {c.actual or 'no one'}'s copy (was {c.expected})" for c in owners]
+        lines.append("installed over each other: " + _some(said))
+    edited = [c for c in changes if c.section == "installed" and c.kind in _FILE_WORDS]
+    if edited:
+        by_package: dict[str, list[str]] = {}
+        for c in edited:
+            by_package.setdefault(c.name, []).append(_FILE_WORDS[c.kind])
+        said = [f"{name} ({', '.join(words)})" for name, words in by_package.items()]
+        lines.append("installed files changed: " + _some(said))
+    return lines
 
 
 def _some(items: Sequence[str], shown: int = 3) -> str:

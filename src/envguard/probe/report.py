@@ -22,7 +22,7 @@ from envguard.probe.spec import REPORT_SPEC
 from envguard.reading import UNSAFE_CHARS, not_json_constant
 
 # The version of probe/target/main.py this host sends; a report of another is refused.
-PROBE_VERSION = 4
+PROBE_VERSION = 5
 # A report larger than this is not a real environment's (271 real dists: about 0.3 MB).
 MAX_REPORT_BYTES = 64 << 20
 _CONTROL = re.compile("[" + UNSAFE_CHARS + "]")
@@ -49,6 +49,26 @@ class ReportInterpreter(TypedDict):
     markers: dict[Line, Line]
 
 
+class ReportOnDisk(TypedDict):
+    checked: int
+    modified: list[Line]
+    missing: list[Line]
+    added: list[Line]
+    clobbered: list[Line]
+    more: int
+
+
+class ReportClaimant(TypedDict):
+    name: Line
+    version: Line
+
+
+class ReportClash(TypedDict):
+    path: Line
+    claimants: list[ReportClaimant]
+    owner: Line | None
+
+
 class ReportDist(TypedDict):
     name: Line
     display_name: Line
@@ -61,6 +81,7 @@ class ReportDist(TypedDict):
     fingerprint: Line | None
     shadowed: bool
     requires: list[Line]
+    on_disk: ReportOnDisk | None
 
 
 class ReportTorch(TypedDict):
@@ -121,6 +142,8 @@ class ProbeReport(TypedDict):
     interpreter: ReportInterpreter
     packages: list[ReportDist]
     torch: ReportTorch | None
+    clashes: list[ReportClash] | None
+    unowned: list[Line] | None
     files: list[ReportFile]
     repos: list[ReportRepo]
     caches: list[ReportCache]

@@ -70,6 +70,33 @@ REPORT_SPEC: Any = (
                         "list",
                         "line",
                     ),
+                    "on_disk": (
+                        "?",
+                        (
+                            "fields",
+                            {
+                                "checked": "int",
+                                "modified": (
+                                    "list",
+                                    "line",
+                                ),
+                                "missing": (
+                                    "list",
+                                    "line",
+                                ),
+                                "added": (
+                                    "list",
+                                    "line",
+                                ),
+                                "clobbered": (
+                                    "list",
+                                    "line",
+                                ),
+                                "more": "int",
+                            },
+                            frozenset([]),
+                        ),
+                    ),
                 },
                 frozenset([]),
             ),
@@ -98,6 +125,38 @@ REPORT_SPEC: Any = (
                     ),
                 },
                 frozenset([]),
+            ),
+        ),
+        "clashes": (
+            "?",
+            (
+                "list",
+                (
+                    "fields",
+                    {
+                        "path": "line",
+                        "claimants": (
+                            "list",
+                            (
+                                "fields",
+                                {"name": "line", "version": "line"},
+                                frozenset([]),
+                            ),
+                        ),
+                        "owner": (
+                            "?",
+                            "line",
+                        ),
+                    },
+                    frozenset([]),
+                ),
+            ),
+        ),
+        "unowned": (
+            "?",
+            (
+                "list",
+                "line",
             ),
         ),
         "files": (

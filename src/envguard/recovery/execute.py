@@ -219,7 +219,7 @@ def verify(
     snapshot: Snapshot,
     python: Path,
     *,
-    sections: tuple[str, ...] = ("packages", "interpreter"),
+    sections: tuple[str, ...] = ("packages", "interpreter", "installed"),
     ignore: frozenset[str] = frozenset(),
 ) -> tuple[Drift, Snapshot]:
     """``sections`` of ``python`` against ``snapshot`` (must be info at most), and the live
@@ -239,6 +239,8 @@ def verify(
         c
         for c in drift.changes
         if not (c.section == "packages" and c.kind == "content_changed" and c.name in built)
+        # Bytes the good environment had edited in place are not kept: not_restored says so.
+        and not (c.section == "installed" and c.kind == "modification_gone")
     )
     return drift.model_copy(update={"changes": kept}), live
 
@@ -507,7 +509,7 @@ def not_restored(snapshot: Snapshot, live: Snapshot) -> list[str]:
     from envguard.compare.engine import diff, restore_hints
     from envguard.compare.policy import Policy, only_sections
 
-    kept = ("repos", "files", "caches")
+    kept = ("repos", "files", "caches", "installed")
     rest = diff(snapshot, live, only_sections(Policy(), kept))
     return restore_hints(rest.changes, snapshot)
 

@@ -108,7 +108,7 @@ class VerifyStep(Model):
     purpose: str
     python: str
     snapshot: str  # the snapshot file, for the shell script's `envguard diff`
-    sections: tuple[str, ...] = ("packages", "interpreter")
+    sections: tuple[str, ...] = ("packages", "interpreter", "installed")
 
 
 class SwapStep(Model):
@@ -426,9 +426,10 @@ def plan(snapshot: Snapshot, options: PlanOptions) -> Plan:
             argv=(uv, "pip", "sync", "--python", python_path, *index_args(sources), files[0].path),
         )
     )
+    steps += owner_steps(snapshot, every_pin, uv, python_path, sources)
     steps.append(
         VerifyStep(
-            purpose="verify packages and interpreter against the snapshot (fingerprints included)",
+            purpose="verify packages, installed files and the interpreter against the snapshot",
             python=python_path,
             snapshot=options.snapshot_ref,
         )
@@ -455,6 +456,42 @@ def plan(snapshot: Snapshot, options: PlanOptions) -> Plan:
         skipped=tuple(found.skipped),
         warnings=tuple(found.warnings),
     )
+
+
+def owner_steps(
+    snapshot: Snapshot, pins: list[str], uv: str, python: str, sources: Sources
+) -> list[RunStep]:
+    """One reinstall per distribution whose bytes the snapshot found on a path that two
+    distributions claim, after everything else: the last one installed owns the file, as
+    in the good environment."""
+    by_name = {n: line for line in pins for n in _names([line])}
+    steps = []
+    for owner in sorted({c.owner for c in snapshot.clashes or () if c.owner is not None}):
+        pin = by_name.get(str(canonicalize_name(owner)))
+        if pin is None:
+            continue
+        paths = sorted(c.path for c in snapshot.clashes or () if c.owner == owner)
+        steps.append(
+            RunStep(
+                kind="install",
+                purpose=f"reinstall {safe_label(owner)} last: its copy of"
+                f" {safe_label(paths[0])}{' and more' if len(paths) > 1 else ''} is the"
+                " good environment's",
+                argv=(
+                    uv,
+                    "pip",
+                    "install",
+                    "--python",
+                    python,
+                    "--no-deps",
+                    "--reinstall-package",
+                    str(canonicalize_name(owner)),
+                    *index_args(sources),
+                    pin,
+                ),
+            )
+        )
+    return steps
 
 
 def torch_build_label(snapshot: Snapshot) -> str | None:

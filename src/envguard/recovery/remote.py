@@ -107,7 +107,9 @@ def remote_rebuild(
                 request = request_like(Recorded.of(snap), python=step.python, via=target.prefix)
                 outcome.live = capture_snapshot(request)
                 drift = compute(
-                    snap, outcome.live, only_sections(Policy(), ("packages", "interpreter"))
+                    snap,
+                    outcome.live,
+                    only_sections(Policy(), ("packages", "interpreter", "installed")),
                 )
                 outcome.verified = drift
                 bad = [c for c in drift.changes if c.severity.rank > Severity.info.rank]

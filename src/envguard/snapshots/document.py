@@ -122,6 +122,7 @@ def package(raw: ReportDist) -> Document:
         "fingerprint": raw["fingerprint"],
         "shadowed": raw["shadowed"],
         "requires": list(raw.get("requires", ())),
+        "on_disk": raw.get("on_disk"),
     }
 
 
@@ -267,6 +268,8 @@ def from_report(report: ProbeReport, request: CaptureRequest) -> Document:
         "caches": _caches(report["caches"]),
         "env": redact_env(report["env"]),  # whatever the far side did
         "warnings": [redact_text(w) for w in report["warnings"]],
+        "clashes": report.get("clashes"),
+        "unowned": report.get("unowned"),
     }
 
 

@@ -278,13 +278,28 @@ def live_request(
     source: str | None = None,
     root: str | None = None,
     timeout: float = VIA_TIMEOUT,
+    deep: bool = False,
 ) -> CaptureRequest:
     """How to measure the live side as ``recorded`` was measured: the user's --python and
     --via win; otherwise the snapshot's interpreter, if recorded_python() trusts it (and
     with --via, the far side's own check: _trusted_there). ``recorded`` must come from a
     snapshot that validated in full unless ``python`` is given or its interpreter is the
     default target (_runnable_before_validation). A `via` stored in a snapshot is never
-    run; ``timeout``: seconds for each call through it."""
+    run; ``timeout``: seconds for each call through it; ``deep``: every installed file
+    hashed against its RECORD."""
+    if deep:
+        from dataclasses import replace
+
+        shallow = live_request(
+            recorded,
+            python=python,
+            via=via,
+            allow=allow,
+            source=source,
+            root=root,
+            timeout=timeout,
+        )
+        return replace(shallow, verify="deep")
     if via:
         prefix = split_command(via, option="--via")
         remote = python or str(recorded_python(recorded.executable, remote=True))
@@ -394,6 +409,7 @@ def measure_like(
     allow: tuple[str, ...] = (),
     root: str | None = None,
     timeout: float = VIA_TIMEOUT,
+    deep: bool = False,
 ) -> tuple[Snapshot, Snapshot]:
     """(the snapshot in ``text``, the live environment measured as it was). The probe
     starts from the raw JSON when that may run before validation, and is stopped if the
@@ -412,6 +428,7 @@ def measure_like(
                 source=source,
                 root=root,
                 timeout=timeout,
+                deep=deep,
             )
         )
 

@@ -86,6 +86,33 @@ class Source(Model):
     subdirectory: str | None = None
 
 
+class OnDisk(Model):
+    """A distribution's installed files against its RECORD (paths relative to its
+    site-packages; at most 50 per list, ``more`` counts the rest)."""
+
+    checked: int = 0
+    modified: tuple[Line, ...] = ()
+    missing: tuple[Line, ...] = ()
+    added: tuple[Line, ...] = ()
+    # Paths whose bytes on disk are another distribution's (see Clash).
+    clobbered: tuple[Line, ...] = ()
+    more: int = 0
+
+
+class Claimant(Model):
+    name: Line
+    version: VersionText
+
+
+class Clash(Model):
+    """A path two or more distributions' RECORDs claim with different contents."""
+
+    path: Line
+    claimants: tuple[Claimant, ...]
+    # Whose bytes are on disk (by size, then hash, against each RECORD); None: nobody's.
+    owner: Line | None = None
+
+
 class Package(Model):
     name: str
     display_name: str
@@ -101,6 +128,9 @@ class Package(Model):
     # Requires-Dist as the METADATA writes it (markers and extras included): what pulled in
     # what, for grouping drift by cause. Empty in snapshots taken before it was recorded.
     requires: tuple[Requirement, ...] = Field(default=(), max_length=2000)
+    # The installed files against RECORD; None when not checked (no RECORD, --verify off,
+    # or a snapshot taken before it was recorded).
+    on_disk: Annotated[OnDisk | None, Since(2)] = None
 
 
 class TorchBuild(Model):
@@ -207,6 +237,10 @@ class Snapshot(Model):
     caches: tuple[Cache, ...] = ()
     env: dict[str, str] = Field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    # Paths claimed by two distributions with different bytes; None: not checked.
+    clashes: Annotated[tuple[Clash, ...] | None, Since(2)] = None
+    # Files that run (.py, .pth, .so) at the top of site-packages that no RECORD claims.
+    unowned: Annotated[tuple[Line, ...] | None, Since(2)] = None
 
     @field_serializer("schema_minor")
     def _written_now(self, minor: int) -> int:

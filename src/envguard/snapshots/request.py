@@ -57,6 +57,9 @@ class CaptureRequest:
     metrics: dict[str, MetricValue] = field(default_factory=dict)
     note: str | None = None
     command: tuple[str, ...] = ()
+    # Installed files against their RECORD: "quick" (the files that run: size, and a hash
+    # when written after the install), "deep" (every file hashed) or "off".
+    verify: str = "quick"
 
 
 def parse_metric(text: str) -> tuple[str, MetricValue]:
@@ -117,6 +120,8 @@ def probe_args(request: CaptureRequest, user_repos: Sequence[Path] = ()) -> dict
         for kind, path in request.caches
     ]
     args: dict[str, Any] = {"caches": caches, "default_caches": request.default_caches}
+    if request.verify != "quick":
+        args["verify"] = request.verify
     if request.confined:
         # Remote paths stay as given: the far side resolves them against its own cwd.
         allow = (

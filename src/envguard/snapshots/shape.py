@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from envguard.snapshots.models import Snapshot
 
 # The largest Since(minor) of any field: what a file written now is.
-SCHEMA_MINOR = 1
+SCHEMA_MINOR = 2
 
 _KEYS_Snapshot = frozenset(
     [
@@ -42,9 +42,11 @@ _KEYS_Snapshot = frozenset(
         "caches",
         "env",
         "warnings",
+        "clashes",
+        "unowned",
     ]
 )
-_REQUIRED_Snapshot = _KEYS_Snapshot - frozenset(["schema_minor"])
+_REQUIRED_Snapshot = _KEYS_Snapshot - frozenset(["schema_minor", "clashes", "unowned"])
 _KEYS_Interpreter = frozenset(
     [
         "version",
@@ -72,11 +74,14 @@ _KEYS_Package = frozenset(
         "fingerprint",
         "shadowed",
         "requires",
+        "on_disk",
     ]
 )
+_REQUIRED_Package = _KEYS_Package - frozenset(["on_disk"])
 _KEYS_Source = frozenset(
     ["kind", "url", "vcs", "commit", "requested_revision", "path", "archive_hash", "subdirectory"]
 )
+_KEYS_OnDisk = frozenset(["checked", "modified", "missing", "added", "clobbered", "more"])
 _KEYS_TorchBuild = frozenset(
     ["version", "cuda", "git_version", "hip", "debug", "cudnn", "nccl", "cublas", "triton"]
 )
@@ -94,6 +99,8 @@ _KEYS_Cache = frozenset(
 )
 _REQUIRED_Cache = _KEYS_Cache - frozenset(["error"])
 _KEYS_CacheArchive = frozenset(["sha256", "files", "bytes", "compressed"])
+_KEYS_Clash = frozenset(["path", "claimants", "owner"])
+_KEYS_Claimant = frozenset(["name", "version"])
 
 # Every model's fields: what a reader knows (store.py reads past the rest of a newer
 # minor version's file).
@@ -102,12 +109,15 @@ FIELDS: dict[str, frozenset[str]] = {
     "Interpreter": _KEYS_Interpreter,
     "Package": _KEYS_Package,
     "Source": _KEYS_Source,
+    "OnDisk": _KEYS_OnDisk,
     "TorchBuild": _KEYS_TorchBuild,
     "Accelerator": _KEYS_Accelerator,
     "Repo": _KEYS_Repo,
     "FileDigest": _KEYS_FileDigest,
     "Cache": _KEYS_Cache,
     "CacheArchive": _KEYS_CacheArchive,
+    "Clash": _KEYS_Clash,
+    "Claimant": _KEYS_Claimant,
 }
 # Where a model nests another: model -> field -> the nested model.
 NESTED: dict[str, dict[str, str]] = {
@@ -119,9 +129,11 @@ NESTED: dict[str, dict[str, str]] = {
         "repos": "Repo",
         "files": "FileDigest",
         "caches": "Cache",
+        "clashes": "Clash",
     },
-    "Package": {"source": "Source"},
+    "Package": {"source": "Source", "on_disk": "OnDisk"},
     "Cache": {"archive": "CacheArchive"},
+    "Clash": {"claimants": "Claimant"},
 }
 SNAPSHOT_KEYS = _KEYS_Snapshot
 # What only a live side carries (Field(exclude=True)), by the snapshot's field.
@@ -175,6 +187,20 @@ def _fits_Snapshot(d: Any) -> bool:
         and (type(d["caches"]) is list and all(_fits_Cache(x0) for x0 in d["caches"]))
         and (_c.env_redacted(d["env"]))
         and (_c.strs(d["warnings"]))
+        and (
+            "clashes" not in d
+            or (
+                d["clashes"] is None
+                or (type(d["clashes"]) is list and all(_fits_Clash(x0) for x0 in d["clashes"]))
+            )
+        )
+        and (
+            "unowned" not in d
+            or (
+                d["unowned"] is None
+                or (type(d["unowned"]) is list and all(_c.line(x0) for x0 in d["unowned"]))
+            )
+        )
         and _c.one_entry_per_package(d)
     )
 
@@ -203,7 +229,7 @@ def _fits_Interpreter(d: Any) -> bool:
 def _fits_Package(d: Any) -> bool:
     return (
         type(d) is dict
-        and d.keys() == _KEYS_Package
+        and _REQUIRED_Package <= d.keys() <= _KEYS_Package
         and (type(d["name"]) is str)
         and (type(d["display_name"]) is str)
         and (_c.bounded(d["version"], 256))
@@ -218,6 +244,7 @@ def _fits_Package(d: Any) -> bool:
             and len(d["requires"]) <= 2000
             and all((_c.line(x0) and len(x0) <= 512) for x0 in d["requires"])
         )
+        and ("on_disk" not in d or (d["on_disk"] is None or _fits_OnDisk(d["on_disk"])))
     )
 
 
@@ -233,6 +260,19 @@ def _fits_Source(d: Any) -> bool:
         and (d["path"] is None or type(d["path"]) is str)
         and (d["archive_hash"] is None or type(d["archive_hash"]) is str)
         and (d["subdirectory"] is None or type(d["subdirectory"]) is str)
+    )
+
+
+def _fits_OnDisk(d: Any) -> bool:
+    return (
+        type(d) is dict
+        and d.keys() == _KEYS_OnDisk
+        and (type(d["checked"]) is int)
+        and (type(d["modified"]) is list and all(_c.line(x0) for x0 in d["modified"]))
+        and (type(d["missing"]) is list and all(_c.line(x0) for x0 in d["missing"]))
+        and (type(d["added"]) is list and all(_c.line(x0) for x0 in d["added"]))
+        and (type(d["clobbered"]) is list and all(_c.line(x0) for x0 in d["clobbered"]))
+        and (type(d["more"]) is int)
     )
 
 
@@ -325,24 +365,48 @@ def _fits_CacheArchive(d: Any) -> bool:
     )
 
 
-def _built_Snapshot(d: Any, m: Any) -> Any:
-    return m.Snapshot.model_construct(
-        **{
-            **d,
-            "created": _c.created_value(d["created"]),
-            "command": tuple(d["command"]),
-            "metrics": dict(d["metrics"]),
-            "interpreter": _built_Interpreter(d["interpreter"], m),
-            "packages": tuple(_built_Package(x0, m) for x0 in d["packages"]),
-            "torch": (None if d["torch"] is None else _built_TorchBuild(d["torch"], m)),
-            "accelerator": _built_Accelerator(d["accelerator"], m),
-            "repos": tuple(_built_Repo(x0, m) for x0 in d["repos"]),
-            "files": tuple(_built_FileDigest(x0, m) for x0 in d["files"]),
-            "caches": tuple(_built_Cache(x0, m) for x0 in d["caches"]),
-            "env": _c.env_value(d["env"]),
-            "warnings": tuple(d["warnings"]),
-        }
+def _fits_Clash(d: Any) -> bool:
+    return (
+        type(d) is dict
+        and d.keys() == _KEYS_Clash
+        and (_c.line(d["path"]))
+        and (type(d["claimants"]) is list and all(_fits_Claimant(x0) for x0 in d["claimants"]))
+        and (d["owner"] is None or _c.line(d["owner"]))
     )
+
+
+def _fits_Claimant(d: Any) -> bool:
+    return (
+        type(d) is dict
+        and d.keys() == _KEYS_Claimant
+        and (_c.line(d["name"]))
+        and (_c.bounded(d["version"], 256))
+    )
+
+
+def _built_Snapshot(d: Any, m: Any) -> Any:
+    v = {
+        **d,
+        "created": _c.created_value(d["created"]),
+        "command": tuple(d["command"]),
+        "metrics": dict(d["metrics"]),
+        "interpreter": _built_Interpreter(d["interpreter"], m),
+        "packages": tuple(_built_Package(x0, m) for x0 in d["packages"]),
+        "torch": (None if d["torch"] is None else _built_TorchBuild(d["torch"], m)),
+        "accelerator": _built_Accelerator(d["accelerator"], m),
+        "repos": tuple(_built_Repo(x0, m) for x0 in d["repos"]),
+        "files": tuple(_built_FileDigest(x0, m) for x0 in d["files"]),
+        "caches": tuple(_built_Cache(x0, m) for x0 in d["caches"]),
+        "env": _c.env_value(d["env"]),
+        "warnings": tuple(d["warnings"]),
+    }
+    if "clashes" in d:
+        v["clashes"] = (
+            None if d["clashes"] is None else tuple(_built_Clash(x0, m) for x0 in d["clashes"])
+        )
+    if "unowned" in d:
+        v["unowned"] = None if d["unowned"] is None else tuple(d["unowned"])
+    return m.Snapshot.model_construct(**v)
 
 
 def _built_Interpreter(d: Any, m: Any) -> Any:
@@ -352,13 +416,26 @@ def _built_Interpreter(d: Any, m: Any) -> Any:
 
 
 def _built_Package(d: Any, m: Any) -> Any:
-    return m.Package.model_construct(
-        **{**d, "source": _built_Source(d["source"], m), "requires": tuple(d["requires"])}
-    )
+    v = {**d, "source": _built_Source(d["source"], m), "requires": tuple(d["requires"])}
+    if "on_disk" in d:
+        v["on_disk"] = None if d["on_disk"] is None else _built_OnDisk(d["on_disk"], m)
+    return m.Package.model_construct(**v)
 
 
 def _built_Source(d: Any, m: Any) -> Any:
     return m.Source.model_construct(**d)
+
+
+def _built_OnDisk(d: Any, m: Any) -> Any:
+    return m.OnDisk.model_construct(
+        **{
+            **d,
+            "modified": tuple(d["modified"]),
+            "missing": tuple(d["missing"]),
+            "added": tuple(d["added"]),
+            "clobbered": tuple(d["clobbered"]),
+        }
+    )
 
 
 def _built_TorchBuild(d: Any, m: Any) -> Any:
@@ -385,3 +462,13 @@ def _built_Cache(d: Any, m: Any) -> Any:
 
 def _built_CacheArchive(d: Any, m: Any) -> Any:
     return m.CacheArchive.model_construct(**d)
+
+
+def _built_Clash(d: Any, m: Any) -> Any:
+    return m.Clash.model_construct(
+        **{**d, "claimants": tuple(_built_Claimant(x0, m) for x0 in d["claimants"])}
+    )
+
+
+def _built_Claimant(d: Any, m: Any) -> Any:
+    return m.Claimant.model_construct(**d)

@@ -19,6 +19,7 @@ from .distcache import QUIET_SECONDS, DistCache, cache_path
 from .dists import scan_packages, site_dirs
 from .env import capture_env
 from .gitrepos import probe_repos
+from .installed import check_installed
 from .system import accelerator, enter_venv, finish_tool, interpreter, start_tool, user
 from .torchbuild import torch_build
 from .trees import default_caches, hash_files, not_walked, walk_tree
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from typing import Any, Dict, List
 
 # Bumped when the report's shape changes; the host checks it (envguard/probe/report.py).
-PROBE_VERSION = 4
+PROBE_VERSION = 5
 
 
 def probe(args: Dict[str, Any]) -> Dict[str, Any]:
@@ -48,6 +49,13 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
     )
     packages = scan_packages(sites, warnings, cached)
     cached.save()
+    verify = args.get("verify", "quick")
+    if verify in ("quick", "deep"):
+        on_disk = check_installed(packages, verify, warnings)
+    else:
+        on_disk = {"clashes": None, "unowned": None}
+        for dist in packages:
+            dist["on_disk"] = None
     caches = []
     own = default_caches(environ)
     # Paths named by a snapshot (not by the user) are read only under these roots.
@@ -74,6 +82,8 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
         "interpreter": interpreter(sites),
         "packages": packages,
         "torch": torch_build(packages, warnings),
+        "clashes": on_disk["clashes"],
+        "unowned": on_disk["unowned"],
         "files": hash_files(args.get("files", []), roots),
         "repos": probe_repos(args, packages, roots) if args.get("git") else [],
         "caches": caches,

@@ -1,0 +1,301 @@
+"""What is on disk, not what the metadata says: installed files against RECORD, paths two
+distributions claim, files no distribution owns; diff reports them, rebuild repairs them."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from envguard import api
+from envguard.cli import app
+from factories import make_venv, make_wheel, uv_install
+
+runner = CliRunner()
+
+NCCL_12 = b"\x7fELF" + b"\x00" * 64 + b"NCCL version 2.28.9+cuda12.9" + b"\x00" * 16
+NCCL_13 = b"\x7fELF" + b"\x00" * 96 + b"NCCL version 2.30.7+cuda13.0" + b"\x00" * 16
+
+
+def _site(venv: Path) -> Path:
+    return next((venv / "lib").glob("python*/site-packages"))
+
+
+@pytest.fixture(scope="module")
+def truth_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    wh = tmp_path_factory.mktemp("truth-wheels")
+    shared = {"nvidia/__init__.py": ""}  # claimed by both with the same bytes: no clash
+    make_wheel(
+        wh, "nvidia-nccl-cu12", "2.28.9", files={**shared, "nvidia/nccl/lib/libnccl.so.2": NCCL_12}
+    )
+    make_wheel(
+        wh, "nvidia-nccl-cu13", "2.30.7", files={**shared, "nvidia/nccl/lib/libnccl.so.2": NCCL_13}
+    )
+    make_wheel(
+        wh,
+        "modeling",
+        "4.57.1",
+        files={
+            "modeling/__init__.py": "from .llama import forward\n",
+            "modeling/llama.py": "def forward(x):\n    return x * 2\n",
+            "modeling/_kernels.so": b"\x7fELF" + b"\x01" * 200,
+            "modeling/README.txt": "data, not code\n",
+        },
+    )
+    return wh
+
+
+def _install(venv: Path, wheels: Path, *names: str) -> None:
+    for name in names:  # one at a time: the order decides who owns a shared path
+        uv_install(venv, wheels, name)
+
+
+def _own_copy(path: Path) -> Path:
+    """``path`` as a file of its own: uv hardlinks installed files to its cache, so an edit
+    in place would change the cache (and every venv linked to it) too."""
+    data = path.read_bytes()
+    stamp = path.stat()
+    path.unlink()
+    path.write_bytes(data)
+    os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    return path
+
+
+def _snap(python: Path, **kwargs: object) -> api.Snapshot:
+    return api.snapshot(python=python, name="s", **kwargs)  # type: ignore[arg-type]
+
+
+def _changes(drift: api.Drift, section: str = "installed") -> list[tuple[str, str, str]]:
+    return [(c.kind, c.name, c.severity.value) for c in drift.changes if c.section == section]
+
+
+@pytest.fixture
+def model_venv(tmp_path: Path, truth_wheels: Path) -> Path:
+    venv = tmp_path / "venv"
+    make_venv(venv)
+    _install(venv, truth_wheels, "modeling")
+    return venv
+
+
+def test_an_edit_in_place_of_the_same_size_is_found_by_its_time_and_hash(
+    model_venv: Path, in_tmp: Path
+) -> None:
+    good = _snap(model_venv)
+    assert good.package_map()["modeling"].on_disk.modified == ()  # type: ignore[union-attr]
+    llama = _own_copy(_site(model_venv) / "modeling" / "llama.py")
+    text = llama.read_text()
+    llama.write_text(text.replace("x * 2", "x * 3"))  # same size: only the bytes differ
+    drift = api.diff(good, _snap(model_venv))
+    assert ("modified_in_place", "modeling", "warning") in _changes(drift)
+    (change,) = [c for c in drift.changes if c.kind == "modified_in_place"]
+    assert change.message == "modeling 4.57.1: 1 file modified in place (modeling/llama.py)"
+
+
+def test_an_edited_shared_library_missing_and_added_files_are_each_named(
+    model_venv: Path, in_tmp: Path
+) -> None:
+    good = _snap(model_venv)
+    site = _site(model_venv)
+    with _own_copy(site / "modeling" / "_kernels.so").open("ab") as fh:
+        fh.write(b"patched")
+    (site / "modeling" / "__init__.py").unlink()
+    (site / "modeling" / "debug_patch.py").write_text("import pdb\n")
+    live = _snap(model_venv)
+    on_disk = live.package_map()["modeling"].on_disk
+    assert on_disk is not None
+    assert on_disk.modified == ("modeling/_kernels.so",)
+    assert on_disk.missing == ("modeling/__init__.py",)
+    assert on_disk.added == ("modeling/debug_patch.py",)
+    kinds = {k for k, _, _ in _changes(api.diff(good, live))}
+    assert kinds == {"modified_in_place", "files_missing", "files_added"}
+
+
+def test_a_file_that_does_not_run_is_left_to_deep(model_venv: Path, in_tmp: Path) -> None:
+    readme = _own_copy(_site(model_venv) / "modeling" / "README.txt")
+    stamp = readme.stat()
+    readme.write_text("DATA, NOT CODE\n")  # same size
+    os.utime(readme, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))  # and its old time back
+    quick = _snap(model_venv).package_map()["modeling"].on_disk
+    deep = _snap(model_venv, deep=True).package_map()["modeling"].on_disk
+    assert quick is not None and quick.modified == ()
+    assert deep is not None and deep.modified == ("modeling/README.txt",)
+    assert deep.checked > quick.checked
+
+
+def test_an_edit_with_its_old_time_put_back_is_found_by_deep(
+    model_venv: Path, in_tmp: Path
+) -> None:
+    llama = _own_copy(_site(model_venv) / "modeling" / "llama.py")
+    stamp = llama.stat()
+    llama.write_text(llama.read_text().replace("x * 2", "x * 3"))
+    os.utime(llama, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    assert _snap(model_venv).package_map()["modeling"].on_disk.modified == ()  # type: ignore[union-attr]
+    result = runner.invoke(app, ["snapshot", "--python", str(model_venv), "--deep", "--out", "-"])
+    assert result.exit_code == 0, result.stderr
+    assert '"modified":["modeling/llama.py"]' in result.stdout.replace(" ", "").replace("\n", "")
+
+
+def test_a_stray_pth_at_the_top_of_site_packages_is_reported(
+    model_venv: Path, in_tmp: Path
+) -> None:
+    good = _snap(model_venv)
+    (_site(model_venv) / "zz_debug.pth").write_text("import sys\n")
+    drift = api.diff(good, _snap(model_venv))
+    (change,) = [c for c in drift.changes if c.kind == "unowned_added"]
+    assert change.name == "zz_debug.pth"
+    assert "runs at every start-up" in change.message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("good_order", [("cu13", "cu12"), ("cu12", "cu13")])
+def test_install_order_decides_who_owns_a_shared_library_and_rebuild_restores_it(
+    tmp_path: Path, truth_wheels: Path, in_tmp: Path, good_order: tuple[str, str]
+) -> None:
+    names = {o: f"nvidia-nccl-{o}" for o in ("cu12", "cu13")}
+    good_venv, bad_venv = tmp_path / "good", tmp_path / "bad"
+    make_venv(good_venv)
+    _install(good_venv, truth_wheels, *(names[o] for o in good_order))
+    make_venv(bad_venv)
+    _install(bad_venv, truth_wheels, *(names[o] for o in reversed(good_order)))
+    good = _snap(good_venv)
+    winner, loser = names[good_order[1]], names[good_order[0]]
+    (clash,) = good.clashes or ()
+    assert clash.path == "nvidia/nccl/lib/libnccl.so.2"
+    assert clash.owner == winner
+    assert {c.name for c in clash.claimants} == set(names.values())
+    assert any(
+        "nvidia/nccl/lib/libnccl.so.2 is claimed by" in w and f"{winner}'s" in w
+        for w in good.warnings
+    )
+    assert good.package_map()[loser].on_disk.clobbered == (clash.path,)  # type: ignore[union-attr]
+    # Same packages, same versions, other order: the metadata agrees, the bytes do not.
+    drift = api.diff(good, _snap(bad_venv))
+    assert _changes(drift, "packages") == []
+    assert ("owner_changed", clash.path, "critical") in _changes(drift)
+    (change,) = [c for c in drift.changes if c.kind == "owner_changed"]
+    assert f"the file on disk is {loser}'s, was {winner}'s" in change.message
+    assert drift.verdict[0] == (
+        f"installed over each other: {clash.path} is {loser}'s copy (was {winner})"
+    )
+    # rebuild puts the good environment's owner back; diff is clean afterwards.
+    path = api.save(good, tmp_path / "good.json")
+    outcome = api.rebuild(
+        path, venv=bad_venv, sources=api.sources(find_links=[str(truth_wheels)], offline=True)
+    )
+    assert outcome.live is not None
+    after = api.diff(good, _snap(bad_venv))
+    assert [c for c in after.changes if c.section != "interpreter"] == []  # its prefix moved
+    site = _site(bad_venv)
+    expected = NCCL_13 if winner.endswith("cu13") else NCCL_12
+    assert (site / "nvidia/nccl/lib/libnccl.so.2").read_bytes() == expected
+
+
+@pytest.mark.slow
+def test_rebuild_repairs_a_file_edited_in_place(
+    model_venv: Path, tmp_path: Path, truth_wheels: Path, in_tmp: Path
+) -> None:
+    good = _snap(model_venv)
+    path = api.save(good, tmp_path / "good.json")
+    llama = _own_copy(_site(model_venv) / "modeling" / "llama.py")
+    llama.write_text(llama.read_text().replace("x * 2", "x * 3"))
+    assert api.diff(good, _snap(model_venv)).changes != ()
+    result = runner.invoke(
+        app,
+        [
+            "restore",
+            str(path),
+            "--venv",
+            str(model_venv),
+            "--find-links",
+            str(truth_wheels),
+            "--offline",
+            "--execute",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "x * 2" in llama.read_text()
+    assert api.diff(good, _snap(model_venv)).changes == ()
+
+
+# ---- hostile site-packages ---------------------------------------------------------------
+
+
+def _record(site: Path, dist: str, rows: list[str]) -> None:
+    record = next(site.glob(f"{dist}-*.dist-info")) / "RECORD"
+    record.write_text(record.read_text() + "".join(row + "\n" for row in rows))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda site, out: os.mkfifo(site / "modeling" / "llama.py"), id="fifo"),
+        pytest.param(
+            lambda site, out: os.symlink("/dev/zero", site / "modeling" / "llama.py"),
+            id="dev-zero",
+        ),
+        pytest.param(
+            lambda site, out: os.symlink(out / "elsewhere.py", site / "modeling" / "llama.py"),
+            id="symlink-out",
+        ),
+    ],
+)
+def test_a_file_swapped_for_a_fifo_or_a_link_is_modified_never_read(
+    model_venv: Path, in_tmp: Path, make: Callable[[Path, Path], None]
+) -> None:
+    site = _site(model_venv)
+    (in_tmp / "elsewhere.py").write_text("def forward(x):\n    return x * 2\n")
+    (site / "modeling" / "llama.py").unlink()
+    make(site, in_tmp)
+    start = time.monotonic()
+    on_disk = _snap(model_venv, deep=True).package_map()["modeling"].on_disk
+    assert time.monotonic() - start < 30
+    assert on_disk is not None and on_disk.modified == ("modeling/llama.py",)
+
+
+def test_record_rows_leading_out_of_site_packages_are_skipped_and_said(
+    model_venv: Path, in_tmp: Path
+) -> None:
+    site = _site(model_venv)
+    outside = in_tmp / "secret.py"
+    outside.write_text("TOKEN = 1\n")
+    _record(
+        site,
+        "modeling",
+        [f"{outside},sha256=AAAA,3", "modeling/../../../../../etc/passwd.py,sha256=AAAA,3"],
+    )
+    snap = _snap(model_venv, deep=True)
+    on_disk = snap.package_map()["modeling"].on_disk
+    assert on_disk is not None and on_disk.modified == () and on_disk.missing == ()
+    assert any("modeling 4.57.1: 2 RECORD rows name paths outside" in w for w in snap.warnings)
+
+
+def test_a_package_folder_that_is_a_symlink_is_not_followed(model_venv: Path, in_tmp: Path) -> None:
+    site = _site(model_venv)
+    real = in_tmp / "real-modeling"
+    (site / "modeling").rename(real)
+    (site / "modeling").symlink_to(real)
+    snap = _snap(model_venv, deep=True)
+    on_disk = snap.package_map()["modeling"].on_disk
+    # Its code runs from wherever the link leads: the folder is what changed.
+    assert on_disk is not None and on_disk.modified == ("modeling",)
+    assert any("modeling is a symlink or not a folder" in w for w in snap.warnings)
+
+
+def test_a_forged_on_disk_record_in_a_snapshot_is_refused(tmp_path: Path, in_tmp: Path) -> None:
+    path = tmp_path / "forged.json"
+    text = (
+        '{"schema_version": 1, "schema_minor": 2, "name": "f", "created":'
+        ' "2026-01-01T00:00:00Z", "host": "h", "user": "u", "envguard_version": "1",'
+        ' "interpreter": {"version": "3.11.7", "implementation": "CPython", "executable":'
+        ' "/x/bin/python", "prefix": "/x", "base_prefix": "/usr", "is_venv": true, "os":'
+        ' "linux", "machine": "x86_64"}, "packages": [{"name": "a", "display_name": "a",'
+        ' "version": "1", "location": "/x", "on_disk": {"modified": ["a\\u001b[31m.py"]}}]}'
+    )
+    path.write_text(text)
+    result = runner.invoke(app, ["show", str(path)])
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
