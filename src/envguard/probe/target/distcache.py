@@ -46,7 +46,7 @@ _FOLDER = "dists-v3"
 # What earlier versions wrote: removed when this cache is saved.
 _LEGACY_FILE = "fingerprints-v1.json"
 _LEGACY_FOLDER = "fingerprints-v2"
-_CAP = 8 << 20
+_CAP = 32 << 20
 _MAX_ENTRIES = 20000  # per venv and kind
 _MAX_SHARDS = 256
 QUIET_SECONDS = 60.0
@@ -172,6 +172,9 @@ class DistCache:
         self.dists: Dict[str, Dict[str, Any]] = {}
         self.used_fingerprints: Dict[str, str] = {}
         self.used_dists: Dict[str, Dict[str, Any]] = {}
+        # RECORD rows of the files that run (installed.py), under RECORD's own stamp.
+        self.rows: Dict[str, List[str]] = {}
+        self.used_rows: Dict[str, List[str]] = {}
         if folder is None or not (_ours(folder) and _ours(os.path.dirname(folder))):
             return  # a folder someone else could fill (or a symlink): no cache
         # Named by a checksum of the venv's site folders (zlib: hashlib is slow to load, and
@@ -197,6 +200,16 @@ class DistCache:
             }
         if type(dists) is dict:
             self.dists = {k: v for k, v in dists.items() if type(k) is str and _valid_dist(v)}
+        rows = data.get("rows")
+        if type(rows) is dict:
+            self.rows = {
+                k: v
+                for k, v in rows.items()
+                if type(k) is str
+                and type(v) is list
+                and len(v) == 3
+                and all(type(part) is str for part in v)
+            }
 
     def dist(self, folder: str, site: str, entry: str) -> Optional[Dict[str, Any]]:
         """The record of the .dist-info ``folder`` when nothing it was read from changed
@@ -232,16 +245,31 @@ class DistCache:
         if key is not None and _newest_change(key.split("\0", 1)[1]) < self.settled_ns:
             self.used_fingerprints[key] = fingerprint
 
+    def record_rows(self, key: Optional[str]) -> Optional[List[str]]:
+        """[paths, sizes, hashes] (each joined by newlines) of an unchanged RECORD's rows
+        of the files that run, or None."""
+        found = self.rows.get(key) if key else None
+        if found is not None and key is not None:
+            self.used_rows[key] = found
+        return found
+
+    def keep_record_rows(self, key: Optional[str], rows: List[str]) -> None:
+        if key is not None and _newest_change(key.split("\0", 1)[1]) < self.settled_ns:
+            self.used_rows[key] = rows
+
     def save(self) -> None:
         """Write this venv's entries when they changed; never fails."""
         if self.path is None or (
-            self.used_fingerprints == self.fingerprints and self.used_dists == self.dists
+            self.used_fingerprints == self.fingerprints
+            and self.used_dists == self.dists
+            and self.used_rows == self.rows
         ):
             return  # nothing new learned
         kept = {
             "code": self.code,
             "fingerprints": dict(list(self.used_fingerprints.items())[:_MAX_ENTRIES]),
             "dists": dict(list(self.used_dists.items())[:_MAX_ENTRIES]),
+            "rows": dict(list(self.used_rows.items())[:_MAX_ENTRIES]),
         }
         folder = os.path.dirname(self.path)
         tmp = "%s.%d.tmp" % (self.path, os.getpid())

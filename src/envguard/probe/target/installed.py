@@ -12,7 +12,8 @@ file RECORD lists. Nothing is followed out of site-packages: rows naming ``..`` 
 absolute path are skipped, and nothing below a folder that is a symlink is read.
 """
 
-# ruff: noqa: UP006, UP035, UP045
+# ruff: noqa: UP006, UP035, UP045, B905
+# (B905: zip(strict=) is 3.10+; the target runs 3.8)
 from __future__ import annotations
 
 import os
@@ -20,11 +21,14 @@ import posixpath
 import re
 import stat
 
+from .distcache import record_key
 from .reading import RECORD_CAP, read_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional, Tuple
+
+    from .distcache import DistCache
 
 # Paths kept per list and distribution; the rest are counted.
 MAX_LISTED = 50
@@ -33,10 +37,9 @@ MAX_UNOWNED = 200
 # Suffixes of the files that run: what the quick check stats.
 _RUNS = (".py", ".so", ".pth", ".pyd", ".dylib")
 _SO_VERSIONED = re.compile(r"\.so(\.[0-9]+)+$")
-# An unquoted RECORD row: path,hash,size (a quoted path goes through the csv module).
-_ROW = re.compile(r'^([^",\r\n][^,\r\n]*),([^,\r\n]*),([0-9]*)\r?$', re.M)
-# What an installer writes into the .dist-info itself, and bytecode: never compared.
-_SKIP = re.compile(r"(^|/)__pycache__/|\.py[co]$|\.dist-info/(RECORD|INSTALLER|REQUESTED)$")
+# RECORD rows with a hash and a size whose path does not start with "/", "./" or "../"
+# (console scripts in ../../../bin are not site-packages' files), at C speed.
+_ROW = re.compile(r"^(?!\.\.?/)([^\",\r\n/\\][^,\r\n\\]*),([^,\r\n]+),([0-9]+)\r?$", re.M)
 _O_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -45,26 +48,39 @@ def runs(path: str) -> bool:
     return path.endswith(_RUNS) or bool(_SO_VERSIONED.search(path))
 
 
-def _rows(record: bytes) -> List[Tuple[str, str, str]]:
-    text = record.decode("utf-8", "surrogateescape")
+def _plain(joined: str) -> bool:
+    """Paths (joined by newlines) that plainly stay inside site-packages: no "/." (nor
+    "..") inside, no "//", no backslash, none absolute."""
+    return not ("/." in joined or "//" in joined or "\\" in joined or "\n/" in joined) and (
+        not joined.startswith("/")
+    )
+
+
+def _rows(text: str, deep: bool) -> Tuple[List[Tuple[str, str, str]], int]:
+    """(path, hash, size) of the rows to check, and how many rows lead out of site-packages."""
     rows = _ROW.findall(text)
-    if '"' in text:  # quoted paths (a comma in a file name): the csv module, those lines only
-        import csv
+    if not deep:
+        rows = [r for r in rows if r[0].endswith(_RUNS) or (".so." in r[0] and runs(r[0]))]
+    if '"' not in text and "\n/" not in text and _plain("\n".join(r[0] for r in rows)):
+        return rows, 0
+    import csv
 
-        quoted = [line for line in text.splitlines() if line.startswith('"')]
-        for row in csv.reader(quoted):
-            if len(row) == 3 and row[2].isdigit():
-                rows.append((row[0], row[1], row[2]))
-    return rows
-
-
-def _inside(path: str) -> Optional[str]:
-    """``path`` normalised if it stays inside site-packages, else None."""
-    if "\\" in path or "./" in path or "//" in path or path.startswith("/"):
-        path = posixpath.normpath(path.replace("\\", "/"))
-        if path.startswith(("../", "/")) or path in ("..", "."):
-            return None
-    return path
+    rows = []
+    escaped = 0
+    for row in csv.reader(text.splitlines()):
+        if len(row) != 3 or not row[1] or not row[2].isdigit():
+            continue
+        path = row[0]
+        if "\\" in path or "./" in path or "//" in path or path.startswith("/"):
+            if path.startswith("../"):  # ../../../bin/x: a console script
+                continue
+            path = posixpath.normpath(path.replace("\\", "/"))
+            if path.startswith(("../", "/")) or path in ("..", "."):
+                escaped += 1
+                continue
+        if deep or runs(path):
+            rows.append((path, row[1], row[2]))
+    return rows, escaped
 
 
 def _digest(path: str, algorithm: str) -> Optional[str]:
@@ -103,88 +119,138 @@ def _same_bytes(full: str, recorded: str) -> Optional[bool]:
 
 
 class _Site:
-    """The RECORD rows of every distribution in one site-packages folder."""
+    """The rows of every distribution in one site-packages folder."""
 
     def __init__(self, site: str) -> None:
         self.site = site
-        self.claims: Dict[str, List[Tuple[int, str, int]]] = {}
+        self.owner: Dict[str, int] = {}  # path -> the (first) distribution claiming it
+        # paths claimed twice or more: (path, hash, size, dist index) per claim
+        self.claims: Dict[str, List[Tuple[str, str, str, int]]] = {}
         self.installed: Dict[int, int] = {}  # dist index -> RECORD's mtime_ns
-        self.folders: Dict[str, bool] = {}  # relative folder -> safe to read below
+        self.rows: Dict[int, List[Tuple[str, str, str]]] = {}
+        self.folders: Dict[str, Optional[int]] = {}  # folder -> its mtime_ns; None: not safe
+        self.linked = False  # some folder is a symlink (or no folder)
 
 
 def check_installed(
-    packages: List[Dict[str, Any]], mode: str, warnings: List[str]
+    packages: List[Dict[str, Any]],
+    mode: str,
+    warnings: List[str],
+    cache: Optional[DistCache] = None,
 ) -> Dict[str, Any]:
     """Fill ``on_disk`` of each distribution with a RECORD; the clashes and unowned files.
-    ``mode``: "quick" or "deep"."""
+    ``mode``: "quick" or "deep". ``cache``: the rows of unchanged RECORDs (quick)."""
     deep = mode == "deep"
     sites: Dict[str, _Site] = {}
-    own: Dict[int, List[Tuple[str, str, int]]] = {}
     for index, dist in enumerate(packages):
         dist["on_disk"] = None
-        if not dist["metadata_dir"].endswith(".dist-info"):
-            continue
-        site = sites.get(dist["location"])
-        if site is None:
-            site = sites[dist["location"]] = _Site(dist["location"])
-        record_path = os.path.join(dist["location"], dist["metadata_dir"], "RECORD")
-        try:
-            site.installed[index] = os.lstat(record_path).st_mtime_ns
-            record = read_bytes(record_path, RECORD_CAP)
-        except OSError:
-            continue  # said by the metadata scan: no RECORD, or unreadable
-        rows: List[Tuple[str, str, int]] = []
-        escaped = 0
-        for path, digest, size in _rows(record):
-            inside = _inside(path)
-            if inside is None:
-                if not path.startswith("../"):  # ../../../bin/x: a console script
-                    escaped += 1
-                continue
-            if not size or not digest or _SKIP.search(inside):
-                continue
-            rows.append((inside, digest, int(size)))
-            site.claims.setdefault(inside, []).append((index, digest, int(size)))
-        if escaped:
-            warnings.append(
-                "%s %s: %d RECORD rows name paths outside site-packages; not checked"
-                % (dist["name"], dist["version"], escaped)
-            )
-        own[index] = rows
+        if dist["metadata_dir"].endswith(".dist-info"):
+            site = sites.get(dist["location"])
+            if site is None:
+                site = sites[dist["location"]] = _Site(dist["location"])
+            _read_record(site, index, dist, deep, warnings, None if deep else cache)
     clashes: List[Dict[str, Any]] = []
     unowned: List[str] = []
     for site in sites.values():
         _check_folders(site, warnings)
-        clobbered = _clashes(site, packages, clashes, warnings)
-        for index in own:
-            if packages[index]["location"] == site.site:
-                packages[index]["on_disk"] = _check_dist(
-                    site, index, own[index], clobbered.get(index, {}), deep
-                )
-        _added(site, packages, own)
+        lost = _clashes(site, packages, clashes, warnings)
+        for index, rows in site.rows.items():
+            packages[index]["on_disk"] = _check_dist(site, index, rows, lost.get(index, {}), deep)
+        _added(site, packages)
         unowned.extend(_unowned(site))
     return {"clashes": clashes, "unowned": unowned[:MAX_UNOWNED]}
 
 
+def _read_record(
+    site: _Site,
+    index: int,
+    dist: Dict[str, Any],
+    deep: bool,
+    warnings: List[str],
+    cache: Optional[DistCache],
+) -> None:
+    record_path = os.path.join(site.site, dist["metadata_dir"], "RECORD")
+    key = record_key(record_path) if cache is not None else None
+    held = cache.record_rows(key) if cache is not None and key is not None else None
+    rows = _held_rows(held) if held is not None else None
+    escaped = 0
+    if rows is not None and key is not None:
+        installed = int(key.rsplit("\0", 1)[1].split(",")[3])  # RECORD's mtime_ns
+    else:
+        try:
+            installed = os.lstat(record_path).st_mtime_ns
+            record = read_bytes(record_path, RECORD_CAP)
+        except OSError:
+            return  # said by the metadata scan: no RECORD, or unreadable
+        rows, escaped = _rows(record.decode("utf-8", "surrogateescape"), deep)
+        if cache is not None and not escaped:
+            cache.keep_record_rows(
+                key,
+                [
+                    "\n".join(r[0] for r in rows),
+                    ",".join(r[2] for r in rows),
+                    "\n".join(r[1] for r in rows),
+                ],
+            )
+    if escaped:
+        warnings.append(
+            "%s %s: %d RECORD rows name paths outside site-packages; not checked"
+            % (dist["name"], dist["version"], escaped)
+        )
+    site.installed[index] = installed
+    site.rows[index] = rows
+    owner = site.owner
+    paths = [row[0] for row in rows]
+    for path in owner.keys() & set(paths):  # claimed before: at C speed, then the few
+        first = owner[path]
+        if path not in site.claims:
+            site.claims[path] = [(*r, first) for r in site.rows[first] if r[0] == path][:1]
+        site.claims[path] += [(path, r[1], r[2], index) for r in rows if r[0] == path][:1]
+    owner.update(dict.fromkeys(paths, index))
+    for path in site.claims.keys() & set(paths):  # the first claimant stays the owner key
+        owner[path] = site.claims[path][0][3]
+
+
+def _held_rows(held: List[str]) -> Optional[List[Tuple[str, str, str]]]:
+    """Kept rows, when they are what _rows() could have made (a cache edited by hand is
+    read again rather than trusted)."""
+    paths, sizes, hashes = held[0].split("\n"), held[1].split(","), held[2].split("\n")
+    if held[0] == "":
+        return [] if held[1] == held[2] == "" else None
+    if not (len(paths) == len(sizes) == len(hashes)) or not _plain(held[0]):
+        return None
+    if "".join(sizes).isdigit() and "" not in hashes and "" not in sizes:
+        return list(zip(paths, hashes, sizes))
+    return None
+
+
 def _check_folders(site: _Site, warnings: List[str]) -> None:
-    """Each folder RECORD names, and whether it is a real folder (a symlinked one is not
-    read below: it may lead out of site-packages)."""
-    for path in site.claims:
-        folder = path.rpartition("/")[0]
-        while folder and folder not in site.folders:
-            site.folders[folder] = True
-            folder = folder.rpartition("/")[0]
-    for folder in sorted(site.folders):  # parents first
+    """Each folder the rows name, its mtime, and whether it is a real folder (below a
+    symlinked one nothing is read: it may lead out of site-packages)."""
+    folders = {path.rpartition("/")[0] for path in site.owner}
+    folders.discard("")
+    for folder in list(folders):
         parent = folder.rpartition("/")[0]
-        if parent and not site.folders[parent]:
-            site.folders[folder] = False
+        while parent and parent not in folders:
+            folders.add(parent)
+            parent = parent.rpartition("/")[0]
+    found = site.folders
+    base = site.site + "/"
+    for folder in sorted(folders):  # parents first
+        parent = folder.rpartition("/")[0]
+        if parent and parent in found and found[parent] is None:
+            found[folder] = None
+            site.linked = True
             continue
         try:
-            st = os.lstat(site.site + "/" + folder)
+            st = os.lstat(base + folder)
         except OSError:
             continue  # missing: its files are missing
-        if not stat.S_ISDIR(st.st_mode):
-            site.folders[folder] = False
+        if stat.S_ISDIR(st.st_mode):
+            found[folder] = st.st_mtime_ns
+        else:
+            found[folder] = None
+            site.linked = True
             warnings.append(
                 "%s: %s is a symlink or not a folder; the files RECORD lists below it are "
                 "not checked" % (site.site, folder)
@@ -193,7 +259,7 @@ def _check_folders(site: _Site, warnings: List[str]) -> None:
 
 def _readable(site: _Site, path: str) -> bool:
     folder = path.rpartition("/")[0]
-    return not folder or site.folders.get(folder, False)
+    return not folder or site.folders.get(folder, 0) is not None
 
 
 def _linked_folder(site: _Site, path: str) -> Optional[str]:
@@ -201,7 +267,7 @@ def _linked_folder(site: _Site, path: str) -> Optional[str]:
     parts = path.split("/")[:-1]
     for i in range(1, len(parts) + 1):
         folder = "/".join(parts[:i])
-        if not site.folders.get(folder, True):
+        if folder in site.folders and site.folders[folder] is None:
             return folder
     return None
 
@@ -213,25 +279,24 @@ def _clashes(
     one whose bytes are on disk. Returns, per distribution that lost a path, path -> the
     winner's name."""
     lost: Dict[int, Dict[str, str]] = {}
-    for path, claims in site.claims.items():
-        if len(claims) < 2 or len({digest for _, digest, _ in claims}) < 2:
-            continue  # one claimant, or all claim the same bytes (nvidia/__init__.py)
+    for path, claims in sorted(site.claims.items()):
+        if len({digest for _, digest, _, _ in claims}) < 2:
+            continue  # all claim the same bytes (nvidia/__init__.py)
         owner = None
         if _readable(site, path):
             full = site.site + "/" + path
             try:
-                size = os.lstat(full).st_size
+                size = str(os.lstat(full).st_size)
             except OSError:
-                size = -1
+                size = ""
             fits = [c for c in claims if c[2] == size]
             if len({c[1] for c in fits}) == 1:
-                owner = fits[0][0]
+                owner = fits[0][3]
             elif fits:
-                algorithm = fits[0][1].partition("=")[0]
-                found = _digest(full, algorithm) if algorithm in ("sha256", "sha512") else None
-                owner = next((c[0] for c in fits if c[1] == found), None)
+                found = _digest(full, fits[0][1].partition("=")[0])
+                owner = next((c[3] for c in fits if c[1] == found), None)
         names = []
-        for index, _, _ in claims:
+        for _, _, _, index in claims:
             names.append({"name": packages[index]["name"], "version": packages[index]["version"]})
             if owner is not None and index != owner:
                 lost.setdefault(index, {})[path] = packages[owner]["name"]
@@ -246,37 +311,53 @@ def _clashes(
 
 
 def _check_dist(
-    site: _Site, index: int, rows: List[Tuple[str, str, int]], lost: Dict[str, str], deep: bool
+    site: _Site, index: int, rows: List[Tuple[str, str, str]], lost: Dict[str, str], deep: bool
 ) -> Dict[str, Any]:
     installed = site.installed[index]
     modified: List[str] = []
     missing: List[str] = []
-    checked = 0
     base = site.site + "/"
-    for path, digest, size in rows:
-        if path in lost or not (deep or runs(path)):
-            continue
-        if not _readable(site, path):
-            linked = _linked_folder(site, path)
+    if lost or site.linked:
+        wanted = []
+        for row in rows:
+            if row[0] in lost:
+                continue
+            if _readable(site, row[0]):
+                wanted.append(row)
+                continue
+            linked = _linked_folder(site, row[0])
             if linked is not None and linked not in modified:
                 modified.append(linked)  # its code runs from wherever the link leads
-            continue
-        checked += 1
-        try:
-            st = os.lstat(base + path)
-        except FileNotFoundError:
-            missing.append(path)
-            continue
-        except OSError:
-            continue
+        rows = wanted
+    stats: List[Optional[os.stat_result]]
+    try:  # the common case, at C speed: every file there
+        stats = list(map(os.lstat, [base + row[0] for row in rows]))
+    except OSError:
+        stats = []
+        for row in rows:
+            try:
+                stats.append(os.lstat(base + row[0]))
+            except OSError as exc:
+                stats.append(None)
+                if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
+                    missing.append(row[0])
+    suspects = [
+        (row, st)
+        for row, st in zip(rows, stats)
+        if st is not None
+        and (
+            deep or st.st_mtime_ns > installed or str(st.st_size) != row[2] or st.st_mode >> 12 != 8
+        )
+    ]
+    for (path, digest, size), st in suspects:
         if (
             not stat.S_ISREG(st.st_mode)
-            or st.st_size != size
-            or ((deep or st.st_mtime_ns > installed) and _same_bytes(base + path, digest) is False)
+            or str(st.st_size) != size
+            or _same_bytes(base + path, digest) is False
         ):
             modified.append(path)
     return {
-        "checked": checked,
+        "checked": len(rows),
         "modified": sorted(modified),
         "missing": sorted(missing),
         "added": [],
@@ -284,34 +365,31 @@ def _check_dist(
     }
 
 
-def _added(site: _Site, packages: List[Dict[str, Any]], own: Dict[int, Any]) -> None:
+def _added(site: _Site, packages: List[Dict[str, Any]]) -> None:
     """Files that run, in a distribution's folders, that no RECORD claims. Only folders
     changed since the last install into them are listed (adding a file changes a folder's
     mtime)."""
     newest: Dict[str, int] = {}
     owner: Dict[str, int] = {}
-    for path, claims in site.claims.items():
-        folder = path.rpartition("/")[0]
-        if not folder:
-            continue  # the top of site-packages: see _unowned
-        for index, _, _ in claims:
-            when = site.installed[index]
+    for index, rows in site.rows.items():
+        when = site.installed[index]
+        for folder in {row[0].rpartition("/")[0] for row in rows}:
             if when > newest.get(folder, -1):
                 newest[folder] = when
             owner.setdefault(folder, index)
+    newest.pop("", None)  # the top of site-packages: see _unowned
     for folder, when in newest.items():
-        if not site.folders.get(folder, False):
+        mtime = site.folders.get(folder)
+        if mtime is None or mtime <= when:
             continue
         full = site.site + "/" + folder
         try:
-            if os.lstat(full).st_mtime_ns <= when:
-                continue
             names = os.listdir(full)
         except OSError:
             continue
         for name in names:
             path = folder + "/" + name
-            if path in site.claims or not runs(name) or _SKIP.search(path):
+            if path in site.owner or not runs(name):
                 continue
             try:
                 if not stat.S_ISREG(os.lstat(full + "/" + name).st_mode):
@@ -321,11 +399,10 @@ def _added(site: _Site, packages: List[Dict[str, Any]], own: Dict[int, Any]) -> 
             result = packages[owner[folder]].get("on_disk")
             if result is not None:
                 result["added"].append(path)
-    for index in own:
-        result = packages[index].get("on_disk")
-        if result is not None and packages[index]["location"] == site.site:
-            result["added"].sort()
-            _cap(result)
+    for index in site.rows:
+        result = packages[index]["on_disk"]
+        result["added"].sort()
+        _cap(result)
 
 
 def _cap(result: Dict[str, Any]) -> None:
@@ -344,7 +421,7 @@ def _unowned(site: _Site) -> List[str]:
         return []
     out: List[str] = []
     for name in names:
-        if name in site.claims or not name.endswith((".py", ".pth", ".so")):
+        if name in site.owner or not name.endswith((".py", ".pth", ".so")):
             continue
         try:
             if stat.S_ISREG(os.lstat(site.site + "/" + name).st_mode):
@@ -352,3 +429,45 @@ def _unowned(site: _Site) -> List[str]:
         except OSError:
             continue
     return out
+
+
+class Checking:
+    """check_installed() in a thread of its own: started once the distributions are read,
+    it runs while the probe waits on git and nvidia-smi (their reads release the GIL).
+    ``mode`` "off": nothing is checked."""
+
+    def __init__(
+        self, packages: List[Dict[str, Any]], mode: str, cache: Optional[DistCache] = None
+    ) -> None:
+        import threading
+
+        self.warnings: List[str] = []
+        self.found: Dict[str, Any] = {"clashes": None, "unowned": None}
+        self.error: Optional[BaseException] = None
+        self.thread = None
+        if mode not in ("quick", "deep"):
+            for dist in packages:
+                dist["on_disk"] = None
+            return
+        for dist in packages:  # set here: the probe's thread reads these dicts meanwhile
+            dist["on_disk"] = None
+        self.thread = threading.Thread(
+            target=self._run, args=(packages, mode, cache), name="envguard-installed"
+        )
+        self.thread.daemon = True
+        self.thread.start()
+
+    def _run(self, packages: List[Dict[str, Any]], mode: str, cache: Optional[DistCache]) -> None:
+        try:
+            self.found = check_installed(packages, mode, self.warnings, cache)
+        except BaseException as exc:  # re-raised in the probe's thread by result()
+            self.error = exc
+
+    def result(self, warnings: List[str]) -> Dict[str, Any]:
+        """{"clashes", "unowned"} once the check ended; its warnings added to ``warnings``."""
+        if self.thread is not None:
+            self.thread.join()
+        if self.error is not None:
+            raise self.error
+        warnings.extend(self.warnings)
+        return self.found

@@ -19,7 +19,7 @@ from .distcache import QUIET_SECONDS, DistCache, cache_path
 from .dists import scan_packages, site_dirs
 from .env import capture_env
 from .gitrepos import probe_repos
-from .installed import check_installed
+from .installed import Checking
 from .system import accelerator, enter_venv, finish_tool, interpreter, start_tool, user
 from .torchbuild import torch_build
 from .trees import default_caches, hash_files, not_walked, walk_tree
@@ -48,14 +48,8 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
         quiet=float(args.get("cache_quiet_seconds", QUIET_SECONDS)),
     )
     packages = scan_packages(sites, warnings, cached)
-    cached.save()
-    verify = args.get("verify", "quick")
-    if verify in ("quick", "deep"):
-        on_disk = check_installed(packages, verify, warnings)
-    else:
-        on_disk = {"clashes": None, "unowned": None}
-        for dist in packages:
-            dist["on_disk"] = None
+    # Installed files against RECORD, while this thread waits on git and nvidia-smi.
+    checking = Checking(packages, args.get("verify", "quick"), cached)
     caches = []
     own = default_caches(environ)
     # Paths named by a snapshot (not by the user) are read only under these roots.
@@ -75,6 +69,9 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
                 "%s: %d unreadable entries not counted" % (cache["path"], cache["unreadable_dirs"])
             )
         caches.append(cache)
+    repos = probe_repos(args, packages, roots) if args.get("git") else []
+    on_disk = checking.result(warnings)
+    cached.save()
     return {
         "probe_version": PROBE_VERSION,
         "host": os.uname().nodename,
@@ -85,7 +82,7 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
         "clashes": on_disk["clashes"],
         "unowned": on_disk["unowned"],
         "files": hash_files(args.get("files", []), roots),
-        "repos": probe_repos(args, packages, roots) if args.get("git") else [],
+        "repos": repos,
         "caches": caches,
         "env": capture_env(environ) if args.get("env", True) else {},
         "accelerator": accelerator(finish_tool(smi), finish_tool(nvcc)),
