@@ -221,6 +221,30 @@ def test_rebuild_repairs_a_file_edited_in_place(
     assert api.diff(good, _snap(model_venv)).changes == ()
 
 
+@pytest.mark.slow
+def test_an_in_place_rebuild_reinstalls_the_edited_package_only(
+    model_venv: Path, tmp_path: Path, truth_wheels: Path, in_tmp: Path
+) -> None:
+    uv_install(model_venv, truth_wheels, "nvidia-nccl-cu13")
+    good = _snap(model_venv)
+    path = api.save(good, tmp_path / "good.json")
+    llama = _own_copy(_site(model_venv) / "modeling" / "llama.py")
+    llama.write_text(llama.read_text().replace("x * 2", "x * 3"))
+    plan = api.plan_rebuild(path, venv=model_venv, in_place=True)
+    (sync,) = [s for s in plan.steps if s.kind == "sync"]
+    assert "--reinstall-package" in sync.argv  # type: ignore[union-attr]
+    assert sync.argv[sync.argv.index("--reinstall-package") + 1] == "modeling"  # type: ignore[union-attr]
+    assert sync.argv.count("--reinstall-package") == 1  # type: ignore[union-attr]
+    api.rebuild(
+        path,
+        venv=model_venv,
+        in_place=True,
+        sources=api.sources(find_links=[str(truth_wheels)], offline=True),
+    )
+    assert "x * 2" in llama.read_text()
+    assert api.diff(good, _snap(model_venv)).changes == ()
+
+
 # ---- hostile site-packages ---------------------------------------------------------------
 
 

@@ -62,6 +62,7 @@ def _planned(
     if in_place and not target.is_dir():
         raise UsageError(f"--venv {venv}: no such venv to sync in place")
     build, workdir = build_paths(target)
+    reinstall = _damaged(snap, target) if in_place else ()
     options = PlanOptions(
         venv=target,
         snapshot_ref=str(path),
@@ -73,8 +74,34 @@ def _planned(
         workdir=workdir,
         skip_editables=skip_editables,
         base_python=base_python,
+        reinstall=reinstall,
     )
     return snap, plan(snap, options)
+
+
+def _damaged(snap: Snapshot, venv: Path) -> tuple[str, ...]:
+    """The packages of ``venv`` at the snapshot's version whose installed files are not
+    what they installed (a sync in place keeps them, as their version matches)."""
+    from envguard.recovery.plan import check_name
+    from envguard.snapshots.capture import capture_snapshot
+    from envguard.snapshots.live import Recorded, request_like
+
+    python = venv / "bin" / "python"
+    if not python.exists():
+        return ()
+    live = capture_snapshot(request_like(Recorded.of(snap), python=python)).package_map()
+    out = []
+    for name, pkg in sorted(snap.package_map().items()):
+        now = live.get(name)
+        if now is None or now.version != pkg.version or now.on_disk is None:
+            continue
+        found, good = now.on_disk, pkg.on_disk
+        kept = (good.modified, good.missing, good.clobbered) if good is not None else ((),) * 3
+        if (found.modified or found.missing or found.clobbered) and (
+            (found.modified, found.missing, found.clobbered) != kept  # the good run's own edits
+        ):
+            out.append(check_name(name, f"package {name!r}"))
+    return tuple(out)
 
 
 def plan_rebuild(

@@ -90,6 +90,9 @@ class PlanOptions:
     skip_editables: bool = False
     base_python: str | None = None
     check_paths: bool = True  # editables and local sources must exist (off for a dry print)
+    # In place: packages whose installed files are not what they installed (edited,
+    # missing, another package's bytes), reinstalled by the sync though their version is.
+    reinstall: tuple[str, ...] = ()
 
 
 class RunStep(Model):
@@ -423,7 +426,16 @@ def plan(snapshot: Snapshot, options: PlanOptions) -> Plan:
         RunStep(
             kind="sync",
             purpose=f"install exactly the {found.count} pinned packages, removing all else",
-            argv=(uv, "pip", "sync", "--python", python_path, *index_args(sources), files[0].path),
+            argv=(
+                uv,
+                "pip",
+                "sync",
+                "--python",
+                python_path,
+                *index_args(sources),
+                *(a for name in options.reinstall for a in ("--reinstall-package", name)),
+                files[0].path,
+            ),
         )
     )
     steps += owner_steps(snapshot, every_pin, uv, python_path, sources)
