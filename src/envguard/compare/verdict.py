@@ -130,6 +130,9 @@ def _installed_lines(changes: Sequence[Change]) -> list[str]:
             by_package.setdefault(c.name, []).append(_FILE_WORDS[c.kind])
         said = [f"{name} ({', '.join(words)})" for name, words in by_package.items()]
         lines.append("installed files changed: " + _some(said))
+    unowned = [c.name for c in changes if c.section == "installed" and c.kind == "unowned_added"]
+    if unowned:
+        lines.append("in site-packages, owned by no package: " + _some(unowned))
     return lines
 
 

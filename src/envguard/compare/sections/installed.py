@@ -27,6 +27,10 @@ _LISTS = (
 )
 
 
+# Modules Python's site imports at start-up when they exist (site.execsitecustomize).
+_STARTUP = frozenset({"sitecustomize.py", "usercustomize.py"})
+
+
 def _files(paths: list[str], what: str) -> str:
     """``1 file modified in place (a.py)``, ``4 files missing (a.py, b.py, c.py, +1 more)``."""
     count = len(paths)
@@ -142,7 +146,7 @@ def _compare_unowned(b: Collector, e: Snapshot, a: Snapshot) -> None:
     if a.unowned is None or e.unowned is None:
         return
     for name in sorted(set(a.unowned) - set(e.unowned)):
-        runs = " (a .pth file runs at every start-up)" if name.endswith(".pth") else ""
+        runs = " (it runs at every start-up)" if name.endswith(".pth") or name in _STARTUP else ""
         b.add(
             "unowned_added",
             name,
