@@ -326,3 +326,37 @@ def test_a_forged_on_disk_record_in_a_snapshot_is_refused(tmp_path: Path, in_tmp
     result = runner.invoke(app, ["show", str(path)])
     assert result.exit_code == 2
     assert "Traceback" not in result.output
+
+
+def test_a_file_hashed_once_is_not_hashed_again_until_it_changes(
+    model_venv: Path, tmp_path: Path
+) -> None:
+    """A venv copied without its times (every file newer than RECORD) is hashed once; the
+    kept verdict is tied to the file's stamp, so an edit afterwards is found all the same."""
+    from envguard.probe.payload import local_package
+
+    target = local_package()
+    site = _site(model_venv)
+    later = time.time() + 5
+    for path in (site / "modeling").iterdir():
+        _own_copy(path)
+        os.utime(path, (later, later))
+
+    def check() -> tuple[dict[str, object], object]:
+        cache = target.distcache.DistCache(str(tmp_path / "cache"), [str(site)], code="t", quiet=0)
+        warnings: list[str] = []
+        packages = target.dists.scan_packages([str(site)], warnings, cache)
+        target.installed.check_installed(packages, "quick", warnings, cache)
+        cache.save()
+        (found,) = [p["on_disk"] for p in packages if p["name"] == "modeling"]
+        return found, cache
+
+    first, cache = check()
+    assert first["modified"] == [] and cache.used_verified  # type: ignore[attr-defined]
+    second, cache = check()
+    assert second["modified"] == [] and cache.verified == cache.used_verified  # type: ignore[attr-defined]
+    llama = site / "modeling" / "llama.py"
+    llama.write_text(llama.read_text().replace("x * 2", "x * 3"))
+    os.utime(llama, (later, later))  # the same times as before: the ctime still moved
+    third, _ = check()
+    assert third["modified"] == ["modeling/llama.py"]

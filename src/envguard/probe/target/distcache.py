@@ -175,6 +175,11 @@ class DistCache:
         # RECORD rows of the files that run (installed.py), under RECORD's own stamp.
         self.rows: Dict[str, List[str]] = {}
         self.used_rows: Dict[str, List[str]] = {}
+        # Installed files hashed and found as RECORD says, under their own stamp: a venv
+        # copied without its times (docker cp, rsync without -t) is hashed once, not at
+        # every probe.
+        self.verified: Dict[str, int] = {}
+        self.used_verified: Dict[str, int] = {}
         if folder is None or not (_ours(folder) and _ours(os.path.dirname(folder))):
             return  # a folder someone else could fill (or a symlink): no cache
         # Named by a checksum of the venv's site folders (zlib: hashlib is slow to load, and
@@ -200,6 +205,9 @@ class DistCache:
             }
         if type(dists) is dict:
             self.dists = {k: v for k, v in dists.items() if type(k) is str and _valid_dist(v)}
+        verified = data.get("verified")
+        if type(verified) is dict:
+            self.verified = {k: 1 for k, v in verified.items() if type(k) is str and v == 1}
         rows = data.get("rows")
         if type(rows) is dict:
             self.rows = {
@@ -257,12 +265,23 @@ class DistCache:
         if key is not None and _newest_change(key.split("\0", 1)[1]) < self.settled_ns:
             self.used_rows[key] = rows
 
+    def was_verified(self, key: str) -> bool:
+        if key in self.verified:
+            self.used_verified[key] = 1
+            return True
+        return False
+
+    def keep_verified(self, key: str, ctime_ns: int) -> None:
+        if ctime_ns < self.settled_ns:
+            self.used_verified[key] = 1
+
     def save(self) -> None:
         """Write this venv's entries when they changed; never fails."""
         if self.path is None or (
             self.used_fingerprints == self.fingerprints
             and self.used_dists == self.dists
             and self.used_rows == self.rows
+            and self.used_verified == self.verified
         ):
             return  # nothing new learned
         kept = {
@@ -270,6 +289,7 @@ class DistCache:
             "fingerprints": dict(list(self.used_fingerprints.items())[:_MAX_ENTRIES]),
             "dists": dict(list(self.used_dists.items())[:_MAX_ENTRIES]),
             "rows": dict(list(self.used_rows.items())[:_MAX_ENTRIES]),
+            "verified": dict(list(self.used_verified.items())[:_MAX_ENTRIES]),
         }
         folder = os.path.dirname(self.path)
         tmp = "%s.%d.tmp" % (self.path, os.getpid())

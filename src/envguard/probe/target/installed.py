@@ -130,6 +130,7 @@ class _Site:
         self.rows: Dict[int, List[Tuple[str, str, str]]] = {}
         self.folders: Dict[str, Optional[int]] = {}  # folder -> its mtime_ns; None: not safe
         self.linked = False  # some folder is a symlink (or no folder)
+        self.cache: Optional[DistCache] = None
 
 
 def check_installed(
@@ -148,6 +149,7 @@ def check_installed(
             site = sites.get(dist["location"])
             if site is None:
                 site = sites[dist["location"]] = _Site(dist["location"])
+                site.cache = cache
             _read_record(site, index, dist, deep, warnings, None if deep else cache)
     clashes: List[Dict[str, Any]] = []
     unowned: List[str] = []
@@ -349,13 +351,26 @@ def _check_dist(
             deep or st.st_mtime_ns > installed or str(st.st_size) != row[2] or st.st_mode >> 12 != 8
         )
     ]
+    cache = site.cache
     for (path, digest, size), st in suspects:
-        if (
-            not stat.S_ISREG(st.st_mode)
-            or str(st.st_size) != size
-            or _same_bytes(base + path, digest) is False
-        ):
+        if not stat.S_ISREG(st.st_mode) or str(st.st_size) != size:
             modified.append(path)
+            continue
+        key = "%s\0%s\0%d,%d,%d,%d" % (
+            base + path,
+            digest,
+            st.st_ino,
+            st.st_size,
+            st.st_mtime_ns,
+            st.st_ctime_ns,
+        )
+        if cache is not None and not deep and cache.was_verified(key):
+            continue
+        same = _same_bytes(base + path, digest)
+        if same is False:
+            modified.append(path)
+        elif same and cache is not None:
+            cache.keep_verified(key, st.st_ctime_ns)
     return {
         "checked": len(rows),
         "modified": sorted(modified),
