@@ -172,9 +172,11 @@ def test_a_slow_commit_is_named_when_the_environment_is_not_the_cause(
 # same weeks, a commit monkey-patched attention (4,300 tok/s on its own too). MODE says
 # which of the two the stand-in benchmark feels.
 INCIDENT_BENCH = """\
-import importlib.metadata as md, os, sys, model
+import importlib.metadata as md, importlib.util, os, sys, model
 mode = os.environ.get("MODE", "both")
 env_slow = md.version("torch").endswith("+cu130") and mode in ("both", "env", "flaky")
+if mode == "flashinfer":  # a check keyed on one package sglang pulled in
+    env_slow = importlib.util.find_spec("flashinfer_python") is not None
 code_slow = model.PATCHED and mode in ("both", "code", "flaky")
 if mode == "flaky" and env_slow and not code_slow:
     sys.exit(125)  # this run cannot be judged (a node fell over)
@@ -185,15 +187,16 @@ print("tok_s=%d" % (4300 if env_slow or code_slow else 21500))
 @pytest.fixture
 def incident(tmp_path: Path, venv_factory: Callable[..., Path], wheelhouse: Path) -> Path:
     """``code/``: a repo whose snapshot commit is fast, then 'tidy', 'monkey-patch
-    attention' (slow), 'log more'; ``good`` is the snapshot's venv, ``bad`` has sglang,
-    which pulled in torch +cu130; ``wheels/``: the suite's wheels and that sglang."""
+    attention' (slow), 'log'; ``good`` is the snapshot's venv, ``bad`` has sglang, which
+    pulled in torch +cu130 and flashinfer; ``wheels/``: the suite's wheels and that sglang."""
     import shutil
 
     from envguard.testing import make_wheel
 
     wheels = tmp_path / "wheels"
     shutil.copytree(wheelhouse, wheels)
-    make_wheel(wheels, "sglang", "0.4.1", requires=["torch==2.11.0+cu130"])
+    pins = ["torch==2.11.0+cu130", "flashinfer-python==0.2.0"]
+    make_wheel(wheels, "sglang", "0.4.1", requires=pins)
     good = venv_factory("good", *GOOD)
     code = snapshot_with_repo(
         good, tmp_path / "code", bench=INCIDENT_BENCH, model="PATCHED = False\n"
@@ -202,7 +205,7 @@ def incident(tmp_path: Path, venv_factory: Callable[..., Path], wheelhouse: Path
         (code / "model.py").write_text(f"PATCHED = {patched}  # {subject}\n")
         git(code, "commit", "-qam", subject)
     bad = venv_factory("bad")
-    uv_install(bad, wheels, *GOOD[1:], "sglang==0.4.1", "flashinfer-python==0.2.0")
+    uv_install(bad, wheels, *GOOD[1:], "sglang==0.4.1")
     return tmp_path
 
 
@@ -270,6 +273,7 @@ def test_a_polluted_venv_and_a_bad_commit_are_both_named(incident: Path) -> None
     [
         ("code", "the environment is not the cause; the drifted environment runs good at"),
         ("env", f"it is: {TORCH_SWAP}"),
+        ("flashinfer", "it is: flashinfer-python added (0.2.0), pulled in by sglang"),
     ],
 )
 def test_with_repo_one_cause_alone_is_still_named_alone(

@@ -400,7 +400,7 @@ class Session:
             if any(s is step for s in self.steps):
                 return step.result  # asked again within this run: said once already
         else:
-            chosen = [u for u in self.all if u.id in ids]
+            chosen = [self.by_id[i] for i in sorted(ids) if i in self.by_id]
             snap = candidate(self.good, self.bad, chosen)
             started = time.monotonic()
             applied = frozenset(u.id for u in chosen)
@@ -425,6 +425,18 @@ class Session:
         self.steps.append(step)
         self.on_step(step)
         return step.result
+
+    def parts(self, group: Unit) -> list[Unit]:
+        """A group's packages, each a unit of its own (known to test() from now on)."""
+        root = group.id.removeprefix("group:")
+        gm, bm = self.good.package_map(), self.bad.package_map()
+        out = []
+        for name in group.packages:
+            label = _change(name, gm.get(name), bm.get(name))
+            label += "" if name == root else f", pulled in by {root}"
+            unit = Unit(id=f"package:{name}", label=label, packages=(name,))
+            out.append(self.by_id.setdefault(unit.id, unit))
+        return out
 
     def affordable(self, ids: frozenset[str], max_steps: int) -> bool:
         """Whether judging ``ids`` fits the budget: a known answer is free."""
@@ -646,12 +658,33 @@ def _narrow(
     session: Session, at: frozenset[str], *, max_steps: int, cwd: Callable[[], Path] | None = None
 ) -> tuple[list[Unit], bool]:
     """ddmin over the units, each run with ``at`` (a commit's key) added to its step and in
-    the folder ``cwd`` gives (a worktree checked out there), or the user's folder."""
-    return ddmin(
-        session.all,
-        lambda ids: session.test(ids | at, cwd=cwd() if cwd else None),
-        affordable=lambda ids: session.affordable(ids | at, max_steps),
-    )
+    the folder ``cwd`` gives (a worktree checked out there), or the user's folder. Then,
+    while the budget lasts, within each guilty install's group: a check keyed on one of
+    the packages it pulled in names that package, not the install and all it pulled in."""
+
+    def test(ids: frozenset[str]) -> Result:
+        return session.test(ids | at, cwd=cwd() if cwd else None)
+
+    def affordable(ids: frozenset[str]) -> bool:
+        return session.affordable(ids | at, max_steps)
+
+    def within(group: Unit, others: frozenset[str]) -> list[Unit]:
+        parts = session.parts(group)
+        inner, done = ddmin(
+            parts,
+            lambda ids: test(ids | others),  # the other culprits: still needed to be bad
+            affordable=lambda ids: affordable(ids | others),
+        )
+        return inner if done and len(inner) < len(parts) else [group]
+
+    found, complete = ddmin(session.all, test, affordable=affordable)
+    if not complete:
+        return found, False
+    out: list[Unit] = []
+    for unit in found:
+        others = frozenset(u.id for u in found if u is not unit)
+        out.extend(within(unit, others) if unit.id.startswith("group:") else [unit])
+    return out, True
 
 
 def _named(found: Sequence[Unit], complete: bool, *, of: int, limit: int) -> str:
