@@ -292,6 +292,24 @@ def test_with_repo_one_cause_alone_is_still_named_alone(
 
 
 @pytest.mark.slow
+def test_an_uncommitted_change_is_named_when_the_commits_run_good(incident: Path) -> None:
+    """Today's code is the checkout with its uncommitted changes; HEAD is run before any
+    commit is blamed for what only the checkout does."""
+    code = incident / "code"
+    (code / "model.py").write_text("PATCHED = False  # reverted\n")
+    git(code, "commit", "-qam", "revert the patch")
+    (code / "model.py").write_text("PATCHED = True  # a local hack\n")
+    out = bisect_repo(incident, "--format", "json", mode="code")
+    assert out.returncode == 0, out.stdout + out.stderr
+    report = json.loads(out.stdout)
+    assert report["outcome"] == "not_the_environment" and report["commit"] is None
+    assert report["verdict"].endswith(
+        "; the uncommitted changes in the checkout (its committed code runs good in the good"
+        " environment)"
+    ), report["verdict"]
+
+
+@pytest.mark.slow
 def test_a_polluted_venv_that_cannot_be_judged_at_the_good_commit_is_not_cleared(
     incident: Path,
 ) -> None:

@@ -723,7 +723,10 @@ def _both_axes(session: Session, report: BisectReport, repo: Path, *, max_steps:
                 " failure; look at data, hardware or nondeterminism"
             )
             return
-        # The commits first: they run in the good environment, already built.
+        # The commits first: they run in the good environment, already built. With
+        # uncommitted changes, HEAD is not known bad (today's code was): it is run first.
+        if unclean and todo and _run_at(session, tree, todo[-1]) == "good":
+            todo = []  # the committed code is good: the uncommitted changes are the cause
         reserve = 1 if session.all else 0
         code = _first_bad_commit(session, tree, todo, max_steps=max_steps - reserve)
         report.commit = code
@@ -735,7 +738,8 @@ def _both_axes(session: Session, report: BisectReport, repo: Path, *, max_steps:
                 env = "bad"
         if code is None:
             said = (
-                "the repo is at the snapshot's commit: its uncommitted changes"
+                "the uncommitted changes in the checkout (its committed code runs good in"
+                " the good environment)"
                 if unclean
                 else "the repo is at the snapshot's commit, which runs good in a worktree:"
                 " look at what else differs in the folder bisect ran from"
@@ -783,6 +787,11 @@ def _both_axes(session: Session, report: BisectReport, repo: Path, *, max_steps:
     )
 
 
+def _run_at(session: Session, tree: Worktree, commit: str) -> Result:
+    """The good environment's run at ``commit``."""
+    return session.test(frozenset({commits.key(commit)}), cwd=tree.checkout(commit))
+
+
 def _first_bad_commit(
     session: Session, tree: Worktree, todo: list[str], *, max_steps: int
 ) -> FirstBadCommit | None:
@@ -790,13 +799,9 @@ def _first_bad_commit(
     known bad: the good environment runs bad with today's code)."""
     if not todo:
         return None
-
-    def test(commit: str) -> str:
-        return session.test(frozenset({commits.key(commit)}), cwd=tree.checkout(commit))
-
     culprit, exact = commits.first_bad(
         todo,
-        test,
+        lambda commit: _run_at(session, tree, commit),
         affordable=lambda c: session.affordable(frozenset({commits.key(c)}), max_steps),
     )
     short, _, subject = tree.subject(culprit).partition(" ")
