@@ -623,3 +623,26 @@ def test_a_planted_scratch_name_with_a_huge_pid_does_not_stop_the_sweep(
     dead.mkdir()
     scratch.sweep()
     assert not dead.exists()
+
+
+@pytest.mark.parametrize(
+    ("skipped", "first", "unsure"),
+    [(set(), "c3", 0), ({"c2"}, "c3", 1), ({"c3"}, "c4", 1), ({"c1", "c2", "c4"}, "c3", 2)],
+)
+def test_the_commit_search_judges_a_skipped_commit_by_its_neighbours(
+    skipped: set[str], first: str, unsure: int
+) -> None:
+    """A flaky commit (exit 125) is left out, as git bisect skip; the search still ends,
+    and says how many skipped commits just before the one it names could be the first."""
+    from envguard.recovery.commits import first_bad
+
+    todo = ["c1", "c2", "c3", "c4", "c5"]  # c3 is the first bad; c5 (HEAD) is known bad
+    ran: list[str] = []
+
+    def test(commit: str) -> str:
+        ran.append(commit)
+        return "skip" if commit in skipped else ("bad" if commit >= "c3" else "good")
+
+    assert first_bad(todo, test, affordable=lambda _: True) == (first, True, unsure)
+    assert len(set(ran)) == len(ran) <= 4
+    assert first_bad(todo, test, affordable=lambda _: False) == ("c5", False, 0)

@@ -1,13 +1,15 @@
-"""`envguard bisect`: which of the drift's changes turns a good run bad, or proof that the
-environment is not the cause.
+"""`envguard bisect`: which of the drift's changes turns a good run bad, and, with
+``--repo``, which commit; a cause is only cleared by a run that shows it innocent.
 
 The units are the drift's groups: the torch stack (torch, triton, the nvidia-* libraries)
 as one, each install with what it pulled in (compare/causes.py), each remaining package
 change, and the environment variables as one. A candidate is the good snapshot with some
 units taken from the bad side; it is built as exact pins with uv into one scratch venv
-(reused: uv changes only what differs), and the user's command judges it. Delta debugging
-(ddmin) finds the smallest set of units that is bad: about 2*log2(units) builds for one
-culprit, and interactions (bad only together) are found too.
+(reused: uv changes only what differs, and a run that needs the same units as the last
+builds nothing), and the user's command judges it. Delta debugging (ddmin) finds the
+smallest set of units that is bad: about 2*log2(units) runs for one culprit, and
+interactions (bad only together) are found too. The code axis (recovery/commits.py) runs
+commits in the good environment and the drifted environment at the snapshot's commit.
 """
 
 from __future__ import annotations
@@ -747,6 +749,7 @@ def _both_axes(session: Session, report: BisectReport, repo: Path, *, max_steps:
         else:
             where = "" if code.exact else f" (after {max_steps} runs, somewhere up to)"
             said = f"the first bad commit{where}: {code.short} {code.subject}{unclean}"
+            said += _unjudged(code)
         report.complete = code is None or code.exact
         if env == "good":
             report.outcome = "not_the_environment"
@@ -780,11 +783,16 @@ def _both_axes(session: Session, report: BisectReport, repo: Path, *, max_steps:
     )
     if code is not None:
         where = "" if code.exact else f" (or one before it: {max_steps} runs ran out)"
-        said = f"commit {code.short} '{code.subject}'{where}{unclean}"
+        said = f"commit {code.short} '{code.subject}'{where}{unclean}{_unjudged(code)}"
     report.verdict = (
         f"two causes: {envs} and {said} (the drifted environment runs bad at the snapshot's"
         f" commit {good_head[:12]}; the good environment runs bad with today's code)"
     )
+
+
+def _unjudged(code: FirstBadCommit) -> str:
+    n = code.skipped
+    return f" (or one of the {n} commits before it that could not be judged)" if n else ""
 
 
 def _run_at(session: Session, tree: Worktree, commit: str) -> Result:
@@ -799,13 +807,13 @@ def _first_bad_commit(
     known bad: the good environment runs bad with today's code)."""
     if not todo:
         return None
-    culprit, exact = commits.first_bad(
+    culprit, exact, skipped = commits.first_bad(
         todo,
         lambda commit: _run_at(session, tree, commit),
         affordable=lambda c: session.affordable(frozenset({commits.key(c)}), max_steps),
     )
     short, _, subject = tree.subject(culprit).partition(" ")
-    return FirstBadCommit(sha=culprit, short=short, subject=subject, exact=exact)
+    return FirstBadCommit(sha=culprit, short=short, subject=subject, exact=exact, skipped=skipped)
 
 
 _OPERATORS = frozenset({"|", "||", "&&", ";", "&", ">", ">>", "<", "<<", "2>", "2>&1", "&>"})

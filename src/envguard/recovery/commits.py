@@ -50,13 +50,15 @@ def key(commit: str) -> str:
 
 @dataclass(frozen=True)
 class FirstBadCommit:
-    """The commit bisect names: its full and short ids, its subject, and whether the
-    search finished (False: the culprit is at or before it, the budget ran out)."""
+    """The commit bisect names: its full and short ids, its subject, whether the search
+    finished (False: the culprit is at or before it, the budget ran out), and how many
+    commits just before it could not be judged (skip), any of which may be the first."""
 
     sha: str
     short: str
     subject: str
     exact: bool
+    skipped: int = 0
 
 
 class Worktree:
@@ -114,20 +116,24 @@ def dirty(repo: Path) -> bool:
 
 def first_bad(
     todo: list[str], test: Callable[[str], str], *, affordable: Callable[[str], bool]
-) -> tuple[str, bool]:
+) -> tuple[str, bool, int]:
     """Binary search over ``todo`` (oldest first; its last is known bad, the commit before
-    its first known good): the first bad commit, and whether the search finished. A skip
-    is judged by its neighbours, as ``git bisect skip``."""
+    its first known good): the first bad commit, whether the search finished, and how many
+    skipped commits just before it could be the first bad one instead. A skip is judged by
+    its neighbours, as ``git bisect skip``."""
+    order = {c: i for i, c in enumerate(todo)}
     todo = list(todo)
+    skipped: list[str] = []
     lo, hi = -1, len(todo) - 1
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if not affordable(todo[mid]):
-            return todo[hi], False
+            return todo[hi], False, 0
         result = test(todo[mid])
         if result == "skip":
-            del todo[mid]
+            skipped.append(todo.pop(mid))
             hi -= 1
             continue
         lo, hi = (mid, hi) if result == "good" else (lo, mid)
-    return todo[hi], True
+    after = order[todo[lo]] if lo >= 0 else -1
+    return todo[hi], True, sum(after < order[c] < order[todo[hi]] for c in skipped)
