@@ -609,7 +609,11 @@ def bisect(session: Session, *, max_steps: int, repo: Path | None = None) -> Bis
         )
         if not session.all:
             report.outcome = "not_the_environment"
-            report.verdict = "no package or variable drifted: " + _NOT_THE_CAUSE + report.verdict
+            report.verdict = (
+                "no package or variable drifted, and the good snapshot's exact environment"
+                " runs bad with today's code: the environment is not the cause; look at the"
+                " code (--repo bisects its commits), files, data"
+            )
     elif first == "bad":
         assert repo is not None
         _both_axes(session, report, repo, max_steps=max_steps)
@@ -717,12 +721,17 @@ def _both_axes(session: Session, report: BisectReport, repo: Path, *, max_steps:
             return tree.checkout(good_head)
 
         base = session.test(at, cwd=at_good())
-        if base != "good":
-            why = f" (skip: {session.known[at].why})" if base == "skip" else ""
+        if base == "skip":
+            report.verdict = (
+                f"the good environment at the snapshot's own commit {good_head[:12]} could"
+                f" not be judged (skip: {session.known[at].why}): fix the command first"
+            )
+            return
+        if base == "bad":
             report.verdict = (
                 f"the good environment at the snapshot's own commit {good_head[:12]} runs"
-                f" {base}{why}: neither the environment nor the code since explains the"
-                " failure; look at data, hardware or nondeterminism"
+                " bad too: neither the environment nor the code since explains the failure;"
+                " look at data, hardware or nondeterminism"
             )
             return
         # The commits first: they run in the good environment, already built. With
