@@ -41,7 +41,7 @@ class BisectOptions:
     max_steps: int = 30  # at most this many builds
     keep: bool = False  # keep the scratch venv (its path is in the report)
     resume: bool = False  # reuse the results logged by an earlier run
-    repo: str | Path | None = None  # when the environment is not the cause: bisect its commits
+    repo: str | Path | None = None  # the code axis: the environment at its commit, commits since
     sources: Sources | None = None  # uv's package sources (sources())
 
 
@@ -55,7 +55,8 @@ def bisect(
     """Which changes from ``good`` to ``bad`` (a snapshot, or the live environment at
     ``python``) turn the command ``run`` from good to bad: each candidate built with uv in
     a scratch venv (never the user's), judged by ``run``'s exit status or ``metric``
-    (``minimum``/``maximum``). Or: the good environment is bad too, so it is not the cause."""
+    (``minimum``/``maximum``). When the good environment runs bad with today's code, with
+    ``repo`` the environment and the commits are tested apart and each cause is named."""
     import shutil
 
     from envguard.recovery.bisect import (

@@ -368,7 +368,7 @@ def bisect(
     max: Annotated[float | None, typer.Option("--max", help="Good when the metric <= X.")] = None,
     shell: Annotated[bool, typer.Option(help="Run --run through sh -c.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds per run (then: skip).")] = 600.0,
-    max_steps: Annotated[int, typer.Option(min=2, help="At most this many builds.")] = 30,
+    max_steps: Annotated[int, typer.Option(min=2, help="At most this many runs.")] = 30,
     keep: Annotated[bool, typer.Option(help="Keep the scratch venv.")] = False,
     resume: Annotated[
         bool, typer.Option(help="Reuse the results logged by an earlier run.")
@@ -376,8 +376,9 @@ def bisect(
     repo: Annotated[
         Path | None,
         typer.Option(
-            help="When the environment is not the cause: bisect this repo's commits since"
-            " the snapshot's, in a temporary worktree."
+            help="When the good environment runs bad with today's code: test the drifted"
+            " environment at the snapshot's commit and bisect this repo's commits since it,"
+            " in a temporary worktree."
         ),
     ] = None,
     format: Annotated[RestoreFormat, typer.Option("--format")] = RestoreFormat.table,
@@ -393,28 +394,32 @@ def bisect(
     from envguard.render.text import printable
 
     sources = _sources(index_url, extra_index_url, find_links, offline, no_index, torch_index)
-    count = [0]  # builds made by this run (answers from the log are not builds)
+    count = [0, 0]  # runs made now (answers from the log are not runs); units to try
 
     def started(units: Any) -> None:
+        count[1] = len(units)
         bound = 2 * (len(units) - 1 if len(units) > 1 else 1).bit_length() + 3  # max is --max
         typer.echo(
-            f"bisect: {len(units)} change{'s' * (len(units) != 1)} to try; about {bound} builds"
+            f"bisect: {len(units)} change{'s' * (len(units) != 1)} to try; about {bound} runs"
             f" for a single culprit (at most {max_steps})",
             err=True,
         )
 
     def progress(step: Any) -> None:
-        shown_units = step.units[:3] + (
-            [f"and {len(step.units) - 3} more"] if len(step.units) > 3 else []
-        )
+        units = [u for u in step.units if not u.startswith("commit:")]
+        shown_units = units[:3] + ([f"and {len(units) - 3} more"] if len(units) > 3 else [])
         applied = ", ".join(shown_units) or "none (the good environment)"
+        if len(units) == count[1] > 1:
+            applied = f"all {len(units)} (the bad environment)"
+        at = [u.removeprefix("commit:") for u in step.units if u.startswith("commit:")]
+        applied += f" at commit {at[0]}" if at else ""
         shown = "" if step.metric is None else f" ({metric}={step.metric:g})"
         shown += f" ({step.why})" if step.why else ""
         if step.logged:
             where = "from the log"
         else:
             count[0] += 1
-            where = f"build {count[0]} of at most {max_steps}"
+            where = f"run {count[0]} of at most {max_steps}"
         typer.echo(printable(f"{where}: {applied} -> {step.result}{shown}"), err=True)
 
     options = api.BisectOptions(
@@ -445,11 +450,16 @@ def bisect(
                     typer.echo(printable(f"  {culprit['label']}: {', '.join(names[:12])}{more}"))
         for line in report.other_drift[:20]:
             typer.echo(printable(f"  also drifted: {line}"))
+        if len(report.other_drift) > 20:
+            typer.echo(f"  and {len(report.other_drift) - 20} more (--format json lists them)")
         built = sum(1 for s in report.steps if not s.logged)
         logged = len(report.steps) - built
         reused = f" and {logged} answer{'s' * (logged != 1)} from the log" if logged else ""
+        envs = f" in {report.installs} build{'s' * (report.installs != 1)} of the scratch venv"
         typer.echo(
-            printable(f"{built} build{'s' * (built != 1)}{reused}; every step is in {report.log}")
+            printable(
+                f"{built} run{'s' * (built != 1)}{envs}{reused}; every step is in {report.log}"
+            )
         )
         if report.scratch:
             typer.echo(printable(f"the scratch venv is kept at {report.scratch}"))

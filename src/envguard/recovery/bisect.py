@@ -1,13 +1,15 @@
-"""`envguard bisect`: which of the drift's changes turns a good run bad, or proof that the
-environment is not the cause.
+"""`envguard bisect`: which of the drift's changes turns a good run bad, and, with
+``--repo``, which commit; a cause is only cleared by a run that shows it innocent.
 
 The units are the drift's groups: the torch stack (torch, triton, the nvidia-* libraries)
 as one, each install with what it pulled in (compare/causes.py), each remaining package
 change, and the environment variables as one. A candidate is the good snapshot with some
 units taken from the bad side; it is built as exact pins with uv into one scratch venv
-(reused: uv changes only what differs), and the user's command judges it. Delta debugging
-(ddmin) finds the smallest set of units that is bad: about 2*log2(units) builds for one
-culprit, and interactions (bad only together) are found too.
+(reused: uv changes only what differs, and a run that needs the same units as the last
+builds nothing), and the user's command judges it. Delta debugging (ddmin) finds the
+smallest set of units that is bad: about 2*log2(units) runs for one culprit, and
+interactions (bad only together) are found too. The code axis (recovery/commits.py) runs
+commits in the good environment and the drifted environment at the snapshot's commit.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from typing import Literal
 
 from envguard.errors import ActionError, UsageError
 from envguard.lifecycle import MARKER, end_chain, forget, new_marker, start_child
-from envguard.recovery.scratch import scratch_folder
+from envguard.recovery import commits
+from envguard.recovery.commits import FirstBadCommit, Worktree
 from envguard.snapshots.models import Package, Snapshot
 
 Result = Literal["good", "bad", "skip"]
@@ -56,19 +59,37 @@ def _differs(a: Package | None, b: Package | None) -> bool:
     return (a.version, a.source, a.fingerprint) != (b.version, b.source, b.fingerprint)
 
 
+def _change(name: str, before: Package | None, after: Package | None) -> str:
+    if before is None:
+        return f"{name} added ({after.version if after else '?'})"
+    if after is None:
+        return f"{name} removed (was {before.version})"
+    return f"{name} {before.version} -> {after.version}"
+
+
 def units(good: Snapshot, bad: Snapshot) -> list[Unit]:
     """The drift from ``good`` to ``bad`` as bisect units, largest cause first."""
     from envguard.compare.causes import group_changes
 
     gm, bm = good.package_map(), bad.package_map()
     changed = {n for n in gm.keys() | bm.keys() if _differs(gm.get(n), bm.get(n))}
+    causes = group_changes(bad, changed)
     out: list[Unit] = []
     torch = sorted(n for n in changed if n in _TORCH or n.startswith("nvidia-"))
     if torch:
-        out.append(Unit(id="torch", label=f"the torch stack ({len(torch)} packages)",
-                        packages=tuple(torch)))  # fmt: skip
+        # Named by torch's own change (its build label says the CUDA line) and by the
+        # installs that pulled it in: what a person acts on.
+        label = f"the torch stack ({len(torch)} packages)"
+        if "torch" in torch:
+            label = _change("torch", gm.get("torch"), bm.get("torch"))
+            if len(torch) > 1:
+                label += f" with {len(torch) - 1} more of its stack"
+        by = sorted(c.root for c in causes if c.root not in torch and set(torch) & {*c.members})
+        if by:
+            label += f", pulled in by {', '.join(by)}"
+        out.append(Unit(id="torch", label=label, packages=tuple(torch)))
     taken = set(torch)
-    for cause in group_changes(bad, changed):
+    for cause in causes:
         members = [m for m in (cause.root, *cause.members) if m not in taken]
         if cause.root in taken or len(members) < 2:
             continue  # nothing left that it alone pulled in: a single change below
@@ -77,13 +98,7 @@ def units(good: Snapshot, bad: Snapshot) -> list[Unit]:
         label = f"{cause.root} and what it pulled in ({pulled} package{'s' * (pulled != 1)})"
         out.append(Unit(id=f"group:{cause.root}", label=label, packages=tuple(members)))
     for name in sorted(changed - taken):
-        before, after = gm.get(name), bm.get(name)
-        if before is None:
-            what = f"{name} added ({after.version if after else '?'})"
-        elif after is None:
-            what = f"{name} removed (was {before.version})"
-        else:
-            what = f"{name} {before.version} -> {after.version}"
+        what = _change(name, gm.get(name), bm.get(name))
         out.append(Unit(id=f"package:{name}", label=what, packages=(name,)))
     if {k: v for k, v in good.env.items() if k != "VIRTUAL_ENV"} != {
         k: v for k, v in bad.env.items() if k != "VIRTUAL_ENV"
@@ -126,7 +141,7 @@ def ddmin(
 ) -> tuple[list[Unit], bool]:
     """Zeller's ddmin: a 1-minimal subset of ``items`` for which ``test`` is bad (all of
     them is bad). ``test`` takes unit ids; ``skip`` counts as not bad. (subset, complete):
-    complete is False when a test was needed that ``affordable`` refused (the build budget
+    complete is False when a test was needed that ``affordable`` refused (the run budget
     ran out; a test already answered, in this run or a logged one, costs nothing)."""
     current = list(items)
     n = 2
@@ -314,11 +329,19 @@ class BisectReport:
     culprits: list[dict[str, object]] = field(default_factory=list)
     units: list[dict[str, object]] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
-    other_drift: list[str] = field(default_factory=list)
+    other_drift: list[str] = field(default_factory=list)  # every drifted item, every section
     complete: bool = True
-    # culprits: the changes named; not_the_environment: the good environment fails too (or
-    # nothing drifted); undecided: an endpoint could not be judged.
-    outcome: Literal["culprits", "not_the_environment", "undecided"] = "undecided"
+    # culprits: the environment's changes named (today's code runs good in the good
+    # environment); both: those and a commit (--repo); not_the_environment: shown innocent
+    # (nothing drifted, the rebuilt bad environment runs good, or, with --repo, it runs good
+    # at the snapshot's commit); outside_the_environment: the good environment runs bad
+    # with today's code and, without --repo, the environment could not be tested on its
+    # own; undecided: a run that decides could not be judged.
+    outcome: Literal[
+        "culprits", "both", "not_the_environment", "outside_the_environment", "undecided"
+    ] = "undecided"
+    commit: FirstBadCommit | None = None  # with --repo: the first bad commit
+    installs: int = 0  # times the scratch venv was built (runs in one environment share it)
     log: str | None = None
     scratch: str | None = None  # the scratch venv, when --keep kept it
     schema: Literal["envguard.bisect"] = "envguard.bisect"
@@ -357,7 +380,9 @@ class Session:
         self.all = units(good, bad)
         self.by_id = {u.id: u for u in self.all}
         self.steps: list[Step] = []
-        self.builds = 0  # environments built and judged in this run (not from the log)
+        self.runs = 0  # checks run now (not answers from the log); --max-steps caps it
+        self.installs = 0  # times the scratch venv was (re)built: runs that share one don't
+        self.installed: frozenset[str] | None = None  # the units the scratch venv holds
         self.known: dict[frozenset[str], Step] = {}
         with log_folder(log.parent) as folder:  # refused now, before anything is built
             if resume:
@@ -369,24 +394,29 @@ class Session:
 
     def test(self, ids: frozenset[str], *, cwd: Path | None = None) -> Result:
         """Build and judge the good snapshot with the units ``ids`` applied (from the log
-        when a run before already did); with ``cwd`` (a commit's worktree), the scratch
-        venv is used as it is."""
+        when a run before already did), in ``cwd`` (a commit's worktree, whose key is in
+        ``ids`` too) or the user's folder. The scratch venv is rebuilt only when it holds
+        other units than the last run's."""
         if ids in self.known:
             step = self.known[ids]
             if any(s is step for s in self.steps):
                 return step.result  # asked again within this run: said once already
         else:
-            chosen = [u for u in self.all if u.id in ids]
+            chosen = [self.by_id[i] for i in sorted(ids) if i in self.by_id]
             snap = candidate(self.good, self.bad, chosen)
             started = time.monotonic()
-            if cwd is None:
+            applied = frozenset(u.id for u in chosen)
+            if self.installed != applied:
+                self.installed = None  # a build cut short leaves it unknown
                 self.build(snap, self.scratch)
+                self.installed = applied
+                self.installs += 1
             env = {**_without_recorded(self.env), **_variables(snap), **self._caches(chosen)}
             code, output = run_check(self.check, self.scratch, env, cwd or self.cwd)
             said = judge(self.check, code, output)
             seconds = round(time.monotonic() - started, 2)
             step = Step(sorted(ids), said.result, said.metric, seconds, said.why)
-            self.builds += 1
+            self.runs += 1
             self.known[ids] = step
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
             with (
@@ -398,9 +428,21 @@ class Session:
         self.on_step(step)
         return step.result
 
+    def parts(self, group: Unit) -> list[Unit]:
+        """A group's packages, each a unit of its own (known to test() from now on)."""
+        root = group.id.removeprefix("group:")
+        gm, bm = self.good.package_map(), self.bad.package_map()
+        out = []
+        for name in group.packages:
+            label = _change(name, gm.get(name), bm.get(name))
+            label += "" if name == root else f", pulled in by {root}"
+            unit = Unit(id=f"package:{name}", label=label, packages=(name,))
+            out.append(self.by_id.setdefault(unit.id, unit))
+        return out
+
     def affordable(self, ids: frozenset[str], max_steps: int) -> bool:
         """Whether judging ``ids`` fits the budget: a known answer is free."""
-        return ids in self.known or self.builds < max_steps
+        return ids in self.known or self.runs < max_steps
 
     def crashes_on_import(self, step: Step) -> bool:
         """The bad environment crashed on import (judged skip): from now on that crash is
@@ -534,8 +576,11 @@ def _variables(snap: Snapshot) -> dict[str, str]:
 
 
 def bisect(session: Session, *, max_steps: int, repo: Path | None = None) -> BisectReport:
-    """Endpoints first, then ddmin over the units; when the good environment is bad too
-    and ``repo`` is given, the repo's commits since the snapshot's, in that environment."""
+    """The good environment with today's code first: when it runs good, ddmin over the
+    units; when it runs bad, the code (or something else outside the environment) is a
+    cause, and with ``repo`` both axes are tested apart, the drifted environment at the
+    snapshot's commit and the commits in the good environment, so a guilty environment is
+    never cleared by a guilty commit."""
     from envguard.compare.engine import diff
     from envguard.compare.policy import Policy
 
@@ -544,34 +589,53 @@ def bisect(session: Session, *, max_steps: int, repo: Path | None = None) -> Bis
         good=good.name,
         bad=bad.name,
         verdict="",
-        units=[{"id": u.id, "label": u.label, "packages": list(u.packages)} for u in session.all],
+        units=[_unit_json(u) for u in session.all],
+        other_drift=[c.message for c in diff(good, bad, Policy()).changes],
         log=str(session.log),
     )
     first = session.test(frozenset())
-    if first != "good":
-        rest = diff(good, bad, Policy()).changes
-        report.other_drift = [
-            c.message for c in rest if c.section not in ("packages", "torch", "env", "interpreter")
-        ]
+    if first == "skip":
         report.verdict = (
-            "the environment is not the cause: the good snapshot's exact environment"
-            f" runs {first} with today's code"
-            if first == "bad"
-            else "the good snapshot's environment cannot run the command (skip:"
+            f"the good snapshot's environment cannot run the command (skip:"
             f" {session.steps[-1].why}): fix the command first"
         )
-        if first == "bad":
+    elif first == "bad" and repo is None:
+        report.outcome = "outside_the_environment"
+        report.verdict = (
+            "the good snapshot's exact environment runs bad with today's code: a cause is"
+            " outside the packages and variables (the code, files, data); the environment"
+            " itself was not tested apart from the code: --repo tests it at the snapshot's"
+            " commit and bisects the commits"
+        )
+        if not session.all:
             report.outcome = "not_the_environment"
-        if first == "bad" and repo is not None:
-            commit, report.complete = bisect_commits(session, repo, max_steps=max_steps - 1)
-            report.verdict += "; " + commit
-        report.steps = session.steps
-        return report
-    if not session.all:
+            report.verdict = (
+                "no package or variable drifted, and the good snapshot's exact environment"
+                " runs bad with today's code: the environment is not the cause; look at the"
+                " code (--repo bisects its commits), files, data"
+            )
+    elif first == "bad":
+        assert repo is not None
+        _both_axes(session, report, repo, max_steps=max_steps)
+    elif not session.all:
         report.verdict = "no package or variable drifted: the environment is not the cause"
         report.outcome = "not_the_environment"
-        report.steps = session.steps
-        return report
+    else:
+        _environment(session, report, max_steps=max_steps)
+    report.steps = session.steps
+    report.installs = session.installs
+    return report
+
+
+_NOT_THE_CAUSE = "the environment is not the cause; "
+
+
+def _unit_json(unit: Unit) -> dict[str, object]:
+    return {"id": unit.id, "label": unit.label, "packages": list(unit.packages)}
+
+
+def _environment(session: Session, report: BisectReport, *, max_steps: int) -> None:
+    """The good environment runs good with today's code: which units make it bad."""
     every = frozenset(u.id for u in session.all)
     last = session.test(every)
     crash = ""
@@ -589,26 +653,176 @@ def bisect(session: Session, *, max_steps: int, repo: Path | None = None) -> Bis
         )
         if last == "good":
             report.outcome = "not_the_environment"
-        report.steps = session.steps
-        return report
-    found, complete = ddmin(
-        session.all, session.test, affordable=lambda ids: session.affordable(ids, max_steps)
-    )
-    report.complete = complete
+        return
+    found, report.complete = _narrow(session, frozenset(), max_steps=max_steps)
     report.outcome = "culprits"
-    report.culprits = [{"id": u.id, "label": u.label, "packages": list(u.packages)} for u in found]
+    report.culprits = [_unit_json(u) for u in found]
+    report.verdict = crash + _named(found, report.complete, of=len(session.all), limit=max_steps)
+
+
+def _narrow(
+    session: Session, at: frozenset[str], *, max_steps: int, cwd: Callable[[], Path] | None = None
+) -> tuple[list[Unit], bool]:
+    """ddmin over the units, each run with ``at`` (a commit's key) added to its step and in
+    the folder ``cwd`` gives (a worktree checked out there), or the user's folder. Then,
+    while the budget lasts, within each guilty install's group: a check keyed on one of
+    the packages it pulled in names that package, not the install and all it pulled in."""
+
+    def test(ids: frozenset[str]) -> Result:
+        return session.test(ids | at, cwd=cwd() if cwd else None)
+
+    def affordable(ids: frozenset[str]) -> bool:
+        return session.affordable(ids | at, max_steps)
+
+    def within(group: Unit, others: frozenset[str]) -> list[Unit]:
+        parts = session.parts(group)
+        inner, done = ddmin(
+            parts,
+            lambda ids: test(ids | others),  # the other culprits: still needed to be bad
+            affordable=lambda ids: affordable(ids | others),
+        )
+        return inner if done and len(inner) < len(parts) else [group]
+
+    found, complete = ddmin(session.all, test, affordable=affordable)
+    if not complete:
+        return found, False
+    out: list[Unit] = []
+    for unit in found:
+        others = frozenset(u.id for u in found if u is not unit)
+        out.extend(within(unit, others) if unit.id.startswith("group:") else [unit])
+    return out, True
+
+
+def _named(found: Sequence[Unit], complete: bool, *, of: int, limit: int) -> str:
+    """The culprit units as the verdict says them."""
     if complete:
         together = " together" if len(found) > 1 else ""
-        report.verdict = crash + f"it is{together}: " + "; ".join(u.label for u in found)
-    else:
-        shown = "; ".join(u.label for u in found[:3])
-        more = f" and {len(found) - 3} more" if len(found) > 3 else ""
-        report.verdict = crash + (
-            f"not narrowed down within {max_steps} builds: {len(found)} of {len(session.all)}"
-            f" changes still suspected ({shown}{more})"
-        )
-    report.steps = session.steps
-    return report
+        return f"it is{together}: " + "; ".join(u.label for u in found)
+    shown = "; ".join(u.label for u in found[:3])
+    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+    return (
+        f"not narrowed down within {limit} runs: {len(found)} of {of}"
+        f" changes still suspected ({shown}{more})"
+    )
+
+
+def _both_axes(session: Session, report: BisectReport, repo: Path, *, max_steps: int) -> None:
+    """The good environment runs bad with today's code: the code is a cause. Its first bad
+    commit is searched in the good environment; whether the environment is a cause too is
+    decided by running the drifted environment at the snapshot's commit (a run kept in
+    the budget for it), and when it is, its units are searched at that commit."""
+    good_head = commits.recorded_head(session.good, repo)
+    unclean = " (uncommitted changes are not tested)" if commits.dirty(repo) else ""
+    todo = commits.since(repo, good_head)
+    at = frozenset({commits.key(good_head)})
+    with commits.worktree(repo, good_head) as tree:
+
+        def at_good() -> Path:
+            return tree.checkout(good_head)
+
+        base = session.test(at, cwd=at_good())
+        if base == "skip":
+            report.verdict = (
+                f"the good environment at the snapshot's own commit {good_head[:12]} could"
+                f" not be judged (skip: {session.known[at].why}): fix the command first"
+            )
+            return
+        if base == "bad":
+            report.verdict = (
+                f"the good environment at the snapshot's own commit {good_head[:12]} runs"
+                " bad too: neither the environment nor the code since explains the failure;"
+                " look at data, hardware or nondeterminism"
+            )
+            return
+        # The commits first: they run in the good environment, already built. With
+        # uncommitted changes, HEAD is not known bad (today's code was): it is run first.
+        if unclean and todo and _run_at(session, tree, todo[-1]) == "good":
+            todo = []  # the committed code is good: the uncommitted changes are the cause
+        reserve = 1 if session.all else 0
+        code = _first_bad_commit(session, tree, todo, max_steps=max_steps - reserve)
+        report.commit = code
+        env = "good"  # nothing drifted: innocent without a run
+        every = frozenset(u.id for u in session.all)
+        if every:
+            env = session.test(every | at, cwd=at_good())
+            if session.crashes_on_import(session.known[every | at]):
+                env = "bad"
+        if code is None:
+            said = (
+                "the uncommitted changes in the checkout (its committed code runs good in"
+                " the good environment)"
+                if unclean
+                else "the repo is at the snapshot's commit, which runs good in a worktree:"
+                " look at what else differs in the folder bisect ran from"
+            )
+        else:
+            where = "" if code.exact else f" (after {max_steps} runs, somewhere up to)"
+            said = f"the first bad commit{where}: {code.short} {code.subject}{unclean}"
+            said += _unjudged(code)
+        report.complete = code is None or code.exact
+        if env == "good":
+            report.outcome = "not_the_environment"
+            report.verdict = (
+                _NOT_THE_CAUSE
+                + (
+                    "nothing in its packages or variables drifted"
+                    if not every
+                    else "the drifted environment runs good at the snapshot's commit"
+                    f" {good_head[:12]}"
+                )
+                + f"; {said}"
+            )
+            return
+        if env == "skip":
+            report.verdict = (
+                f"{said}; whether the environment is a cause too is undecided: at the"
+                f" snapshot's commit it could not be judged (skip: {session.known[every | at].why})"
+            )
+            report.complete = False
+            return
+        found, complete = _narrow(session, at, max_steps=max_steps, cwd=at_good)
+    report.complete = report.complete and complete
+    report.outcome = "both"
+    report.culprits = [_unit_json(u) for u in found]
+    labels = "; ".join(u.label for u in found) + (", together" if len(found) > 1 else "")
+    envs = (
+        f"the environment ({labels})"
+        if complete
+        else f"the environment ({_named(found, complete, of=len(session.all), limit=max_steps)})"
+    )
+    if code is not None:
+        where = "" if code.exact else f" (or one before it: {max_steps} runs ran out)"
+        said = f"commit {code.short} '{code.subject}'{where}{unclean}{_unjudged(code)}"
+    report.verdict = (
+        f"two causes: {envs} and {said} (the drifted environment runs bad at the snapshot's"
+        f" commit {good_head[:12]}; the good environment runs bad with today's code)"
+    )
+
+
+def _unjudged(code: FirstBadCommit) -> str:
+    n = code.skipped
+    return f" (or one of the {n} commits before it that could not be judged)" if n else ""
+
+
+def _run_at(session: Session, tree: Worktree, commit: str) -> Result:
+    """The good environment's run at ``commit``."""
+    return session.test(frozenset({commits.key(commit)}), cwd=tree.checkout(commit))
+
+
+def _first_bad_commit(
+    session: Session, tree: Worktree, todo: list[str], *, max_steps: int
+) -> FirstBadCommit | None:
+    """The first commit of ``todo`` that runs bad in the good environment (the last is
+    known bad: the good environment runs bad with today's code)."""
+    if not todo:
+        return None
+    culprit, exact, skipped = commits.first_bad(
+        todo,
+        lambda commit: _run_at(session, tree, commit),
+        affordable=lambda c: session.affordable(frozenset({commits.key(c)}), max_steps),
+    )
+    short, _, subject = tree.subject(culprit).partition(" ")
+    return FirstBadCommit(sha=culprit, short=short, subject=subject, exact=exact, skipped=skipped)
 
 
 _OPERATORS = frozenset({"|", "||", "&&", ";", "&", ">", ">>", "<", "<<", "2>", "2>&1", "&>"})
@@ -655,88 +869,3 @@ def check_from(
 
 def failed_build(exc: ActionError) -> ActionError:
     return ActionError(f"a candidate environment did not build: {exc.message}", hint=exc.hint)
-
-
-_COMMIT = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
-
-
-def _git(repo: Path, *args: str) -> str:
-    from envguard.confine import run_git
-
-    try:
-        proc = run_git(str(repo), *args, timeout=None)
-    except OSError as exc:
-        raise ActionError(f"git {args[0]} in {repo}: {exc.strerror or exc}") from None
-    if proc.returncode != 0:
-        last = (proc.stderr.decode(errors="replace").strip().splitlines() or ["failed"])[-1]
-        raise ActionError(f"git {args[0]} in {repo}: {last}")
-    return proc.stdout.decode(errors="replace").strip()
-
-
-def recorded_head(snap: Snapshot, repo: Path) -> str:
-    """The commit ``snap`` recorded for the work tree ``repo``."""
-    top = _git(repo, "rev-parse", "--show-toplevel")
-    heads = [r.head for r in snap.repos if r.head and os.path.realpath(r.path) == top]
-    if not heads and len(snap.repos) == 1 and snap.repos[0].head:
-        heads = [snap.repos[0].head]
-    if not heads or not _COMMIT.match(heads[0]):
-        raise UsageError(f"--repo {repo}: the snapshot records no commit for this repo")
-    return heads[0]
-
-
-def bisect_commits(session: Session, repo: Path, *, max_steps: int) -> tuple[str, bool]:
-    """The first commit after the snapshot's where the check goes bad, run in the good
-    environment from a temporary worktree (the user's checkout is never touched); and
-    whether the search finished within ``max_steps`` builds."""
-    import shutil
-
-    good_head = recorded_head(session.good, repo)
-    commits = _git(repo, "rev-list", "--reverse", "--first-parent", f"{good_head}..HEAD")
-    todo = commits.split()
-    dirty = (
-        " (uncommitted changes are not tested)"
-        if _git(repo, "status", "--porcelain", "-uno")
-        else ""
-    )
-    if not todo:
-        return "the repo is still at the snapshot's commit: the cause is elsewhere" + dirty, True
-    # The good environment in the scratch venv (a --resume may not have built it yet).
-    session.build(candidate(session.good, session.bad, []), session.scratch)
-    steps = 0
-
-    def test(commit: str) -> Result:
-        nonlocal steps
-        steps += 1
-        _git(tree, "checkout", "--quiet", "--detach", commit)
-        return session.test(frozenset({f"commit:{commit[:12]}"}), cwd=tree)
-
-    where = scratch_folder("bisect-worktree")
-    tree = where / "tree"
-    try:
-        _git(repo, "worktree", "add", "--quiet", "--detach", str(tree), good_head)
-        first = test(good_head)
-        if first == "skip":
-            return f"the snapshot's own commit {good_head[:12]} could not be judged (skip)", True
-        if first != "good":
-            return (
-                f"the snapshot's own commit {good_head[:12]} is bad in it too: neither the"
-                " environment nor the code since; look at data, hardware or nondeterminism"
-            ), True
-        lo, hi = -1, len(todo) - 1  # todo[hi] (HEAD) is bad: the first run said so
-        while hi - lo > 1 and steps < max_steps:
-            mid = (lo + hi) // 2
-            result = test(todo[mid])
-            if result == "skip":
-                del todo[mid]  # as git bisect skip: judged by its neighbours
-                hi -= 1
-                continue
-            lo, hi = (mid, hi) if result == "good" else (lo, mid)
-        culprit = todo[hi]
-        subject = _git(repo, "log", "-1", "--format=%h %s", culprit)
-        exact = hi - lo <= 1
-        where_ = "" if exact else f" (after {max_steps} builds, somewhere up to)"
-        return f"the first bad commit{where_}: {subject}{dirty}", exact
-    finally:
-        with contextlib.suppress(ActionError):
-            _git(repo, "worktree", "remove", "--force", str(tree))
-        shutil.rmtree(where, ignore_errors=True)
