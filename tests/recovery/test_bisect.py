@@ -168,6 +168,42 @@ def test_a_slow_commit_is_named_when_the_environment_is_not_the_cause(
     assert git(code, "worktree", "list").count("\n") == 0  # the worktree is gone
 
 
+@pytest.mark.slow
+def test_a_venv_edited_in_place_is_never_cleared(
+    tmp_path: Path, venv_factory: Callable[..., Path], wheelhouse: Path
+) -> None:
+    """Same packages, same versions, but a file of one edited in site-packages: every run
+    is a build from pins, which leaves the edit out, so no run can clear that environment."""
+    good = venv_factory("good", *GOOD)
+    code = snapshot_with_repo(
+        good,
+        tmp_path / "code",
+        bench="import model\nprint('tok_s=%d' % model.speed())\n",
+        model="def speed():\n    return 21500\n",
+    )
+    (code / "model.py").write_text("def speed():\n    return 4300\n")
+    git(code, "commit", "-qam", "the race")
+    target = next(good.glob("lib/python*/site-packages/nvidia_nccl_cu12/__init__.py"))
+    data = target.read_bytes()
+    target.unlink()  # a file of its own: uv hardlinked it to the suite's cache
+    target.write_bytes(data + b"# debugging patch\n")
+    out = subprocess.run(
+        [
+            sys.executable, "-m", "envguard", "bisect", "good", "--python", str(good),
+            "--run", "python bench.py", "--metric", "tok_s", "--min", "20000",
+            "--repo", str(code), "--no-index", "--find-links", str(wheelhouse), "--offline",
+            "--format", "json",
+        ],
+        cwd=code, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    report = json.loads(out.stdout)
+    assert report["outcome"] == "undecided", report["verdict"]
+    assert report["verdict"].startswith("the packages and variables are not the cause"), report
+    assert "1 file modified in place" in report["verdict"]
+    assert "`envguard restore` puts them back" in report["verdict"]
+    assert "the first bad commit: " in report["verdict"] and "the race" in report["verdict"]
+
+
 # The incident's shape: sglang pulled in torch +cu130 (4,300 tok/s on its own) and, in the
 # same weeks, a commit monkey-patched attention (4,300 tok/s on its own too). MODE says
 # which of the two the stand-in benchmark feels.

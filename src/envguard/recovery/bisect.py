@@ -622,9 +622,49 @@ def bisect(session: Session, *, max_steps: int, repo: Path | None = None) -> Bis
         report.outcome = "not_the_environment"
     else:
         _environment(session, report, max_steps=max_steps)
+    _unreproduced(report, good, bad)
     report.steps = session.steps
     report.installs = session.installs
     return report
+
+
+# Installed-file drift: bytes that no build from pins reproduces (an edit in site-packages,
+# a library another package overwrote, a stray .pth).
+_FILE_KINDS = frozenset(
+    {"modified_in_place", "files_missing", "files_added", "clobbered", "owner_changed",
+     "clash", "unowned_added"}
+)  # fmt: skip
+
+
+def _unreproduced(report: BisectReport, good: Snapshot, bad: Snapshot) -> None:
+    """Never clear an environment whose installed files differ from what its packages
+    installed: every run is a build from pins, which leaves those differences out."""
+    from envguard.compare.engine import diff
+    from envguard.compare.policy import Policy, only_sections
+
+    found = [
+        c.message
+        for c in diff(good, bad, only_sections(Policy(), ("installed",))).changes
+        if c.kind in _FILE_KINDS
+    ]
+    if not found:
+        return
+    said = "; ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+    note = (
+        f"the bad environment's installed files differ from what its packages installed,"
+        f" which no bisect run reproduces (each is a build from pins): {said}; `envguard"
+        " restore` puts them back, then run the check again"
+    )
+    if report.outcome == "not_the_environment":
+        report.outcome = "undecided"
+        report.verdict = (
+            "the packages and variables are not the cause, "
+            + report.verdict.removeprefix(_NOT_THE_CAUSE)
+            + "; but "
+            + note
+        )
+    else:
+        report.verdict += "; also: " + note
 
 
 _NOT_THE_CAUSE = "the environment is not the cause; "
