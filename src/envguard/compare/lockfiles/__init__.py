@@ -16,8 +16,8 @@ from envguard.compare.lockfiles.common import (
     read_lockfile_text,
 )
 from envguard.compare.lockfiles.drift import lock_drift, locks_drift
-from envguard.compare.lockfiles.pylock import OutsideLock, read_pylock_text
-from envguard.compare.lockfiles.requirements import read_requirements
+from envguard.compare.lockfiles.pylock import OutsideLock, read_pylock
+from envguard.compare.lockfiles.requirements import read_requirements_lock
 from envguard.compare.lockfiles.uv import read_uv_lock
 from envguard.compare.selection import Selection
 from envguard.snapshots.models import Snapshot
@@ -42,13 +42,16 @@ def read_lock(
     *,
     selection: Selection | None = None,
     freshness: bool = False,
+    everywhere: bool = False,
 ) -> LockRead:
     """Pins from any supported lockfile (``-``: stdin), evaluated for the snapshot's
-    interpreter (this machine's, without one). The format comes from the name, or from the
-    content for stdin and unusual names. ``freshness``: also ask uv whether a project's own
-    uv.lock still matches its pyproject.toml (the gate's question, not a lock diff's)."""
+    interpreter (this machine's, without one; ``everywhere``: for every environment of the
+    lock's own Python range, each pin's extras, groups and markers kept as its scope). The
+    format comes from the name, or from the content for stdin and unusual names.
+    ``freshness``: also ask uv whether a project's own uv.lock still matches its
+    pyproject.toml (the gate's question, not a lock diff's)."""
     chosen = selection or Selection()
-    env = marker_env(snapshot)
+    env = None if everywhere and snapshot is None else marker_env(snapshot)
     if str(path) == STDIN:
         text, where, real = _stdin(), "<stdin>", None
     else:
@@ -66,11 +69,8 @@ def read_lock(
         )
     base = real.parent if real is not None else Path.cwd()
     if kind == "pylock":
-        pins = read_pylock_text(text, where=where, base=base, env=env, selection=chosen)
-        return LockRead(pins=pins)
-    notes: list[str] = []
-    pins = read_requirements(real or Path(where), env, text=text, notes=notes)
-    return LockRead(pins=pins, notes=tuple(notes))
+        return read_pylock(text, where=where, base=base, env=env, selection=chosen)
+    return read_requirements_lock(real or Path(where), env, text=text)
 
 
 def _kind(name: str, text: str) -> str:

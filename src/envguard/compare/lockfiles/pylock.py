@@ -4,6 +4,7 @@ selected extras and dependency groups."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +13,10 @@ from packaging.utils import canonicalize_name
 from envguard.compare.lockfiles.common import (
     MARKER_ERRORS,
     LockfileError,
+    LockRead,
     Pin,
+    every_environment,
+    merged,
     package_lines,
     parse_toml,
     reason,
@@ -20,6 +24,7 @@ from envguard.compare.lockfiles.common import (
 from envguard.compare.selection import Selection
 
 if TYPE_CHECKING:
+    from packaging.markers import Marker
     from packaging.pylock import Pylock
     from packaging.tags import Tag
 
@@ -44,9 +49,18 @@ class OutsideLock(LockfileError):
 
 
 def read_pylock_text(
-    text: str, *, where: str, base: Path, env: dict[str, str], selection: Selection
+    text: str, *, where: str, base: Path, env: dict[str, str] | None, selection: Selection
 ) -> dict[str, Pin]:
     """The packages a PEP 751 installer would pick from ``text`` for ``env``."""
+    return read_pylock(text, where=where, base=base, env=env, selection=selection).pins
+
+
+def read_pylock(
+    text: str, *, where: str, base: Path, env: dict[str, str] | None, selection: Selection
+) -> LockRead:
+    """What a PEP 751 installer would pick from ``text`` for ``env`` and the selection, and
+    what it holds but would not pick, with why. ``env`` None: for every environment of the
+    lock's own ``requires-python`` (a lock change), each pin's markers kept as its scope."""
     from packaging.pylock import (
         Pylock,
         PylockSelectError,
@@ -63,10 +77,8 @@ def read_pylock_text(
         ) from None
     except (PylockValidationError, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise LockfileError(f"{where}: not a valid PEP 751 lock ({_keys_kept(exc)})") from None
-    marker_env = {k: v for k, v in env.items() if k != "extra"}
-    _check_covers(lock, marker_env, where=where)
     lines = package_lines(text, "[[packages]]")
-    extras = set(lock.extras or ()) if selection.all_extras else set(selection.extras)
+    extras: set[str] = set(lock.extras or ()) if selection.all_extras else set(selection.extras)
     groups: set[str] | None = None
     if selection.only_groups:
         groups = set(selection.only_groups)
@@ -76,37 +88,159 @@ def read_pylock_text(
         groups = set(selection.groups) | (
             set() if selection.no_default_groups else set(lock.default_groups or ())
         )
-    try:
-        chosen = list(
-            lock.select(
-                environment=marker_env,  # type: ignore[arg-type]
-                tags=_tags_of(lock),
-                extras=extras,
-                dependency_groups=groups,
-                prefer_sdist_predicate=lambda _name: True,
-            )
-        )
-    except PylockSelectError as exc:
-        said = reason(exc)
-        # uv exports one selection (`uv export --extra cpu`) and declares none: the extras
-        # and groups it applied are not in the file to select again.
-        exported = lock.created_by == "uv" and said.startswith(
-            ("Undeclared extras", "Undeclared dependency groups")
-        )
-        raise LockfileError(
-            f"{where}: {said}",
-            hint="uv applied the selection when it exported this pylock.toml:"
-            " drop --extra/--group here"
-            if exported
-            else None,
-        ) from None
-    except MARKER_ERRORS as exc:  # a marker that does not evaluate in this environment
-        raise LockfileError(f"{where}: a marker envguard cannot evaluate ({reason(exc)})") from None
+    _check_declared(lock, extras, groups, where=where)
+    chosen_groups = set(lock.default_groups or ()) if groups is None else groups
+    everything = _Sets(set(lock.extras or ()), set(lock.dependency_groups or ()))
+    envs = [env] if env is not None else every_environment(_text(lock.requires_python))
+    if env is not None:
+        _check_covers(lock, {k: v for k, v in env.items() if k != "extra"}, where=where)
     pins: dict[str, Pin] = {}
-    for package, dist in chosen:
+    if env is not None:
+        try:
+            chosen = list(
+                lock.select(
+                    environment={k: v for k, v in env.items() if k != "extra"},  # type: ignore[arg-type]
+                    tags=_tags_of(lock),
+                    extras=extras,
+                    dependency_groups=groups,
+                    prefer_sdist_predicate=lambda _name: True,
+                )
+            )
+        except PylockSelectError as exc:
+            raise LockfileError(f"{where}: {reason(exc)}") from None
+        except MARKER_ERRORS as exc:  # a marker that does not evaluate in this environment
+            raise LockfileError(
+                f"{where}: a marker envguard cannot evaluate ({reason(exc)})"
+            ) from None
+        for package, dist in chosen:
+            name = canonicalize_name(package.name)
+            scope = _options(package.marker)
+            pins[name] = replace(_pin(name, package, dist, base, lines.get(name)), scope=scope)
+    aside: dict[str, Pin] = {}
+    elsewhere: dict[str, tuple[str, str]] = {}
+    requires: dict[str, set[str]] = {}
+    wanted = _Sets(extras, chosen_groups)
+    for package in lock.packages:
         name = canonicalize_name(package.name)
-        pins[name] = _pin(name, package, dist, base, lines.get(name))
-    return pins
+        for dep in package.dependencies or ():
+            if isinstance(dep.get("name"), str):
+                requires.setdefault(name, set()).add(canonicalize_name(dep["name"]))
+        if env is not None and name in pins:
+            continue
+        marker = package.marker
+        pin = _pin(
+            name,
+            package,
+            package.vcs or package.directory or package.archive,
+            base,
+            lines.get(name),
+        )
+        if _holds(marker, envs, wanted, where=where):
+            scope = _options(marker) + _platform(marker, envs, everything, where=where)
+            pins[name] = merged(pins.get(name), replace(pin, scope=scope))
+        elif name not in pins:
+            aside[name] = merged(aside.get(name), pin)
+            if _holds(marker, envs, everything, where=where):
+                options = _options(marker)
+                flags = " or ".join(f"--{o}" for o in options)
+                labels = " or ".join(f"{o.split()[0]} `{o.split()[1]}`" for o in options)
+                elsewhere[name] = ("selection", f"only in {labels}, not selected: add {flags}")
+            else:
+                elsewhere[name] = ("platform", str(marker))
+    return LockRead(
+        pins=pins,
+        aside={n: p for n, p in aside.items() if n not in pins},
+        elsewhere={n: w for n, w in elsewhere.items() if n not in pins},
+        requires={n: frozenset(t) for n, t in requires.items()},
+    )
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _check_declared(lock: Pylock, extras: set[str], groups: set[str] | None, *, where: str) -> None:
+    """The extras and groups asked for are ones the lock declares: PEP 751's rule, said
+    with a hint when uv already applied the selection at export."""
+    declared_groups = {*(lock.dependency_groups or ()), *(lock.default_groups or ())}
+    unknown: list[tuple[str, list[str], set[str]]] = [
+        ("Undeclared extras", sorted(canonicalize_name(e) for e in extras), set(lock.extras or ())),
+        (
+            "Undeclared dependency groups",
+            sorted(canonicalize_name(g) for g in groups or ()),
+            declared_groups,
+        ),
+    ]
+    for what, asked, declared in unknown:
+        missing = [a for a in asked if a not in {canonicalize_name(d) for d in declared}]
+        if missing:
+            # uv exports one selection (`uv export --extra cpu`) and declares none: the extras
+            # and groups it applied are not in the file to select again.
+            raise LockfileError(
+                f"{where}: {what}: {', '.join(missing)}",
+                hint="uv applied the selection when it exported this pylock.toml:"
+                " drop --extra/--group here"
+                if lock.created_by == "uv"
+                else None,
+            )
+
+
+@dataclass(frozen=True)
+class _Sets:
+    """The extras and dependency groups a marker is evaluated with."""
+
+    extras: set[str]
+    groups: set[str]
+
+
+def _holds(marker: Marker | None, envs: list[dict[str, str]], sets: _Sets, *, where: str) -> bool:
+    """Whether ``marker`` is true in one of ``envs`` with these extras and groups."""
+    from packaging.markers import prepare_environment
+
+    if marker is None:
+        return True
+    try:
+        return any(
+            marker.evaluate_prepared(
+                prepare_environment(
+                    {
+                        **{k: v for k, v in env.items() if k != "extra"},
+                        "extras": frozenset(canonicalize_name(e) for e in sets.extras),
+                        "dependency_groups": frozenset(canonicalize_name(g) for g in sets.groups),
+                    },
+                    context="lock_file",
+                )
+            )
+            for env in envs
+        )
+    except MARKER_ERRORS as exc:
+        raise LockfileError(f"{where}: a marker envguard cannot evaluate ({reason(exc)})") from None
+
+
+def _options(marker: Marker | None) -> tuple[str, ...]:
+    """The extras and groups a PEP 751 marker names (``'gpu' in extras``): "extra gpu"."""
+    import re
+
+    if marker is None:
+        return ()
+    text = str(marker)
+    found = [f"extra {m}" for m in re.findall(r"['\"]([^'\"]+)['\"]\s+in\s+extras\b", text)]
+    found += [
+        f"group {m}" for m in re.findall(r"['\"]([^'\"]+)['\"]\s+in\s+dependency_groups\b", text)
+    ]
+    return tuple(dict.fromkeys(found))
+
+
+def _platform(
+    marker: Marker | None, envs: list[dict[str, str]], sets: _Sets, *, where: str
+) -> tuple[str, ...]:
+    """The marker itself, when it is false somewhere in ``envs`` whatever is selected: the
+    package is locked only for some platforms or Pythons."""
+    if marker is None:
+        return ()
+    if all(_holds(marker, [env], sets, where=where) for env in envs):
+        return ()
+    return (str(marker),)
 
 
 def _check_covers(lock: Pylock, env: dict[str, str], *, where: str) -> None:
