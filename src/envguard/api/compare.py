@@ -223,11 +223,13 @@ def diff_locks(
         if python is not None or via is not None
         else None
     )
-    before = read_lock(old, subject, selection=selection)
-    after = read_lock(new, subject, selection=selection)
+    # Without an interpreter named, a lock change is read for every environment of each
+    # lock's own Python range, not for the one running envguard.
+    before = read_lock(old, subject, selection=selection, everywhere=True)
+    after = read_lock(new, subject, selection=selection, everywhere=True)
     drift = locks_drift(
-        before.pins,
-        after.pins,
+        before,
+        after,
         policy=policy if policy is not None else load_policy(),
         labels=(labels[0], labels[1]),
     )

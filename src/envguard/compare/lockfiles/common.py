@@ -181,6 +181,15 @@ def applies(marker: str | None, env: dict[str, str] | None, *, where: str) -> bo
         raise LockfileError(f"{where}: a marker envguard cannot evaluate ({reason(exc)})") from None
 
 
+def marker_text(marker: str) -> str:
+    """A marker as packaging writes it (``sys_platform == "win32"``), so that every reader
+    names the same marker the same way; as written when it does not parse."""
+    try:
+        return str(Marker(marker))
+    except MARKER_ERRORS:
+        return marker
+
+
 def reason(exc: Exception) -> str:
     """Why a parser refused some text, never the text itself: lockfiles come from pull
     requests, and packaging quotes its input (on later lines, and in quotes)."""

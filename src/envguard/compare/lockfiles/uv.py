@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from envguard.compare.lockfiles.common import (
     LockRead,
     Pin,
     applies,
+    marker_text,
     merged,
     package_lines,
     parse_toml,
@@ -87,7 +88,10 @@ def read_uv_lock(
     survey = _survey(data)
     elsewhere = _elsewhere(survey, pins, env, where=where)
     return LockRead(
-        pins={n: _at(_scoped(p, survey), lines.get(n)) for n, p in pins.items()},
+        pins={
+            n: _at(_scoped(p, survey, everywhere=env is None), lines.get(n))
+            for n, p in pins.items()
+        },
         notes=notes,
         exact=True,
         stale=stale,
@@ -174,15 +178,19 @@ def _survey_of(data: dict[str, Any]) -> _Survey:
     )
 
 
-def _scoped(pin: Pin, survey: _Survey) -> Pin:
+def _scoped(pin: Pin, survey: _Survey, *, everywhere: bool) -> Pin:
     """``pin`` with the extras and groups that install it, when the project's own
-    dependencies do not."""
+    dependencies do not; ``everywhere``, with the markers of the edges into it when the
+    reader kept none (envguard's walk: uv's export keeps its own)."""
     from dataclasses import replace
 
-    if pin.name in survey.default or pin.name not in survey.options:
-        return pin
-    found = tuple(label.replace("`", "") for label, _ in survey.options[pin.name])
-    return replace(pin, scope=tuple(dict.fromkeys(found + pin.scope)))
+    found: tuple[str, ...] = ()
+    if pin.name not in survey.default and pin.name in survey.options:
+        found = tuple(label.replace("`", "") for label, _ in survey.options[pin.name])
+    said = survey.markers.get(pin.name, set())
+    if everywhere and not pin.scope and said and None not in said:
+        found += (" or ".join(sorted(marker_text(m) for m in said if m)),)
+    return replace(pin, scope=tuple(dict.fromkeys(found + pin.scope))) if found else pin
 
 
 def _elsewhere(
@@ -227,7 +235,13 @@ def _aside(
         if name not in elsewhere:
             continue
         source = pkg.get("source") if isinstance(pkg.get("source"), dict) else {}
-        pin = _at(_uv_pin(name, pkg, source or {}, base), lines.get(name))
+        kind, text = elsewhere[name]
+        scope = (
+            (marker_text(text),)
+            if kind == "platform"
+            else tuple(label.replace("`", "") for label, _ in survey.options.get(name, ()))
+        )
+        pin = replace(_uv_pin(name, pkg, source or {}, base), line=lines.get(name), scope=scope)
         aside[name] = merged(aside.get(name), pin)
     return aside
 
