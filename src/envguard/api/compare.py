@@ -225,8 +225,10 @@ def diff_locks(
     )
     # Without an interpreter named, a lock change is read for every environment of each
     # lock's own Python range, not for the one running envguard.
-    before = read_lock(old, subject, selection=selection, everywhere=True)
-    after = read_lock(new, subject, selection=selection, everywhere=True)
+    # A group or extra that only one side defines (the change adds it) is read without on
+    # the other, with a note.
+    before = read_lock(old, subject, selection=selection, everywhere=True, lenient=True)
+    after = read_lock(new, subject, selection=selection, everywhere=True, lenient=True)
     drift = locks_drift(
         before,
         after,
