@@ -226,9 +226,8 @@ def locks_verdict(
             "only for some environments: "
             + _some([f"{moved(c)} [{'; '.join(c.scope)}]" for c in scoped])
         )
-    counted = Counter(
-        c.kind for c in rest if c.kind != "downgraded" and c.name not in grouped and c not in scoped
-    )
+    said = grouped | {c.name for c in scoped}
+    counted = Counter(c.kind for c in rest if c.kind != "downgraded" and c.name not in said)
     if counted:
         parts = [f"{n} {_plural(kind, n)}" for kind, n in counted.most_common(4)]
         lines.append("other packages: " + ", ".join(parts))

@@ -69,7 +69,11 @@ def read_lock(
         text, where = read_lockfile_text(real), str(real)
     kind = _kind(real.name if real is not None else "", text)
     note = None
-    if lenient and kind != "requirements":
+    if (
+        lenient
+        and kind != "requirements"
+        and (chosen.extras or chosen.groups or chosen.only_groups)
+    ):
         chosen, note = narrowed(chosen, parse_toml(text, where=where), where=where)
     if kind == "uv":
         read = read_uv_lock(

@@ -4,7 +4,7 @@ selected extras and dependency groups."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,8 @@ from envguard.compare.lockfiles.common import (
 from envguard.compare.selection import Selection
 
 if TYPE_CHECKING:
+    from collections.abc import Set as AbstractSet
+
     from packaging.markers import Marker
     from packaging.pylock import Pylock
     from packaging.tags import Tag
@@ -90,7 +92,7 @@ def read_pylock(
         )
     _check_declared(lock, extras, groups, where=where)
     chosen_groups = set(lock.default_groups or ()) if groups is None else groups
-    everything = _Sets(set(lock.extras or ()), set(lock.dependency_groups or ()))
+    all_groups = {*(lock.dependency_groups or ()), *(lock.default_groups or ())}
     envs = [env] if env is not None else every_environment(_text(lock.requires_python))
     if env is not None:
         _check_covers(lock, {k: v for k, v in env.items() if k != "extra"}, where=where)
@@ -119,7 +121,21 @@ def read_pylock(
     aside: dict[str, Pin] = {}
     elsewhere: dict[str, tuple[str, str]] = {}
     requires: dict[str, set[str]] = {}
-    wanted = _Sets(extras, chosen_groups)
+    wanted = _prepared(envs, extras, chosen_groups)
+    everything = _prepared(envs, set(lock.extras or ()), all_groups)
+    judged: dict[str, tuple[bool, bool, tuple[str, ...]]] = {}
+
+    def judge(marker: Marker | None) -> tuple[bool, bool, tuple[str, ...]]:
+        """Selected here, selected with everything, the scope: once per distinct marker."""
+        key = str(marker)
+        if key not in judged:
+            judged[key] = (
+                _holds(marker, wanted, where=where),
+                _holds(marker, everything, where=where),
+                _options(marker) + _platform(marker, everything, where=where),
+            )
+        return judged[key]
+
     for package in lock.packages:
         name = canonicalize_name(package.name)
         for dep in package.dependencies or ():
@@ -127,26 +143,21 @@ def read_pylock(
                 requires.setdefault(name, set()).add(canonicalize_name(dep["name"]))
         if env is not None and name in pins:
             continue
-        marker = package.marker
-        pin = _pin(
-            name,
-            package,
-            package.vcs or package.directory or package.archive,
-            base,
-            lines.get(name),
-        )
-        if _holds(marker, envs, wanted, where=where):
-            scope = _options(marker) + _platform(marker, envs, everything, where=where)
-            pins[name] = merged(pins.get(name), replace(pin, scope=scope))
+        here, anywhere, scope = judge(package.marker)
+        source = package.vcs or package.directory or package.archive
+        pin = replace(_pin(name, package, source, base, lines.get(name)), scope=scope)
+        if here:  # for one interpreter, packaging's select() has said which are installed
+            if env is None:
+                pins[name] = merged(pins.get(name), pin)
         elif name not in pins:
             aside[name] = merged(aside.get(name), pin)
-            if _holds(marker, envs, everything, where=where):
-                options = _options(marker)
+            if anywhere:
+                options = _options(package.marker)
                 flags = " or ".join(f"--{o}" for o in options)
                 labels = " or ".join(f"{o.split()[0]} `{o.split()[1]}`" for o in options)
                 elsewhere[name] = ("selection", f"only in {labels}, not selected: add {flags}")
             else:
-                elsewhere[name] = ("platform", str(marker))
+                elsewhere[name] = ("platform", str(package.marker))
     return LockRead(
         pins=pins,
         aside={n: p for n, p in aside.items() if n not in pins},
@@ -185,34 +196,32 @@ def _check_declared(lock: Pylock, extras: set[str], groups: set[str] | None, *, 
             )
 
 
-@dataclass(frozen=True)
-class _Sets:
-    """The extras and dependency groups a marker is evaluated with."""
-
-    extras: set[str]
-    groups: set[str]
+Prepared = list[dict[str, "str | AbstractSet[str]"]]
 
 
-def _holds(marker: Marker | None, envs: list[dict[str, str]], sets: _Sets, *, where: str) -> bool:
-    """Whether ``marker`` is true in one of ``envs`` with these extras and groups."""
+def _prepared(envs: list[dict[str, str]], extras: set[str], groups: set[str]) -> Prepared:
+    """``envs`` ready for PEP 751 markers with these extras and dependency groups, made
+    once per lock (not once per package: a lock may hold thousands)."""
     from packaging.markers import prepare_environment
 
+    sets = {
+        "extras": frozenset(canonicalize_name(e) for e in extras),
+        "dependency_groups": frozenset(canonicalize_name(g) for g in groups),
+    }
+    return [
+        prepare_environment(
+            {**{k: v for k, v in env.items() if k != "extra"}, **sets}, context="lock_file"
+        )
+        for env in envs
+    ]
+
+
+def _holds(marker: Marker | None, envs: Prepared, *, where: str) -> bool:
+    """Whether ``marker`` is true in one of ``envs``."""
     if marker is None:
         return True
     try:
-        return any(
-            marker.evaluate_prepared(
-                prepare_environment(
-                    {
-                        **{k: v for k, v in env.items() if k != "extra"},
-                        "extras": frozenset(canonicalize_name(e) for e in sets.extras),
-                        "dependency_groups": frozenset(canonicalize_name(g) for g in sets.groups),
-                    },
-                    context="lock_file",
-                )
-            )
-            for env in envs
-        )
+        return any(marker.evaluate_prepared(env) for env in envs)
     except MARKER_ERRORS as exc:
         raise LockfileError(f"{where}: a marker envguard cannot evaluate ({reason(exc)})") from None
 
@@ -231,14 +240,10 @@ def _options(marker: Marker | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
-def _platform(
-    marker: Marker | None, envs: list[dict[str, str]], sets: _Sets, *, where: str
-) -> tuple[str, ...]:
-    """The marker itself, when it is false somewhere in ``envs`` whatever is selected: the
-    package is locked only for some platforms or Pythons."""
-    if marker is None:
-        return ()
-    if all(_holds(marker, [env], sets, where=where) for env in envs):
+def _platform(marker: Marker | None, envs: Prepared, *, where: str) -> tuple[str, ...]:
+    """The marker itself, when it is false somewhere in ``envs`` (prepared with everything
+    selected): the package is locked only for some platforms or Pythons."""
+    if marker is None or all(_holds(marker, [env], where=where) for env in envs):
         return ()
     return (str(marker),)
 
