@@ -265,3 +265,19 @@ def test_pylock_and_requirements_say_why_an_installed_package_is_not_installed(
     assert said["requirements.txt"]["colorama"] == (
         f'colorama 2.1.0 is installed; {reqs} locks it only for sys_platform == "win32"'
     )
+
+
+def test_a_secret_in_a_marker_is_not_printed(tmp_path: Path) -> None:
+    """A marker is lockfile text from a pull request: its scope and message are redacted
+    like every other field."""
+    marker = "platform_release == 'https://ci:s3cr3tT0ken@example.invalid/x'"
+    (tmp_path / "old.txt").write_text(f"six==1.16.0 ; {marker}\n")
+    (tmp_path / "new.txt").write_text(f"six==1.17.0 ; {marker}\n")
+    result = runner.invoke(
+        app, ["check", "--lock", str(tmp_path / "old.txt"), "--lock", str(tmp_path / "new.txt"),
+              "--format", "json"],
+    )  # fmt: skip
+    assert result.exit_code == 1, result.stderr
+    assert "s3cr3tT0ken" not in result.stdout
+    (six,) = json.loads(result.stdout)["changes"]
+    assert six["scope"] and "example.invalid" in six["scope"][0]

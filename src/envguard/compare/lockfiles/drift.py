@@ -11,6 +11,7 @@ from envguard.compare.models import ChangeGroup, Drift, Severity
 from envguard.compare.policy import Policy
 from envguard.compare.sections.packages import package_severity, torch_version
 from envguard.compare.verdict import lock_verdict, locks_verdict
+from envguard.redact import redact_text
 from envguard.snapshots.models import Snapshot, Source
 
 
@@ -299,9 +300,14 @@ def locks_drift(old: LockRead, new: LockRead, *, policy: Policy, labels: tuple[s
     for cause in causes:
         for name in (cause.root, *cause.members):
             member_of.setdefault(name, []).append(cause.root)
+    # Redacted as the Collector redacts every other field: a marker from a lockfile may
+    # quote anything.
     changes = [
         c.model_copy(
-            update={"groups": tuple(member_of.get(c.name, ())), "scope": scopes.get(c.name, ())}
+            update={
+                "groups": tuple(redact_text(r) for r in member_of.get(c.name, ())),
+                "scope": tuple(redact_text(s) for s in scopes.get(c.name, ())),
+            }
         )
         for c in changes
     ]
@@ -312,7 +318,10 @@ def locks_drift(old: LockRead, new: LockRead, *, policy: Policy, labels: tuple[s
         actual_name=after,
         subject=after,
         verdict=locks_verdict(ordered, policy, causes),
-        groups=tuple(ChangeGroup(root=c.root, members=c.members) for c in causes),
+        groups=tuple(
+            ChangeGroup(root=redact_text(c.root), members=tuple(redact_text(m) for m in c.members))
+            for c in causes
+        ),
     )
 
 
