@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -205,6 +206,28 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
     return _write(wheel_directory, {"_" + DIST + "_editable.pth": os.path.abspath(".") + "\\n"})
 """
+
+
+def uv_project_toml(
+    dependencies: Iterable[str],
+    *,
+    extras: Mapping[str, Iterable[str]] = {},
+    groups: Mapping[str, Iterable[str]] = {},
+    default_groups: Iterable[str] = ("dev",),
+) -> str:
+    """The pyproject.toml of a virtual uv project `app` (`package = false`) for Python >= 3.10."""
+
+    def table(name: str, rows: Mapping[str, Iterable[str]]) -> str:
+        body = "".join(f"{k} = {json.dumps(list(v))}\n" for k, v in rows.items())
+        return f"\n[{name}]\n{body}" if rows else ""
+
+    return (
+        '[project]\nname = "app"\nversion = "0.1.0"\nrequires-python = ">=3.10"\n'
+        f"dependencies = {json.dumps(list(dependencies))}\n"
+        + table("project.optional-dependencies", extras)
+        + table("dependency-groups", groups)
+        + f"\n[tool.uv]\npackage = false\ndefault-groups = {json.dumps(list(default_groups))}\n"
+    )
 
 
 def make_project(path: Path, name: str, version: str) -> Path:

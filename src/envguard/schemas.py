@@ -8,7 +8,7 @@ import json
 from typing import Any, Literal
 
 from pydantic import ConfigDict, TypeAdapter
-from typing_extensions import TypedDict
+from typing_extensions import NotRequired, TypedDict
 
 KINDS = ("snapshot", "drift", "fleet", "plan", "list", "restore", "bisect")
 
@@ -26,6 +26,8 @@ class ChangeDocument(TypedDict):
     file: str | None
     line: int | None
     groups: list[str]
+    # Where a lock installs the package (a lock change); absent in documents from before.
+    scope: NotRequired[list[str]]
 
 
 class GroupDocument(TypedDict):

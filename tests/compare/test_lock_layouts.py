@@ -480,22 +480,27 @@ def test_a_venvs_seed_packages_follow_the_installer(layout: Path, tmp_path: Path
 
 def test_lock_against_lock_for_the_snapshots_interpreter(tmp_path: Path) -> None:
     """A lock change matters for the interpreter that runs it, not for envguard's own: with
-    a snapshot (or --python), the markers are evaluated for that one."""
+    a snapshot (or --python), the markers are evaluated for that one; without, for every
+    environment the lock covers, each change labelled with its marker."""
     from factories import interpreter
 
     (tmp_path / "old.txt").write_text('six==1.16.0; python_version < "3.11"\n')
     (tmp_path / "new.txt").write_text('six==1.17.0; python_version < "3.11"\n')
-    py310 = snapshot([], name="py310", interpreter=interpreter("3.10.14"))
-    (tmp_path / "py310.json").write_text(store.dumps(py310))
     args = ["diff", "--lock", str(tmp_path / "old.txt"), "--lock", str(tmp_path / "new.txt")]
-    mine = runner.invoke(app, [*args, "--format", "json"])  # this interpreter: 3.11+
-    assert mine.exit_code == 0 and json.loads(mine.stdout)["changes"] == []
-    theirs = runner.invoke(
-        app, [*args[:1], str(tmp_path / "py310.json"), *args[1:], "--format", "json"]
-    )
-    assert theirs.exit_code == 1, theirs.stderr
-    changes = json.loads(theirs.stdout)["changes"]
-    assert [(c["kind"], c["name"]) for c in changes] == [("upgraded", "six")]
+    for version, severity in (("3.10.14", "warning"), ("3.12.1", "info")):
+        snap = snapshot([], name="py", interpreter=interpreter(version))
+        (tmp_path / "py.json").write_text(store.dumps(snap))
+        theirs = runner.invoke(
+            app, [*args[:1], str(tmp_path / "py.json"), *args[1:], "--format", "json"]
+        )
+        assert theirs.exit_code == (1 if severity == "warning" else 0), theirs.stderr
+        (six,) = json.loads(theirs.stdout)["changes"]
+        assert (six["kind"], six["severity"]) == ("upgraded", severity)
+        assert six["scope"] == ['python_version < "3.11"']
+    anywhere = runner.invoke(app, [*args, "--format", "json"])  # whatever runs envguard
+    assert anywhere.exit_code == 1, anywhere.stderr
+    (six,) = json.loads(anywhere.stdout)["changes"]
+    assert six["message"] == 'six upgraded 1.16.0 -> 1.17.0 [python_version < "3.11"]'
 
 
 def test_without_a_private_folder_the_copy_is_not_made_in_a_shared_one(layout: Path) -> None:

@@ -112,6 +112,7 @@ def test_json_contract_fields() -> None:
         "file",
         "line",
         "groups",
+        "scope",
     }
     assert doc["metrics"] == {"tok_s": 21500}
     assert (doc["schema"], doc["schema_version"]) == ("envguard.drift", 1)

@@ -228,11 +228,15 @@ def diff_locks(
         if python is not None or via is not None
         else None
     )
-    before = read_lock(old, subject, selection=selection)
-    after = read_lock(new, subject, selection=selection)
+    # Without an interpreter named, a lock change is read for every environment of each
+    # lock's own Python range, not for the one running envguard.
+    # A group or extra that only one side defines (the change adds it) is read without on
+    # the other, with a note.
+    before = read_lock(old, subject, selection=selection, everywhere=True, lenient=True)
+    after = read_lock(new, subject, selection=selection, everywhere=True, lenient=True)
     drift = locks_drift(
-        before.pins,
-        after.pins,
+        before,
+        after,
         policy=policy if policy is not None else load_policy(),
         labels=(labels[0], labels[1]),
     )

@@ -4,7 +4,7 @@ install pulled them in, from the Requires-Dist the probe records (the question
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -90,10 +90,18 @@ def group_changes(actual: Snapshot, changed: set[str]) -> list[Cause]:
     if not any(p.requires for p in actual.packages):
         return []  # recorded before Requires-Dist was, or nothing requires anything
     graph = dependency_graph(actual)
-    installed = actual.package_map()
-    present = sorted(name for name in changed if name in installed)
-    required = {t for name in present for t in graph.get(name, ()) if t != name}
-    roots = [name for name in present if name not in required]
+    return fold(graph, changed, present=actual.package_map().keys())
+
+
+def fold(
+    graph: Mapping[str, Collection[str]], changed: set[str], *, present: Collection[str]
+) -> list[Cause]:
+    """The causes among ``changed`` names in a dependency ``graph`` (name -> what it
+    requires) of the side where they are ``present``: group_changes' rule, for any graph
+    (a snapshot's Requires-Dist, a lock's dependencies)."""
+    here = sorted(name for name in changed if name in present)
+    required = {t for name in here for t in graph.get(name, ()) if t != name}
+    roots = [name for name in here if name not in required]
     reached: dict[str, set[str]] = {}
     pairs = 0
     for root in roots:
@@ -102,7 +110,7 @@ def group_changes(actual: Snapshot, changed: set[str]) -> list[Cause]:
         if pairs > MAX_PAIRS:
             return []
     covered = set(roots).union(*reached.values()) if reached else set(roots)
-    for name in present:  # cycles: nothing outside reaches them
+    for name in here:  # cycles: nothing outside reaches them
         if name not in covered:
             reached[name] = _reach(graph, name) & changed
             covered |= reached[name] | {name}
@@ -113,7 +121,7 @@ def group_changes(actual: Snapshot, changed: set[str]) -> list[Cause]:
     ]
 
 
-def _reach(graph: dict[str, set[str]], start: str) -> set[str]:
+def _reach(graph: Mapping[str, Collection[str]], start: str) -> set[str]:
     seen, stack = {start}, [start]
     while stack:
         for target in graph.get(stack.pop(), ()):

@@ -33,6 +33,9 @@ class Change(Model):
     line: int | None = None
     # The top-level installs that pulled this package in (compare.causes), if any.
     groups: tuple[str, ...] = ()
+    # Where a lock installs the package when not everywhere by default (a lock change):
+    # "extra cpu", "group dev", an environment marker ("sys_platform == 'win32'").
+    scope: tuple[str, ...] = ()
 
 
 def primary_changes(changes: tuple[Change, ...] | list[Change]) -> dict[str, Change]:

@@ -5,6 +5,7 @@ lockfile reader."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -39,3 +40,45 @@ class Selection:
             if on:
                 args.append(flag)
         return args
+
+
+def narrowed(
+    selection: Selection, data: dict[str, Any], *, where: str
+) -> tuple[Selection, str | None]:
+    """``selection`` without the extras and groups that the lock ``data`` (a uv.lock's or a
+    pylock.toml's TOML) does not define, and a note naming them; the selection itself and
+    None when it defines them all."""
+    from packaging.utils import canonicalize_name
+
+    extras: set[str] = set()
+    groups: set[str] = set()
+    if isinstance(data.get("package"), list):  # uv.lock: its workspace members' tables
+        for pkg in data["package"]:
+            source = pkg.get("source") if isinstance(pkg, dict) else None
+            if isinstance(source, dict) and {"virtual", "editable", "directory"} & set(source):
+                extras |= set(pkg.get("optional-dependencies") or {})
+                groups |= set(pkg.get("dev-dependencies") or {})
+    else:
+        extras |= {e for e in data.get("extras") or () if isinstance(e, str)}
+        groups |= {g for g in data.get("dependency-groups") or () if isinstance(g, str)}
+    extras = {canonicalize_name(e) for e in extras}
+    groups = {canonicalize_name(g) for g in groups}
+    dropped = [f"extra `{e}`" for e in selection.extras if canonicalize_name(e) not in extras]
+    dropped += [
+        f"group `{g}`"
+        for g in dict.fromkeys(selection.groups + selection.only_groups)
+        if canonicalize_name(g) not in groups
+    ]
+    if not dropped:
+        return selection, None
+    kept = Selection(
+        extras=tuple(e for e in selection.extras if canonicalize_name(e) in extras),
+        all_extras=selection.all_extras,
+        groups=tuple(g for g in selection.groups if canonicalize_name(g) in groups),
+        only_groups=tuple(g for g in selection.only_groups if canonicalize_name(g) in groups),
+        no_default_groups=selection.no_default_groups,
+        all_groups=selection.all_groups,
+        packages=selection.packages,
+    )
+    them = "it" if len(dropped) == 1 else "them"
+    return kept, f"{where} has no {', '.join(dropped)}: read without {them}"

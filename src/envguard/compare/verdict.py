@@ -206,9 +206,13 @@ def lock_verdict(changes: Sequence[Change], policy: Policy) -> tuple[str, ...]:
     return tuple(lines)
 
 
-def locks_verdict(changes: Sequence[Change], policy: Policy) -> tuple[str, ...]:
-    """The verdict of a lock change (old -> new): the torch build, the GPU stack,
-    downgrades by name, then the other packages counted; none when nothing changed."""
+def locks_verdict(
+    changes: Sequence[Change], policy: Policy, causes: Sequence[Cause] = ()
+) -> tuple[str, ...]:
+    """The verdict of a lock change (old -> new): the torch build, the GPU stack, the
+    package that pulled in the most (``sglang 0.4.0 added (+37 packages it pulls in)``),
+    the other such packages, downgrades by name, the changes locked only for some
+    environments, then the other packages counted; none when nothing changed."""
     lines = []
 
     def moved(c: Change) -> str:
@@ -218,12 +222,48 @@ def locks_verdict(changes: Sequence[Change], policy: Policy) -> tuple[str, ...]:
     gpu = [c for c in changes if c.name != "torch" and policy.is_critical_package(c.name)]
     if gpu:
         lines.append("GPU stack: " + _some([moved(c) for c in gpu]))
+    by_name = {c.name: c for c in changes}
+    ranked = sorted(causes, key=lambda c: (-len(c.members), c.root))
+    for cause in ranked[:1]:
+        root = by_name[cause.root]
+        n = len(cause.members)
+        if root.kind == "removed":
+            lines.append(
+                f"{root.name} {root.expected} removed"
+                f" (with {n} package{'s' if n != 1 else ''} it pulled in)"
+            )
+        else:
+            what = (
+                f"{root.name} {root.actual} added"
+                if root.kind == "added"
+                else f"{moved(root)} {root.kind.replace('_', ' ')}"
+            )
+            lines.append(f"{what} (+{n} package{'s' if n != 1 else ''} it pulls in)")
+    if len(ranked) > 1:
+        others = [f"{c.root} (+{len(c.members)})" for c in ranked[1:]]
+        more = f" and {len(others) - 4} more" if len(others) > 4 else ""
+        lines.append("also pulling in others: " + ", ".join(others[:4]) + more)
+    grouped = {n for c in ranked for n in (c.root, *c.members)}
     rest = [c for c in changes if c.name != "torch" and not policy.is_critical_package(c.name)]
     down = [c for c in rest if c.kind == "downgraded"]
     if down:
         lines.append("downgraded: " + _some([f"{c.name} {c.expected} -> {c.actual}" for c in down]))
-    counted = Counter(c.kind for c in rest if c.kind != "downgraded")
+    # A change the lock makes only for some environments or selections is named, with them:
+    # read on one platform, it would otherwise pass unseen.
+    scoped = [c for c in rest if any(_is_marker(s) for s in c.scope)]
+    if scoped:
+        lines.append(
+            "only for some environments: "
+            + _some([f"{moved(c)} [{'; '.join(c.scope)}]" for c in scoped])
+        )
+    said = grouped | {c.name for c in scoped}
+    counted = Counter(c.kind for c in rest if c.kind != "downgraded" and c.name not in said)
     if counted:
         parts = [f"{n} {_plural(kind, n)}" for kind, n in counted.most_common(4)]
         lines.append("other packages: " + ", ".join(parts))
     return tuple(lines)
+
+
+def _is_marker(scope: str) -> bool:
+    """An environment marker, not an extra or a group."""
+    return not scope.startswith(("extra ", "group "))

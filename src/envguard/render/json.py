@@ -72,6 +72,7 @@ def drift_json(drift: Drift) -> str:
                 "file": c.file,
                 "line": c.line,
                 "groups": list(c.groups),
+                "scope": list(c.scope),
             }
             for c in drift.changes
         ],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from envguard.compare.lockfiles.common import (
@@ -13,13 +14,14 @@ from envguard.compare.lockfiles.common import (
     confined,
     lockfile_text,
     marker_env,
+    parse_toml,
     read_lockfile_text,
 )
 from envguard.compare.lockfiles.drift import lock_drift, locks_drift
-from envguard.compare.lockfiles.pylock import OutsideLock, read_pylock_text
-from envguard.compare.lockfiles.requirements import read_requirements
+from envguard.compare.lockfiles.pylock import OutsideLock, read_pylock
+from envguard.compare.lockfiles.requirements import read_requirements_lock
 from envguard.compare.lockfiles.uv import read_uv_lock
-from envguard.compare.selection import Selection
+from envguard.compare.selection import Selection, narrowed
 from envguard.snapshots.models import Snapshot
 
 __all__ = [
@@ -42,13 +44,19 @@ def read_lock(
     *,
     selection: Selection | None = None,
     freshness: bool = False,
+    everywhere: bool = False,
+    lenient: bool = False,
 ) -> LockRead:
     """Pins from any supported lockfile (``-``: stdin), evaluated for the snapshot's
-    interpreter (this machine's, without one). The format comes from the name, or from the
-    content for stdin and unusual names. ``freshness``: also ask uv whether a project's own
-    uv.lock still matches its pyproject.toml (the gate's question, not a lock diff's)."""
+    interpreter (this machine's, without one; ``everywhere``: for every environment of the
+    lock's own Python range, each pin's extras, groups and markers kept as its scope). The
+    format comes from the name, or from the content for stdin and unusual names.
+    ``freshness``: also ask uv whether a project's own uv.lock still matches its
+    pyproject.toml (the gate's question, not a lock diff's). ``lenient``: extras and groups
+    the lock does not define are left out, with a note (one side of a lock change that
+    adds a group), not refused."""
     chosen = selection or Selection()
-    env = marker_env(snapshot)
+    env = None if everywhere and snapshot is None else marker_env(snapshot)
     if str(path) == STDIN:
         text, where, real = _stdin(), "<stdin>", None
     else:
@@ -60,17 +68,23 @@ def read_lock(
         confined(real, what="--lock")
         text, where = read_lockfile_text(real), str(real)
     kind = _kind(real.name if real is not None else "", text)
+    note = None
+    if (
+        lenient
+        and kind != "requirements"
+        and (chosen.extras or chosen.groups or chosen.only_groups)
+    ):
+        chosen, note = narrowed(chosen, parse_toml(text, where=where), where=where)
     if kind == "uv":
-        return read_uv_lock(
+        read = read_uv_lock(
             text, where=where, path=real, env=env, selection=chosen, freshness=freshness
         )
-    base = real.parent if real is not None else Path.cwd()
-    if kind == "pylock":
-        pins = read_pylock_text(text, where=where, base=base, env=env, selection=chosen)
-        return LockRead(pins=pins)
-    notes: list[str] = []
-    pins = read_requirements(real or Path(where), env, text=text, notes=notes)
-    return LockRead(pins=pins, notes=tuple(notes))
+    elif kind == "pylock":
+        base = real.parent if real is not None else Path.cwd()
+        read = read_pylock(text, where=where, base=base, env=env, selection=chosen)
+    else:
+        read = read_requirements_lock(real or Path(where), env, text=text)
+    return read if note is None else replace(read, notes=(note, *read.notes))
 
 
 def _kind(name: str, text: str) -> str:

@@ -35,6 +35,9 @@ class Pin:
     url: str | None = None
     editable: str | None = None
     line: int | None = None  # where the lockfile pins it (1-based), for annotations
+    # Where the lock installs it when not everywhere by default: "extra cpu", "group dev",
+    # or an environment marker ("sys_platform == 'win32'"); read for a lock change.
+    scope: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,32 @@ class LockRead:
     # why: ("selection", "only in group `lint`, not selected: add --group lint") or
     # ("platform", "sys_platform == 'win32'").
     elsewhere: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # The pins of those packages (the lock's version), for a lock change to compare.
+    aside: dict[str, Pin] = field(default_factory=dict)
+    # What requires what in the lock (a name -> the names its entry depends on), where the
+    # format says: a lock change is folded under the package whose addition pulled in the rest.
+    requires: dict[str, frozenset[str]] = field(default_factory=dict)
+
+
+def merged(held: Pin | None, pin: Pin) -> Pin:
+    """One pin for a name the lock lists more than once (one entry per platform or Python):
+    its versions joined with "or", its scopes together."""
+    if held is None:
+        return pin
+    version = (
+        " or ".join(
+            dict.fromkeys(v for p in (held, pin) for v in (p.version or "").split(" or ") if v)
+        )
+        or None
+    )
+    from dataclasses import replace
+
+    return replace(
+        held,
+        version=version,
+        url=held.url if held.url == pin.url else None,
+        scope=tuple(dict.fromkeys(held.scope + pin.scope)),
+    )
 
 
 def package_lines(text: str, header: str) -> dict[str, int]:
@@ -92,18 +121,73 @@ def marker_env(snapshot: Snapshot | None) -> dict[str, str]:
     return env
 
 
+# The platforms a lock is read for when no interpreter is named: (sys_platform,
+# platform_system, os_name, platform_machine), the ones wheels are built for.
+_PLATFORMS = (
+    ("linux", "Linux", "posix", "x86_64"),
+    ("linux", "Linux", "posix", "aarch64"),
+    ("win32", "Windows", "nt", "AMD64"),
+    ("darwin", "Darwin", "posix", "arm64"),
+)
+_MINORS = range(8, 20)
+
+
+def every_environment(requires_python: str | None) -> list[dict[str, str]]:
+    """Marker environments for every Python minor in the lock's ``requires_python`` (3.8 to
+    3.19) on each platform wheels are built for: a lock change is read for the lock's own
+    range, not for the interpreter running envguard. A range no minor satisfies (or that
+    does not parse) gives all of them."""
+    from packaging.markers import default_environment
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        wanted = SpecifierSet(requires_python or "")
+    except InvalidSpecifier:
+        wanted = SpecifierSet()
+    minors = [m for m in _MINORS if wanted.contains(f"3.{m}.0", prereleases=True)]
+    base = {k: str(v) for k, v in default_environment().items()}
+    envs = []
+    for minor in minors or list(_MINORS):
+        for system, name, os_name, machine in _PLATFORMS:
+            envs.append(
+                {
+                    **base,
+                    "python_version": f"3.{minor}",
+                    "python_full_version": f"3.{minor}.0",
+                    "sys_platform": system,
+                    "platform_system": name,
+                    "os_name": os_name,
+                    "platform_machine": machine,
+                    "implementation_name": "cpython",
+                    "platform_python_implementation": "CPython",
+                    "extra": "",
+                }
+            )
+    return envs
+
+
 # What evaluating a marker from an untrusted file can raise: packaging's own errors
 # (UndefinedEnvironmentName is a KeyError since packaging 26), and type errors on odd values.
 MARKER_ERRORS = (InvalidMarker, ValueError, KeyError, TypeError, RecursionError)
 
 
-def applies(marker: str | None, env: dict[str, str], *, where: str) -> bool:
-    if not marker:
+def applies(marker: str | None, env: dict[str, str] | None, *, where: str) -> bool:
+    """Whether ``marker`` holds in ``env`` (None: any environment; every marker does)."""
+    if not marker or env is None:
         return True
     try:
         return Marker(marker).evaluate(env)
     except MARKER_ERRORS as exc:
         raise LockfileError(f"{where}: a marker envguard cannot evaluate ({reason(exc)})") from None
+
+
+def marker_text(marker: str) -> str:
+    """A marker as packaging writes it (``sys_platform == "win32"``), so that every reader
+    names the same marker the same way; as written when it does not parse."""
+    try:
+        return str(Marker(marker))
+    except MARKER_ERRORS:
+        return marker
 
 
 def reason(exc: Exception) -> str:

@@ -6,11 +6,12 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from envguard.compare.engine import Collector, sort_changes
-from envguard.compare.lockfiles.common import Pin
-from envguard.compare.models import Drift, Severity
+from envguard.compare.lockfiles.common import LockRead, Pin
+from envguard.compare.models import ChangeGroup, Drift, Severity
 from envguard.compare.policy import Policy
 from envguard.compare.sections.packages import package_severity, torch_version
 from envguard.compare.verdict import lock_verdict, locks_verdict
+from envguard.redact import redact_text
 from envguard.snapshots.models import Snapshot, Source
 
 
@@ -228,27 +229,44 @@ def _located(policy: Policy, *, lock: str, pins: dict[str, Pin]) -> Collector:
     )
 
 
-def locks_drift(
-    old: dict[str, Pin], new: dict[str, Pin], *, policy: Policy, labels: tuple[str, str]
-) -> Drift:
+def locks_drift(old: LockRead, new: LockRead, *, policy: Policy, labels: tuple[str, str]) -> Drift:
     """What a lock change does: packages added, removed, moved to another version or
-    source, from ``old`` to ``new`` (each evaluated for the same interpreter)."""
+    source, from ``old`` to ``new`` (each read for the same interpreter, or both for every
+    environment of their Python range). Each change names its extras, groups and markers
+    (``scope``); a package neither lock installs for the selection (only in an unselected
+    group, locked only for another platform than the interpreter's) is reported at info,
+    saying so; what an added or upgraded package pulled in is folded under it."""
+    from envguard.compare.causes import CAUSED_KINDS, fold
     from envguard.compare.sections.packages import version_change
 
     before, after = labels
-    b = _located(policy, lock=after, pins=new)
-    for name in sorted(old.keys() | new.keys()):
+    b = _located(policy, lock=after, pins={**new.aside, **new.pins})
+    scopes: dict[str, tuple[str, ...]] = {}
+    for name in sorted(old.pins.keys() | new.pins.keys() | old.aside.keys() | new.aside.keys()):
         if policy.ignores_package(name):
             continue
-        was, now = old.get(name), new.get(name)
-        level = package_severity(policy, name)
+        was, now = old.pins.get(name), new.pins.get(name)
+        outside = was is None and now is None
+        if outside:  # in neither selection: said, not failed
+            was, now, level = old.aside.get(name), new.aside.get(name), Severity.info
+            why = _aside_why(new if now is not None else old, name)
+        else:
+            level, why = package_severity(policy, name), ""
+            if was is None and name in old.aside:
+                why = f" (was {_aside_why(old, name).strip(' ()')})"
+            elif now is None and name in new.aside:
+                why = f" (now {_aside_why(new, name).strip(' ()')})"
+        shown = now if now is not None else was
+        scopes[name] = shown.scope if shown is not None else ()
+        # A package neither side installs here is said with why, its scope being that why.
+        where = why if outside else _scope_text(scopes[name]) + why
         if now is None and was is not None:
             b.add(
                 "removed",
                 name,
                 expected=_label(was),
                 severity=level,
-                message=f"{name} {_label(was)} removed",
+                message=f"{name} {_label(was)} removed{where}",
             )
         elif was is None and now is not None:
             b.add(
@@ -256,10 +274,11 @@ def locks_drift(
                 name,
                 actual=_label(now),
                 severity=level,
-                message=f"{name} {_label(now)} added",
+                message=f"{name} {_label(now)} added{where}",
             )
         elif was is not None and now is not None and _label(was) != _label(now):
-            if was.version and now.version and was.version != now.version:
+            if _single(was.version) and _single(now.version) and was.version != now.version:
+                assert was.version is not None and now.version is not None
                 kind, message = version_change(name, was.version, now.version)
             else:
                 kind, message = "source_changed", f"{name} {_label(was)} -> {_label(now)}"
@@ -269,16 +288,59 @@ def locks_drift(
                 expected=_label(was),
                 actual=_label(now),
                 severity=level,
-                message=message,
+                message=message + where,
             )
-    changes = sort_changes(b.changes)
+    changes = list(b.changes)
+    # What an added or upgraded package pulled in, by the new lock's edges; what a removed
+    # one had pulled in, by the old lock's.
+    forward = {c.name for c in changes if c.kind in CAUSED_KINDS}
+    gone = {c.name for c in changes if c.kind == "removed"}
+    causes = fold(new.requires, forward, present=forward) + fold(old.requires, gone, present=gone)
+    member_of: dict[str, list[str]] = {}
+    for cause in causes:
+        for name in (cause.root, *cause.members):
+            member_of.setdefault(name, []).append(cause.root)
+    # Redacted as the Collector redacts every other field: a marker from a lockfile may
+    # quote anything.
+    changes = [
+        c.model_copy(
+            update={
+                "groups": tuple(redact_text(r) for r in member_of.get(c.name, ())),
+                "scope": tuple(redact_text(s) for s in scopes.get(c.name, ())),
+            }
+        )
+        for c in changes
+    ]
+    ordered = sort_changes(changes)
     return Drift(
-        changes=changes,
+        changes=ordered,
         expected_name=before,
         actual_name=after,
         subject=after,
-        verdict=locks_verdict(changes, policy),
+        verdict=locks_verdict(ordered, policy, causes),
+        groups=tuple(
+            ChangeGroup(root=redact_text(c.root), members=tuple(redact_text(m) for m in c.members))
+            for c in causes
+        ),
     )
+
+
+def _single(version: str | None) -> bool:
+    return version is not None and " or " not in version
+
+
+def _scope_text(scope: tuple[str, ...]) -> str:
+    """`` [group dev]``, `` [extra cpu; sys_platform == 'win32']``: where the lock installs
+    a package when not everywhere by default."""
+    return f" [{'; '.join(scope)}]" if scope else ""
+
+
+def _aside_why(read: LockRead, name: str) -> str:
+    """Why ``read``'s lock does not install ``name`` for the selection and interpreter."""
+    kind, text = read.elsewhere.get(name, ("selection", "not selected"))
+    if kind == "platform":
+        return f" (locked only for {text})"
+    return f" ({text.split(':', 1)[0]})"
 
 
 def _label(pin: Pin) -> str:

@@ -18,8 +18,10 @@ from packaging.version import VERSION_PATTERN
 from envguard.compare.lockfiles.common import (
     MARKER_ERRORS,
     LockfileError,
+    LockRead,
     Pin,
     allowed_roots,
+    merged,
     read_lockfile_text,
     reason,
 )
@@ -68,20 +70,74 @@ def _inside(path: str, roots: tuple[str, ...]) -> bool:
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
+def read_requirements_lock(path: Path, env: dict[str, str] | None, *, text: str) -> LockRead:
+    """A requirements file as a lock: its pins for ``env`` (None: every environment, each
+    marker kept as the pin's scope), the lines whose marker is false for ``env`` aside, and
+    what requires what from the ``# via`` comments that pip-compile and `uv export` write."""
+    notes: list[str] = []
+    aside: dict[str, Pin] = {}
+    pins = read_requirements(path, env, text=text, notes=notes, aside=aside)
+    return LockRead(
+        pins=pins,
+        notes=tuple(notes),
+        aside={n: p for n, p in aside.items() if n not in pins},
+        elsewhere={
+            n: ("platform", " or ".join(p.scope)) for n, p in aside.items() if n not in pins
+        },
+        requires=via_edges(text),
+    )
+
+
+def via_edges(text: str) -> dict[str, frozenset[str]]:
+    """Parent -> the packages it pulled in, from ``# via PARENT`` comments (one parent on the
+    line, or one per following ``#   PARENT`` line); ``-r FILE`` parents are not packages."""
+    edges: dict[str, set[str]] = {}
+    current: str | None = None
+    listing = False
+    for raw in text.splitlines():
+        stripped = raw.strip()
+        if not raw[:1].isspace() and (start := _NAME_START.match(raw)) is not None:
+            current, listing = canonicalize_name(start.group(1)), False
+            continue
+        if current is None or not stripped.startswith("#"):
+            listing = False
+            continue
+        said = stripped.lstrip("#").strip()
+        if said == "via":
+            listing = True
+            continue
+        if said.startswith("via "):
+            parents, listing = [said[4:].strip()], False
+        elif listing:
+            parents = [said]
+        else:
+            continue
+        for parent in parents:
+            first = parent.split()[0] if parent.split() else ""
+            if _NAME_START.fullmatch(first):
+                edges.setdefault(canonicalize_name(first), set()).add(current)
+    return {parent: frozenset(children) for parent, children in edges.items()}
+
+
+_NAME_START = re.compile(r"([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)(?=[\s=<>!~;@\[]|$)")
+
+
 def read_requirements(
     path: Path,
-    env: dict[str, str],
+    env: dict[str, str] | None,
     *,
     roots: tuple[str, ...] | None = None,
     text: str | None = None,
     notes: list[str] | None = None,
+    aside: dict[str, Pin] | None = None,
     _depth: int = 0,
     _seen: set[str] | None = None,
 ) -> dict[str, Pin]:
     """A pinned requirements.txt in pip's syntax (``text`` when it came from stdin): pins,
     `name @ url`, `-e` paths and VCS URLs, `-r` includes, `--hash` and continuations;
     ``${VAR}`` references are kept as written (and noted); index and find-links lines are
-    noted in ``notes``, not pins."""
+    noted in ``notes``, not pins. A line whose marker is false for ``env`` goes to ``aside``
+    (with the marker as its scope); ``env`` None keeps every line, its marker as its scope."""
     roots = allowed_roots(path) if roots is None else roots
     text = read_lockfile_text(path) if text is None else text
     notes = [] if notes is None else notes
@@ -97,7 +153,7 @@ def read_requirements(
             if (include.group("short") or include.group("long") or "")[0] == "c":
                 continue  # constraints narrow versions; they install nothing
             target = include.group("file").strip()
-            pins.update(_include(path, target, env, roots, where, _depth, notes, seen))
+            pins.update(_include(path, target, env, roots, where, _depth, notes, seen, aside))
             continue
         editable = _EDITABLE.match(line)
         if editable:
@@ -127,20 +183,24 @@ def read_requirements(
                 ) from None
             raise LockfileError(f"{where}: not a valid requirement ({reason(exc)})") from None
         try:
-            if req.marker is not None and not req.marker.evaluate(env):
-                continue
+            here = req.marker is None or env is None or req.marker.evaluate(env)
         except MARKER_ERRORS as exc:
             raise LockfileError(
                 f"{where}: a marker envguard cannot evaluate ({reason(exc)})"
             ) from None
         name = canonicalize_name(req.name)
         specs = list(req.specifier)
+        scope = () if req.marker is None else (str(req.marker),)
         if req.url:
-            pins[name] = Pin(name=name, url=req.url, line=number)
+            pin = Pin(name=name, url=req.url, line=number, scope=scope)
         elif len(specs) == 1 and specs[0].operator in ("==", "===") and "*" not in specs[0].version:
-            pins[name] = Pin(name=name, version=specs[0].version, line=number)
+            pin = Pin(name=name, version=specs[0].version, line=number, scope=scope)
         else:
-            pins[name] = Pin(name=name, specifier=str(req.specifier) or None, line=number)
+            pin = Pin(name=name, specifier=str(req.specifier) or None, line=number, scope=scope)
+        if here:
+            pins[name] = merged(pins.get(name), pin) if env is None else pin
+        elif aside is not None:
+            aside[name] = merged(aside.get(name), pin)
     return pins
 
 
@@ -184,12 +244,13 @@ def _editable(target: str, path: Path, roots: tuple[str, ...], number: int, wher
 def _include(
     path: Path,
     target: str,
-    env: dict[str, str],
+    env: dict[str, str] | None,
     roots: tuple[str, ...],
     where: str,
     depth: int,
     notes: list[str],
     seen: set[str],
+    aside: dict[str, Pin] | None,
 ) -> dict[str, Pin]:
     if depth >= _MAX_INCLUDE_DEPTH:
         raise LockfileError(f"{where}: -r nested more than {_MAX_INCLUDE_DEPTH} deep")
@@ -207,7 +268,7 @@ def _include(
         raise LockfileError(f"{where}: -r includes more than {_MAX_INCLUDED_FILES} files")
     seen.add(full)
     return read_requirements(
-        Path(full), env, roots=roots, notes=notes, _depth=depth + 1, _seen=seen
+        Path(full), env, roots=roots, notes=notes, aside=aside, _depth=depth + 1, _seen=seen
     )
 
 

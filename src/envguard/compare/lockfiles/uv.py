@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ from envguard.compare.lockfiles.common import (
     LockRead,
     Pin,
     applies,
+    marker_text,
+    merged,
     package_lines,
     parse_toml,
     reason,
@@ -36,11 +39,12 @@ def read_uv_lock(
     *,
     where: str,
     path: Path | None,
-    env: dict[str, str],
+    env: dict[str, str] | None,
     selection: Selection,
     freshness: bool = False,
 ) -> LockRead:
-    """Pins from a uv.lock's ``text`` (at ``path``, None when it came from stdin).
+    """Pins from a uv.lock's ``text`` (at ``path``, None when it came from stdin); ``env``
+    None: for every environment the lock covers (a lock change), markers kept as scopes.
 
     uv exports the project's own ``uv.lock``, whatever file was named: a lock under another
     name (``old.lock``) or from stdin (``git show HEAD~1:uv.lock``) is exported from a
@@ -54,6 +58,7 @@ def read_uv_lock(
     scratch = None if why_not is not None or own else _private_folder()
     if why_not is None and not own and scratch is None:
         why_not = "no private folder of yours for uv's copy of the project (HOME unset?)"
+    data = parse_toml(text, where=where)
     if why_not is None:
         assert project is not None
         if scratch is None:
@@ -68,49 +73,60 @@ def read_uv_lock(
             selection=Selection(),
         )
         stale, note = _freshness(project, where=where) if freshness and own else (None, None)
-        return LockRead(
-            pins={n: _at(p, lines.get(n)) for n, p in pins.items()},
-            notes=() if note is None else (note,),
-            exact=True,
-            stale=stale,
-            elsewhere=_elsewhere(parse_toml(text, where=where), pins, env, where=where),
-        )
-    data = parse_toml(text, where=where)
-    try:
-        pins = walk(data, where=where, base=project or Path.cwd(), env=env, selection=selection)
-    except (TypeError, AttributeError, KeyError) as exc:  # a value of the wrong type
-        raise LockfileError(
-            f"{where}: not a uv.lock envguard can read (a {type(exc).__name__} in its values)"
-        ) from None
-    note = f"{where} was read by envguard's own walk, not by uv ({why_not})"
-    if freshness:
-        note += "; whether it is out of date with pyproject.toml was not checked"
+        notes: tuple[str, ...] = () if note is None else (note,)
+    else:
+        try:
+            pins = walk(data, where=where, base=project or Path.cwd(), env=env, selection=selection)
+        except (TypeError, AttributeError, KeyError) as exc:  # a value of the wrong type
+            raise LockfileError(
+                f"{where}: not a uv.lock envguard can read (a {type(exc).__name__} in its values)"
+            ) from None
+        note = f"{where} was read by envguard's own walk, not by uv ({why_not})"
+        if freshness:
+            note += "; whether it is out of date with pyproject.toml was not checked"
+        stale, notes = None, (note,)
+    survey = _survey(data)
+    elsewhere = _elsewhere(survey, pins, env, where=where)
     return LockRead(
-        pins={n: _at(p, lines.get(n)) for n, p in pins.items()},
-        notes=(note,),
+        pins={
+            n: _at(_scoped(p, survey, everywhere=env is None), lines.get(n))
+            for n, p in pins.items()
+        },
+        notes=notes,
         exact=True,
-        elsewhere=_elsewhere(data, pins, env, where=where),
+        stale=stale,
+        elsewhere=elsewhere,
+        aside=_aside(survey, elsewhere, base=project or Path.cwd(), lines=lines),
+        requires=survey.requires,
     )
 
 
-def _elsewhere(
-    data: dict[str, Any], pins: dict[str, Pin], env: dict[str, str], *, where: str
-) -> dict[str, tuple[str, str]]:
-    """Why each package the lock holds is not installed: only in an extra or group of a
-    project of the workspace that is not selected, or only behind markers (a platform) that
-    are false here. Best effort: a lock of unexpected shape says nothing more."""
+@dataclass(frozen=True)
+class _Survey:
+    """A uv.lock read as a graph, nothing evaluated: what each package requires, what the
+    workspace's own dependencies reach, and which extras and groups reach the rest."""
+
+    packages: list[dict[str, Any]]
+    requires: dict[str, frozenset[str]]
+    default: frozenset[str]
+    # name -> [("extra `cpu`", "--extra cpu"), ...]: the options that install it
+    options: dict[str, list[tuple[str, str]]]
+    # name -> the marker of every edge into it (None: an edge without one)
+    markers: dict[str, set[str | None]]
+
+
+def _survey(data: dict[str, Any]) -> _Survey:
+    """Best effort: a lock of unexpected shape gives an empty survey (no scopes, no hints)."""
     try:
-        return _why_elsewhere(data, pins, env, where=where)
-    except (TypeError, AttributeError, KeyError, ValueError, LockfileError):
-        return {}
+        return _survey_of(data)
+    except (TypeError, AttributeError, KeyError, ValueError):
+        return _Survey(packages=[], requires={}, default=frozenset(), options={}, markers={})
 
 
-def _why_elsewhere(
-    data: dict[str, Any], pins: dict[str, Pin], env: dict[str, str], *, where: str
-) -> dict[str, tuple[str, str]]:
+def _survey_of(data: dict[str, Any]) -> _Survey:
     packages = [p for p in data.get("package", []) if isinstance(p, dict)]
-    deps: dict[str, list[str]] = {}
-    markers: dict[str, set[str | None]] = {}  # the markers of every edge into a package
+    deps: dict[str, set[str]] = {}
+    markers: dict[str, set[str | None]] = {}
     for pkg in packages:
         name = canonicalize_name(pkg["name"])
         edges = list(pkg.get("dependencies", []))
@@ -119,7 +135,7 @@ def _why_elsewhere(
                 edges += listed
         for dep in edges:
             target = canonicalize_name(dep["name"])
-            deps.setdefault(name, []).append(target)
+            deps.setdefault(name, set()).add(target)
             markers.setdefault(target, set()).add(dep.get("marker"))
 
     def reach(start: list[dict[str, Any]]) -> set[str]:
@@ -129,34 +145,105 @@ def _why_elsewhere(
             here = todo.pop()
             if here not in seen:
                 seen.add(here)
-                todo += deps.get(here, [])
+                if here in members:  # a member as a dependency: not its extras or groups
+                    todo += [
+                        canonicalize_name(d["name"]) for d in by_name[here].get("dependencies", [])
+                    ]
+                else:
+                    todo += deps.get(here, ())
         return seen
 
-    options: dict[str, list[tuple[str, str]]] = {}  # name -> [(label, flag)]
-    for pkg in packages:
-        source = pkg.get("source") or {}
-        if not any(k in source for k in ("virtual", "editable", "directory")):
-            continue
+    by_name: dict[str, dict[str, Any]] = {canonicalize_name(p["name"]): p for p in packages}
+    members = {
+        canonicalize_name(p["name"])
+        for p in packages
+        if any(k in (p.get("source") or {}) for k in ("virtual", "editable", "directory"))
+    }
+    default: set[str] = set()
+    options: dict[str, list[tuple[str, str]]] = {}
+    for name in sorted(members):
+        pkg = by_name[name]
+        default |= reach(list(pkg.get("dependencies", [])))
         for table, kind in (("optional-dependencies", "extra"), ("dev-dependencies", "group")):
             for label, listed in sorted((pkg.get(table) or {}).items()):
                 option = (f"{kind} `{label}`", f"--{kind} {label}")
                 for reached in reach(listed):
                     options.setdefault(reached, []).append(option)
+    return _Survey(
+        packages=packages,
+        requires={n: frozenset(t) for n, t in deps.items()},
+        default=frozenset(default),
+        options={n: list(dict.fromkeys(o)) for n, o in options.items()},
+        markers=markers,
+    )
+
+
+def _scoped(pin: Pin, survey: _Survey, *, everywhere: bool) -> Pin:
+    """``pin`` with the extras and groups that install it, when the project's own
+    dependencies do not; ``everywhere``, with the markers of the edges into it when the
+    reader kept none (envguard's walk: uv's export keeps its own)."""
+    from dataclasses import replace
+
+    found: tuple[str, ...] = ()
+    if pin.name not in survey.default and pin.name in survey.options:
+        found = tuple(label.replace("`", "") for label, _ in survey.options[pin.name])
+    said = survey.markers.get(pin.name, set())
+    if everywhere and not pin.scope and said and None not in said:
+        found += (" or ".join(sorted(marker_text(m) for m in said if m)),)
+    return replace(pin, scope=tuple(dict.fromkeys(found + pin.scope))) if found else pin
+
+
+def _elsewhere(
+    survey: _Survey, pins: dict[str, Pin], env: dict[str, str] | None, *, where: str
+) -> dict[str, tuple[str, str]]:
+    """Why each package the lock holds is not installed: only in an extra or group of a
+    project of the workspace that is not selected, or only behind markers (a platform) that
+    are false here (never said without an interpreter: the lock is read for all of them)."""
     out: dict[str, tuple[str, str]] = {}
-    for pkg in packages:
-        name = canonicalize_name(pkg["name"])
+    for pkg in survey.packages:
+        name = canonicalize_name(str(pkg.get("name")))
         if name in pins or name in out:
             continue
-        if name in options:
-            found = list(dict.fromkeys(options[name]))
+        if name in survey.options:
+            found = survey.options[name]
             labels = " or ".join(label for label, _ in found)
             flags = " or ".join(flag for _, flag in found)
             out[name] = ("selection", f"only in {labels}, not selected: add {flags}")
             continue
-        said = markers.get(name, set())
-        if said and None not in said and not any(applies(m, env, where=where) for m in said):
+        said = survey.markers.get(name, set())
+        try:
+            outside = (
+                env is not None
+                and bool(said)
+                and None not in said
+                and not any(applies(m, env, where=where) for m in said)
+            )
+        except LockfileError:
+            outside = False
+        if outside:
             out[name] = ("platform", " or ".join(sorted(m for m in said if m)))
     return out
+
+
+def _aside(
+    survey: _Survey, elsewhere: dict[str, tuple[str, str]], *, base: Path, lines: dict[str, int]
+) -> dict[str, Pin]:
+    """The lock's pins of the packages it holds but does not install here."""
+    aside: dict[str, Pin] = {}
+    for pkg in survey.packages:
+        name = canonicalize_name(str(pkg.get("name")))
+        if name not in elsewhere:
+            continue
+        source = pkg.get("source") if isinstance(pkg.get("source"), dict) else {}
+        kind, text = elsewhere[name]
+        scope = (
+            (marker_text(text),)
+            if kind == "platform"
+            else tuple(label.replace("`", "") for label, _ in survey.options.get(name, ()))
+        )
+        pin = replace(_uv_pin(name, pkg, source or {}, base), line=lines.get(name), scope=scope)
+        aside[name] = merged(aside.get(name), pin)
+    return aside
 
 
 def _project_of(path: Path | None) -> Path | None:
@@ -357,10 +444,16 @@ def _run_uv(
 
 
 def walk(
-    data: dict[str, Any], *, where: str, base: Path, env: dict[str, str], selection: Selection
+    data: dict[str, Any],
+    *,
+    where: str,
+    base: Path,
+    env: dict[str, str] | None,
+    selection: Selection,
 ) -> dict[str, Pin]:
     """The packages uv would install, walked from the workspace roots by hand: the roots'
-    dependencies, the selected extras and the selected dependency groups."""
+    dependencies, the selected extras and the selected dependency groups (``env`` None:
+    every marker taken as true, the lock read for all its environments)."""
     packages = data.get("package")
     if not isinstance(packages, list):
         raise LockfileError(f"{where}: no [[package]] entries (is it a uv.lock?)")
