@@ -1,0 +1,102 @@
+"""A hostile or odd site-packages against the installed-files check (RECORD against the
+disk): every row is bounded, nothing is followed out of site-packages, nothing is read that
+would block, and one bad distribution costs only itself (a warning), never the snapshot."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from envguard import api
+from envguard.cli import app
+from envguard.snapshots import store
+from factories import make_dist_info, make_venv
+
+runner = CliRunner()
+
+
+def _digest(data: bytes) -> str:
+    raw = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+    return "sha256=" + raw.decode()
+
+
+def _row(path: str, data: bytes) -> str:
+    return f"{path},{_digest(data)},{len(data)}"
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    make_venv(tmp_path / "venv")
+    return next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
+
+
+def _venv(site: Path) -> Path:
+    return site.parents[2]
+
+
+def _dist(
+    site: Path, name: str, files: dict[str, bytes], *, extra: str = "", version: str = "1.0"
+) -> Path:
+    """A distribution written by hand: its files and a RECORD listing them (plus ``extra``)."""
+    for path, data in files.items():
+        (site / path).parent.mkdir(parents=True, exist_ok=True)
+        (site / path).write_bytes(data)
+    record = "".join(_row(p, d) + "\n" for p, d in files.items()) + extra
+    info = make_dist_info(site, name, version, record=record)
+    past = time.time() - 3600  # installed an hour ago: later writes are edits
+    for path in files:
+        os.utime(site / path, (past, past))
+    return info
+
+
+def _snap(site: Path, *, deep: bool = False) -> api.Snapshot:
+    """A snapshot taken and written by the CLI (exit 0, no traceback), read back."""
+    out = site.parents[3] / "snap.json"
+    argv = ["snapshot", "--python", str(_venv(site)), "--out", str(out), *(["--deep"] * deep)]
+    result = runner.invoke(app, argv)
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    return store.load(out)
+
+
+@pytest.mark.parametrize("deep", [False, True], ids=["quick", "deep"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        pytest.param("evil/nul\x00.py", id="nul"),
+        pytest.param("evil/\x1b[31mred.py", id="ansi"),
+        pytest.param("evil/two\nlines.py", id="newline"),
+        pytest.param("evil/bidi\u202e.py", id="bidi"),
+        pytest.param("evil/" + "x" * 200_000 + ".py", id="huge-quoted"),
+    ],
+)
+def test_a_record_row_that_is_not_one_line_costs_only_that_row(
+    site: Path, in_tmp: Path, bad: str, deep: bool
+) -> None:
+    # Quoted where CSV needs it (a newline) or where csv's field limit is the attack.
+    quoted = '"' + bad + '"' if "\n" in bad or len(bad) > 1000 else bad
+    _dist(site, "evil", {"evil/ok.py": b"x = 1\n"}, extra=f"{quoted},{_digest(b'')},0\n")
+    snap = _snap(site, deep=deep)
+    on_disk = snap.package_map()["evil"].on_disk
+    assert on_disk is not None and on_disk.checked >= 1
+    assert on_disk.modified == () and on_disk.missing == ()
+    assert "evil 1.0: 1 RECORD rows are not one line of text; not checked" in snap.warnings
+
+
+@pytest.mark.parametrize("deep", [False, True], ids=["quick", "deep"])
+def test_a_record_row_that_is_not_utf8_costs_only_that_row(
+    site: Path, in_tmp: Path, deep: bool
+) -> None:
+    info = _dist(site, "evil", {"evil/ok.py": b"x = 1\n"})
+    with (info / "RECORD").open("ab") as fh:
+        fh.write(b"evil/caf\xe9.py," + _digest(b"").encode() + b",0\n")
+    snap = _snap(site, deep=deep)
+    on_disk = snap.package_map()["evil"].on_disk
+    assert on_disk is not None and on_disk.missing == ()
+    assert "evil 1.0: 1 RECORD rows are not one line of text; not checked" in snap.warnings
