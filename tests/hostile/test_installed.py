@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from envguard import api
 from envguard.cli import app
 from envguard.snapshots import store
-from factories import make_dist_info, make_venv
+from factories import load_target, make_dist_info, make_venv
 
 runner = CliRunner()
 
@@ -100,3 +100,27 @@ def test_a_record_row_that_is_not_utf8_costs_only_that_row(
     on_disk = snap.package_map()["evil"].on_disk
     assert on_disk is not None and on_disk.missing == ()
     assert "evil 1.0: 1 RECORD rows are not one line of text; not checked" in snap.warnings
+
+
+def test_two_records_sharing_every_path_cost_linear_time(tmp_path: Path) -> None:
+    """Two .dist-info folders of one package (a broken upgrade leaves them) claim every
+    path twice: each claim once cost a scan of both RECORDs (30,000 shared rows: minutes)."""
+    target = load_target()
+    site = tmp_path / "site"
+    rows = "".join(f"pkg/m{i}.py,sha256=AAAA,{i}\n" for i in range(30_000))
+    dists = []
+    for version in ("1.0", "2.0"):
+        make_dist_info(site, "pkg", version, record=rows)
+        dists.append(
+            {
+                "name": "pkg",
+                "version": version,
+                "location": str(site),
+                "metadata_dir": f"pkg-{version}.dist-info",
+            }
+        )
+    start = time.monotonic()
+    found = target.check_installed(dists, "quick", [])
+    assert time.monotonic() - start < 20
+    assert found["clashes"] == []  # the same bytes claimed twice: no clash
+    assert dists[1]["on_disk"]["missing"][:1] == ["pkg/m0.py"]

@@ -148,6 +148,7 @@ class _Site:
         self.claims: Dict[str, List[Tuple[str, str, str, int]]] = {}
         self.installed: Dict[int, int] = {}  # dist index -> RECORD's mtime_ns
         self.rows: Dict[int, List[Tuple[str, str, str]]] = {}
+        self.by_path: Dict[int, Dict[str, Tuple[str, str, str]]] = {}  # see _row_of()
         self.folders: Dict[str, Optional[int]] = {}  # folder -> its mtime_ns; None: not safe
         self.linked = False  # some folder is a symlink (or no folder)
 
@@ -229,11 +230,21 @@ def _read_record(
     for path in owner.keys() & set(paths):  # claimed before: at C speed, then the few
         first = owner[path]
         if path not in site.claims:
-            site.claims[path] = [(*r, first) for r in site.rows[first] if r[0] == path][:1]
-        site.claims[path] += [(path, r[1], r[2], index) for r in rows if r[0] == path][:1]
+            site.claims[path] = [(*_row_of(site, first)[path], first)]
+        site.claims[path].append((*_row_of(site, index)[path], index))
     owner.update(dict.fromkeys(paths, index))
     for path in site.claims.keys() & set(paths):  # the first claimant stays the owner key
         owner[path] = site.claims[path][0][3]
+
+
+def _row_of(site: _Site, index: int) -> Dict[str, Tuple[str, str, str]]:
+    """A distribution's rows by path (its first row of each), made once: a path claimed
+    twice must not cost a scan of both RECORDs (two .dist-info folders of one package, as
+    a broken upgrade leaves them, share every path)."""
+    found = site.by_path.get(index)
+    if found is None:
+        found = site.by_path[index] = {r[0]: r for r in reversed(site.rows[index])}
+    return found
 
 
 def _held_rows(held: List[str]) -> Optional[List[Tuple[str, str, str]]]:
