@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
+import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from envguard import api
 from envguard.cli import app
+from envguard.probe.payload import probe_payload
 from envguard.snapshots import store
 from factories import load_target, make_dist_info, make_venv
 
@@ -65,16 +69,20 @@ def _snap(site: Path, *, deep: bool = False) -> api.Snapshot:
     return store.load(out)
 
 
+# Paths that are not one line of text (the report refuses them) or that os.lstat() refuses.
+NOT_ONE_LINE = {
+    "nul": "evil/nul\x00.py",
+    "ansi": "evil/\x1b[31mred.py",
+    "newline": "evil/two\nlines.py",
+    "bidi": "evil/bidi\u202e.py",
+}
+
+
 @pytest.mark.parametrize("deep", [False, True], ids=["quick", "deep"])
 @pytest.mark.parametrize(
     "bad",
-    [
-        pytest.param("evil/nul\x00.py", id="nul"),
-        pytest.param("evil/\x1b[31mred.py", id="ansi"),
-        pytest.param("evil/two\nlines.py", id="newline"),
-        pytest.param("evil/bidi\u202e.py", id="bidi"),
-        pytest.param("evil/" + "x" * 200_000 + ".py", id="huge-quoted"),
-    ],
+    [pytest.param(path, id=name) for name, path in NOT_ONE_LINE.items()]
+    + [pytest.param("evil/" + "x" * 200_000 + ".py", id="huge-quoted")],
 )
 def test_a_record_row_that_is_not_one_line_costs_only_that_row(
     site: Path, in_tmp: Path, bad: str, deep: bool
@@ -124,3 +132,47 @@ def test_two_records_sharing_every_path_cost_linear_time(tmp_path: Path) -> None
     assert time.monotonic() - start < 20
     assert found["clashes"] == []  # the same bytes claimed twice: no clash
     assert dists[1]["on_disk"]["missing"][:1] == ["pkg/m0.py"]
+
+
+def _probe(site: Path, xdg: Path) -> dict[str, Any]:
+    """The probe's report of the venv, its distribution cache in ``xdg`` (kept at once)."""
+    proc = subprocess.run(
+        [str(_venv(site) / "bin" / "python"), "-I", "-S", "-"],
+        input=probe_payload({"default_caches": False, "cache_quiet_seconds": 0}),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "XDG_CACHE_HOME": str(xdg)},
+        timeout=120,
+        check=False,
+    )
+    report: dict[str, Any] = json.loads(proc.stdout)
+    return report
+
+
+@pytest.mark.parametrize(
+    "paths",
+    [pytest.param(NOT_ONE_LINE[name], id=name) for name in ("nul", "ansi", "bidi")]
+    + [
+        pytest.param("../outside.py", id="dot-dot"),
+        pytest.param("./../outside.py", id="dot-slash-dot-dot"),
+        pytest.param("evil/ok.py\n../outside.py", id="dot-dot-second"),
+    ],
+)
+def test_a_hand_edited_cache_row_is_read_again_not_followed(
+    site: Path, tmp_path: Path, paths: str
+) -> None:
+    xdg = tmp_path / "xdg"
+    _dist(site, "evil", {"evil/ok.py": b"x = 1\n"})
+    (site.parent / "outside.py").write_text("TOKEN = 1\n")
+    honest = _probe(site, xdg)
+    (shard,) = (xdg / "envguard" / "dists-v3").glob("*.json")
+    data = json.loads(shard.read_text())
+    (key,) = [k for k in data["rows"] if "/evil-1.0.dist-info/" in k]
+    count = paths.count("\n") + 1
+    data["rows"][key] = [paths, ",".join(["0"] * count), "\n".join(["sha256=AAAA"] * count)]
+    shard.write_text(json.dumps(data))
+    report = _probe(site, xdg)
+    assert "error" not in report, report
+    (evil,) = [p for p in report["packages"] if p["name"] == "evil"]
+    (was,) = [p for p in honest["packages"] if p["name"] == "evil"]
+    assert evil["on_disk"] == was["on_disk"]

@@ -255,6 +255,8 @@ def _held_rows(held: List[str]) -> Optional[List[Tuple[str, str, str]]]:
         return [] if held[1] == held[2] == "" else None
     if not (len(paths) == len(sizes) == len(hashes)) or not _plain(held[0]):
         return None
+    if "\n../" in "\n" + held[0] or _NOT_LINE.search(held[0].replace("\n", "")):
+        return None  # what _ROW and _rows() never keep
     if "".join(sizes).isdigit() and "" not in hashes and "" not in sizes:
         return list(zip(paths, hashes, sizes))
     return None
