@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,8 @@ from envguard import api
 from envguard.cli import app
 from envguard.probe.payload import probe_payload
 from envguard.snapshots import store
-from factories import load_target, make_dist_info, make_venv
+from envguard.snapshots.models import Claimant, Clash, Package
+from factories import load_target, make_dist_info, make_venv, package, snapshot
 
 runner = CliRunner()
 
@@ -62,7 +64,8 @@ def _dist(
 def _snap(site: Path, *, deep: bool = False) -> api.Snapshot:
     """A snapshot taken and written by the CLI (exit 0, no traceback), read back."""
     out = site.parents[3] / "snap.json"
-    argv = ["snapshot", "--python", str(_venv(site)), "--out", str(out), *(["--deep"] * deep)]
+    argv = ["snapshot", "--python", str(_venv(site)), "--out", str(out), "--force"]
+    argv += ["--deep"] * deep
     result = runner.invoke(app, argv)
     assert result.exit_code == 0, result.output
     assert "Traceback" not in result.output
@@ -176,3 +179,150 @@ def test_a_hand_edited_cache_row_is_read_again_not_followed(
     (evil,) = [p for p in report["packages"] if p["name"] == "evil"]
     (was,) = [p for p in honest["packages"] if p["name"] == "evil"]
     assert evil["on_disk"] == was["on_disk"]
+
+
+def _sparse(record: Path) -> None:
+    record.write_text(_row("evil/ok.py", b"x = 1\n") + "\n")
+    os.truncate(record, 100 << 20)  # 100 MB of NULs: over RECORD's cap
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(os.mkfifo, id="fifo"),
+        pytest.param(lambda record: os.symlink("/dev/zero", record), id="dev-zero"),
+        pytest.param(lambda record: os.symlink("/proc/self/mem", record), id="proc-mem"),
+        pytest.param(_sparse, id="100-mb"),
+    ],
+)
+def test_a_record_that_is_not_a_small_regular_file_is_never_read_whole(
+    site: Path, in_tmp: Path, make: Callable[[Path], None]
+) -> None:
+    info = _dist(site, "evil", {"evil/ok.py": b"x = 1\n"})
+    (info / "RECORD").unlink()
+    make(info / "RECORD")
+    start = time.monotonic()
+    snap = _snap(site, deep=True)
+    assert time.monotonic() - start < 30
+    assert snap.package_map()["evil"].on_disk is None
+
+
+@pytest.mark.parametrize("target", ["/", "/proc", "/dev"])
+@pytest.mark.parametrize("depth", ["package", "intermediate"])
+def test_a_folder_linked_out_of_site_packages_is_never_entered(
+    site: Path, in_tmp: Path, target: str, depth: str
+) -> None:
+    """RECORD lists files below a folder that is a symlink to / (etc/passwd, proc/self/mem,
+    dev/zero as "modules"): nothing below it is stat'ed or read; the folder is what changed."""
+    top = "evil" if depth == "package" else "evil/sub"
+    rows = "".join(
+        f"{top}/{p},{_digest(b'')},0\n"
+        for p in ("etc/passwd.py", "self/mem.so", "zero.so", "kmsg.so", "self/fd/0.py")
+    )
+    _dist(site, "evil", {"evil/__init__.py": b""}, extra=rows)
+    if depth == "package":
+        (site / "evil" / "__init__.py").unlink()
+        (site / "evil").rmdir()
+    (site / top).symlink_to(target)
+    start = time.monotonic()
+    snap = _snap(site, deep=True)
+    assert time.monotonic() - start < 30
+    on_disk = snap.package_map()["evil"].on_disk
+    assert on_disk is not None and on_disk.modified == (top,)
+    assert on_disk.missing == () and on_disk.added == ()
+
+
+def test_site_packages_reached_through_a_symlink_is_checked(tmp_path: Path, in_tmp: Path) -> None:
+    """A venv whose lib folder is a symlink (lib64 -> lib, a venv moved and linked back):
+    the check runs as in any venv, and an edit is found."""
+    make_venv(tmp_path / "real")
+    (tmp_path / "venv").symlink_to(tmp_path / "real")
+    site = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
+    _dist(site, "pkg", {"pkg/__init__.py": b"x = 1\n"})
+    assert _snap(site).package_map()["pkg"].on_disk.modified == ()  # type: ignore[union-attr]
+    (site / "pkg" / "__init__.py").write_bytes(b"x = 2\n")
+    assert _snap(site).package_map()["pkg"].on_disk.modified == ("pkg/__init__.py",)  # type: ignore[union-attr]
+
+
+def test_duplicate_rows_and_a_namespace_file_many_dists_share_are_no_clash(
+    site: Path, in_tmp: Path
+) -> None:
+    shared = {"nspkg/__init__.py": b"__path__ = __import__('pkgutil').extend_path(__path__)\n"}
+    for i in range(20):
+        own = {f"nspkg/p{i}/__init__.py": b"x = %d\n" % i}
+        dup = _row(f"nspkg/p{i}/__init__.py", own[f"nspkg/p{i}/__init__.py"]) + "\n"
+        _dist(site, f"ns-{i}", {**shared, **own}, extra=dup * 3)
+    # Two distributions with one RECORD (a package published under two names).
+    twin = {"twin/__init__.py": b"y = 1\n"}
+    _dist(site, "twin-a", twin)
+    _dist(site, "twin-b", twin)
+    snap = _snap(site)
+    assert snap.clashes == ()
+    for pkg in snap.packages:
+        if pkg.on_disk is not None:
+            assert (pkg.on_disk.modified, pkg.on_disk.missing, pkg.on_disk.clobbered) == (
+                (),
+                (),
+                (),
+            ), pkg.name
+
+
+NCCL = ("nvidia-nccl-cu12", "2.28.9"), ("nvidia-nccl-cu13", "2.30.7")
+
+
+def _plan_reinstalls(tmp_path: Path, packages: list[Package], clash: Clash) -> Any:
+    """The rebuild plan of a snapshot holding ``clash``: (exit code, its reinstall argvs)."""
+    path = tmp_path / "forged.json"
+    path.write_text(store.dumps(snapshot(packages, clashes=(clash,))))
+    result = runner.invoke(
+        app, ["rebuild", str(path), "--venv", str(tmp_path / "v"), "--format", "json"]
+    )
+    if result.exit_code != 0:
+        return result.exit_code, result.output
+    steps = json.loads(result.stdout)["steps"]
+    return 0, [s["argv"] for s in steps if "--reinstall-package" in s.get("argv", ())]
+
+
+@pytest.mark.parametrize(
+    "owner", ["--index-url=http://evil.invalid", "-e", "torch", "nvidia-nccl-cu99"]
+)
+def test_a_clash_owner_that_is_no_claimant_reinstalls_nothing(
+    tmp_path: Path, in_tmp: Path, owner: str
+) -> None:
+    """A snapshot edited by hand names an owner that claims no such path (or an option):
+    nothing is reinstalled for it, and nothing of it reaches uv's argv."""
+    packages = [package(n, v) for n, v in NCCL] + [package("torch", "2.5.0")]
+    clash = Clash(
+        path="nvidia/nccl/lib/libnccl.so.2",
+        claimants=tuple(Claimant(name=n, version=v) for n, v in NCCL),
+        owner=owner,
+    )
+    assert _plan_reinstalls(tmp_path, packages, clash) == (0, [])
+
+
+def test_a_clash_owner_named_like_an_option_is_refused(tmp_path: Path, in_tmp: Path) -> None:
+    bad = "-rf"
+    packages = [package(bad, "1.0"), package("nvidia-nccl-cu12", "2.28.9")]
+    clash = Clash(
+        path="nvidia/nccl/lib/libnccl.so.2",
+        claimants=(
+            Claimant(name=bad, version="1.0"),
+            Claimant(name="nvidia-nccl-cu12", version="2.28.9"),
+        ),
+        owner=bad,
+    )
+    code, out = _plan_reinstalls(tmp_path, packages, clash)
+    assert code == 2 and "Traceback" not in out, out
+
+
+def test_the_snapshots_own_owner_is_reinstalled_last(tmp_path: Path, in_tmp: Path) -> None:
+    packages = [package(n, v) for n, v in NCCL]
+    clash = Clash(
+        path="nvidia/nccl/lib/libnccl.so.2",
+        claimants=tuple(Claimant(name=n, version=v) for n, v in NCCL),
+        owner="NVIDIA_nccl.cu12",  # spelt otherwise: the same distribution
+    )
+    code, argvs = _plan_reinstalls(tmp_path, packages, clash)
+    assert code == 0 and [a[a.index("--reinstall-package") + 1] for a in argvs] == [
+        "nvidia-nccl-cu12"
+    ]
