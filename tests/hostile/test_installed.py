@@ -22,7 +22,15 @@ from envguard.cli import app
 from envguard.probe.payload import probe_payload
 from envguard.snapshots import store
 from envguard.snapshots.models import Claimant, Clash, Package
-from factories import load_target, make_dist_info, make_venv, package, snapshot
+from factories import (
+    load_target,
+    make_dist_info,
+    make_venv,
+    make_wheel,
+    package,
+    snapshot,
+    uv_install,
+)
 
 runner = CliRunner()
 
@@ -326,3 +334,73 @@ def test_the_snapshots_own_owner_is_reinstalled_last(tmp_path: Path, in_tmp: Pat
     assert code == 0 and [a[a.index("--reinstall-package") + 1] for a in argvs] == [
         "nvidia-nccl-cu12"
     ]
+
+
+NCCL_12 = b"\x7fELF" + b"\x00" * 64 + b"NCCL version 2.28.9+cuda12.9" + b"\x00" * 16
+NCCL_13 = b"\x7fELF" + b"\x00" * 96 + b"NCCL version 2.30.7+cuda13.0" + b"\x00" * 16
+
+
+@pytest.fixture
+def clashing(tmp_path: Path) -> tuple[Path, Path]:
+    """(a venv where nvidia-nccl-cu13's libnccl.so.2 overwrote cu12's, its wheelhouse)."""
+    wh = tmp_path / "wh"
+    make_wheel(wh, "nvidia-nccl-cu12", "2.28.9", files={"nvidia/nccl/lib/libnccl.so.2": NCCL_12})
+    make_wheel(wh, "nvidia-nccl-cu13", "2.30.7", files={"nvidia/nccl/lib/libnccl.so.2": NCCL_13})
+    venv = tmp_path / "venv"
+    make_venv(venv)
+    uv_install(venv, wh, "nvidia-nccl-cu12")
+    uv_install(venv, wh, "nvidia-nccl-cu13")
+    return venv, wh
+
+
+def _older(snap: api.Snapshot, path: Path) -> Path:
+    """``snap`` as an envguard before the installed-files check wrote it (schema_minor 1)."""
+    data = json.loads(store.dumps(snap))
+    data["schema_minor"] = 1
+    for key in ("clashes", "unowned"):
+        data.pop(key, None)
+    for pkg in data["packages"]:
+        pkg.pop("on_disk", None)
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_an_older_snapshot_of_an_unchanged_clashing_venv_is_no_drift(
+    clashing: tuple[Path, Path], in_tmp: Path
+) -> None:
+    """The good snapshot did not record who owned libnccl.so.2: the live owner is said
+    (info), not critical drift, and the diff passes."""
+    venv, _ = clashing
+    old = _older(api.snapshot(python=venv, name="old"), in_tmp / "old.json")
+    result = runner.invoke(app, ["diff", str(old), "--python", str(venv), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    installed = [c for c in json.loads(result.stdout)["changes"] if c["section"] == "installed"]
+    assert [(c["kind"], c["severity"]) for c in installed] == [("clobbered", "info")]
+    assert "did not record its files" in installed[0]["message"]
+
+
+def test_an_edit_of_a_gpu_package_against_an_older_snapshot_is_a_warning(
+    clashing: tuple[Path, Path], in_tmp: Path
+) -> None:
+    venv, _ = clashing
+    old = _older(api.snapshot(python=venv, name="old"), in_tmp / "old.json")
+    lib = next(venv.glob("lib/python*/site-packages/nvidia/nccl/lib/libnccl.so.2"))
+    data = lib.read_bytes()
+    lib.unlink()  # a copy of its own: uv hardlinks to its cache
+    lib.write_bytes(data + b"patched")
+    drift = api.diff(store.load(old), api.snapshot(python=venv, name="live"))
+    found = {(c.kind, c.severity.value) for c in drift.changes if c.section == "installed"}
+    assert ("modified_in_place", "warning") in found
+    assert all(severity != "critical" for _, severity in found)
+
+
+@pytest.mark.slow
+def test_a_rebuild_of_an_older_snapshot_of_a_clashing_venv_verifies(
+    clashing: tuple[Path, Path], in_tmp: Path
+) -> None:
+    venv, wh = clashing
+    old = _older(api.snapshot(python=venv, name="old"), in_tmp / "old.json")
+    argv = ["rebuild", str(old), "--venv", str(in_tmp / "rebuilt"), "--execute", "--offline"]
+    result = runner.invoke(app, [*argv, "--no-index", "--find-links", str(wh)])
+    assert result.exit_code == 0, result.output
+    assert "verified against the snapshot" in result.output
