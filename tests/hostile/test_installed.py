@@ -21,7 +21,7 @@ from envguard import api
 from envguard.cli import app
 from envguard.probe.payload import probe_payload
 from envguard.snapshots import store
-from envguard.snapshots.models import Claimant, Clash, Package
+from envguard.snapshots.models import Claimant, Clash, OnDisk, Package
 from factories import (
     load_target,
     make_dist_info,
@@ -404,3 +404,15 @@ def test_a_rebuild_of_an_older_snapshot_of_a_clashing_venv_verifies(
     result = runner.invoke(app, [*argv, "--no-index", "--find-links", str(wh)])
     assert result.exit_code == 0, result.output
     assert "verified against the snapshot" in result.output
+
+
+def test_a_forged_snapshot_with_a_huge_on_disk_list_diffs_in_linear_time(in_tmp: Path) -> None:
+    """Each path was looked up in the other side's tuple: 50,000 modified paths on both
+    sides of a diff took hours."""
+    paths = tuple(f"a/m{i}.py" for i in range(50_000))
+    big = package("a", "1").model_copy(update={"on_disk": OnDisk(modified=paths)})
+    snap = snapshot([big], unowned=paths)
+    start = time.monotonic()
+    drift = api.diff(snap, snap)
+    assert time.monotonic() - start < 20
+    assert [c for c in drift.changes if c.section == "installed"] == []

@@ -68,7 +68,8 @@ def _compare_package(
         why = " (the good snapshot did not record its files)"
     for field, kind, what in _LISTS:
         now = _paths(ap.on_disk, field)
-        new = [p for p in now if p not in _paths(before, field)]
+        was = set(_paths(before, field))
+        new = [p for p in now if p not in was]
         if field == "clobbered" and owners is None:
             continue
         if new:
@@ -91,7 +92,8 @@ def _compare_package(
                 message=message + why,
             )
     if ep is not None and same and before is not None:
-        back = [p for p in before.modified if p not in _paths(ap.on_disk, "modified")]
+        still = set(_paths(ap.on_disk, "modified"))
+        back = [p for p in before.modified if p not in still]
         if back and ap.on_disk is not None:
             b.add(
                 "modification_gone",
