@@ -477,12 +477,20 @@ def owner_steps(
     distributions claim, after everything else: the last one installed owns the file, as
     in the good environment."""
     by_name = {n: line for line in pins for n in _names([line])}
+    # An owner that is none of the path's claimants (a snapshot edited by hand) is no reason
+    # to reinstall anything.
+    clashes = [
+        c
+        for c in snapshot.clashes or ()
+        if c.owner is not None
+        and canonicalize_name(c.owner) in {canonicalize_name(n.name) for n in c.claimants}
+    ]
     steps = []
-    for owner in sorted({c.owner for c in snapshot.clashes or () if c.owner is not None}):
+    for owner in sorted({c.owner for c in clashes if c.owner is not None}):
         pin = by_name.get(str(canonicalize_name(owner)))
         if pin is None:
             continue
-        paths = sorted(c.path for c in snapshot.clashes or () if c.owner == owner)
+        paths = sorted(c.path for c in clashes if c.owner == owner)
         steps.append(
             RunStep(
                 kind="install",

@@ -95,7 +95,10 @@ def _record_row(line: str) -> Tuple[str, str]:
     if line[0] == '"':
         import csv
 
-        row = next(csv.reader([line]), ["", ""])
+        try:
+            row = next(csv.reader([line]), ["", ""])
+        except csv.Error:  # a field over csv's limit; a NUL (before Python 3.11)
+            return "", ""
         return (row[0], row[1]) if len(row) > 1 else ("", "")
     head, _, _size = line.rpartition(",")
     path, _, digest = head.rpartition(",")

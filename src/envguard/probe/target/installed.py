@@ -22,7 +22,7 @@ import re
 import stat
 
 from .distcache import record_key
-from .reading import RECORD_CAP, read_bytes
+from .reading import RECORD_CAP, UNSAFE_CHARS, read_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,6 +40,9 @@ _SO_VERSIONED = re.compile(r"\.so(\.[0-9]+)+$")
 # RECORD rows with a hash and a size whose path does not start with "/", "./" or "../"
 # (console scripts in ../../../bin are not site-packages' files), at C speed.
 _ROW = re.compile(r"^(?!\.\.?/)([^\",\r\n/\\][^,\r\n\\]*),([^,\r\n]+),([0-9]+)\r?$", re.M)
+# A path that is not one line of text (a control or bidi character, a NUL, bytes that are not
+# UTF-8): a report carrying it would be refused whole, and os.lstat() refuses a NUL.
+_NOT_LINE = re.compile("[" + UNSAFE_CHARS + "\ud800-\udfff]")
 _O_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -56,21 +59,38 @@ def _plain(joined: str) -> bool:
     )
 
 
-def _rows(text: str, deep: bool) -> Tuple[List[Tuple[str, str, str]], int]:
-    """(path, hash, size) of the rows to check, and how many rows lead out of site-packages."""
+def _rows(text: str, deep: bool) -> Tuple[List[Tuple[str, str, str]], int, int]:
+    """(path, hash, size) of the rows to check, how many rows lead out of site-packages,
+    and how many cannot be read as one (not one line of text, or not CSV)."""
     rows = _ROW.findall(text)
     if not deep:
         rows = [r for r in rows if r[0].endswith(_RUNS) or (".so." in r[0] and runs(r[0]))]
-    if '"' not in text and "\n/" not in text and _plain("\n".join(r[0] for r in rows)):
-        return rows, 0
+    if (
+        '"' not in text
+        and "\n/" not in text
+        and _plain("\n".join(r[0] for r in rows))
+        and not _NOT_LINE.search("".join(r[0] for r in rows))
+    ):
+        return rows, 0, 0
     import csv
 
     rows = []
-    escaped = 0
-    for row in csv.reader(text.splitlines()):
+    escaped = unreadable = 0
+    reader = csv.reader(text.splitlines(True))
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error:  # a field over csv's limit; a NUL (before Python 3.11)
+            unreadable += 1
+            continue
         if len(row) != 3 or not row[1] or not row[2].isdigit():
             continue
         path = row[0]
+        if _NOT_LINE.search(path):
+            unreadable += 1
+            continue
         if "\\" in path or "./" in path or "//" in path or path.startswith("/"):
             if path.startswith("../"):  # ../../../bin/x: a console script
                 continue
@@ -80,7 +100,7 @@ def _rows(text: str, deep: bool) -> Tuple[List[Tuple[str, str, str]], int]:
                 continue
         if deep or runs(path):
             rows.append((path, row[1], row[2]))
-    return rows, escaped
+    return rows, escaped, unreadable
 
 
 def _digest(path: str, algorithm: str) -> Optional[str]:
@@ -128,6 +148,7 @@ class _Site:
         self.claims: Dict[str, List[Tuple[str, str, str, int]]] = {}
         self.installed: Dict[int, int] = {}  # dist index -> RECORD's mtime_ns
         self.rows: Dict[int, List[Tuple[str, str, str]]] = {}
+        self.by_path: Dict[int, Dict[str, Tuple[str, str, str]]] = {}  # see _row_of()
         self.folders: Dict[str, Optional[int]] = {}  # folder -> its mtime_ns; None: not safe
         self.linked = False  # some folder is a symlink (or no folder)
         self.cache: Optional[DistCache] = None
@@ -175,7 +196,7 @@ def _read_record(
     key = record_key(record_path) if cache is not None else None
     held = cache.record_rows(key) if cache is not None and key is not None else None
     rows = _held_rows(held) if held is not None else None
-    escaped = 0
+    escaped = unreadable = 0
     if rows is not None and key is not None:
         installed = int(key.rsplit("\0", 1)[1].split(",")[3])  # RECORD's mtime_ns
     else:
@@ -184,8 +205,8 @@ def _read_record(
             record = read_bytes(record_path, RECORD_CAP)
         except OSError:
             return  # said by the metadata scan: no RECORD, or unreadable
-        rows, escaped = _rows(record.decode("utf-8", "surrogateescape"), deep)
-        if cache is not None and not escaped:
+        rows, escaped, unreadable = _rows(record.decode("utf-8", "surrogateescape"), deep)
+        if cache is not None and not escaped and not unreadable:
             cache.keep_record_rows(
                 key,
                 [
@@ -199,6 +220,11 @@ def _read_record(
             "%s %s: %d RECORD rows name paths outside site-packages; not checked"
             % (dist["name"], dist["version"], escaped)
         )
+    if unreadable:
+        warnings.append(
+            "%s %s: %d RECORD rows are not one line of text; not checked"
+            % (dist["name"], dist["version"], unreadable)
+        )
     site.installed[index] = installed
     site.rows[index] = rows
     owner = site.owner
@@ -206,11 +232,21 @@ def _read_record(
     for path in owner.keys() & set(paths):  # claimed before: at C speed, then the few
         first = owner[path]
         if path not in site.claims:
-            site.claims[path] = [(*r, first) for r in site.rows[first] if r[0] == path][:1]
-        site.claims[path] += [(path, r[1], r[2], index) for r in rows if r[0] == path][:1]
+            site.claims[path] = [(*_row_of(site, first)[path], first)]
+        site.claims[path].append((*_row_of(site, index)[path], index))
     owner.update(dict.fromkeys(paths, index))
     for path in site.claims.keys() & set(paths):  # the first claimant stays the owner key
         owner[path] = site.claims[path][0][3]
+
+
+def _row_of(site: _Site, index: int) -> Dict[str, Tuple[str, str, str]]:
+    """A distribution's rows by path (its first row of each), made once: a path claimed
+    twice must not cost a scan of both RECORDs (two .dist-info folders of one package, as
+    a broken upgrade leaves them, share every path)."""
+    found = site.by_path.get(index)
+    if found is None:
+        found = site.by_path[index] = {r[0]: r for r in reversed(site.rows[index])}
+    return found
 
 
 def _held_rows(held: List[str]) -> Optional[List[Tuple[str, str, str]]]:
@@ -221,6 +257,8 @@ def _held_rows(held: List[str]) -> Optional[List[Tuple[str, str, str]]]:
         return [] if held[1] == held[2] == "" else None
     if not (len(paths) == len(sizes) == len(hashes)) or not _plain(held[0]):
         return None
+    if "\n../" in "\n" + held[0] or _NOT_LINE.search(held[0].replace("\n", "")):
+        return None  # what _ROW and _rows() never keep
     if "".join(sizes).isdigit() and "" not in hashes and "" not in sizes:
         return list(zip(paths, hashes, sizes))
     return None
