@@ -27,6 +27,8 @@ TARGET_MODULES = (
     "distcache",
     "dists",
     "torchbuild",
+    "elf",
+    "libs",
     "trees",
     "gitrepos",
     "env",

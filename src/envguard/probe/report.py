@@ -22,7 +22,7 @@ from envguard.probe.spec import REPORT_SPEC
 from envguard.reading import UNSAFE_CHARS, not_json_constant
 
 # The version of probe/target/main.py this host sends; a report of another is refused.
-PROBE_VERSION = 4
+PROBE_VERSION = 5
 # A report larger than this is not a real environment's (271 real dists: about 0.3 MB).
 MAX_REPORT_BYTES = 64 << 20
 _CONTROL = re.compile("[" + UNSAFE_CHARS + "]")
@@ -112,6 +112,23 @@ class ReportAccelerator(TypedDict):
     source: Line | None
 
 
+class ReportLibrary(TypedDict):
+    """A GPU library file (probe/target/libs.py): what its bytes say and what loads."""
+
+    name: Line
+    path: Line
+    dist: Line | None
+    metadata_version: Line | None
+    also_claimed_by: list[Line]
+    soname: Line | None
+    embedded_version: Line | None
+    version_source: Line | None
+    loader_pick: Line | None
+    loader_pick_why: Line | None
+    loader_pick_version: Line | None
+    error: Line | None
+
+
 class ProbeReport(TypedDict):
     """What probe/target/main.py prints."""
 
@@ -121,6 +138,7 @@ class ProbeReport(TypedDict):
     interpreter: ReportInterpreter
     packages: list[ReportDist]
     torch: ReportTorch | None
+    libraries: list[ReportLibrary]
     files: list[ReportFile]
     repos: list[ReportRepo]
     caches: list[ReportCache]

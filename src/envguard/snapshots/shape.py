@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from envguard.snapshots.models import Snapshot
 
 # The largest Since(minor) of any field: what a file written now is.
-SCHEMA_MINOR = 1
+SCHEMA_MINOR = 2
 
 _KEYS_Snapshot = frozenset(
     [
@@ -36,6 +36,7 @@ _KEYS_Snapshot = frozenset(
         "interpreter",
         "packages",
         "torch",
+        "libraries",
         "accelerator",
         "repos",
         "files",
@@ -44,7 +45,7 @@ _KEYS_Snapshot = frozenset(
         "warnings",
     ]
 )
-_REQUIRED_Snapshot = _KEYS_Snapshot - frozenset(["schema_minor"])
+_REQUIRED_Snapshot = _KEYS_Snapshot - frozenset(["schema_minor", "libraries"])
 _KEYS_Interpreter = frozenset(
     [
         "version",
@@ -80,6 +81,22 @@ _KEYS_Source = frozenset(
 _KEYS_TorchBuild = frozenset(
     ["version", "cuda", "git_version", "hip", "debug", "cudnn", "nccl", "cublas", "triton"]
 )
+_KEYS_Library = frozenset(
+    [
+        "name",
+        "path",
+        "dist",
+        "metadata_version",
+        "also_claimed_by",
+        "soname",
+        "embedded_version",
+        "version_source",
+        "loader_pick",
+        "loader_pick_why",
+        "loader_pick_version",
+        "error",
+    ]
+)
 _KEYS_Accelerator = frozenset(["present", "driver", "gpus", "count", "nvcc", "source"])
 _KEYS_Repo = frozenset(
     ["path", "head", "branch", "dirty", "diff_sha256", "untracked", "remote", "error"]
@@ -103,6 +120,7 @@ FIELDS: dict[str, frozenset[str]] = {
     "Package": _KEYS_Package,
     "Source": _KEYS_Source,
     "TorchBuild": _KEYS_TorchBuild,
+    "Library": _KEYS_Library,
     "Accelerator": _KEYS_Accelerator,
     "Repo": _KEYS_Repo,
     "FileDigest": _KEYS_FileDigest,
@@ -115,6 +133,7 @@ NESTED: dict[str, dict[str, str]] = {
         "interpreter": "Interpreter",
         "packages": "Package",
         "torch": "TorchBuild",
+        "libraries": "Library",
         "accelerator": "Accelerator",
         "repos": "Repo",
         "files": "FileDigest",
@@ -169,6 +188,10 @@ def _fits_Snapshot(d: Any) -> bool:
         and (_fits_Interpreter(d["interpreter"]))
         and (type(d["packages"]) is list and all(_fits_Package(x0) for x0 in d["packages"]))
         and (d["torch"] is None or _fits_TorchBuild(d["torch"]))
+        and (
+            "libraries" not in d
+            or (type(d["libraries"]) is list and all(_fits_Library(x0) for x0 in d["libraries"]))
+        )
         and (_fits_Accelerator(d["accelerator"]))
         and (type(d["repos"]) is list and all(_fits_Repo(x0) for x0 in d["repos"]))
         and (type(d["files"]) is list and all(_fits_FileDigest(x0) for x0 in d["files"]))
@@ -252,6 +275,25 @@ def _fits_TorchBuild(d: Any) -> bool:
     )
 
 
+def _fits_Library(d: Any) -> bool:
+    return (
+        type(d) is dict
+        and d.keys() == _KEYS_Library
+        and (_c.line(d["name"]))
+        and (_c.line(d["path"]))
+        and (d["dist"] is None or _c.line(d["dist"]))
+        and (d["metadata_version"] is None or _c.line(d["metadata_version"]))
+        and (type(d["also_claimed_by"]) is list and all(_c.line(x0) for x0 in d["also_claimed_by"]))
+        and (d["soname"] is None or _c.line(d["soname"]))
+        and (d["embedded_version"] is None or _c.line(d["embedded_version"]))
+        and (d["version_source"] is None or _c.line(d["version_source"]))
+        and (d["loader_pick"] is None or _c.line(d["loader_pick"]))
+        and (d["loader_pick_why"] is None or _c.line(d["loader_pick_why"]))
+        and (d["loader_pick_version"] is None or _c.line(d["loader_pick_version"]))
+        and (d["error"] is None or _c.line(d["error"]))
+    )
+
+
 def _fits_Accelerator(d: Any) -> bool:
     return (
         type(d) is dict
@@ -326,23 +368,24 @@ def _fits_CacheArchive(d: Any) -> bool:
 
 
 def _built_Snapshot(d: Any, m: Any) -> Any:
-    return m.Snapshot.model_construct(
-        **{
-            **d,
-            "created": _c.created_value(d["created"]),
-            "command": tuple(d["command"]),
-            "metrics": dict(d["metrics"]),
-            "interpreter": _built_Interpreter(d["interpreter"], m),
-            "packages": tuple(_built_Package(x0, m) for x0 in d["packages"]),
-            "torch": (None if d["torch"] is None else _built_TorchBuild(d["torch"], m)),
-            "accelerator": _built_Accelerator(d["accelerator"], m),
-            "repos": tuple(_built_Repo(x0, m) for x0 in d["repos"]),
-            "files": tuple(_built_FileDigest(x0, m) for x0 in d["files"]),
-            "caches": tuple(_built_Cache(x0, m) for x0 in d["caches"]),
-            "env": _c.env_value(d["env"]),
-            "warnings": tuple(d["warnings"]),
-        }
-    )
+    v = {
+        **d,
+        "created": _c.created_value(d["created"]),
+        "command": tuple(d["command"]),
+        "metrics": dict(d["metrics"]),
+        "interpreter": _built_Interpreter(d["interpreter"], m),
+        "packages": tuple(_built_Package(x0, m) for x0 in d["packages"]),
+        "torch": (None if d["torch"] is None else _built_TorchBuild(d["torch"], m)),
+        "accelerator": _built_Accelerator(d["accelerator"], m),
+        "repos": tuple(_built_Repo(x0, m) for x0 in d["repos"]),
+        "files": tuple(_built_FileDigest(x0, m) for x0 in d["files"]),
+        "caches": tuple(_built_Cache(x0, m) for x0 in d["caches"]),
+        "env": _c.env_value(d["env"]),
+        "warnings": tuple(d["warnings"]),
+    }
+    if "libraries" in d:
+        v["libraries"] = tuple(_built_Library(x0, m) for x0 in d["libraries"])
+    return m.Snapshot.model_construct(**v)
 
 
 def _built_Interpreter(d: Any, m: Any) -> Any:
@@ -363,6 +406,10 @@ def _built_Source(d: Any, m: Any) -> Any:
 
 def _built_TorchBuild(d: Any, m: Any) -> Any:
     return m.TorchBuild.model_construct(**d)
+
+
+def _built_Library(d: Any, m: Any) -> Any:
+    return m.Library.model_construct(**{**d, "also_claimed_by": tuple(d["also_claimed_by"])})
 
 
 def _built_Accelerator(d: Any, m: Any) -> Any:

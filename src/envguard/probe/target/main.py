@@ -19,6 +19,7 @@ from .distcache import QUIET_SECONDS, DistCache, cache_path
 from .dists import scan_packages, site_dirs
 from .env import capture_env
 from .gitrepos import probe_repos
+from .libs import libraries
 from .system import accelerator, enter_venv, finish_tool, interpreter, start_tool, user
 from .torchbuild import torch_build
 from .trees import default_caches, hash_files, not_walked, walk_tree
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from typing import Any, Dict, List
 
 # Bumped when the report's shape changes; the host checks it (envguard/probe/report.py).
-PROBE_VERSION = 4
+PROBE_VERSION = 5
 
 
 def probe(args: Dict[str, Any]) -> Dict[str, Any]:
@@ -47,6 +48,8 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
         quiet=float(args.get("cache_quiet_seconds", QUIET_SECONDS)),
     )
     packages = scan_packages(sites, warnings, cached)
+    torch = torch_build(packages, warnings)
+    libs = libraries(sites, packages, torch, environ, warnings, cached)
     cached.save()
     caches = []
     own = default_caches(environ)
@@ -73,7 +76,8 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
         "user": user(),
         "interpreter": interpreter(sites),
         "packages": packages,
-        "torch": torch_build(packages, warnings),
+        "torch": torch,
+        "libraries": libs,
         "files": hash_files(args.get("files", []), roots),
         "repos": probe_repos(args, packages, roots) if args.get("git") else [],
         "caches": caches,
