@@ -12,6 +12,7 @@ from envguard.compare.sections import (
     env,
     files,
     interpreter,
+    libraries,
     packages,
     repos,
     torch,
@@ -21,6 +22,7 @@ from envguard.compare.sections.base import Section
 REGISTRY: tuple[Section, ...] = (
     interpreter.SECTION,
     torch.SECTION,
+    libraries.SECTION,
     packages.SECTION,
     accelerator.SECTION,
     repos.SECTION,

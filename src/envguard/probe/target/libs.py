@@ -595,7 +595,10 @@ def _entry(
     full = os.path.join(site, rel)
     name = rel.rsplit("/", 1)[1]
     entry = _blank(name, rel)
-    owner = "%s %s" % (claimants[0]["name"], claimants[0]["version"]) if claimants else rel
+    if claimants:
+        owner = "%s %s: %s" % (claimants[0]["name"], claimants[0]["version"], rel)
+    else:
+        owner = "%s (in no distribution's RECORD)" % rel
     try:
         mode = os.lstat(full).st_mode
     except OSError:
@@ -611,7 +614,7 @@ def _entry(
             return None  # a copy of one under its SONAME (libcupti.so, libcupti.so.2025.1.1)
         entry["embedded_version"], entry["version_source"] = reader.version(real)
     if entry["error"]:
-        warnings.append("%s: %s: %s" % (owner, rel, entry["error"]))
+        warnings.append("%s: %s" % (owner, entry["error"]))
     embedded = entry["embedded_version"]
     # With two claimants (a clobbered file), the one whose metadata the bytes contradict.
     claimants = sorted(

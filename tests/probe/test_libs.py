@@ -1,0 +1,148 @@
+"""The GPU libraries of a site-packages folder (probe/target/libs.py): which distribution
+claims each, the version inside it, the copy the loader gives torch; and a hostile folder
+(a FIFO, a link to /dev/zero, a truncated or lying ELF) gives warnings, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from elflibs import build_lib, elf_bytes, needs_gcc
+from factories import load_target, make_dist_info
+
+script = load_target()
+
+NCCL = "nvidia/nccl/lib/libnccl.so.2"
+
+
+def _dist(site: Path, name: str, version: str, *paths: str) -> None:
+    rows = "".join(f"{p},sha256=x,1\n" for p in paths)
+    make_dist_info(site, name, version, record=rows)
+
+
+def scan(
+    site: Path, environ: dict[str, str] | None = None
+) -> tuple[list[dict[str, Any]], list[str]]:
+    warnings: list[str] = []
+    packages = script.scan_packages([str(site)], warnings)
+    torch = script.torch_build(packages, warnings)
+    libs = script.libraries([str(site)], packages, torch, environ or {}, warnings, None)
+    return libs, warnings
+
+
+@needs_gcc
+def test_a_clobbered_library_names_the_distribution_its_bytes_contradict(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    build_lib(site / NCCL, "libnccl.so.2", text="NCCL version 2.28.9+cuda12.9")
+    _dist(site, "nvidia-nccl-cu12", "2.28.9", NCCL)
+    _dist(site, "nvidia-nccl-cu13", "2.30.7", NCCL)
+    (lib,), warnings = scan(site)
+    assert lib["name"] == "libnccl.so.2" and lib["path"] == NCCL
+    assert lib["soname"] == "libnccl.so.2"
+    assert (lib["embedded_version"], lib["version_source"]) == ("2.28.9+cuda12.9", "string")
+    assert (lib["dist"], lib["metadata_version"]) == ("nvidia-nccl-cu13", "2.30.7")
+    assert lib["also_claimed_by"] == ["nvidia-nccl-cu12 2.28.9"]
+    assert lib["loader_pick"] is None  # no torch: nothing loads it
+    assert warnings == []
+
+
+def test_hostile_library_files_are_warnings_naming_the_distribution(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    lib = site / "nvidia" / "nccl" / "lib"
+    lib.mkdir(parents=True)
+    os.mkfifo(lib / "libnccl.so.2")
+    os.symlink("/dev/zero", lib / "libnccl-net.so")
+    (lib / "libnccl.so.2.21.5").write_bytes(elf_bytes()[:100])
+    (site / "nvidia" / "cu13" / "lib").mkdir(parents=True)
+    (site / "nvidia" / "cu13" / "lib" / "libcudart.so.13").write_bytes(elf_bytes(dyn_entries=9000))
+    (site / "nvidia" / "cu13" / "lib" / "libcublas.so.13").write_bytes(elf_bytes(phoff=1 << 40))
+    paths = [
+        f"nvidia/nccl/lib/{n}" for n in ("libnccl.so.2", "libnccl-net.so", "libnccl.so.2.21.5")
+    ]
+    _dist(site, "nvidia-nccl-cu13", "2.30.7", *paths)
+    _dist(site, "nvidia-cuda-runtime", "13.0.96", "nvidia/cu13/lib/libcudart.so.13")
+    start = time.monotonic()
+    libs, warnings = scan(site)
+    assert time.monotonic() - start < 2
+    by = {x["path"]: x for x in libs}
+    assert "not a regular file" in by[NCCL]["error"]
+    assert "link out of site-packages" in by["nvidia/nccl/lib/libnccl-net.so"]["error"]
+    assert "past the end" in by["nvidia/nccl/lib/libnccl.so.2.21.5"]["error"]
+    assert "more than" in by["nvidia/cu13/lib/libcudart.so.13"]["error"]
+    assert by["nvidia/cu13/lib/libcublas.so.13"]["dist"] is None  # no RECORD claims it
+    assert all(x["embedded_version"] is None for x in libs)
+    assert len(warnings) == 5
+    assert sum(w.startswith("nvidia-nccl-cu13 2.30.7: nvidia/nccl/lib/") for w in warnings) == 3
+    assert any(w.startswith("nvidia-cuda-runtime 13.0.96: ") for w in warnings)
+
+
+def _torch(site: Path, *, runpath: bool, eager: bool, cuda_lib: Path, nccl: Path) -> None:
+    """A torch whose libraries find the wheels' as torch's own do: by $ORIGIN paths."""
+    origin = "$ORIGIN/../../nvidia/nccl/lib:$ORIGIN/../../nvidia/cu13/lib"
+    kind = {"runpath": origin} if runpath else {"rpath": origin}
+    lib = site / "torch" / "lib"
+    build_lib(lib / "libtorch_global_deps.so", "libtorch_global_deps.so", needed=[cuda_lib], **kind)
+    build_lib(lib / "libtorch_cuda.so", "libtorch_cuda.so", needed=[cuda_lib, nccl], **kind)
+    init = "_preload_cuda_deps(required=False)\n" if eager else "pass\n"
+    (site / "torch" / "__init__.py").write_text(init)
+    (site / "torch" / "version.py").write_text("__version__ = '2.14.1+cu130'\ncuda = '13.0'\n")
+    if not list(site.glob("torch-*.dist-info")):
+        _dist(site, "torch", "2.14.1+cu130", "torch/lib/libtorch_cuda.so")
+
+
+@pytest.fixture
+def gpu_site(tmp_path: Path) -> Path:
+    site = tmp_path / "site"
+    nccl = build_lib(site / NCCL, "libnccl.so.2", text="NCCL version 2.30.7+cuda13.3")
+    cudart = build_lib(site / "nvidia/cu13/lib/libcudart.so.13", "libcudart.so.13")
+    _dist(site, "nvidia-nccl-cu13", "2.30.7", NCCL)
+    _dist(site, "nvidia-cuda-runtime", "13.0.96", "nvidia/cu13/lib/libcudart.so.13")
+    system = tmp_path / "system"
+    build_lib(system / "libnccl.so.2.21.5", "libnccl.so.2", text="NCCL version 2.21.5+cuda12.4")
+    (system / "libnccl.so.2").symlink_to("libnccl.so.2.21.5")
+    site.joinpath("nccl-path").write_text(str(nccl))
+    site.joinpath("cudart-path").write_text(str(cudart))
+    return site
+
+
+def _picks(site: Path, environ: dict[str, str]) -> dict[str, tuple[Any, ...]]:
+    libs, _ = scan(site, environ)
+    return {
+        x["path"]: (x["loader_pick"], x["loader_pick_why"], x["loader_pick_version"]) for x in libs
+    }
+
+
+@needs_gcc
+def test_ld_library_path_shadows_the_wheel_for_a_torch_linked_with_runpath(gpu_site: Path) -> None:
+    nccl, cudart = (
+        Path(gpu_site.joinpath("nccl-path").read_text()),
+        Path(gpu_site.joinpath("cudart-path").read_text()),
+    )
+    _torch(gpu_site, runpath=True, eager=False, cuda_lib=cudart, nccl=nccl)
+    system = gpu_site.parent / "system"
+    picks = _picks(gpu_site, {"LD_LIBRARY_PATH": f"relative:{system}"})
+    assert picks[NCCL] == (str(system / "libnccl.so.2.21.5"), "LD_LIBRARY_PATH", "2.21.5+cuda12.4")
+    assert picks["nvidia/cu13/lib/libcudart.so.13"] == (
+        "nvidia/cu13/lib/libcudart.so.13",
+        "RUNPATH",
+        "13",
+    )
+    # Without LD_LIBRARY_PATH, torch's RUNPATH finds the wheel's.
+    assert _picks(gpu_site, {})[NCCL] == (NCCL, "RUNPATH", "2.30.7+cuda13.3")
+
+
+@needs_gcc
+def test_rpath_and_torchs_preload_win_over_ld_library_path(gpu_site: Path) -> None:
+    nccl, cudart = (
+        Path(gpu_site.joinpath("nccl-path").read_text()),
+        Path(gpu_site.joinpath("cudart-path").read_text()),
+    )
+    system = gpu_site.parent / "system"
+    _torch(gpu_site, runpath=False, eager=False, cuda_lib=cudart, nccl=nccl)
+    assert _picks(gpu_site, {"LD_LIBRARY_PATH": str(system)})[NCCL][:2] == (NCCL, "RPATH")
+    _torch(gpu_site, runpath=True, eager=True, cuda_lib=cudart, nccl=nccl)
+    assert _picks(gpu_site, {"LD_LIBRARY_PATH": str(system)})[NCCL][:2] == (NCCL, "torch preload")
