@@ -146,3 +146,46 @@ def test_rpath_and_torchs_preload_win_over_ld_library_path(gpu_site: Path) -> No
     assert _picks(gpu_site, {"LD_LIBRARY_PATH": str(system)})[NCCL][:2] == (NCCL, "RPATH")
     _torch(gpu_site, runpath=True, eager=True, cuda_lib=cudart, nccl=nccl)
     assert _picks(gpu_site, {"LD_LIBRARY_PATH": str(system)})[NCCL][:2] == (NCCL, "torch preload")
+
+
+@needs_gcc
+def test_an_unchanged_library_is_not_read_again_and_a_rewritten_one_is(tmp_path: Path) -> None:
+    import json
+    import subprocess
+
+    from envguard.probe.payload import probe_payload
+    from factories import make_venv
+
+    venv = tmp_path / "venv"
+    make_venv(venv)
+    site = next((venv / "lib").glob("python*/site-packages"))
+    lib = build_lib(site / NCCL, "libnccl.so.2", text="NCCL version 2.30.7+cuda13.3")
+    _dist(site, "nvidia-nccl-cu13", "2.30.7", NCCL)
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+
+    def probe() -> dict[str, Any]:
+        proc = subprocess.run(
+            [str(venv / "bin" / "python"), "-I", "-S", "-"],
+            input=probe_payload({"default_caches": False, "cache_quiet_seconds": 0}),
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=True,
+        )
+        (found,) = json.loads(proc.stdout)["libraries"]
+        return dict(found)
+
+    assert probe()["embedded_version"] == "2.30.7+cuda13.3"
+    (shard,) = (tmp_path / "xdg" / "envguard" / "dists-v3").glob("*.json")
+    kept = json.loads(shard.read_text())
+    (key,) = [k for k in kept["libs"] if k.endswith("libnccl.so.2")]
+    # What the cache holds is what the next run reports: the file is not searched again.
+    kept["libs"][key]["string"] = "2.30.6"
+    shard.write_text(json.dumps(kept))
+    assert probe()["embedded_version"] == "2.30.6"
+    # Rewritten in place, same size, its mtime put back: read again.
+    st = lib.stat()
+    lib.write_bytes(lib.read_bytes().replace(b"2.30.7+cuda13.3", b"2.28.9+cuda12.9"))
+    os.utime(lib, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert probe()["embedded_version"] == "2.28.9+cuda12.9"
