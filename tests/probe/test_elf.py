@@ -141,12 +141,12 @@ def test_ld_so_cache_is_read_in_both_byte_orders_and_garbage_is_empty(tmp_path: 
 
     for end in ("<", ">"):
         (tmp_path / "c").write_bytes(cache(end))
-        assert script.ld_cache(str(tmp_path / "c")) == {
-            "libnccl.so.2": ["/usr/lib/x86_64-linux-gnu/libnccl.so.2"]
-        }
+        found = script.LdCache(str(tmp_path / "c"))
+        assert found.get("libnccl.so.2") == ["/usr/lib/x86_64-linux-gnu/libnccl.so.2"]
+        assert found.get("libnccl.so") == []
     (tmp_path / "c").write_bytes(cache("<")[:60])
-    assert script.ld_cache(str(tmp_path / "c")) == {}
+    assert script.LdCache(str(tmp_path / "c")).get("libnccl.so.2") == []
     (tmp_path / "c").write_bytes(b"glibc-ld.so.cache1.1" + b"\xff" * 200)
-    assert script.ld_cache(str(tmp_path / "c")) == {}
+    assert script.LdCache(str(tmp_path / "c")).get("libnccl.so.2") == []
     if os.path.exists("/etc/ld.so.cache"):
-        assert any(name.startswith("libc.so") for name in script.ld_cache())
+        assert script.LdCache().get("libc.so.6")

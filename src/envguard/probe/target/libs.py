@@ -43,14 +43,11 @@ _UNSAFE = re.compile("[" + UNSAFE_CHARS + "]")
 _MAX_LIBS = 512
 _SEARCH_CAP = 64 << 20  # of one .rodata section: NCCL's is 0.5 MB, cuDNN graph's 22 MB
 # The stem (name before ".so", less a ".alt" variant) -> the version string it carries.
+# (Compiled when a file is searched: a warm probe compiles none.)
 _STRINGS = {
-    "libnccl": re.compile(
-        rb"NCCL version (\d{1,4}\.\d{1,4}\.\d{1,4}(?:\+cuda\d{1,3}(?:\.\d{1,3})?)?)"
-    ),
-    "libcudnn_graph": re.compile(rb"cudnn_version_(\d{1,4})_(\d{1,4})_(\d{1,4})_(\d{1,4})_"),
-    "libnvrtc": re.compile(
-        rb"Cuda compilation tools, release \d{1,3}\.\d{1,3}, V(\d{1,3}\.\d{1,3}\.\d{1,5})"
-    ),
+    "libnccl": rb"NCCL version (\d{1,4}\.\d{1,4}\.\d{1,4}(?:\+cuda\d{1,3}(?:\.\d{1,3})?)?)",
+    "libcudnn_graph": rb"cudnn_version_(\d{1,4})_(\d{1,4})_(\d{1,4})_(\d{1,4})_",
+    "libnvrtc": rb"Cuda compilation tools, release \d{1,3}\.\d{1,3}, V(\d{1,3}\.\d{1,3}\.\d{1,5})",
 }
 # Stems whose SONAME number is their distribution's major version (not libcufile.so.0 of
 # nvidia-cufile 1.15, nor libnvToolsExt.so.1 of nvidia-nvtx 13).
@@ -111,7 +108,7 @@ _TORCH_PRELOADS = (
     ("nvshmem", "libnvshmem_host.so.*[0-9]"),
     ("cufile", "libcufile.so.*[0-9]"),
 )
-_PRELOAD_ENTRY = re.compile(r'\(\s*"(\w{1,40})"\s*,\s*"(lib[\w.*\[\]-]{1,60})"\s*\)')
+_PRELOAD_ENTRY = r'\(\s*"(\w{1,40})"\s*,\s*"(lib[\w.*\[\]-]{1,60})"\s*\)'
 _TORCH_INIT_CAP = 4 << 20
 _LD_CACHE = "/etc/ld.so.cache"
 _LD_CACHE_CAP = 16 << 20
@@ -142,7 +139,7 @@ def _read_file(path: str) -> Dict[str, Any]:
         pattern = _STRINGS.get(stem(os.path.basename(path)))
         found = None
         if pattern is not None and elf["rodata"] is not None:
-            found = search_range(path, elf["rodata"], pattern, _SEARCH_CAP)
+            found = search_range(path, elf["rodata"], re.compile(pattern), _SEARCH_CAP)
     except ElfError as exc:
         record["error"] = "not a readable ELF library (%s)" % exc
         return record
@@ -211,13 +208,19 @@ class Reader:
         soname = record["soname"] or ""
         if soname and name.startswith(soname + "."):
             tail = name[len(soname) + 1 :]
-            if re.match(r"\A[0-9]{1,5}(\.[0-9]{1,5}){0,3}\Z", tail):
+            if _numbers(tail, 4):
                 return soname.rsplit(".so.", 1)[-1] + "." + tail, "file name"
         if base in _SONAME_MAJOR or base.startswith("libcudnn"):
             number = soname.rsplit(".so.", 1)[1] if ".so." in soname else ""
-            if re.match(r"\A[0-9]{1,5}(\.[0-9]{1,5})?\Z", number):
+            if _numbers(number, 2):
                 return number, "soname"
         return None, None
+
+
+def _numbers(text: str, most: int) -> bool:
+    """``text`` is 1 to ``most`` dot-separated numbers of at most 5 digits."""
+    parts = text.split(".")
+    return len(parts) <= most and all(p.isdigit() and len(p) <= 5 for p in parts)
 
 
 # ---- which files -------------------------------------------------------------------------
@@ -296,35 +299,55 @@ def _record_libs(record: str) -> List[str]:
 # ---- the loader ----------------------------------------------------------------------------
 
 
-def ld_cache(path: str = _LD_CACHE) -> Dict[str, List[str]]:
+class LdCache:
     """/etc/ld.so.cache (the "glibc-ld.so.cache1.1" format, behind the old one where both
-    are written): library name -> paths, in the cache's order. Empty when absent or
+    are written), read whole (it is small) and looked up by name: the entries are unpacked
+    at C speed, a name's strings decoded only when asked for. Empty when absent or
     damaged."""
-    try:
-        data = read_bytes(path, _LD_CACHE_CAP)
-    except OSError:
-        return {}
-    new = b"glibc-ld.so.cache1.1"
-    start = 0
-    if data.startswith(b"ld.so-1.7.0") and len(data) >= 16:
-        old = struct.unpack_from("<I", data, 12)[0]
-        start = (16 + old * 12 + 7) & ~7
-    if data[start : start + len(new)] != new or len(data) < start + 48:
-        return {}
-    # Little- or big-endian as the machine that wrote it: the count that fits the file.
-    for end in ("<", ">"):
-        count = struct.unpack_from(end + "I", data, start + 20)[0]
-        if start + 48 + count * 24 <= len(data):
-            break
-    else:
-        return {}
-    out: Dict[str, List[str]] = {}
-    for i in range(count):
-        _, key, value = struct.unpack_from(end + "iII", data, start + 48 + i * 24)
-        name, where = _cstring(data, start + key), _cstring(data, start + value)
-        if name and where:
-            out.setdefault(name, []).append(where)
-    return out
+
+    def __init__(self, path: str = _LD_CACHE) -> None:
+        self.data = b""
+        self.start = 0
+        self.entries: List[Tuple[int, int]] = []
+        try:
+            data = read_bytes(path, _LD_CACHE_CAP)
+        except OSError:
+            return
+        new = b"glibc-ld.so.cache1.1"
+        start = 0
+        if data.startswith(b"ld.so-1.7.0") and len(data) >= 16:
+            old = struct.unpack_from("<I", data, 12)[0]
+            start = (16 + old * 12 + 7) & ~7
+        if data[start : start + len(new)] != new or len(data) < start + 48:
+            return
+        # Little- or big-endian as the machine that wrote it: the count that fits the file.
+        for end in ("<", ">"):
+            count = struct.unpack_from(end + "I", data, start + 20)[0]
+            if start + 48 + count * 24 <= len(data):
+                break
+        else:
+            return
+        table = data[start + 48 : start + 48 + count * 24]
+        self.entries = [(k, v) for _, k, v, _, _ in struct.iter_unpack(end + "iIIIQ", table)]
+        self.data, self.start = data, start
+
+    def get(self, name: str) -> List[str]:
+        """The paths the cache gives for ``name``, in its order."""
+        # Every place the name's bytes end a string: ldconfig shares string tails, so a
+        # key may point into the middle of a path ("/lib/libc.so.6" holds "libc.so.6").
+        needle = name.encode("utf-8", "replace") + b"\0"
+        keys = set()
+        at = self.data.find(needle)
+        while at >= 0:
+            keys.add(at - self.start)
+            at = self.data.find(needle, at + 1)
+        out = []
+        for key, value in self.entries:
+            if key in keys:
+                where = _cstring(self.data, self.start + value)
+                if where is not None:
+                    out.append(where)
+        return out
 
 
 def _cstring(data: bytes, offset: int) -> Optional[str]:
@@ -348,8 +371,8 @@ class Loader:
         self.warnings = warnings
         self.loaded: Dict[str, Tuple[str, str]] = {}
         value = environ.get("LD_LIBRARY_PATH", "")
-        self.ld_path = [d for d in re.split("[:;]", value) if d.startswith("/")]
-        self._cache: Optional[Dict[str, List[str]]] = None
+        self.ld_path = [d for d in value.replace(";", ":").split(":") if d.startswith("/")]
+        self._cache: Optional[LdCache] = None
         arch = sysconfig.get_config_var("MULTIARCH")
         self.defaults = ["/lib/%s" % arch, "/usr/lib/%s" % arch] if arch else []
         self.defaults += ["/lib64", "/usr/lib64", "/lib", "/usr/lib"]
@@ -382,8 +405,8 @@ class Loader:
             if real is not None:
                 return real, why
         if self._cache is None:
-            self._cache = ld_cache()
-        for path in self._cache.get(name, []):
+            self._cache = LdCache()
+        for path in self._cache.get(name):
             real = self._fits(path, asker["machine"], "ld.so.cache")
             if real is not None:
                 return real, "ld.so.cache"
@@ -423,29 +446,58 @@ def _gpu(name: str) -> bool:
     return name.startswith(_GPU_STEMS)
 
 
-def _torch_preloads(torch_dir: str) -> Tuple[bool, List[Tuple[str, str]]]:
+def _torch_preloads(torch_dir: str, reader: Reader) -> Tuple[bool, List[Tuple[str, str]]]:
     """(whether torch preloads the CUDA wheels' libraries whenever libcudart loaded, its
-    list of them) from torch/__init__.py. torch 2.14 preloads them eagerly, so that they
-    win libtorch's lookups; older versions only when libtorch_global_deps failed to load."""
+    list of them) from torch/__init__.py (kept in the cache under its stamp). torch 2.14
+    preloads them eagerly, so that they win libtorch's lookups; older versions only when
+    libtorch_global_deps failed to load."""
+    from .distcache import file_stamp
+
+    path = os.path.join(torch_dir, "__init__.py")
+    stamp = file_stamp(path)
+    held = reader.cache.lib("torch\0" + path, stamp) if reader.cache is not None else None
+    if held is not None and type(held.get("eager")) is bool and _pairs(held.get("preloads")):
+        return held["eager"], [(f, p) for f, p in held["preloads"]] or list(_TORCH_PRELOADS)
     try:
-        source = read_bytes(os.path.join(torch_dir, "__init__.py"), _TORCH_INIT_CAP)
+        text = read_bytes(path, _TORCH_INIT_CAP).decode("utf-8", "replace")
     except OSError:
         return False, list(_TORCH_PRELOADS)
-    text = source.decode("utf-8", "replace")
     start = text.find("def _preload_cuda_deps")
-    listed = _PRELOAD_ENTRY.findall(text[start : start + 8000]) if start >= 0 else []
-    return "_preload_cuda_deps(required=False)" in text, listed or list(_TORCH_PRELOADS)
+    listed = re.findall(_PRELOAD_ENTRY, text[start : start + 8000]) if start >= 0 else []
+    eager = "_preload_cuda_deps(required=False)" in text
+    if reader.cache is not None:
+        reader.cache.keep_lib("torch\0" + path, stamp, {"eager": eager, "preloads": listed})
+    return eager, listed or list(_TORCH_PRELOADS)
 
 
-def _first_match(site: str, folders: List[str], pattern: str) -> Optional[str]:
-    import fnmatch
+def _pairs(value: Any) -> bool:
+    return type(value) is list and all(
+        type(v) is list and len(v) == 2 and all(type(x) is str for x in v) for v in value
+    )
 
+
+def _first_match(
+    site: str, folders: List[str], pattern: str, listings: Dict[str, List[str]]
+) -> Optional[str]:
+    """The first file of ``nvidia/FOLDER/lib`` matching ``pattern`` (torch's glob; its
+    "libX.so.*[0-9]" without fnmatch, which compiles a regular expression a pattern)."""
     for folder in folders:
         lib = os.path.join(site, "nvidia", folder, "lib")
-        for name in _listdir(lib):
-            if fnmatch.fnmatchcase(name, pattern):
+        if lib not in listings:
+            listings[lib] = _listdir(lib)
+        for name in listings[lib]:
+            if _glob(name, pattern):
                 return os.path.join(lib, name)
     return None
+
+
+def _glob(name: str, pattern: str) -> bool:
+    if pattern.endswith("*[0-9]") and "*" not in pattern[:-6] and "[" not in pattern[:-6]:
+        head = pattern[:-6]
+        return name.startswith(head) and len(name) > len(head) and name[-1].isdigit()
+    import fnmatch
+
+    return fnmatch.fnmatchcase(name, pattern)
 
 
 def torch_loads(
@@ -469,15 +521,17 @@ def torch_loads(
     )
     if not os.path.isfile(deps) or main is None:
         return {}
-    eager, preloads = _torch_preloads(torch_dir)
+    eager, preloads = _torch_preloads(torch_dir, loader.reader)
     gd_needed = [n for n in loader.reader.read(deps)["needed"] if _gpu(n)]
     missing = [n for n in gd_needed if loader.find(n, deps) is None]
     folders_of = ["cu" + cuda.split(".")[0]] if cuda else []
 
+    listings: Dict[str, List[str]] = {}
+
     def preload() -> None:
         for folder, pattern in preloads:
             for site in sites:
-                found = _first_match(site, [folder, *folders_of], pattern)
+                found = _first_match(site, [folder, *folders_of], pattern, listings)
                 if found is not None:
                     loader.preload(os.path.realpath(found))
                     break
@@ -503,13 +557,23 @@ def torch_loads(
 # ---- the report's entries ----------------------------------------------------------------
 
 
+def _release(version: str) -> List[int]:
+    """The leading numbers of a version ("2.30.7+cuda13.3" -> [2, 30, 7])."""
+    out = []
+    for part in version.split("+", 1)[0].split("."):
+        digits = len(part) - len(part.lstrip("0123456789"))
+        if not digits:
+            break
+        out.append(int(part[:digits]))
+        if digits != len(part):
+            break
+    return out
+
+
 def _agrees(embedded: str, metadata: str) -> bool:
     """The embedded version's numbers are the leading numbers of the metadata's."""
-    ours = embedded.split("+", 1)[0].split(".")
-    theirs = re.split(r"[^0-9]+", metadata.split("+", 1)[0])
-    return [p.lstrip("0") or "0" for p in ours] == [
-        p.lstrip("0") or "0" for p in theirs[: len(ours)]
-    ]
+    ours = _release(embedded)
+    return bool(ours) and _release(metadata)[: len(ours)] == ours
 
 
 def _where(path: str, sites: List[str]) -> str:
