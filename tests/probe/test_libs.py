@@ -189,3 +189,35 @@ def test_an_unchanged_library_is_not_read_again_and_a_rewritten_one_is(tmp_path:
     lib.write_bytes(lib.read_bytes().replace(b"2.30.7+cuda13.3", b"2.28.9+cuda12.9"))
     os.utime(lib, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert probe()["embedded_version"] == "2.28.9+cuda12.9"
+
+
+@needs_gcc
+def test_the_libraries_a_running_process_has_mapped(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    lib = build_lib(tmp_path / "sys" / "libnccl.so.2", "libnccl.so.2", text="NCCL version 2.21.5")
+    with subprocess.Popen(
+        [sys.executable, "-c", f"import ctypes; ctypes.CDLL({str(lib)!r}); print(1); input()"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as trainer:
+        try:
+            assert trainer.stdout is not None and trainer.stdout.readline() == "1\n"
+            warnings: list[str] = []
+            reader = script.Reader(None)
+            assert script.mapped(trainer.pid, reader, warnings) == {"libnccl.so.2": str(lib)}
+            # Replaced on disk while the process runs: it still has the old one mapped.
+            lib.unlink()
+            build_lib(lib, "libnccl.so.2", text="NCCL version 2.30.7")
+            assert script.mapped(trainer.pid, script.Reader(None), warnings) == {
+                "libnccl.so.2": f"{lib} (deleted)"
+            }
+            assert warnings == []
+        finally:
+            trainer.kill()
+    assert script.mapped(trainer.pid, reader, warnings) == {}
+    assert warnings == [
+        f"--pid {trainer.pid}: /proc/{trainer.pid}/maps unreadable (No such file or directory)"
+    ]

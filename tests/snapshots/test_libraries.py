@@ -12,6 +12,7 @@ import pytest
 from elflibs import build_lib, needs_gcc
 from envguard import api
 from envguard.compare.policy import Policy
+from envguard.errors import UsageError
 from envguard.snapshots.capture import capture_snapshot
 from envguard.snapshots.models import Snapshot
 from envguard.snapshots.request import CaptureRequest
@@ -126,3 +127,36 @@ def test_a_libnccl_shadowed_by_ld_library_path_is_named(
             f"torch will load {picked} (2.21.5+cuda12.4, by LD_LIBRARY_PATH), not the wheel's {NCCL}",
         ),
     ]
+
+
+def test_snapshot_pid_records_the_copy_a_running_trainer_mapped(
+    tmp_path: Path, venv_factory: Callable[..., Path], nccl_wheels: Path
+) -> None:
+    import subprocess
+    import sys
+
+    venv = venv_factory("torch-pid")
+    uv_install(venv, nccl_wheels, "nvidia-nccl-cu13==2.30.7", "torch==2.14.1+cu130")
+    system = build_lib(
+        tmp_path / "usr-lib" / "libnccl.so.2", "libnccl.so.2", text="NCCL version 2.21.5"
+    )
+    load = f"import ctypes; ctypes.CDLL({str(system)!r}); print(1); input()"
+    with subprocess.Popen(
+        [sys.executable, "-c", load], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as trainer:
+        try:
+            assert trainer.stdout is not None and trainer.stdout.readline() == "1\n"
+            good = api.snapshot(python=venv / "bin" / "python", name="good", pid=trainer.pid)
+        finally:
+            trainer.kill()
+    (lib,) = good.libraries
+    assert (lib.path, lib.mapped, lib.loader_pick) == (NCCL, str(system), NCCL)
+    assert drift_of(good, venv) == [
+        (
+            "pick",
+            "critical",
+            f"the good run had libnccl.so.2 mapped from {system}; torch would load {NCCL} now",
+        )
+    ]
+    with pytest.raises(UsageError, match="--pid 0: not a process id"):
+        api.snapshot(python=venv / "bin" / "python", pid=0)

@@ -36,9 +36,11 @@ def snapshot(
     timeout: float | None = 120.0,
     command: Sequence[str] | None = None,
     root: str | Path | None = None,
+    pid: int | None = None,
 ) -> Snapshot:
     """Measure an environment: the interpreter (default: $VIRTUAL_ENV, ./.venv, python3),
-    its packages, torch's build, the GPU, git repos, files, caches and environment."""
+    its packages, torch's build, the GPU, git repos, files, caches and environment (``pid``:
+    a running process whose mapped GPU libraries are recorded too)."""
     started = _start_snapshot(**locals())
     # The probe runs while the models (pydantic) load: that import is most of the start-up.
     from envguard.snapshots.capture import finish_capture
@@ -59,6 +61,7 @@ def snapshot_document(
     timeout: float | None = 120.0,
     command: Sequence[str] | None = None,
     root: str | Path | None = None,
+    pid: int | None = None,
 ) -> Document:
     """snapshot(), as the JSON document its file holds (``Snapshot.model_validate`` of it
     is snapshot()'s result): checked as the model checks it, without loading pydantic
@@ -120,6 +123,7 @@ def _start_snapshot(
     timeout: float | None,
     command: Sequence[str] | None,
     root: str | Path | None,
+    pid: int | None,
 ) -> StartedCapture:
     request = capture_request(
         python=python,
@@ -139,6 +143,12 @@ def _start_snapshot(
         from dataclasses import replace
 
         request = replace(request, root=Path(root_path(root, remote=bool(request.via))))
+    if pid is not None:
+        from dataclasses import replace
+
+        if type(pid) is not int or pid < 1:
+            raise UsageError(f"--pid {pid}: not a process id")
+        request = replace(request, pid=pid)
     return start_capture(request)
 
 

@@ -126,6 +126,7 @@ class ReportLibrary(TypedDict):
     loader_pick: Line | None
     loader_pick_why: Line | None
     loader_pick_version: Line | None
+    mapped: Line | None
     error: Line | None
 
 

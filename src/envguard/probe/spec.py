@@ -143,6 +143,10 @@ REPORT_SPEC: Any = (
                         "?",
                         "line",
                     ),
+                    "mapped": (
+                        "?",
+                        "line",
+                    ),
                     "error": (
                         "?",
                         "line",

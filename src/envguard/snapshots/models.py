@@ -135,6 +135,9 @@ class Library(Model):
     loader_pick: Line | None = None
     loader_pick_why: Line | None = None
     loader_pick_version: Line | None = None
+    # Where the process of `snapshot --pid N` had this SONAME mapped from (" (deleted)"
+    # when the file was replaced since): what a running trainer really loaded.
+    mapped: Line | None = None
     # Why the file could not be read (not an ELF, a link out of site-packages, ...).
     error: Line | None = None
 

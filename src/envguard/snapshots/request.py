@@ -57,6 +57,8 @@ class CaptureRequest:
     metrics: dict[str, MetricValue] = field(default_factory=dict)
     note: str | None = None
     command: tuple[str, ...] = ()
+    # A running process (a trainer) whose mapped GPU libraries are recorded (--pid).
+    pid: int | None = None
 
 
 def parse_metric(text: str) -> tuple[str, MetricValue]:
@@ -117,6 +119,8 @@ def probe_args(request: CaptureRequest, user_repos: Sequence[Path] = ()) -> dict
         for kind, path in request.caches
     ]
     args: dict[str, Any] = {"caches": caches, "default_caches": request.default_caches}
+    if request.pid is not None:
+        args["pid"] = request.pid
     if request.confined:
         # Remote paths stay as given: the far side resolves them against its own cwd.
         allow = (

@@ -94,6 +94,7 @@ _KEYS_Library = frozenset(
         "loader_pick",
         "loader_pick_why",
         "loader_pick_version",
+        "mapped",
         "error",
     ]
 )
@@ -290,6 +291,7 @@ def _fits_Library(d: Any) -> bool:
         and (d["loader_pick"] is None or _c.line(d["loader_pick"]))
         and (d["loader_pick_why"] is None or _c.line(d["loader_pick_why"]))
         and (d["loader_pick_version"] is None or _c.line(d["loader_pick_version"]))
+        and (d["mapped"] is None or _c.line(d["mapped"]))
         and (d["error"] is None or _c.line(d["error"]))
     )
 

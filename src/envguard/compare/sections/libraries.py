@@ -50,9 +50,13 @@ def mismatch(lib: Library) -> str | None:
 
 def shadowed(lib: Library) -> str | None:
     """ "torch will load /usr/lib/.../libnccl.so.2 (2.21.5), not the wheel's", or None."""
-    if lib.dist is None or not lib.path.startswith("nvidia/") or lib.loader_pick is None:
+    if lib.dist is None or not lib.path.startswith("nvidia/"):
         return None
-    if lib.loader_pick == lib.path:
+    if lib.mapped is not None:  # what the running process really had: no model needed
+        if lib.mapped == lib.path:
+            return None
+        return f"the running process has {lib.mapped} mapped, not the wheel's {lib.path}"
+    if lib.loader_pick is None or lib.loader_pick == lib.path:
         return None
     version = lib.loader_pick_version or "version unknown"
     return (
@@ -101,15 +105,23 @@ def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
                 severity=Severity.critical,
                 message=f"{new.name} ({path}): the file says {_said(old)} -> {_said(new)}",
             )
-        if new.loader_pick != old.loader_pick:
+        # The good run's process, when `snapshot --pid` saw it, says what really loaded.
+        ran = old.mapped or old.loader_pick
+        now = new.mapped or new.loader_pick
+        if now != ran:
+            soname = new.soname or new.name
+            message = (
+                f"the good run had {soname} mapped from {ran}; torch would load {now} now"
+                if old.mapped
+                else f"torch loads {soname} from {ran or 'nowhere'} -> {now or 'nowhere'}"
+            )
             b.add(
                 "pick",
                 path,
-                expected=old.loader_pick,
-                actual=new.loader_pick,
+                expected=ran,
+                actual=now,
                 severity=Severity.critical,
-                message=f"torch loads {new.soname or new.name} from"
-                f" {old.loader_pick or 'nowhere'} -> {new.loader_pick or 'nowhere'}",
+                message=message,
             )
     for path in sorted(after.keys() - before.keys()):
         b.add(

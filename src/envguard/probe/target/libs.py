@@ -28,7 +28,7 @@ import stat
 import struct
 
 from .elf import ElfError, read_elf, search_range
-from .reading import RECORD_CAP, UNSAFE_CHARS, read_bytes
+from .reading import RECORD_CAP, UNSAFE_CHARS, read_bytes, read_open
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -591,9 +591,10 @@ def libraries(
     environ: Dict[str, str],
     warnings: List[str],
     cache: Optional[DistCache] = None,
+    pid: Optional[int] = None,
 ) -> List[Dict[str, Any]]:
     """One entry per GPU library file in ``sites``, and per library torch would load from
-    elsewhere; see the module docstring."""
+    elsewhere or the process ``pid`` has mapped; see the module docstring."""
     reader = Reader(cache)
     found: List[Tuple[str, str]] = []
     for site in sites:
@@ -627,7 +628,62 @@ def libraries(
             entry.update(soname=soname, embedded_version=version, version_source=source)
             entry.update(loader_pick=path, loader_pick_why=why, loader_pick_version=version)
             entries.append(entry)
+    if pid is not None:
+        _add_mapped(entries, mapped(pid, reader, warnings), reader, sites)
     return sorted(entries, key=lambda e: e["path"])
+
+
+_MAPS_CAP = 16 << 20
+
+
+def mapped(pid: int, reader: Reader, warnings: List[str]) -> Dict[str, str]:
+    """SONAME (the file name, for a file deleted since) -> path of the GPU libraries the
+    process ``pid`` has mapped, from /proc/PID/maps (read capped; the files themselves as
+    any library is: regular, bounded)."""
+    where = "/proc/%d/maps" % pid
+    try:
+        fd = os.open(where, os.O_RDONLY)
+        try:
+            text = read_open(fd, _MAPS_CAP, where).decode("utf-8", "replace")
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        warnings.append("--pid %d: %s unreadable (%s)" % (pid, where, exc.strerror or exc))
+        return {}
+    out: Dict[str, str] = {}
+    for line in text.splitlines():
+        fields = line.split(None, 5)
+        if len(fields) < 6 or not fields[5].startswith("/"):
+            continue
+        path = fields[5]
+        gone = path.endswith(" (deleted)")
+        path = path[: -len(" (deleted)")] if gone else path
+        name = os.path.basename(path)
+        if not (_LIB_NAME.match(name) and _gpu(name)) or _UNSAFE.search(path):
+            continue
+        if gone:
+            out.setdefault(name, path + " (deleted)")
+            continue
+        soname = reader.read(path)["soname"] or name
+        out.setdefault(soname, path)
+    return out
+
+
+def _add_mapped(
+    entries: List[Dict[str, Any]], found: Dict[str, str], reader: Reader, sites: List[str]
+) -> None:
+    """Each entry of a SONAME the process has mapped says where from; a mapped library no
+    entry holds gets one of its own."""
+    for soname, path in sorted(found.items()):
+        known = [e for e in entries if (e["soname"] or e["name"]) == soname]
+        for entry in known:
+            entry["mapped"] = _where(path, sites)
+        if not known:
+            entry = _blank(soname, path)
+            entry["soname"], entry["mapped"] = soname, path
+            if not path.endswith(" (deleted)"):
+                entry["embedded_version"], entry["version_source"] = reader.version(path)
+            entries.append(entry)
 
 
 def _blank(name: str, path: str) -> Dict[str, Any]:
@@ -643,6 +699,7 @@ def _blank(name: str, path: str) -> Dict[str, Any]:
         "loader_pick": None,
         "loader_pick_why": None,
         "loader_pick_version": None,
+        "mapped": None,
         "error": None,
     }
 

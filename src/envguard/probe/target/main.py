@@ -49,7 +49,9 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
     )
     packages = scan_packages(sites, warnings, cached)
     torch = torch_build(packages, warnings)
-    libs = libraries(sites, packages, torch, environ, warnings, cached)
+    pid = args.get("pid")
+    pid = pid if type(pid) is int and pid > 0 else None
+    libs = libraries(sites, packages, torch, environ, warnings, cached, pid)
     cached.save()
     caches = []
     own = default_caches(environ)
