@@ -201,7 +201,7 @@ class Reader:
         base = stem(name)
         if base.startswith("libcudnn") and base != "libcudnn_graph":
             graph = os.path.join(os.path.dirname(path), "libcudnn_graph" + name[len(base) :])
-            if os.path.isfile(graph):
+            if os.path.isfile(graph) and not os.path.islink(graph):
                 found = self.read(os.path.realpath(graph))["string"]
                 if found:
                     return found, "string"
@@ -382,6 +382,9 @@ class Loader:
         if not os.path.lexists(path):
             return None
         real = os.path.realpath(path)
+        if _UNSAFE.search(real):  # not a path a report may carry (nor a person be shown)
+            self.warnings.append("a library path with control characters (%s); passed over" % why)
+            return None
         record = self.reader.read(real)
         if record["error"] is not None:
             self.warnings.append("%s (%s): %s; passed over" % (path, why, record["error"]))
