@@ -227,3 +227,36 @@ def test_the_libraries_a_running_process_has_mapped(tmp_path: Path) -> None:
     assert warnings == [
         f"--pid {trainer.pid}: /proc/{trainer.pid}/maps unreadable (No such file or directory)"
     ]
+
+
+@needs_gcc
+@pytest.mark.parametrize("linked", ["rpath", "runpath"])
+@pytest.mark.parametrize("ld_path", [True, False])
+def test_the_loader_model_picks_what_glibc_loads(
+    tmp_path: Path, linked: str, ld_path: bool
+) -> None:
+    import subprocess
+    import sys
+
+    wheel = build_lib(tmp_path / "site" / NCCL, "libnccl.so.2", text="NCCL version 2.30.7")
+    system = build_lib(tmp_path / "system" / "libnccl.so.2", "libnccl.so.2")
+    origin = {linked: "$ORIGIN/../../nvidia/nccl/lib"}
+    torch = tmp_path / "site" / "torch" / "lib" / "libtorch_cuda.so"
+    build_lib(torch, "libtorch_cuda.so", needed=[wheel], **origin)
+    env = {"LD_LIBRARY_PATH": str(system.parent)} if ld_path else {}
+    loader = script.Loader(script.Reader(None), env, [])
+    model = loader.find("libnccl.so.2", str(torch))
+    code = f"import ctypes; ctypes.CDLL({str(torch)!r}); print(open('/proc/self/maps').read())"
+    maps = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, **env}
+        if ld_path
+        else {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    (loaded,) = {line.split()[-1] for line in maps.splitlines() if line.endswith("libnccl.so.2")}
+    assert model is not None and model[0] == os.path.realpath(loaded)
+    shadowed = ld_path and linked == "runpath"
+    assert model[0] == str(system if shadowed else wheel)
