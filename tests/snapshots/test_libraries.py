@@ -160,3 +160,5 @@ def test_snapshot_pid_records_the_copy_a_running_trainer_mapped(
     ]
     with pytest.raises(UsageError, match="--pid 0: not a process id"):
         api.snapshot(python=venv / "bin" / "python", pid=0)
+    with pytest.raises(UsageError, match=f"--pid {trainer.pid}: no such process here"):
+        api.snapshot(python=venv / "bin" / "python", pid=trainer.pid)

@@ -148,6 +148,8 @@ def _start_snapshot(
 
         if type(pid) is not int or pid < 1:
             raise UsageError(f"--pid {pid}: not a process id")
+        if not request.via and not Path(f"/proc/{pid}").is_dir():
+            raise UsageError(f"--pid {pid}: no such process here")
         request = replace(request, pid=pid)
     return start_capture(request)
 
