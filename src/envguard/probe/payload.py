@@ -28,6 +28,7 @@ TARGET_MODULES = (
     "dists",
     "torchbuild",
     "elf",
+    "ldso",
     "libs",
     "trees",
     "gitrepos",
