@@ -37,11 +37,13 @@ def snapshot(
     command: Sequence[str] | None = None,
     root: str | Path | None = None,
     deep: bool = False,
+    pid: int | None = None,
 ) -> Snapshot:
     """Measure an environment: the interpreter (default: $VIRTUAL_ENV, ./.venv, python3),
-    its packages, torch's build, the GPU, git repos, files, caches and environment.
-    Installed files are checked against each distribution's RECORD: the files that run by
-    size (and hash when written after the install); ``deep``: every file hashed."""
+    its packages, torch's build, the GPU, git repos, files, caches and environment (``pid``:
+    a running process whose mapped GPU libraries are recorded too). Installed files are
+    checked against each distribution's RECORD: the files that run by size (and hash when
+    written after the install); ``deep``: every file hashed."""
     started = _start_snapshot(**locals())
     # The probe runs while the models (pydantic) load: that import is most of the start-up.
     from envguard.snapshots.capture import finish_capture
@@ -63,6 +65,7 @@ def snapshot_document(
     command: Sequence[str] | None = None,
     root: str | Path | None = None,
     deep: bool = False,
+    pid: int | None = None,
 ) -> Document:
     """snapshot(), as the JSON document its file holds (``Snapshot.model_validate`` of it
     is snapshot()'s result): checked as the model checks it, without loading pydantic
@@ -125,6 +128,7 @@ def _start_snapshot(
     command: Sequence[str] | None,
     root: str | Path | None,
     deep: bool = False,
+    pid: int | None,
 ) -> StartedCapture:
     request = capture_request(
         python=python,
@@ -146,6 +150,14 @@ def _start_snapshot(
         request = replace(request, root=Path(root_path(root, remote=bool(request.via))))
     if deep:
         request = replace(request, verify="deep")
+    if pid is not None:
+        from dataclasses import replace
+
+        if type(pid) is not int or pid < 1:
+            raise UsageError(f"--pid {pid}: not a process id")
+        if not request.via and not Path(f"/proc/{pid}").is_dir():
+            raise UsageError(f"--pid {pid}: no such process here")
+        request = replace(request, pid=pid)
     return start_capture(request)
 
 

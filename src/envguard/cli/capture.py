@@ -42,6 +42,10 @@ def snapshot(
         list[str] | None, typer.Option(help="NAME=VALUE of the run (repeatable).")
     ] = None,
     note: Annotated[str | None, typer.Option(help="A free-text note.")] = None,
+    pid: Annotated[
+        int | None,
+        typer.Option(help="A running trainer: record the GPU libraries it has mapped."),
+    ] = None,
     force: Annotated[bool, typer.Option(help="Overwrite an existing snapshot.")] = False,
     via: Annotated[
         str | None,
@@ -124,6 +128,7 @@ def snapshot(
         "command": command,
         "root": root,
         "deep": deep,
+        "pid": pid,
     }
     if keeping:
         from envguard.snapshots.blobs import store_for

@@ -91,6 +91,13 @@ def verdict(
     if rest:
         parts = [f"{n} {_plural(kind, n)}" for kind, n in rest.most_common(4)]
         lines.append("other packages: " + ", ".join(parts))
+    # What the bytes contradict first: a clobbered file, a library loaded from elsewhere.
+    libraries = sorted(
+        (c for c in changes if c.section == "libraries" and c.severity.rank >= 3),
+        key=lambda c: c.kind not in ("mismatch", "shadowed"),
+    )
+    if libraries:
+        lines.append(_some([c.message for c in libraries], shown=1))
     files = [c.name for c in changes if c.section == "files"]
     if files:
         lines.append(

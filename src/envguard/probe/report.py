@@ -133,6 +133,24 @@ class ReportAccelerator(TypedDict):
     source: Line | None
 
 
+class ReportLibrary(TypedDict):
+    """A GPU library file (probe/target/libs.py): what its bytes say and what loads."""
+
+    name: Line
+    path: Line
+    dist: Line | None
+    metadata_version: Line | None
+    also_claimed_by: list[Line]
+    soname: Line | None
+    embedded_version: Line | None
+    version_source: Line | None
+    loader_pick: Line | None
+    loader_pick_why: Line | None
+    loader_pick_version: Line | None
+    mapped: Line | None
+    error: Line | None
+
+
 class ProbeReport(TypedDict):
     """What probe/target/main.py prints."""
 
@@ -144,6 +162,7 @@ class ProbeReport(TypedDict):
     torch: ReportTorch | None
     clashes: list[ReportClash] | None
     unowned: list[Line] | None
+    libraries: list[ReportLibrary]
     files: list[ReportFile]
     repos: list[ReportRepo]
     caches: list[ReportCache]

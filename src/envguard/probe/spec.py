@@ -159,6 +159,61 @@ REPORT_SPEC: Any = (
                 "line",
             ),
         ),
+        "libraries": (
+            "list",
+            (
+                "fields",
+                {
+                    "name": "line",
+                    "path": "line",
+                    "dist": (
+                        "?",
+                        "line",
+                    ),
+                    "metadata_version": (
+                        "?",
+                        "line",
+                    ),
+                    "also_claimed_by": (
+                        "list",
+                        "line",
+                    ),
+                    "soname": (
+                        "?",
+                        "line",
+                    ),
+                    "embedded_version": (
+                        "?",
+                        "line",
+                    ),
+                    "version_source": (
+                        "?",
+                        "line",
+                    ),
+                    "loader_pick": (
+                        "?",
+                        "line",
+                    ),
+                    "loader_pick_why": (
+                        "?",
+                        "line",
+                    ),
+                    "loader_pick_version": (
+                        "?",
+                        "line",
+                    ),
+                    "mapped": (
+                        "?",
+                        "line",
+                    ),
+                    "error": (
+                        "?",
+                        "line",
+                    ),
+                },
+                frozenset([]),
+            ),
+        ),
         "files": (
             "list",
             (

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         ReportCache,
         ReportDist,
         ReportFile,
+        ReportLibrary,
         ReportRepo,
         ReportTorch,
     )
@@ -141,6 +142,13 @@ def stack_versions(versions: dict[str, str]) -> dict[str, str | None]:
 
 def torch_build(raw: ReportTorch | None, versions: dict[str, str]) -> Document | None:
     return None if raw is None else {**raw, **stack_versions(versions)}
+
+
+def _libraries(raw: list[ReportLibrary]) -> list[Document]:
+    return sorted(
+        ({**lib, "also_claimed_by": sorted(lib["also_claimed_by"])} for lib in raw),
+        key=lambda lib: (str(lib["path"]), str(lib["name"])),
+    )
 
 
 def _repos(request: CaptureRequest, raw: list[ReportRepo]) -> list[Document]:
@@ -262,6 +270,7 @@ def from_report(report: ProbeReport, request: CaptureRequest) -> Document:
         "interpreter": report["interpreter"],
         "packages": packages,
         "torch": torch_build(report["torch"], versions),
+        "libraries": _libraries(report["libraries"]),
         "accelerator": report["accelerator"],
         "repos": _repos(request, report["repos"]),
         "files": _files(report["files"], request, tops),

@@ -145,6 +145,33 @@ class TorchBuild(Model):
     triton: str | None = None
 
 
+class Library(Model):
+    """A GPU library as its bytes say (probe/target/libs.py): a file in site-packages
+    (``path`` relative to it, ``dist`` the distribution whose RECORD claims it), or one
+    that torch would load from elsewhere (``path`` absolute, no ``dist``)."""
+
+    name: Line
+    path: Line
+    dist: Line | None = None
+    metadata_version: Line | None = None
+    # Other distributions whose RECORD claims the same file ("name version").
+    also_claimed_by: tuple[Line, ...] = ()
+    soname: Line | None = None
+    embedded_version: Line | None = None
+    # Where embedded_version was read: "string" (in the file), "file name", "soname".
+    version_source: Line | None = None
+    # The copy the dynamic loader would give torch for this SONAME, why (RPATH,
+    # LD_LIBRARY_PATH, RUNPATH, ld.so.cache, default path, torch preload) and its version.
+    loader_pick: Line | None = None
+    loader_pick_why: Line | None = None
+    loader_pick_version: Line | None = None
+    # Where the process of `snapshot --pid N` had this SONAME mapped from (" (deleted)"
+    # when the file was replaced since): what a running trainer really loaded.
+    mapped: Line | None = None
+    # Why the file could not be read (not an ELF, a link out of site-packages, ...).
+    error: Line | None = None
+
+
 class Accelerator(Model):
     present: bool = False
     driver: str | None = None
@@ -231,6 +258,7 @@ class Snapshot(Model):
     interpreter: Interpreter
     packages: tuple[Package, ...] = ()
     torch: TorchBuild | None = None
+    libraries: Annotated[tuple[Library, ...], Since(2)] = ()
     accelerator: Accelerator = Accelerator.model_construct()
     repos: tuple[Repo, ...] = ()
     files: tuple[FileDigest, ...] = ()

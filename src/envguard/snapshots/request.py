@@ -60,6 +60,8 @@ class CaptureRequest:
     # Installed files against their RECORD: "quick" (the files that run: size, and a hash
     # when written after the install), "deep" (every file hashed) or "off".
     verify: str = "quick"
+    # A running process (a trainer) whose mapped GPU libraries are recorded (--pid).
+    pid: int | None = None
 
 
 def parse_metric(text: str) -> tuple[str, MetricValue]:
@@ -122,6 +124,8 @@ def probe_args(request: CaptureRequest, user_repos: Sequence[Path] = ()) -> dict
     args: dict[str, Any] = {"caches": caches, "default_caches": request.default_caches}
     if request.verify != "quick":
         args["verify"] = request.verify
+    if request.pid is not None:
+        args["pid"] = request.pid
     if request.confined:
         # Remote paths stay as given: the far side resolves them against its own cwd.
         allow = (

@@ -36,6 +36,7 @@ _KEYS_Snapshot = frozenset(
         "interpreter",
         "packages",
         "torch",
+        "libraries",
         "accelerator",
         "repos",
         "files",
@@ -46,7 +47,7 @@ _KEYS_Snapshot = frozenset(
         "unowned",
     ]
 )
-_REQUIRED_Snapshot = _KEYS_Snapshot - frozenset(["schema_minor", "clashes", "unowned"])
+_REQUIRED_Snapshot = _KEYS_Snapshot - frozenset(["schema_minor", "libraries", "clashes", "unowned"])
 _KEYS_Interpreter = frozenset(
     [
         "version",
@@ -85,6 +86,23 @@ _KEYS_OnDisk = frozenset(["checked", "modified", "missing", "added", "clobbered"
 _KEYS_TorchBuild = frozenset(
     ["version", "cuda", "git_version", "hip", "debug", "cudnn", "nccl", "cublas", "triton"]
 )
+_KEYS_Library = frozenset(
+    [
+        "name",
+        "path",
+        "dist",
+        "metadata_version",
+        "also_claimed_by",
+        "soname",
+        "embedded_version",
+        "version_source",
+        "loader_pick",
+        "loader_pick_why",
+        "loader_pick_version",
+        "mapped",
+        "error",
+    ]
+)
 _KEYS_Accelerator = frozenset(["present", "driver", "gpus", "count", "nvcc", "source"])
 _KEYS_Repo = frozenset(
     ["path", "head", "branch", "dirty", "diff_sha256", "untracked", "remote", "error"]
@@ -111,6 +129,7 @@ FIELDS: dict[str, frozenset[str]] = {
     "Source": _KEYS_Source,
     "OnDisk": _KEYS_OnDisk,
     "TorchBuild": _KEYS_TorchBuild,
+    "Library": _KEYS_Library,
     "Accelerator": _KEYS_Accelerator,
     "Repo": _KEYS_Repo,
     "FileDigest": _KEYS_FileDigest,
@@ -125,6 +144,7 @@ NESTED: dict[str, dict[str, str]] = {
         "interpreter": "Interpreter",
         "packages": "Package",
         "torch": "TorchBuild",
+        "libraries": "Library",
         "accelerator": "Accelerator",
         "repos": "Repo",
         "files": "FileDigest",
@@ -181,6 +201,10 @@ def _fits_Snapshot(d: Any) -> bool:
         and (_fits_Interpreter(d["interpreter"]))
         and (type(d["packages"]) is list and all(_fits_Package(x0) for x0 in d["packages"]))
         and (d["torch"] is None or _fits_TorchBuild(d["torch"]))
+        and (
+            "libraries" not in d
+            or (type(d["libraries"]) is list and all(_fits_Library(x0) for x0 in d["libraries"]))
+        )
         and (_fits_Accelerator(d["accelerator"]))
         and (type(d["repos"]) is list and all(_fits_Repo(x0) for x0 in d["repos"]))
         and (type(d["files"]) is list and all(_fits_FileDigest(x0) for x0 in d["files"]))
@@ -292,6 +316,26 @@ def _fits_TorchBuild(d: Any) -> bool:
     )
 
 
+def _fits_Library(d: Any) -> bool:
+    return (
+        type(d) is dict
+        and d.keys() == _KEYS_Library
+        and (_c.line(d["name"]))
+        and (_c.line(d["path"]))
+        and (d["dist"] is None or _c.line(d["dist"]))
+        and (d["metadata_version"] is None or _c.line(d["metadata_version"]))
+        and (type(d["also_claimed_by"]) is list and all(_c.line(x0) for x0 in d["also_claimed_by"]))
+        and (d["soname"] is None or _c.line(d["soname"]))
+        and (d["embedded_version"] is None or _c.line(d["embedded_version"]))
+        and (d["version_source"] is None or _c.line(d["version_source"]))
+        and (d["loader_pick"] is None or _c.line(d["loader_pick"]))
+        and (d["loader_pick_why"] is None or _c.line(d["loader_pick_why"]))
+        and (d["loader_pick_version"] is None or _c.line(d["loader_pick_version"]))
+        and (d["mapped"] is None or _c.line(d["mapped"]))
+        and (d["error"] is None or _c.line(d["error"]))
+    )
+
+
 def _fits_Accelerator(d: Any) -> bool:
     return (
         type(d) is dict
@@ -400,6 +444,8 @@ def _built_Snapshot(d: Any, m: Any) -> Any:
         "env": _c.env_value(d["env"]),
         "warnings": tuple(d["warnings"]),
     }
+    if "libraries" in d:
+        v["libraries"] = tuple(_built_Library(x0, m) for x0 in d["libraries"])
     if "clashes" in d:
         v["clashes"] = (
             None if d["clashes"] is None else tuple(_built_Clash(x0, m) for x0 in d["clashes"])
@@ -440,6 +486,10 @@ def _built_OnDisk(d: Any, m: Any) -> Any:
 
 def _built_TorchBuild(d: Any, m: Any) -> Any:
     return m.TorchBuild.model_construct(**d)
+
+
+def _built_Library(d: Any, m: Any) -> Any:
+    return m.Library.model_construct(**{**d, "also_claimed_by": tuple(d["also_claimed_by"])})
 
 
 def _built_Accelerator(d: Any, m: Any) -> Any:

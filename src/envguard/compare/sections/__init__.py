@@ -13,6 +13,7 @@ from envguard.compare.sections import (
     files,
     installed,
     interpreter,
+    libraries,
     packages,
     repos,
     torch,
@@ -22,6 +23,7 @@ from envguard.compare.sections.base import Section
 REGISTRY: tuple[Section, ...] = (
     interpreter.SECTION,
     torch.SECTION,
+    libraries.SECTION,
     packages.SECTION,
     installed.SECTION,
     accelerator.SECTION,

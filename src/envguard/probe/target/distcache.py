@@ -12,6 +12,9 @@ Two kinds of entries, both keyed by ``os.stat`` results, never by content:
   difference, and the folder is read again.
 - **fingerprints**: RECORD's fingerprint under RECORD's own stamp, for a folder that changed
   around an unchanged RECORD (REQUESTED added, say): hashing RECORD is the costly part.
+- **libraries**: what a GPU library's ELF headers and read-only data say (libs.py), under
+  the library file's own stamp: searching a 250 MB libnccl for its version is the costly
+  part.
 
 A record is not kept while anything it was read from changed less than ``quiet`` seconds
 ago (60 by default; git's "racily clean" rule): a write through a shared mmap, or on a file
@@ -180,6 +183,8 @@ class DistCache:
         # every probe.
         self.verified: Dict[str, int] = {}
         self.used_verified: Dict[str, int] = {}
+        self.libs: Dict[str, Dict[str, Any]] = {}
+        self.used_libs: Dict[str, Dict[str, Any]] = {}
         if folder is None or not (_ours(folder) and _ours(os.path.dirname(folder))):
             return  # a folder someone else could fill (or a symlink): no cache
         # Named by a checksum of the venv's site folders (zlib: hashlib is slow to load, and
@@ -217,6 +222,13 @@ class DistCache:
                 and type(v) is list
                 and len(v) == 3
                 and all(type(part) is str for part in v)
+            }
+        libs = data.get("libs")
+        if type(libs) is dict:
+            self.libs = {
+                k: v
+                for k, v in libs.items()
+                if type(k) is str and type(v) is dict and type(v.get("stamp")) is str
             }
 
     def dist(self, folder: str, site: str, entry: str) -> Optional[Dict[str, Any]]:
@@ -275,6 +287,19 @@ class DistCache:
         if ctime_ns < self.settled_ns:
             self.used_verified[key] = 1
 
+    def lib(self, path: str, stamp: Optional[str]) -> Optional[Dict[str, Any]]:
+        """What was read from the library at ``path`` when its stamp is still ``stamp``
+        (its shape is the reader's to check: libs.plausible_lib), else None."""
+        held = self.libs.get(path)
+        if held is None or stamp is None or held["stamp"] != stamp:
+            return None
+        self.used_libs[path] = held
+        return held
+
+    def keep_lib(self, path: str, stamp: Optional[str], record: Dict[str, Any]) -> None:
+        if stamp is not None and _newest_change(stamp) < self.settled_ns:
+            self.used_libs[path] = dict(record, stamp=stamp)
+
     def save(self) -> None:
         """Write this venv's entries when they changed; never fails."""
         if self.path is None or (
@@ -282,6 +307,7 @@ class DistCache:
             and self.used_dists == self.dists
             and self.used_rows == self.rows
             and self.used_verified == self.verified
+            and self.used_libs == self.libs
         ):
             return  # nothing new learned
         kept = {
@@ -290,6 +316,7 @@ class DistCache:
             "dists": dict(list(self.used_dists.items())[:_MAX_ENTRIES]),
             "rows": dict(list(self.used_rows.items())[:_MAX_ENTRIES]),
             "verified": dict(list(self.used_verified.items())[:_MAX_ENTRIES]),
+            "libs": dict(list(self.used_libs.items())[:_MAX_ENTRIES]),
         }
         folder = os.path.dirname(self.path)
         tmp = "%s.%d.tmp" % (self.path, os.getpid())

@@ -20,6 +20,7 @@ from .dists import scan_packages, site_dirs
 from .env import capture_env
 from .gitrepos import probe_repos
 from .installed import Checking
+from .libs import libraries
 from .system import accelerator, enter_venv, finish_tool, interpreter, start_tool, user
 from .torchbuild import torch_build
 from .trees import default_caches, hash_files, not_walked, walk_tree
@@ -50,6 +51,10 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
     packages = scan_packages(sites, warnings, cached)
     # Installed files against RECORD, while this thread waits on git and nvidia-smi.
     checking = Checking(packages, args.get("verify", "quick"), cached)
+    torch = torch_build(packages, warnings)
+    pid = args.get("pid")
+    pid = pid if type(pid) is int and pid > 0 else None
+    libs = libraries(sites, packages, torch, environ, warnings, cached, pid)
     caches = []
     own = default_caches(environ)
     # Paths named by a snapshot (not by the user) are read only under these roots.
@@ -78,9 +83,10 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
         "user": user(),
         "interpreter": interpreter(sites),
         "packages": packages,
-        "torch": torch_build(packages, warnings),
+        "torch": torch,
         "clashes": on_disk["clashes"],
         "unowned": on_disk["unowned"],
+        "libraries": libs,
         "files": hash_files(args.get("files", []), roots),
         "repos": repos,
         "caches": caches,

@@ -8,4 +8,5 @@ from envguard.reading import NotRegular as NotRegular
 from envguard.reading import not_json_constant as not_json_constant
 from envguard.reading import open_regular as open_regular
 from envguard.reading import read_bytes as read_bytes
+from envguard.reading import read_open as read_open
 from envguard.reading import read_text as read_text

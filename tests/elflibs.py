@@ -1,0 +1,112 @@
+"""Shared libraries for the tests: real ones built with gcc, and hand-laid ELF bytes for the
+shapes gcc will not make (32-bit big-endian, lying headers)."""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+GCC = shutil.which("gcc") or shutil.which("cc")
+needs_gcc = pytest.mark.skipif(
+    GCC is None, reason="no gcc: these tests build real ELF shared libraries with it"
+)
+
+
+def build_lib(
+    out: Path,
+    soname: str,
+    *,
+    text: str | None = None,
+    needed: Sequence[Path] = (),
+    rpath: str | None = None,
+    runpath: str | None = None,
+) -> Path:
+    """A real shared library named ``soname``, carrying ``text`` as a string in .rodata
+    (as NCCL carries "NCCL version 2.21.5+cuda12.4"), linked against ``needed``."""
+    assert GCC is not None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    source = out.parent / (out.name + ".c")
+    quoted = (text or "").replace("\\", "\\\\").replace('"', '\\"')
+    source.write_text(
+        f'__attribute__((used)) const char envguard_test_text[] = "{quoted}";\n'
+        "int envguard_test_function(void) { return 1; }\n"
+    )
+    argv = [GCC, "-shared", "-fPIC", "-o", str(out), str(source), f"-Wl,-soname,{soname}"]
+    argv.append("-Wl,--no-as-needed")
+    for lib in needed:
+        argv += [f"-L{lib.parent}", f"-l:{lib.name}"]
+    if rpath is not None:
+        argv += ["-Wl,--disable-new-dtags", f"-Wl,-rpath,{rpath}"]
+    if runpath is not None:
+        argv += ["-Wl,--enable-new-dtags", f"-Wl,-rpath,{runpath}"]
+    subprocess.run(argv, check=True, capture_output=True)
+    source.unlink()
+    return out
+
+
+def elf_bytes(
+    *,
+    wide: int = 2,
+    end: str = "<",
+    soname: str = "libx.so.1",
+    needed: Sequence[str] = ("libc.so.6",),
+    runpath: str | None = "/opt/r",
+    phoff: int | None = None,
+    phnum: int | None = None,
+    dyn_entries: int | None = None,
+    strtab_at: int | None = None,
+) -> bytes:
+    """A minimal ELF shared object laid out by hand: one PT_LOAD mapping the whole file at
+    0x1000, one PT_DYNAMIC, a dynamic string table, no section headers. The keyword
+    arguments past ``runpath`` make its headers lie."""
+    strings = b"\0"
+    offsets = {}
+    for name in (soname, *needed, *([runpath] if runpath else [])):
+        offsets[name] = len(strings)
+        strings += name.encode() + b"\0"
+    ehsize, phsize = (64, 56) if wide == 2 else (52, 32)
+    str_off = 256
+    dyn_off = (str_off + len(strings) + 15) // 16 * 16
+    tags = [(14, offsets[soname])] + [(1, offsets[n]) for n in needed]
+    if runpath:
+        tags.append((29, offsets[runpath]))
+    tags += [(5, 0x1000 + (str_off if strtab_at is None else strtab_at)), (10, len(strings))]
+    tags.append((0, 0))
+    if dyn_entries is not None:  # a dynamic section claiming far more entries than it has
+        tags = [(99, 0)] * dyn_entries
+    dyn_fmt = end + ("qQ" if wide == 2 else "iI")
+    dynamic = b"".join(struct.pack(dyn_fmt, t, v) for t, v in tags)
+    total = dyn_off + len(dynamic)
+    if wide == 2:
+        load = struct.pack(end + "IIQQQQQQ", 1, 5, 0, 0x1000, 0x1000, total, total, 0x1000)
+        dyn = struct.pack(end + "IIQQQQQQ", 2, 6, dyn_off, 0x1000 + dyn_off, 0, len(dynamic), 0, 8)
+    else:
+        load = struct.pack(end + "IIIIIIII", 1, 0, 0x1000, 0x1000, total, total, 5, 0x1000)
+        dyn = struct.pack(end + "IIIIIIII", 2, dyn_off, 0x1000 + dyn_off, 0, len(dynamic), 0, 6, 4)
+    ident = b"\x7fELF" + bytes([wide, 1 if end == "<" else 2, 1]) + b"\0" * 9
+    fields = (3, 62 if wide == 2 else 20, 1, 0)
+    rest = (
+        ehsize if phoff is None else phoff,
+        0,
+        0,
+        ehsize,
+        phsize,
+        2 if phnum is None else phnum,
+        64 if wide == 2 else 40,
+        0,
+        0,
+    )
+    header = ident + struct.pack(
+        end + ("HHIQQQIHHHHHH" if wide == 2 else "HHIIIIIHHHHHH"), *fields, *rest
+    )
+    out = bytearray(total)
+    out[: len(header)] = header
+    out[ehsize : ehsize + 2 * phsize] = load + dyn
+    out[str_off : str_off + len(strings)] = strings
+    out[dyn_off:total] = dynamic
+    return bytes(out)
