@@ -1,0 +1,473 @@
+"""The rank gate: before the process group starts, every rank of a job shows it runs the
+same environment, through the rendezvous store torch.distributed already has.
+
+Each rank computes its fingerprint in-process (packages with their builds and RECORD
+fingerprints, torch's build, the NVIDIA driver, NCCL's version when torch has one, chosen
+variables: probe/target/fingerprint.py, read through the probe's distribution cache) and
+publishes only its hash, with its host name, under one key of the store. Every rank waits
+for all the others' (until a deadline: the ranks that never arrived are named), groups
+them, and when they differ the representative of the majority and of each odd group publish
+their full fingerprint, so every rank raises the same one-line message: which node differs
+and how ("node host-b (rank 1) differs from the majority (1 node, rank 0): six 1.16.0 ->
+1.17.0").
+
+torch is imported only when a gate runs, never by ``import envguard``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from envguard.errors import ActionError, UsageError
+from envguard.probe.payload import code_key, local_entry
+
+if TYPE_CHECKING:
+    from envguard.snapshots.models import Snapshot
+
+# How long a rank waits for the others, unless told (ENVGUARD_GATE_TIMEOUT, seconds).
+DEFAULT_TIMEOUT = 120.0
+# Variables compared when none are named; the same default as the target side's.
+DEFAULT_ENV = ("NCCL_*",)
+_MAX_GROUPS = 3  # odd groups whose difference is spelled out; the rest are only named
+_MAX_ITEMS = 6  # differences said per group
+
+
+class Store(Protocol):
+    """What the gate uses of a ``torch.distributed.Store`` (TCPStore, FileStore, ...)."""
+
+    def set(self, key: str, value: str | bytes) -> None: ...
+    def get(self, key: str) -> bytes: ...
+    def check(self, keys: list[str]) -> bool: ...
+    def wait(self, keys: list[str], timeout: timedelta) -> None: ...
+
+
+class GateError(ActionError):
+    """The ranks of a job may not start: exit 1."""
+
+
+class InhomogeneousError(GateError):
+    """Some ranks run a different environment from the majority's (or from the snapshot's)."""
+
+    def __init__(self, message: str, hint: str | None = None, *, odd: tuple[int, ...]) -> None:
+        super().__init__(message, hint)
+        self.odd = odd
+
+
+class MissingRanksError(GateError):
+    """Some ranks never published their fingerprint before the deadline."""
+
+    def __init__(self, message: str, hint: str | None = None, *, missing: tuple[int, ...]) -> None:
+        super().__init__(message, hint)
+        self.missing = missing
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """One rank's environment: ``detail`` as plain data, ``digest`` its sha256."""
+
+    digest: str
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Who takes part in one gate: this participant's rank, how many there are, and what a
+    participant is called in messages ("rank"; the CLI's launcher form: "node rank")."""
+
+    rank: int
+    world_size: int
+    unit: str = "rank"
+
+
+def _digest(detail: Mapping[str, Any]) -> str:
+    text = json.dumps(detail, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _torch_nccl() -> str | None:
+    """The NCCL torch was built with, when torch is already imported and built for CUDA
+    (asked of torch itself: no CUDA context is created)."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None or not getattr(getattr(torch, "version", None), "cuda", None):
+        return None
+    try:
+        version = torch.cuda.nccl.version()
+    except Exception:  # a CPU-only build, or no NCCL: nothing to compare
+        return None
+    return ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
+
+
+def fingerprint(*, env: Sequence[str] = DEFAULT_ENV, cache: bool = True) -> Fingerprint:
+    """This interpreter's environment fingerprint (cheap once the distribution cache is
+    warm: envguard snapshot or an earlier gate filled it)."""
+    target = local_entry("fingerprint")
+    args = {"env": list(env), "code": code_key("main"), "fingerprint_cache": cache}
+    detail: dict[str, Any] = target.fingerprint.fingerprint(args)
+    detail["nccl"] = _torch_nccl()
+    return Fingerprint(_digest(detail), detail)
+
+
+def snapshot_detail(snapshot: Snapshot, *, env: Sequence[str] = DEFAULT_ENV) -> dict[str, Any]:
+    """A snapshot's facts in a fingerprint's shape, for the comparison with a known-good
+    one (the snapshot records no NCCL runtime version: left out of the comparison)."""
+    from fnmatch import fnmatchcase
+
+    interp = snapshot.interpreter
+    torch = snapshot.torch
+    return {
+        "python": f"{interp.implementation.lower()} {interp.version}",
+        "packages": {
+            p.name: [str(p.version), p.fingerprint] for p in snapshot.packages if not p.shadowed
+        },
+        "torch": None
+        if torch is None
+        else {
+            "version": str(torch.version),
+            "cuda": torch.cuda,
+            "hip": torch.hip,
+            "git_version": torch.git_version,
+        },
+        "driver": snapshot.accelerator.driver,
+        "env": {
+            k: v for k, v in sorted(snapshot.env.items()) if any(fnmatchcase(k, p) for p in env)
+        },
+    }
+
+
+def _absent(value: object) -> str:
+    return "(absent)" if value is None else str(value)
+
+
+def differences(reference: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
+    """What ``other`` has that ``reference`` has not, one short phrase per difference,
+    packages first ("six 1.16.0 -> 1.17.0", "six 1.17.0: files differ")."""
+    out: list[str] = []
+    ref_pkgs: Mapping[str, Any] = reference.get("packages") or {}
+    pkgs: Mapping[str, Any] = other.get("packages") or {}
+    for name in sorted(set(ref_pkgs) | set(pkgs)):
+        before, after = ref_pkgs.get(name), pkgs.get(name)
+        if before is None or after is None:
+            out.append(f"{name} {_absent(before and before[0])} -> {_absent(after and after[0])}")
+        elif before[0] != after[0]:
+            out.append(f"{name} {before[0]} -> {after[0]}")
+        elif before[1] != after[1] and before[1] and after[1]:
+            out.append(f"{name} {after[0]}: installed files differ (RECORD)")
+    for key in ("python", "driver", "nccl"):
+        if key in reference and key in other and reference[key] != other[key]:
+            label = {"python": "python", "driver": "NVIDIA driver", "nccl": "torch's NCCL"}[key]
+            out.append(f"{label} {_absent(reference[key])} -> {_absent(other[key])}")
+    ref_torch, torch = reference.get("torch") or {}, other.get("torch") or {}
+    for key in ("cuda", "hip", "git_version"):
+        if ref_torch and torch and ref_torch.get(key) != torch.get(key):
+            out.append(f"torch {key} {_absent(ref_torch.get(key))} -> {_absent(torch.get(key))}")
+    ref_env, env = reference.get("env") or {}, other.get("env") or {}
+    for name in sorted(set(ref_env) | set(env)):
+        if ref_env.get(name) != env.get(name):
+            out.append(f"{name}={_unset(ref_env.get(name))} -> {_unset(env.get(name))}")
+    return out
+
+
+def _unset(value: str | None) -> str:
+    return "(unset)" if value is None else value
+
+
+def _said(items: list[str]) -> str:
+    if not items:
+        return "the fingerprints differ, the details do not say how"
+    shown = ", ".join(items[:_MAX_ITEMS])
+    more = len(items) - _MAX_ITEMS
+    return shown + (f", and {more} more" if more > 0 else "")
+
+
+def _ranks(unit: str, ranks: Sequence[int]) -> str:
+    shown = ", ".join(str(r) for r in ranks[:8]) + (", ..." if len(ranks) > 8 else "")
+    return f"{unit}{'s' if len(ranks) > 1 else ''} {shown}"
+
+
+@dataclass(frozen=True)
+class _Arrival:
+    rank: int
+    digest: str
+    host: str
+    node: str  # the launcher's node rank (GROUP_RANK) when it says one, else the host
+
+
+def _node_names(arrivals: Sequence[_Arrival]) -> dict[int, str]:
+    """Each rank's node by name: the host, with the launcher's node rank when several nodes
+    share a host name (two launches on one machine)."""
+    per_host: dict[str, set[str]] = {}
+    for a in arrivals:
+        per_host.setdefault(a.host, set()).add(a.node)
+    return {
+        a.rank: a.host if len(per_host[a.host]) == 1 else f"{a.host}[node {a.node}]"
+        for a in arrivals
+    }
+
+
+def _nodes(group: Sequence[_Arrival], names: Mapping[int, str]) -> list[str]:
+    return list(dict.fromkeys(names[a.rank] for a in group))
+
+
+def mismatch_message(
+    arrivals: Sequence[_Arrival], details: Mapping[int, Mapping[str, Any]], *, unit: str
+) -> tuple[str, tuple[int, ...]]:
+    """The one line every rank says, and the odd ranks, from everyone's arrival and the
+    representatives' details (a representative's detail may be missing: then unsaid)."""
+    groups: dict[str, list[_Arrival]] = {}
+    for a in sorted(arrivals, key=lambda a: a.rank):
+        groups.setdefault(a.digest, []).append(a)
+    # The majority: the most ranks; a tie goes to the group holding the lowest rank.
+    ordered = sorted(groups.values(), key=lambda g: (-len(g), g[0].rank))
+    majority, odd = ordered[0], sorted(ordered[1:], key=lambda g: g[0].rank)
+    names = _node_names(arrivals)
+    maj_nodes = _nodes(majority, names)
+    reference = details.get(majority[0].rank)
+    parts = []
+    for i, group in enumerate(odd):
+        nodes = _nodes(group, names)
+        what = (
+            "node "
+            + ", ".join(nodes[:5])
+            + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
+        )
+        text = f"{what} ({_ranks(unit, [a.rank for a in group])}) differs from the majority"
+        count = f"{len(maj_nodes)} node{'s' if len(maj_nodes) > 1 else ''}"
+        text += f" ({count}, {_ranks(unit, [a.rank for a in majority])})"
+        theirs = details.get(group[0].rank)
+        if i < _MAX_GROUPS and reference is not None and theirs is not None:
+            text += ": " + _said(differences(reference, theirs))
+        parts.append(text)
+    odd_ranks = tuple(a.rank for g in odd for a in g)
+    return "environments differ across the job: " + "; ".join(parts), odd_ranks
+
+
+class _Deadline:
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+
+    def left(self, floor: float = 0.05) -> timedelta:
+        return timedelta(seconds=max(floor, self.end - time.monotonic()))
+
+
+def _wait(store: Store, keys: list[str], deadline: _Deadline, *, floor: float = 0.05) -> bool:
+    """Whether every key arrived before the deadline."""
+    try:
+        store.wait(keys, deadline.left(floor))
+    except Exception:  # torch raises DistStoreError (a RuntimeError) on a timeout
+        return store.check(keys)
+    return True
+
+
+def exchange(
+    store: Store,
+    mine: Fingerprint,
+    topology: Topology,
+    *,
+    prefix: str,
+    timeout: float,
+    host: str,
+    node: str,
+) -> None:
+    """Publish this rank's hash under ``prefix``, wait for every rank's, and raise the same
+    error on every rank when they differ or some never arrive. Returns when all agree."""
+    rank, world, unit = topology.rank, topology.world_size, topology.unit
+    deadline = _Deadline(timeout)
+    store.set(f"{prefix}/hash/{rank}", json.dumps([mine.digest, host, node]))
+    keys = [f"{prefix}/hash/{r}" for r in range(world)]
+    if not _wait(store, keys, deadline):
+        missing = tuple(r for r in range(world) if not store.check([keys[r]]))
+        raise MissingRanksError(
+            f"{_ranks(unit, missing)} of {world} never arrived at the environment gate within"
+            f" {timeout:g} s ({unit} {rank} waited at {host})",
+            "see why they did not start (their own logs); ENVGUARD_GATE_TIMEOUT sets the wait",
+            missing=missing,
+        )
+    arrivals = []
+    for r in range(world):
+        digest, their_host, their_node = json.loads(store.get(keys[r]))
+        arrivals.append(_Arrival(r, str(digest), str(their_host), str(their_node)))
+    if len({a.digest for a in arrivals}) == 1:
+        return
+    groups: dict[str, int] = {}
+    for a in arrivals:
+        groups.setdefault(a.digest, a.rank)
+    by_size = sorted(groups, key=lambda d: (-sum(a.digest == d for a in arrivals), groups[d]))
+    wanted = [groups[d] for d in by_size[: _MAX_GROUPS + 1]]
+    if rank in wanted:
+        store.set(f"{prefix}/detail/{rank}", json.dumps(mine.detail, sort_keys=True))
+    detail_keys = [f"{prefix}/detail/{r}" for r in wanted]
+    # A representative that died after publishing its hash leaves the message shorter.
+    _wait(store, detail_keys, deadline, floor=5.0)
+    details = {}
+    for r, key in zip(wanted, detail_keys, strict=True):
+        if store.check([key]):
+            details[r] = json.loads(store.get(key))
+    message, odd = mismatch_message(arrivals, details, unit=unit)
+    raise InhomogeneousError(
+        message,
+        "envguard diff between a node of the majority and an odd one shows all of it",
+        odd=odd,
+    )
+
+
+def _env_int(name: str, environ: Mapping[str, str]) -> int:
+    value = environ.get(name)
+    if value is None or not value.strip().isdigit():
+        raise UsageError(
+            f"{name} is {'not set' if value is None else f'not a number ({value!r})'}: the"
+            " environment gate needs RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT",
+            "launch with torchrun, or pass store=, rank= and world_size=",
+        )
+    return int(value)
+
+
+def _tcp_store(
+    addr: str, port: int, topology: Topology, *, is_master: bool, timeout: float
+) -> Store:
+    import torch.distributed as dist
+
+    try:
+        store: Store = dist.TCPStore(
+            addr,
+            port,
+            topology.world_size,
+            is_master=is_master,
+            timeout=timedelta(seconds=timeout),
+            wait_for_workers=False,
+        )
+    except Exception as exc:  # torch's DistNetworkError and its kin
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise GateError(
+            f"{topology.unit} {topology.rank}: no rendezvous store at {addr}:{port} within"
+            f" {timeout:g} s ({first})",
+            "is MASTER_ADDR reachable from here, and is the port free on the master?",
+        ) from None
+    return store
+
+
+def default_store(
+    topology: Topology, *, timeout: float, environ: Mapping[str, str] = os.environ
+) -> tuple[Store, str, bool]:
+    """The store the gate uses when none is passed, the key prefix within it, and whether
+    this rank serves it.
+
+    Under torchrun (TORCHELASTIC_USE_AGENT_STORE): its agent's store at MASTER_ADDR:
+    MASTER_PORT, keys under the run id and restart count. Otherwise a TCPStore of the
+    gate's own, rank 0 serving, at MASTER_PORT + 1 (ENVGUARD_GATE_PORT): init_process_group
+    will serve MASTER_PORT itself as soon as the gate returns."""
+    addr = environ.get("MASTER_ADDR")
+    if not addr:
+        _env_int("MASTER_ADDR", {})  # the one message for a missing launcher variable
+        raise AssertionError  # unreachable: _env_int raised
+    port = _env_int("MASTER_PORT", environ)
+    if environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        run = environ.get("TORCHELASTIC_RUN_ID", "none")
+        attempt = environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        store = _tcp_store(addr, port, topology, is_master=False, timeout=timeout)
+        return store, f"envguard/gate/{run}/{attempt}", False
+    if environ.get("ENVGUARD_GATE_PORT"):
+        port = _env_int("ENVGUARD_GATE_PORT", environ)
+    else:
+        port += 1
+    serving = topology.rank == 0
+    store = _tcp_store(addr, port, topology, is_master=serving, timeout=timeout)
+    return store, "envguard/gate", serving
+
+
+def _timeout(timeout: float | None, environ: Mapping[str, str]) -> float:
+    if timeout is not None:
+        return timeout
+    text = environ.get("ENVGUARD_GATE_TIMEOUT")
+    if text is None:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise UsageError(f"ENVGUARD_GATE_TIMEOUT is not a positive number of seconds: {text!r}")
+    return value
+
+
+def _check_snapshot(
+    mine: Fingerprint, snapshot: Snapshot | str | Path, *, env: Sequence[str], where: str
+) -> None:
+    from envguard.snapshots.store import load
+
+    snap = snapshot if not isinstance(snapshot, (str, Path)) else load(snapshot)
+    items = differences(snapshot_detail(snap, env=env), {**mine.detail, "nccl": None})
+    if items:
+        raise InhomogeneousError(
+            f"{where} differs from the snapshot {snap.name}: {_said(items)}",
+            "envguard diff SNAPSHOT on this node shows all of it",
+            odd=(),
+        )
+
+
+def assert_homogeneous(
+    snapshot: Snapshot | str | Path | None = None,
+    store: Store | None = None,
+    *,
+    rank: int | None = None,
+    world_size: int | None = None,
+    env: Sequence[str] = DEFAULT_ENV,
+    timeout: float | None = None,
+    prefix: str = "envguard/gate",
+    unit: str = "rank",
+) -> Fingerprint:
+    """Raise on every rank unless all ranks of the job run one environment (and, with
+    ``snapshot``, the one it recorded); call it before ``init_process_group``.
+
+    ``store``: a torch.distributed store every rank reaches (default: torchrun's, else one
+    at MASTER_PORT + 1); ``rank``/``world_size`` default to RANK/WORLD_SIZE; ``env``:
+    patterns of the variables that must match; ``timeout``: seconds to wait for the other
+    ranks (default ENVGUARD_GATE_TIMEOUT, else 120)."""
+    environ = os.environ
+    seconds = _timeout(timeout, environ)
+    topology = Topology(
+        rank if rank is not None else _env_int("RANK", environ),
+        world_size if world_size is not None else _env_int("WORLD_SIZE", environ),
+        unit,
+    )
+    if not 0 <= topology.rank < topology.world_size:
+        raise UsageError(f"rank {topology.rank} is outside a world of {topology.world_size}")
+    mine = fingerprint(env=env)
+    host = socket.gethostname()
+    if snapshot is not None:
+        _check_snapshot(mine, snapshot, env=env, where=f"{unit} {topology.rank} on {host}")
+    if topology.world_size == 1:
+        return mine
+    serving = False
+    if store is None:
+        store, prefix, serving = default_store(topology, timeout=seconds, environ=environ)
+    node = environ.get("GROUP_RANK") or environ.get("SLURM_NODEID") or host
+    try:
+        exchange(store, mine, topology, prefix=prefix, timeout=seconds, host=host, node=node)
+    finally:
+        _release(store, topology, prefix=prefix, serving=serving)
+    return mine
+
+
+def _release(store: Store, topology: Topology, *, prefix: str, serving: bool) -> None:
+    """Say this rank is done with the gate's store; the rank serving it waits (briefly) for
+    the word of every rank that arrived before it goes, so none loses the store mid-read."""
+    try:
+        store.set(f"{prefix}/done/{topology.rank}", "1")
+        if serving:
+            ranks = range(topology.world_size)
+            came = [r for r in ranks if store.check([f"{prefix}/hash/{r}"])]
+            _wait(store, [f"{prefix}/done/{r}" for r in came], _Deadline(10.0))
+    except Exception:  # noqa: S110  # the store went (its server exited): nothing to release
+        pass
