@@ -1,0 +1,206 @@
+"""The rank gate's exchange and message, over an in-memory store shared by threads (the
+real torch store and torchrun: test_torchrun.py)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from envguard import distributed
+from envguard.distributed import (
+    Fingerprint,
+    InhomogeneousError,
+    MissingRanksError,
+    Topology,
+    assert_homogeneous,
+    differences,
+    exchange,
+)
+from envguard.errors import UsageError
+
+
+class MemoryStore:
+    """torch.distributed.Store's get/set/check/wait over a dict, for threads."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+        self.cond = threading.Condition()
+
+    def set(self, key: str, value: str | bytes) -> None:
+        with self.cond:
+            self.data[key] = value.encode() if isinstance(value, str) else value
+            self.cond.notify_all()
+
+    def get(self, key: str) -> bytes:
+        with self.cond:
+            assert self.cond.wait_for(lambda: key in self.data, 5)
+            return self.data[key]
+
+    def check(self, keys: list[str]) -> bool:
+        with self.cond:
+            return all(k in self.data for k in keys)
+
+    def wait(self, keys: list[str], timeout: timedelta) -> None:
+        with self.cond:
+            if not self.cond.wait_for(self._has(keys), timeout.total_seconds()):
+                raise RuntimeError("Socket Timeout")
+
+    def _has(self, keys: list[str]) -> Callable[[], bool]:
+        return lambda: all(k in self.data for k in keys)
+
+
+def _detail(**packages: str) -> dict[str, Any]:
+    return {
+        "python": "cpython 3.11.7",
+        "packages": {name: [version, "f" * 64] for name, version in packages.items()},
+        "torch": {"version": "2.13.0+cpu", "cuda": None, "hip": None, "git_version": "abc"},
+        "driver": None,
+        "env": {},
+        "nccl": None,
+    }
+
+
+def _fp(detail: dict[str, Any]) -> Fingerprint:
+    return Fingerprint(distributed._digest(detail), detail)
+
+
+def _run_ranks(
+    details: list[dict[str, Any] | None], hosts: list[str], *, timeout: float = 5.0
+) -> list[BaseException | None]:
+    """Each rank's exchange in a thread (None in ``details``: a rank that never comes)."""
+    store = MemoryStore()
+    world = len(details)
+    errors: list[BaseException | None] = [None] * world
+
+    def one(rank: int, detail: dict[str, Any]) -> None:
+        try:
+            exchange(
+                store,
+                _fp(detail),
+                Topology(rank, world),
+                prefix="t",
+                timeout=timeout,
+                host=hosts[rank],
+                node=hosts[rank],
+            )
+        except BaseException as exc:  # handed to the test
+            errors[rank] = exc
+
+    threads = [
+        threading.Thread(target=one, args=(r, d)) for r, d in enumerate(details) if d is not None
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return errors
+
+
+def test_identical_ranks_pass() -> None:
+    same = _detail(six="1.17.0", torch="2.13.0+cpu")
+    assert _run_ranks([same, dict(same), dict(same)], ["a", "b", "c"]) == [None] * 3
+
+
+def test_every_rank_names_the_odd_node_and_the_package() -> None:
+    good, odd = _detail(six="1.16.0"), _detail(six="1.17.0")
+    errors = _run_ranks([good, odd, good, good], ["host-a", "host-b", "host-a", "host-c"])
+    messages = {str(e) for e in errors}
+    assert all(isinstance(e, InhomogeneousError) and e.odd == (1,) for e in errors)
+    assert messages == {
+        "environments differ across the job: node host-b (rank 1) differs from the majority"
+        " (2 nodes, ranks 0, 2, 3): six 1.16.0 -> 1.17.0"
+    }
+
+
+def test_a_missing_rank_is_named_after_the_deadline() -> None:
+    same = _detail(six="1.17.0")
+    errors = _run_ranks([same, None, same], ["a", "b", "c"], timeout=0.3)
+    assert isinstance(errors[0], MissingRanksError)
+    assert errors[0].missing == (1,)
+    assert str(errors[0]).startswith("rank 1 of 3 never arrived at the environment gate")
+
+
+def test_two_nodes_on_one_host_are_told_apart() -> None:
+    store = MemoryStore()
+    good, odd = _fp(_detail(six="1.16.0")), _fp(_detail(six="1.17.0"))
+    errors: list[BaseException] = []
+
+    def one(rank: int, fp: Fingerprint) -> None:
+        try:
+            exchange(store, fp, Topology(rank, 2), prefix="p", timeout=5, host="vm", node=str(rank))
+        except InhomogeneousError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=a) for a in ((0, good), (1, odd))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(errors) == 2
+    assert "node vm[node 1] (rank 1) differs from the majority (1 node, rank 0)" in str(errors[0])
+
+
+def test_differences_say_what_changed() -> None:
+    before = _detail(six="1.16.0", gone="1.0", same="2.0")
+    after = _detail(six="1.17.0", new="3.0", same="2.0")
+    after["packages"]["same"][1] = "0" * 64
+    after["env"] = {"NCCL_IB_DISABLE": "1"}
+    after["driver"] = "560.1"
+    assert differences(before, after) == [
+        "gone 1.0 -> (absent)",
+        "new (absent) -> 3.0",
+        "same 2.0: installed files differ (RECORD)",
+        "six 1.16.0 -> 1.17.0",
+        "NVIDIA driver (absent) -> 560.1",
+        "NCCL_IB_DISABLE=(unset) -> 1",
+    ]
+
+
+def test_the_fingerprint_reads_this_venv_and_the_chosen_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "eth0")
+    monkeypatch.setenv("NCCL_API_TOKEN", "s3cret")
+    mine = distributed.fingerprint()
+    assert "pytest" in mine.detail["packages"]
+    assert mine.detail["env"]["NCCL_SOCKET_IFNAME"] == "eth0"
+    assert "s3cret" not in str(mine.detail)
+    assert distributed.fingerprint() == mine  # the same venv: the same hash
+
+
+@pytest.fixture
+def one_rank(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name in ("MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    yield
+
+
+def test_a_known_good_snapshot_that_differs_stops_the_rank(one_rank: None, tmp_path: Path) -> None:
+    import envguard
+    from envguard.snapshots.models import Package
+
+    snap = envguard.snapshot(python=sys.executable)
+    pkgs = tuple(
+        p.model_copy(update={"version": "0.0.1"}) if p.name == "pytest" else p
+        for p in snap.packages
+    )
+    assert any(isinstance(p, Package) and p.name == "pytest" for p in pkgs)
+    assert_homogeneous(snap)  # the venv it was taken of: passes
+    with pytest.raises(
+        InhomogeneousError, match=r"differs from the snapshot .*: pytest 0\.0\.1 ->"
+    ):
+        assert_homogeneous(snap.model_copy(update={"packages": pkgs}))
+
+
+def test_without_a_launcher_it_says_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RANK", raising=False)
+    with pytest.raises(UsageError, match="RANK is not set: the environment gate needs RANK"):
+        assert_homogeneous()
