@@ -328,7 +328,8 @@ def _env_int(name: str, environ: Mapping[str, str]) -> int:
         raise UsageError(
             f"{name} is {'not set' if value is None else f'not a number ({value!r})'}: the"
             " environment gate needs RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT",
-            "launch with torchrun, or pass store=, rank= and world_size=",
+            "torchrun sets them for each rank; on a launcher line, envguard gate --torchrun"
+            " -- torchrun ... reads them from its options",
         )
     return int(value)
 
@@ -425,7 +426,6 @@ def assert_homogeneous(
     env: Sequence[str] = DEFAULT_ENV,
     timeout: float | None = None,
     prefix: str = "envguard/gate",
-    unit: str = "rank",
 ) -> Fingerprint:
     """Raise on every rank unless all ranks of the job run one environment (and, with
     ``snapshot``, the one it recorded); call it before ``init_process_group``.
@@ -439,25 +439,160 @@ def assert_homogeneous(
     topology = Topology(
         rank if rank is not None else _env_int("RANK", environ),
         world_size if world_size is not None else _env_int("WORLD_SIZE", environ),
-        unit,
     )
     if not 0 <= topology.rank < topology.world_size:
         raise UsageError(f"rank {topology.rank} is outside a world of {topology.world_size}")
+    serving = False
+    if store is None and topology.world_size > 1:
+        store, prefix, serving = default_store(topology, timeout=seconds, environ=environ)
+    node = environ.get("GROUP_RANK") or environ.get("SLURM_NODEID")
+    return _gate(
+        store,
+        topology,
+        snapshot=snapshot,
+        env=env,
+        timeout=seconds,
+        prefix=prefix,
+        serving=serving,
+        node=node,
+    )
+
+
+def _gate(
+    store: Store | None,
+    topology: Topology,
+    *,
+    snapshot: Snapshot | str | Path | None,
+    env: Sequence[str],
+    timeout: float,
+    prefix: str,
+    serving: bool,
+    node: str | None,
+) -> Fingerprint:
     mine = fingerprint(env=env)
     host = socket.gethostname()
-    if snapshot is not None:
-        _check_snapshot(mine, snapshot, env=env, where=f"{unit} {topology.rank} on {host}")
-    if topology.world_size == 1:
-        return mine
-    serving = False
-    if store is None:
-        store, prefix, serving = default_store(topology, timeout=seconds, environ=environ)
-    node = environ.get("GROUP_RANK") or environ.get("SLURM_NODEID") or host
     try:
-        exchange(store, mine, topology, prefix=prefix, timeout=seconds, host=host, node=node)
+        if store is not None and topology.world_size > 1:
+            exchange(
+                store,
+                mine,
+                topology,
+                prefix=prefix,
+                timeout=timeout,
+                host=host,
+                node=node or host,
+            )
+        # After the exchange: a rank stopped here first would leave the others waiting.
+        if snapshot is not None:
+            where = f"{topology.unit} {topology.rank} on {host}"
+            _check_snapshot(mine, snapshot, env=env, where=where)
     finally:
-        _release(store, topology, prefix=prefix, serving=serving)
+        if store is not None:
+            _release(store, topology, prefix=prefix, serving=serving)
     return mine
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What a torchrun command line says of its job: this node's rank among how many, and
+    where its rendezvous is."""
+
+    node_rank: int
+    nnodes: int
+    addr: str
+    port: int
+
+
+def _option(argv: Sequence[str], names: tuple[str, ...]) -> str | None:
+    """The value of the first of ``names`` in ``argv`` (``--name value`` or ``--name=value``),
+    looked for before the training script (its own arguments are not torchrun's)."""
+    for i, arg in enumerate(argv):
+        if arg.endswith(".py") or arg in ("-m", "--module", "--"):
+            break
+        for name in names:
+            if arg == name and i + 1 < len(argv):
+                return argv[i + 1]
+            if arg.startswith(name + "="):
+                return arg[len(name) + 1 :]
+    return None
+
+
+def _number(text: str, what: str) -> int:
+    if not text.isdigit():
+        raise UsageError(f"torchrun's {what} is not a number: {text!r}")
+    return int(text)
+
+
+def torchrun_launch(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> Launch:
+    """The job a ``torchrun ...`` command line starts, read from its options as torchrun reads
+    them (--nnodes, --node-rank, --master-addr, --master-port, --rdzv-endpoint; dashes or
+    underscores), with torchrun's defaults."""
+
+    def opt(name: str) -> str | None:
+        return _option(argv[1:], (f"--{name}", f"--{name.replace('-', '_')}"))
+
+    nnodes = opt("nnodes") or "1"
+    low, _, high = nnodes.partition(":")
+    if high and high != low:
+        raise UsageError(
+            f"torchrun --nnodes {nnodes}: the environment gate needs a fixed number of nodes",
+            "gate inside the training script instead (envguard.distributed.assert_homogeneous)",
+        )
+    endpoint = opt("rdzv-endpoint")
+    if endpoint:
+        addr, _, port_text = endpoint.rpartition(":") if ":" in endpoint else (endpoint, "", "")
+        port = _number(port_text, "--rdzv-endpoint port") if port_text else 29400
+    else:
+        addr = opt("master-addr") or environ.get("MASTER_ADDR") or "127.0.0.1"
+        port = _number(opt("master-port") or environ.get("MASTER_PORT") or "29500", "--master-port")
+    return Launch(
+        node_rank=_number(opt("node-rank") or "0", "--node-rank"),
+        nnodes=_number(low, "--nnodes"),
+        addr=addr,
+        port=port,
+    )
+
+
+def gate_launch(
+    argv: Sequence[str],
+    *,
+    snapshot: Snapshot | str | Path | None = None,
+    env: Sequence[str] = DEFAULT_ENV,
+    timeout: float | None = None,
+) -> Fingerprint:
+    """The gate a launcher line runs before ``torchrun ...`` (``argv``): one participant per
+    node, node rank 0 serving a store at the rendezvous port + 1 (ENVGUARD_GATE_PORT),
+    closed again before torchrun starts."""
+    environ = os.environ
+    seconds = _timeout(timeout, environ)
+    launch = torchrun_launch(argv, environ)
+    topology = Topology(launch.node_rank, launch.nnodes, "node rank")
+    if not 0 <= topology.rank < topology.world_size:
+        raise UsageError(
+            f"torchrun --node-rank {topology.rank} is outside --nnodes {launch.nnodes}"
+        )
+    store: Store | None = None
+    if topology.world_size > 1:
+        port = (
+            _env_int("ENVGUARD_GATE_PORT", environ) if environ.get("ENVGUARD_GATE_PORT") else None
+        )
+        store = _tcp_store(
+            launch.addr,
+            port or launch.port + 1,
+            topology,
+            is_master=topology.rank == 0,
+            timeout=seconds,
+        )
+    return _gate(
+        store,
+        topology,
+        snapshot=snapshot,
+        env=env,
+        timeout=seconds,
+        prefix="envguard/gate",
+        serving=topology.rank == 0,
+        node=str(launch.node_rank),
+    )
 
 
 def _release(store: Store, topology: Topology, *, prefix: str, serving: bool) -> None:

@@ -3,6 +3,7 @@ real torch store and torchrun: test_torchrun.py)."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -16,11 +17,13 @@ from envguard import distributed
 from envguard.distributed import (
     Fingerprint,
     InhomogeneousError,
+    Launch,
     MissingRanksError,
     Topology,
     assert_homogeneous,
     differences,
     exchange,
+    torchrun_launch,
 )
 from envguard.errors import UsageError
 
@@ -204,3 +207,41 @@ def test_without_a_launcher_it_says_what_is_missing(monkeypatch: pytest.MonkeyPa
     monkeypatch.delenv("RANK", raising=False)
     with pytest.raises(UsageError, match="RANK is not set: the environment gate needs RANK"):
         assert_homogeneous()
+
+
+def test_a_torchrun_line_says_the_node_and_the_rendezvous() -> None:
+    argv = ["torchrun", "--nnodes=4", "--node_rank", "2", "--master-addr", "n0", "--master-port"]
+    launch = torchrun_launch([*argv, "1234", "train.py", "--node-rank", "9"], {})
+    assert launch == Launch(node_rank=2, nnodes=4, addr="n0", port=1234)
+    endpoint = ["torchrun", "--nnodes", "2:2", "--rdzv-endpoint", "head:29401", "-m", "pkg"]
+    assert torchrun_launch(endpoint, {}) == Launch(0, 2, "head", 29401)
+    assert torchrun_launch(["torchrun", "x.py"], {}) == Launch(0, 1, "127.0.0.1", 29500)
+
+
+def test_an_elastic_torchrun_line_is_refused() -> None:
+    with pytest.raises(UsageError, match="needs a fixed number of nodes"):
+        torchrun_launch(["torchrun", "--nnodes", "1:4", "train.py"], {})
+
+
+def test_the_command_gates_one_node_then_runs_the_command(tmp_path: Path) -> None:
+    """A real subprocess: a one-node torchrun line passes the gate and becomes the command."""
+    torchrun = tmp_path / "torchrun"  # a stand-in that says what it was given
+    torchrun.write_text('#!/bin/sh\necho "torchrun $*"\n', encoding="utf-8")
+    torchrun.chmod(0o755)
+    argv = [sys.executable, "-m", "envguard", "gate", "--torchrun", "--", str(torchrun)]
+    proc = subprocess.run([*argv, "--nnodes", "1", "t.py"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith("envguard gate: passed (")
+    assert proc.stdout == "torchrun --nnodes 1 t.py\n"
+
+
+def test_the_command_without_a_launcher_is_bad_usage(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from envguard.cli import app
+
+    monkeypatch.delenv("RANK", raising=False)
+    result = CliRunner().invoke(app, ["gate"])
+    assert result.exit_code == 2
+    result = CliRunner().invoke(app, ["gate", "--torchrun"])
+    assert result.exit_code == 2

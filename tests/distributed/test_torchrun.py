@@ -78,9 +78,10 @@ def torch_venvs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         argv += ["--find-links", str(wheelhouse), "--index-url", INDEXES[0]]
         for extra in INDEXES[1:]:
             argv += ["--extra-index-url", extra]
-        run([*argv, TORCH, "numpy", f"gatepkg=={gatepkg}"])
-        # envguard from this checkout, built by hatchling; without its dependencies (the
-        # gate needs none of them, and the local index may lack their floors).
+        deps = ["typer<0.29", "rich", "pydantic", "packaging"]  # envguard's, for its CLI
+        run([*argv, TORCH, "numpy", f"gatepkg=={gatepkg}", *deps])
+        # envguard from this checkout, built by hatchling; --no-deps: the local index may
+        # lack the floor of a dependency (packaging 26.4) that the gate does not need.
         run([*argv, "--no-deps", str(ROOT)])
         venvs[name] = venv
     return venvs
@@ -93,16 +94,26 @@ def _free_port() -> int:
         return port
 
 
-def _launch(venvs: tuple[Path, Path], tmp_path: Path) -> list[subprocess.CompletedProcess[str]]:
+def _launch(
+    venvs: tuple[Path, Path], tmp_path: Path, *, launcher: bool = False
+) -> list[subprocess.CompletedProcess[str]]:
+    """Both torchrun launches, each from its venv; ``launcher``: behind ``envguard gate
+    --torchrun --``, with a training script that does not gate itself."""
     script = tmp_path / "train.py"
-    script.write_text(TRAIN, encoding="utf-8")
+    train = TRAIN.replace("envguard.distributed.assert_homogeneous(", "(lambda **_: 0)(")
+    script.write_text(train if launcher else TRAIN, encoding="utf-8")
     port = str(_free_port())
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MASTER_", "RANK"))}
     common = ["--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port", port]
     common.append(str(script))
     procs = [
         subprocess.Popen(
-            [str(venv / "bin" / "torchrun"), "--nnodes", "2", f"--node-rank={rank}", *common],
+            (
+                [str(venv / "bin" / "envguard"), "gate", "--torchrun", "--timeout", "60", "--"]
+                if launcher
+                else []
+            )
+            + [str(venv / "bin" / "torchrun"), "--nnodes", "2", f"--node-rank={rank}", *common],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -166,3 +177,27 @@ def test_without_torchrun_the_gate_serves_its_own_store_and_names_a_missing_rank
     )
     assert result.returncode == 3
     assert "rank 1 of 2 never arrived at the environment gate within 1 s" in result.stderr
+
+
+def test_on_a_launcher_line_the_gate_stops_both_nodes_before_torchrun(
+    torch_venvs: dict[str, Path], tmp_path: Path
+) -> None:
+    results = _launch((torch_venvs["a"], torch_venvs["odd"]), tmp_path, launcher=True)
+    host = socket.gethostname()
+    for result in results:
+        assert result.returncode == 1, result.stderr
+        assert result.stderr == (
+            f"error: environments differ across the job: node {host}[node 1] (node rank 1)"
+            " differs from the majority (1 node, node rank 0): gatepkg 1.0 -> 1.1\n"
+            "hint: envguard diff between a node of the majority and an odd one shows all of it\n"
+        )
+
+
+def test_on_a_launcher_line_identical_nodes_go_on_to_torchrun(
+    torch_venvs: dict[str, Path], tmp_path: Path
+) -> None:
+    results = _launch((torch_venvs["a"], torch_venvs["same"]), tmp_path, launcher=True)
+    for rank, result in enumerate(results):
+        assert result.returncode == 0, result.stderr
+        assert "envguard gate: passed" in result.stderr
+        assert f"rank {rank}: all_reduce 2" in result.stdout
