@@ -362,7 +362,7 @@ def default_store(
     topology: Topology, *, timeout: float, environ: Mapping[str, str] = os.environ
 ) -> tuple[Store, str, bool]:
     """The store the gate uses when none is passed, the key prefix within it, and whether
-    this rank serves it.
+    the gate made it (rank 0 serving it) rather than joined torchrun's.
 
     Under torchrun (TORCHELASTIC_USE_AGENT_STORE): its agent's store at MASTER_ADDR:
     MASTER_PORT, keys under the run id and restart count. Otherwise a TCPStore of the
@@ -382,9 +382,8 @@ def default_store(
         port = _env_int("ENVGUARD_GATE_PORT", environ)
     else:
         port += 1
-    serving = topology.rank == 0
-    store = _tcp_store(addr, port, topology, is_master=serving, timeout=timeout)
-    return store, "envguard/gate", serving
+    store = _tcp_store(addr, port, topology, is_master=topology.rank == 0, timeout=timeout)
+    return store, "envguard/gate", True
 
 
 def _timeout(timeout: float | None, environ: Mapping[str, str]) -> float:
@@ -442,34 +441,35 @@ def assert_homogeneous(
     )
     if not 0 <= topology.rank < topology.world_size:
         raise UsageError(f"rank {topology.rank} is outside a world of {topology.world_size}")
-    serving = False
+    made = False
     if store is None and topology.world_size > 1:
-        store, prefix, serving = default_store(topology, timeout=seconds, environ=environ)
+        store, prefix, made = default_store(topology, timeout=seconds, environ=environ)
     node = environ.get("GROUP_RANK") or environ.get("SLURM_NODEID")
-    return _gate(
-        store,
-        topology,
-        snapshot=snapshot,
-        env=env,
-        timeout=seconds,
-        prefix=prefix,
-        serving=serving,
-        node=node,
-    )
+    wanted = _Wanted(snapshot, tuple(env), seconds)
+    return _gate(store, topology, wanted, prefix=prefix, made=made, node=node)
+
+
+@dataclass(frozen=True)
+class _Wanted:
+    """What one gate asks: a snapshot to match too, the variables compared, the wait."""
+
+    snapshot: Snapshot | str | Path | None
+    env: tuple[str, ...]
+    timeout: float
 
 
 def _gate(
     store: Store | None,
     topology: Topology,
+    wanted: _Wanted,
     *,
-    snapshot: Snapshot | str | Path | None,
-    env: Sequence[str],
-    timeout: float,
     prefix: str,
-    serving: bool,
+    made: bool,
     node: str | None,
 ) -> Fingerprint:
-    mine = fingerprint(env=env)
+    """Fingerprint, exchange, compare with the snapshot; ``made``: the gate made ``store``
+    (rank 0 serves it, and waits for the others' word before it goes)."""
+    mine = fingerprint(env=wanted.env)
     host = socket.gethostname()
     try:
         if store is not None and topology.world_size > 1:
@@ -478,17 +478,17 @@ def _gate(
                 mine,
                 topology,
                 prefix=prefix,
-                timeout=timeout,
+                timeout=wanted.timeout,
                 host=host,
                 node=node or host,
             )
         # After the exchange: a rank stopped here first would leave the others waiting.
-        if snapshot is not None:
+        if wanted.snapshot is not None:
             where = f"{topology.unit} {topology.rank} on {host}"
-            _check_snapshot(mine, snapshot, env=env, where=where)
+            _check_snapshot(mine, wanted.snapshot, env=wanted.env, where=where)
     finally:
         if store is not None:
-            _release(store, topology, prefix=prefix, serving=serving)
+            _release(store, topology, prefix=prefix, serving=made and topology.rank == 0)
     return mine
 
 
@@ -583,16 +583,9 @@ def gate_launch(
             is_master=topology.rank == 0,
             timeout=seconds,
         )
-    return _gate(
-        store,
-        topology,
-        snapshot=snapshot,
-        env=env,
-        timeout=seconds,
-        prefix="envguard/gate",
-        serving=topology.rank == 0,
-        node=str(launch.node_rank),
-    )
+    wanted = _Wanted(snapshot, tuple(env), seconds)
+    node = str(launch.node_rank)
+    return _gate(store, topology, wanted, prefix="envguard/gate", made=True, node=node)
 
 
 def _release(store: Store, topology: Topology, *, prefix: str, serving: bool) -> None:
