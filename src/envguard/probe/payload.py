@@ -163,9 +163,9 @@ def local_entry(entry: str) -> ModuleType:
 
             package = f"{PACKAGE}_{entry}"
             key = hashlib.sha256(f"{package}\0{code_key(entry)}".encode()).hexdigest()[:32]
-            names, packed = packed_sources(entry)
             namespace: dict[str, Any] = {"sys": sys}
             exec(LOADER, namespace)  # noqa: S102  # our own source, as the payload carries it
             install = namespace["_envguard_install"]
-            _ENTRIES[entry] = install(package, packed, key, names=names)
+            # The sources as pairs: packing them is for the wire, and costs a compression.
+            _ENTRIES[entry] = install(package, entry_sources(entry), key)
         return _ENTRIES[entry]
