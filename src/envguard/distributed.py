@@ -252,6 +252,26 @@ def mismatch_message(
     return "environments differ across the job: " + "; ".join(parts), odd_ranks
 
 
+def _json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _line(text: object, cap: int = 64) -> str:
+    """Another rank's word, as one short printable line (it goes into every rank's error)."""
+    return "".join(c if c.isprintable() else "?" for c in str(text))[:cap]
+
+
+def _arrival(rank: int, raw: bytes, unit: str) -> _Arrival:
+    value = _json(raw)
+    if not (isinstance(value, list) and len(value) == 3):
+        raise GateError(f"{unit} {rank} published something other than a fingerprint at the gate")
+    digest, host, node = value
+    return _Arrival(rank, _line(digest), _line(host), _line(node))
+
+
 class _Deadline:
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
@@ -294,10 +314,7 @@ def exchange(
             "see why they did not start (their own logs); ENVGUARD_GATE_TIMEOUT sets the wait",
             missing=missing,
         )
-    arrivals = []
-    for r in range(world):
-        digest, their_host, their_node = json.loads(store.get(keys[r]))
-        arrivals.append(_Arrival(r, str(digest), str(their_host), str(their_node)))
+    arrivals = [_arrival(r, store.get(keys[r]), unit) for r in range(world)]
     if len({a.digest for a in arrivals}) == 1:
         return
     groups: dict[str, int] = {}
@@ -313,8 +330,13 @@ def exchange(
     details = {}
     for r, key in zip(wanted, detail_keys, strict=True):
         if store.check([key]):
-            details[r] = json.loads(store.get(key))
-    message, odd = mismatch_message(arrivals, details, unit=unit)
+            detail = _json(store.get(key))
+            if isinstance(detail, dict):
+                details[r] = detail
+    try:
+        message, odd = mismatch_message(arrivals, details, unit=unit)
+    except (TypeError, AttributeError, IndexError, KeyError):  # a detail of another shape
+        message, odd = mismatch_message(arrivals, {}, unit=unit)
     raise InhomogeneousError(
         message,
         "envguard diff between a node of the majority and an odd one shows all of it",

@@ -16,6 +16,7 @@ import pytest
 from envguard import distributed
 from envguard.distributed import (
     Fingerprint,
+    GateError,
     InhomogeneousError,
     Launch,
     MissingRanksError,
@@ -245,3 +246,10 @@ def test_the_command_without_a_launcher_is_bad_usage(monkeypatch: pytest.MonkeyP
     assert result.exit_code == 2
     result = CliRunner().invoke(app, ["gate", "--torchrun"])
     assert result.exit_code == 2
+
+
+def test_a_rank_publishing_garbage_is_named_not_a_traceback() -> None:
+    store = MemoryStore()
+    store.set("t/hash/1", b"\xff not json")
+    with pytest.raises(GateError, match="rank 1 published something other than a fingerprint"):
+        exchange(store, _fp(_detail()), Topology(0, 2), prefix="t", timeout=1, host="a", node="a")
