@@ -21,11 +21,12 @@ import json
 import os
 import socket
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from envguard.errors import ActionError, UsageError
 from envguard.probe.payload import code_key, local_entry
@@ -290,6 +291,19 @@ def _wait(store: Store, keys: list[str], deadline: _Deadline, *, floor: float = 
     return True
 
 
+# How much longer than rank 0 the others wait for its verdict: rank 0 may have arrived
+# late, and its own deadline runs from then.
+_GRACE = 10.0
+
+
+def _get_all(store: Store, keys: list[str]) -> list[bytes]:
+    """Every key's value in one request where the store can (multi_get, torch 2.4+)."""
+    multi = getattr(store, "multi_get", None)
+    if multi is not None:
+        return list(multi(keys))
+    return [store.get(k) for k in keys]
+
+
 def exchange(
     store: Store,
     mine: Fingerprint,
@@ -300,48 +314,115 @@ def exchange(
     host: str,
     node: str,
 ) -> None:
-    """Publish this rank's hash under ``prefix``, wait for every rank's, and raise the same
-    error on every rank when they differ or some never arrive. Returns when all agree."""
-    rank, world, unit = topology.rank, topology.world_size, topology.unit
+    """Publish this rank's hash under ``prefix``; rank 0 judges everyone's and publishes one
+    verdict, which every rank raises when the environments differ or some ranks never
+    arrive. Returns when all agree. Each rank but rank 0 makes a handful of requests,
+    whatever the size of the job; rank 0 reads all hashes in one."""
+    rank = topology.rank
     deadline = _Deadline(timeout)
     store.set(f"{prefix}/hash/{rank}", json.dumps([mine.digest, host, node]))
+    if rank == 0:
+        verdict = _judge(store, mine, topology, prefix=prefix, deadline=deadline, host=host)
+        store.set(f"{prefix}/verdict", json.dumps(verdict))
+    else:
+        late = _Deadline(timeout + _GRACE)
+        if not _wait(store, [f"{prefix}/wanted"], late):
+            _no_verdict(store, topology, prefix=prefix, timeout=timeout)
+        wanted = _json(store.get(f"{prefix}/wanted"))
+        if isinstance(wanted, list) and rank in wanted:
+            store.set(f"{prefix}/detail/{rank}", json.dumps(mine.detail, sort_keys=True))
+        if not _wait(store, [f"{prefix}/verdict"], late):
+            _no_verdict(store, topology, prefix=prefix, timeout=timeout)
+        verdict = _json(store.get(f"{prefix}/verdict"))
+    _raise_for(verdict, topology)
+
+
+def _judge(
+    store: Store,
+    mine: Fingerprint,
+    topology: Topology,
+    *,
+    prefix: str,
+    deadline: _Deadline,
+    host: str,
+) -> dict[str, Any]:
+    """Rank 0's part: wait for every hash, and when they differ, fetch the detail of one
+    rank of the majority and of each odd group (those ranks are told through ``wanted``)."""
+    world, unit = topology.world_size, topology.unit
     keys = [f"{prefix}/hash/{r}" for r in range(world)]
     if not _wait(store, keys, deadline):
-        missing = tuple(r for r in range(world) if not store.check([keys[r]]))
-        raise MissingRanksError(
-            f"{_ranks(unit, missing)} of {world} never arrived at the environment gate within"
-            f" {timeout:g} s ({unit} {rank} waited at {host})",
-            "see why they did not start (their own logs); ENVGUARD_GATE_TIMEOUT sets the wait",
-            missing=missing,
-        )
-    arrivals = [_arrival(r, store.get(keys[r]), unit) for r in range(world)]
-    if len({a.digest for a in arrivals}) == 1:
-        return
-    groups: dict[str, int] = {}
+        store.set(f"{prefix}/wanted", "[]")
+        missing = [r for r in range(world) if not store.check([keys[r]])]
+        return {
+            "kind": "missing",
+            "missing": missing,
+            "message": f"{_ranks(unit, missing)} of {world} never arrived at the environment"
+            f" gate within {deadline.seconds:g} s ({unit} 0 waited at {host})",
+        }
+    try:
+        arrivals = [_arrival(r, raw, unit) for r, raw in enumerate(_get_all(store, keys))]
+    except GateError as exc:  # said by every rank, like any verdict
+        store.set(f"{prefix}/wanted", "[]")
+        return {"kind": "error", "message": exc.message}
+    sizes = Counter(a.digest for a in arrivals)
+    if len(sizes) == 1:
+        store.set(f"{prefix}/wanted", "[]")
+        return {"kind": "same"}
+    first: dict[str, int] = {}
     for a in arrivals:
-        groups.setdefault(a.digest, a.rank)
-    by_size = sorted(groups, key=lambda d: (-sum(a.digest == d for a in arrivals), groups[d]))
-    wanted = [groups[d] for d in by_size[: _MAX_GROUPS + 1]]
-    if rank in wanted:
-        store.set(f"{prefix}/detail/{rank}", json.dumps(mine.detail, sort_keys=True))
-    detail_keys = [f"{prefix}/detail/{r}" for r in wanted]
+        first.setdefault(a.digest, a.rank)
+    by_size = sorted(first, key=lambda d: (-sizes[d], first[d]))
+    wanted = [first[d] for d in by_size[: _MAX_GROUPS + 1]]
+    store.set(f"{prefix}/wanted", json.dumps(wanted))
+    detail_keys = [f"{prefix}/detail/{r}" for r in wanted if r != 0]
     # A representative that died after publishing its hash leaves the message shorter.
     _wait(store, detail_keys, deadline, floor=5.0)
-    details = {}
-    for r, key in zip(wanted, detail_keys, strict=True):
-        if store.check([key]):
-            detail = _json(store.get(key))
+    details: dict[int, dict[str, Any]] = {0: mine.detail}
+    for r in wanted:
+        if r and store.check([f"{prefix}/detail/{r}"]):
+            detail = _json(store.get(f"{prefix}/detail/{r}"))
             if isinstance(detail, dict):
                 details[r] = detail
     try:
         message, odd = mismatch_message(arrivals, details, unit=unit)
     except (TypeError, AttributeError, IndexError, KeyError):  # a detail of another shape
-        message, odd = mismatch_message(arrivals, {}, unit=unit)
-    raise InhomogeneousError(
-        message,
-        "envguard diff between a node of the majority and an odd one shows all of it",
-        odd=odd,
+        message, odd = mismatch_message(arrivals, {0: mine.detail}, unit=unit)
+    return {"kind": "differ", "odd": list(odd), "message": message}
+
+
+def _no_verdict(store: Store, topology: Topology, *, prefix: str, timeout: float) -> NoReturn:
+    came = store.check([f"{prefix}/hash/0"])
+    what = "stopped before it judged" if came else "never arrived"
+    raise MissingRanksError(
+        f"{topology.unit} 0 {what} at the environment gate within {timeout:g} s"
+        f" ({topology.unit} {topology.rank} waited)",
+        "see why it did not (its own log); ENVGUARD_GATE_TIMEOUT sets the wait",
+        missing=() if came else (0,),
     )
+
+
+_HINTS = {
+    "differ": "envguard diff between a node of the majority and an odd one shows all of it",
+    "missing": "see why they did not start (their own logs); ENVGUARD_GATE_TIMEOUT sets the wait",
+}
+
+
+def _raise_for(verdict: object, topology: Topology) -> None:
+    """Raise what rank 0's verdict says (the same on every rank); return when all agree."""
+    kinds = ("same", "differ", "missing", "error")
+    if not isinstance(verdict, dict) or verdict.get("kind") not in kinds:
+        raise GateError(f"{topology.unit} 0 published something other than a verdict")
+    kind = verdict["kind"]
+    if kind == "same":
+        return
+    message = _line(verdict.get("message"), cap=2000)
+    if kind == "error":
+        raise GateError(message)
+    ranks = verdict.get("odd" if kind == "differ" else "missing")
+    listed = tuple(r for r in ranks if isinstance(r, int)) if isinstance(ranks, list) else ()
+    if kind == "differ":
+        raise InhomogeneousError(message, _HINTS[kind], odd=listed)
+    raise MissingRanksError(message, _HINTS[kind], missing=listed)
 
 
 def _env_int(name: str, environ: Mapping[str, str]) -> int:

@@ -253,3 +253,65 @@ def test_a_rank_publishing_garbage_is_named_not_a_traceback() -> None:
     store.set("t/hash/1", b"\xff not json")
     with pytest.raises(GateError, match="rank 1 published something other than a fingerprint"):
         exchange(store, _fp(_detail()), Topology(0, 2), prefix="t", timeout=1, host="a", node="a")
+
+
+class CountingStore(MemoryStore):
+    """Counts each thread's requests: what one rank asks of the store."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: dict[int, int] = {}
+
+    def _count(self) -> None:
+        me = threading.get_ident()
+        self.calls[me] = self.calls.get(me, 0) + 1
+
+    def set(self, key: str, value: str | bytes) -> None:
+        self._count()
+        super().set(key, value)
+
+    def get(self, key: str) -> bytes:
+        self._count()
+        return super().get(key)
+
+    def wait(self, keys: list[str], timeout: timedelta) -> None:
+        self._count()
+        super().wait(keys, timeout)
+
+    def multi_get(self, keys: list[str]) -> list[bytes]:
+        self._count()
+        with self.cond:
+            return [self.data[k] for k in keys]
+
+
+def test_a_rank_asks_the_store_a_few_times_whatever_the_size_of_the_job() -> None:
+    """Rank 0 serves the store: at 8,000 ranks, ranks asking per other rank would make
+    64 million requests of it."""
+    world = 64
+    store = CountingStore()
+    good, odd = _fp(_detail(six="1.16.0")), _fp(_detail(six="1.17.0"))
+    messages: list[str] = []
+
+    def one(rank: int) -> None:
+        mine = odd if rank == 37 else good
+        try:
+            exchange(
+                store,
+                mine,
+                Topology(rank, world),
+                prefix="p",
+                timeout=10,
+                host=f"n{rank // 8}",
+                node=str(rank // 8),
+            )
+        except InhomogeneousError as exc:
+            messages.append(str(exc))
+
+    threads = [threading.Thread(target=one, args=(r,)) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(messages) == world and len(set(messages)) == 1
+    assert "node n4 (rank 37) differs from the majority (8 nodes, ranks 0, 1, 2" in messages[0]
+    assert max(store.calls.values()) <= 12
