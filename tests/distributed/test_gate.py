@@ -315,3 +315,21 @@ def test_a_rank_asks_the_store_a_few_times_whatever_the_size_of_the_job() -> Non
     assert len(messages) == world and len(set(messages)) == 1
     assert "node n4 (rank 37) differs from the majority (8 nodes, ranks 0, 1, 2" in messages[0]
     assert max(store.calls.values()) <= 12
+
+
+def test_the_command_with_a_snapshot_that_differs_exits_1(one_rank: None, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    import envguard
+    from envguard.cli import app
+
+    snap = envguard.snapshot(python=sys.executable)
+    pkgs = tuple(
+        p.model_copy(update={"version": "0.0.1"}) if p.name == "pytest" else p
+        for p in snap.packages
+    )
+    path = envguard.save(snap.model_copy(update={"packages": pkgs}), tmp_path / "good.json")
+    result = CliRunner().invoke(app, ["gate", "--snapshot", str(path)])
+    assert result.exit_code == 1
+    assert "differs from the snapshot" in result.output
+    assert "pytest 0.0.1 ->" in result.output
