@@ -230,26 +230,30 @@ def mismatch_message(
         groups.setdefault(a.digest, []).append(a)
     # The majority: the most ranks; a tie goes to the group holding the lowest rank.
     ordered = sorted(groups.values(), key=lambda g: (-len(g), g[0].rank))
-    majority, odd = ordered[0], sorted(ordered[1:], key=lambda g: g[0].rank)
+    # The odd groups, largest first: the first few said in full (their representatives are
+    # the ranks rank 0 asked for details), the rest counted.
+    majority, odd = ordered[0], ordered[1:]
     names = _node_names(arrivals)
     maj_nodes = _nodes(majority, names)
     reference = details.get(majority[0].rank)
     parts = []
-    for i, group in enumerate(odd):
+    for group in odd[:_MAX_GROUPS]:
         nodes = _nodes(group, names)
-        what = (
-            "node "
-            + ", ".join(nodes[:5])
-            + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
-        )
-        text = f"{what} ({_ranks(unit, [a.rank for a in group])}) differs from the majority"
+        more = f" and {len(nodes) - 5} more" if len(nodes) > 5 else ""
+        text = f"node {', '.join(nodes[:5])}{more} ({_ranks(unit, [a.rank for a in group])})"
         count = f"{len(maj_nodes)} node{'s' if len(maj_nodes) > 1 else ''}"
-        text += f" ({count}, {_ranks(unit, [a.rank for a in majority])})"
+        text += f" differs from the majority ({count}, {_ranks(unit, [a.rank for a in majority])})"
         theirs = details.get(group[0].rank)
-        if i < _MAX_GROUPS and reference is not None and theirs is not None:
+        if reference is not None and theirs is not None:
             text += ": " + _said(differences(reference, theirs))
         parts.append(text)
-    odd_ranks = tuple(a.rank for g in odd for a in g)
+    if len(odd) > _MAX_GROUPS:
+        rest = odd[_MAX_GROUPS:]
+        rest_nodes = {names[a.rank] for g in rest for a in g}
+        parts.append(
+            f"and {len(rest)} more groups ({len(rest_nodes)} nodes, {sum(map(len, rest))} {unit}s)"
+        )
+    odd_ranks = tuple(sorted(a.rank for g in odd for a in g))
     return "environments differ across the job: " + "; ".join(parts), odd_ranks
 
 

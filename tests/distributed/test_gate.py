@@ -333,3 +333,16 @@ def test_the_command_with_a_snapshot_that_differs_exits_1(one_rank: None, tmp_pa
     assert result.exit_code == 1
     assert "differs from the snapshot" in result.output
     assert "pytest 0.0.1 ->" in result.output
+
+
+def test_many_odd_groups_stay_one_line() -> None:
+    details = [_detail(six="1.16.0")] * 4 + [_detail(six=f"2.{r}") for r in range(6)]
+    errors = _run_ranks(details, [f"n{r}" for r in range(10)])
+    message = str(errors[0])
+    assert {str(e) for e in errors} == {message}
+    assert message.count("differs from the majority (4 nodes, ranks 0, 1, 2, 3)") == 3
+    assert message.endswith("; and 3 more groups (3 nodes, 3 ranks)")
+    assert (
+        "node n4 (rank 4) differs from the majority (4 nodes, ranks 0, 1, 2, 3): six 1.16.0 -> 2.0;"
+        in message
+    )
