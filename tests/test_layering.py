@@ -25,7 +25,10 @@ ALLOWED: dict[str, set[str]] = {
     "schemas": {"base", "snapshots", "recovery"},
     "render": {"base", "snapshots", "compare", "recovery.plan", "recovery.outcome"},
     "api": {"base", "probe", "snapshots", "compare", "recovery"},
-    "cli": {"base", "probe", "snapshots", "compare", "recovery", "render", "api", "schemas"},
+    "cli": {"base", "probe", "snapshots", "compare", "recovery", "render", "api", "schemas"}
+    | {"distributed"},
+    # The rank gate, called from training scripts: measures in-process, loads a snapshot.
+    "distributed": {"base", "probe", "snapshots"},
     # Starts the probe from argv before the command line (typer) loads: outside cli/.
     "prestart": {"base", "api"},
     "help_screen": set(),  # the root --help, written before typer loads

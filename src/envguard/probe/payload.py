@@ -34,6 +34,7 @@ TARGET_MODULES = (
     "trees",
     "gitrepos",
     "env",
+    "fingerprint",
     "apply",
     "main",
 )
@@ -148,3 +149,27 @@ def local_package() -> ModuleType:
             exec(LOADER, namespace)  # noqa: S102  # our own source, as the payload carries it
             _INSTALLED.append(namespace["_envguard_install"](PACKAGE, target_sources()))
         return _INSTALLED[0]
+
+
+_ENTRIES: dict[str, ModuleType] = {}
+
+
+def local_entry(entry: str) -> ModuleType:
+    """``entry``'s modules (only those) installed in this process as a package of their
+    own, their compiled code kept in the user's cache as the payload keeps it: the rank
+    gate measures the training interpreter itself, where compiling every target module
+    would be most of its cost. Once per process, under the lock ``local_package`` takes."""
+    assert entry in TARGET_MODULES
+    with _INSTALLING:
+        if entry not in _ENTRIES:
+            import hashlib
+            import sys
+
+            package = f"{PACKAGE}_{entry}"
+            key = hashlib.sha256(f"{package}\0{code_key(entry)}".encode()).hexdigest()[:32]
+            namespace: dict[str, Any] = {"sys": sys}
+            exec(LOADER, namespace)  # noqa: S102  # our own source, as the payload carries it
+            install = namespace["_envguard_install"]
+            # The sources as pairs: packing them is for the wire, and costs a compression.
+            _ENTRIES[entry] = install(package, entry_sources(entry), key)
+        return _ENTRIES[entry]

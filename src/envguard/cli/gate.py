@@ -1,0 +1,60 @@
+"""`envguard gate`: the rank gate on a launcher line, before the job starts."""
+
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from envguard.cli.program import app, fail, quiet
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+def gate(
+    command: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[-- COMMAND...]", help="Run this once the gate passes (it replaces envguard)."
+        ),
+    ] = None,
+    torchrun: Annotated[
+        bool,
+        typer.Option(
+            "--torchrun",
+            help="COMMAND is a torchrun line: one participant per node, from its --nnodes,"
+            " --node-rank, --master-addr and --master-port (the gate listens on port + 1).",
+        ),
+    ] = False,
+    snapshot: Annotated[
+        str | None, typer.Option(help="Also require the environment this snapshot recorded.")
+    ] = None,
+    env: Annotated[
+        list[str] | None,
+        typer.Option(help="Variables that must match, as patterns [default: NCCL_*] (repeatable)."),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds to wait for the others [default: ENVGUARD_GATE_TIMEOUT or 120]."
+        ),
+    ] = None,
+) -> None:
+    """Stop a job before it starts unless every node runs one environment. Exit 1 if not."""
+    from envguard import distributed
+
+    if torchrun and not command:
+        fail("--torchrun needs the torchrun command line after --")
+    patterns = tuple(env) if env else distributed.DEFAULT_ENV
+    if torchrun:
+        assert command is not None
+        mine = distributed.gate_launch(command, snapshot=snapshot, env=patterns, timeout=timeout)
+    else:
+        mine = distributed.assert_homogeneous(snapshot, env=patterns, timeout=timeout)
+    if not quiet():
+        sys.stderr.write(f"envguard gate: passed ({mine.digest[:12]})\n")
+    if command:
+        sys.stderr.flush()
+        try:
+            os.execvp(command[0], command)  # noqa: S606  # the user's own command, as argv
+        except OSError as exc:
+            fail(f"cannot run {command[0]}: {exc.strerror or exc}")

@@ -1,0 +1,69 @@
+"""What must match across the ranks of one training job, as plain data: the rank gate's
+fingerprint (envguard/distributed.py hashes it and exchanges only the hash).
+
+Packages with their builds (the version's local label: 2.13.0+cpu) and RECORD fingerprints
+(what each installed file's hash is, as the installer wrote it), torch's build from its
+version.py, the NVIDIA driver from the kernel module, and the environment variables the
+caller names. Read through the probe's distribution cache, so an unchanged venv costs a
+stat per .dist-info folder; nothing installed is imported and no tool is started.
+"""
+
+# ruff: noqa: UP006, UP035
+from __future__ import annotations
+
+import fnmatch
+import os
+import sys
+
+from .distcache import DistCache, cache_path
+from .dists import scan_packages, site_dirs
+from .redact import is_secret_name, redact_text, secret_digest
+from .system import accelerator
+from .torchbuild import torch_build
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Sequence
+
+# The variables compared when the caller names none: NCCL's own change how ranks talk.
+DEFAULT_ENV = ("NCCL_*",)
+
+
+def chosen_env(environ: Dict[str, str], patterns: Sequence[str]) -> Dict[str, str]:
+    """The variables matching ``patterns`` (fnmatch, case-sensitive); a secret's value
+    becomes a salted hash and URLs lose their credentials, as in a snapshot."""
+    out = {}
+    for name in sorted(environ):
+        if any(fnmatch.fnmatchcase(name, p) for p in patterns):
+            value = environ[name]
+            out[name] = secret_digest(name, value) if is_secret_name(name) else redact_text(value)
+    return out
+
+
+def fingerprint(args: Dict[str, Any]) -> Dict[str, Any]:
+    """This interpreter's fingerprint. ``args``: ``env`` (patterns of variable names),
+    ``code`` (what the distribution cache is tied to; the probe's own key, so the gate and
+    ``envguard snapshot`` keep one cache), ``fingerprint_cache`` (False: no cache)."""
+    environ = dict(os.environ)
+    sites = site_dirs()
+    cache = DistCache(
+        cache_path(environ) if args.get("fingerprint_cache", True) else None,
+        sites,
+        code=args.get("code"),
+    )
+    warnings: List[str] = []
+    scanned = scan_packages(sites, warnings, cache)
+    cache.save()
+    packages = {
+        p["name"]: [p["version"], p.get("fingerprint")] for p in scanned if not p["shadowed"]
+    }
+    torch = torch_build(scanned, warnings)
+    if torch is not None:
+        torch = {k: torch[k] for k in ("version", "cuda", "hip", "git_version")}
+    return {
+        "python": "%s %d.%d.%d" % (sys.implementation.name, *sys.version_info[:3]),
+        "packages": packages,
+        "torch": torch,
+        "driver": accelerator(None, None)["driver"],
+        "env": chosen_env(environ, args.get("env") or DEFAULT_ENV),
+    }

@@ -1,0 +1,207 @@
+"""The rank gate with real torch on CPU: two ``torchrun --nnodes 2`` launches on this
+machine, each with a venv of its own (torch 2.13.0+cpu, envguard installed from this
+checkout), exchanging through torchrun's own rendezvous store, then gloo.
+
+Needs the torch wheel in /opt/wheels (or ENVGUARD_TORCH_WHEELS) and an index holding
+torch's dependencies and envguard's (ENVGUARD_TEST_INDEX, default the local
+/opt/pypi/simple); skipped where they are not.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from envguard.testing import make_wheel
+from factories import UV, make_venv, run
+
+ROOT = Path(__file__).resolve().parents[2]
+WHEELS = Path(os.environ.get("ENVGUARD_TORCH_WHEELS", "/opt/wheels"))
+INDEXES = os.environ.get(
+    "ENVGUARD_TEST_INDEX", "file:///opt/pypi/simple file:///opt/pypi-more/simple"
+).split()
+TORCH = "torch==2.13.0+cpu"
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not list(WHEELS.glob("torch-2.13.0+cpu-*.whl"))
+        or not Path(INDEXES[0].removeprefix("file://")).is_dir(),
+        reason="needs the torch 2.13.0+cpu wheel and a local index for its dependencies",
+    ),
+]
+
+TRAIN = """\
+import os, sys, time
+import envguard.distributed
+assert "torch" not in sys.modules, "import envguard.distributed imported torch"
+import torch
+import torch.distributed as dist
+from envguard.errors import EnvguardError
+
+started = time.time()
+try:
+    envguard.distributed.assert_homogeneous(timeout=60)
+except EnvguardError as exc:
+    print(f"GATE FAILED {started:.3f} {time.time():.3f}: {exc.message}", file=sys.stderr, flush=True)
+    sys.exit(3)
+print(f"gate passed after {time.time() - started:.3f} s", flush=True)
+dist.init_process_group("gloo")
+total = torch.ones(1)
+dist.all_reduce(total)
+print(f"rank {dist.get_rank()}: all_reduce {total.item():g}", flush=True)
+dist.destroy_process_group()
+"""
+
+
+@pytest.fixture(scope="session")
+def torch_venvs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Three venvs: torch + envguard + gatepkg 1.0 (twice) and one with gatepkg 1.1."""
+    base = tmp_path_factory.mktemp("torch-venvs")
+    wheelhouse = base / "wheels"
+    wheelhouse.mkdir()
+    make_wheel(wheelhouse, "gatepkg", "1.0")
+    make_wheel(wheelhouse, "gatepkg", "1.1")
+    venvs = {}
+    for name, gatepkg in (("a", "1.0"), ("same", "1.0"), ("odd", "1.1")):
+        venv = base / name
+        make_venv(venv)
+        argv = [UV, "pip", "install", "--quiet", "--offline", "--python", str(venv)]
+        argv += ["--link-mode", "hardlink", "--find-links", str(WHEELS)]
+        argv += ["--find-links", str(wheelhouse), "--index-url", INDEXES[0]]
+        for extra in INDEXES[1:]:
+            argv += ["--extra-index-url", extra]
+        deps = ["typer<0.29", "rich", "pydantic", "packaging"]  # envguard's, for its CLI
+        run([*argv, TORCH, "numpy", f"gatepkg=={gatepkg}", *deps])
+        # envguard from this checkout, built by hatchling; --no-deps: the local index may
+        # lack the floor of a dependency (packaging 26.4) that the gate does not need.
+        run([*argv, "--no-deps", str(ROOT)])
+        venvs[name] = venv
+    return venvs
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _launch(
+    venvs: tuple[Path, Path], tmp_path: Path, *, launcher: bool = False
+) -> list[subprocess.CompletedProcess[str]]:
+    """Both torchrun launches, each from its venv; ``launcher``: behind ``envguard gate
+    --torchrun --``, with a training script that does not gate itself."""
+    script = tmp_path / "train.py"
+    train = TRAIN.replace("envguard.distributed.assert_homogeneous(", "(lambda **_: 0)(")
+    script.write_text(train if launcher else TRAIN, encoding="utf-8")
+    port = str(_free_port())
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MASTER_", "RANK"))}
+    common = ["--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port", port]
+    common.append(str(script))
+    procs = [
+        subprocess.Popen(
+            (
+                [str(venv / "bin" / "envguard"), "gate", "--torchrun", "--timeout", "60", "--"]
+                if launcher
+                else []
+            )
+            + [str(venv / "bin" / "torchrun"), "--nnodes", "2", f"--node-rank={rank}", *common],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+        )
+        for rank, venv in enumerate(venvs)
+    ]
+    done = []
+    deadline = time.monotonic() + 240
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return done
+
+
+def test_one_package_apart_both_nodes_abort_naming_the_node_and_package(
+    torch_venvs: dict[str, Path], tmp_path: Path
+) -> None:
+    results = _launch((torch_venvs["a"], torch_venvs["odd"]), tmp_path)
+    host = socket.gethostname()
+    entered, aborted = [], []
+    for result in results:
+        assert result.returncode != 0, result.stdout + result.stderr
+        failed = re.search(r"GATE FAILED ([0-9.]+) ([0-9.]+): (.*)", result.stderr)
+        assert failed, result.stderr
+        entered.append(float(failed.group(1)))
+        aborted.append(float(failed.group(2)))
+        # Two launches on one host: the nodes are told apart by torchrun's node rank.
+        assert failed.group(3) == (
+            f"environments differ across the job: node {host}[node 1] (rank 1) differs from"
+            " the majority (1 node, rank 0): gatepkg 1.0 -> 1.1"
+        )
+        assert "all_reduce" not in result.stdout
+    # Both abort within 2 s of the second one reaching the gate (the first one's wait for
+    # the other's torch import is the launch's skew, not the gate's).
+    assert max(aborted) - max(entered) < 2.0
+
+
+def test_identical_venvs_start_and_all_reduce(torch_venvs: dict[str, Path], tmp_path: Path) -> None:
+    results = _launch((torch_venvs["a"], torch_venvs["same"]), tmp_path)
+    for rank, result in enumerate(results):
+        assert result.returncode == 0, result.stderr
+        assert "gate passed" in result.stdout
+        assert f"rank {rank}: all_reduce 2" in result.stdout
+
+
+def test_without_torchrun_the_gate_serves_its_own_store_and_names_a_missing_rank(
+    torch_venvs: dict[str, Path], tmp_path: Path
+) -> None:
+    """MASTER_ADDR/PORT, RANK, WORLD_SIZE set by hand (srun, mpirun): rank 0 serves the gate
+    at MASTER_PORT + 1; rank 1 never comes."""
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN.replace("timeout=60", "timeout=1"), encoding="utf-8")
+    env = dict(os.environ, RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1")
+    env["MASTER_PORT"] = str(_free_port())
+    python = torch_venvs["a"] / "bin" / "python"
+    result = subprocess.run(
+        [str(python), str(script)], capture_output=True, text=True, env=env, check=False
+    )
+    assert result.returncode == 3
+    assert "rank 1 of 2 never arrived at the environment gate within 1 s" in result.stderr
+
+
+def test_on_a_launcher_line_the_gate_stops_both_nodes_before_torchrun(
+    torch_venvs: dict[str, Path], tmp_path: Path
+) -> None:
+    results = _launch((torch_venvs["a"], torch_venvs["odd"]), tmp_path, launcher=True)
+    host = socket.gethostname()
+    for result in results:
+        assert result.returncode == 1, result.stderr
+        assert result.stderr == (
+            f"error: environments differ across the job: node {host}[node 1] (node rank 1)"
+            " differs from the majority (1 node, node rank 0): gatepkg 1.0 -> 1.1\n"
+            "hint: envguard diff between a node of the majority and an odd one shows all of it\n"
+        )
+
+
+def test_on_a_launcher_line_identical_nodes_go_on_to_torchrun(
+    torch_venvs: dict[str, Path], tmp_path: Path
+) -> None:
+    results = _launch((torch_venvs["a"], torch_venvs["same"]), tmp_path, launcher=True)
+    for rank, result in enumerate(results):
+        assert result.returncode == 0, result.stderr
+        assert "envguard gate: passed" in result.stderr
+        assert f"rank {rank}: all_reduce 2" in result.stdout

@@ -1,0 +1,260 @@
+"""The scheduler hooks in examples/: the NHC check and the Slurm prolog drain a drifted node
+with the drift as the reason; the Kubernetes init container is a valid one.
+
+The prolog runs against a real single-node Slurm, started here on free ports with a
+configuration of its own (needs root, slurmctld/slurmd and a running munged; skipped
+otherwise). The NHC check runs under real NHC when ENVGUARD_NHC names an NHC checkout
+(https://github.com/mej/nhc); without one, under a stand-in for NHC's ``die``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from factories import uv_install
+
+ROOT = Path(__file__).resolve().parents[2]
+NHC_CHECK = ROOT / "examples" / "slurm" / "envguard.nhc"
+PROLOG = ROOT / "examples" / "slurm" / "prolog-envguard.sh"
+K8S = ROOT / "examples" / "k8s" / "envguard-init.yaml"
+ENVGUARD = str(Path(sys.executable).parent / "envguard")
+DRIFT = "envguard: torch 2.11.0+cu128 -> 2.11.0+cu130 (CUDA 12.8 -> 13.0)"
+
+
+@pytest.fixture
+def node_venv(
+    venv_factory: Callable[..., Path], wheelhouse: Path, tmp_path: Path
+) -> Iterator[tuple[Path, Path, Callable[[], None]]]:
+    """(venv, its known-good snapshot, drift()): drift() moves torch to another CUDA build."""
+    venv = venv_factory("node", "torch==2.11.0+cu128", "safetensors==0.4.5")
+    snap = tmp_path / "good.json"
+    cmd = [ENVGUARD, "snapshot", "--python", str(venv), "--out", str(snap), "-q"]
+    subprocess.run(cmd, check=True)
+
+    def drift() -> None:
+        uv_install(venv, wheelhouse, "torch==2.11.0+cu130")
+
+    yield venv, snap, drift
+
+
+def _nhc_standin(snap: Path, venv: Path) -> subprocess.CompletedProcess[str]:
+    """check_envguard as NHC calls it, NHC's die() replaced by one that says its reason."""
+    script = (
+        'die() { echo "die $1: $2"; return "$1"; }\n'
+        f'. "{NHC_CHECK}"\n'
+        f'check_envguard "{snap}" "{venv}"\n'
+    )
+    env = dict(os.environ, ENVGUARD=ENVGUARD)
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env)
+
+
+@pytest.mark.slow
+def test_the_nhc_check_names_the_drift(node_venv: tuple[Path, Path, Callable[[], None]]) -> None:
+    venv, snap, drift = node_venv
+    clean = _nhc_standin(snap, venv)
+    assert (clean.returncode, clean.stdout) == (0, "")
+    drift()
+    drifted = _nhc_standin(snap, venv)
+    assert drifted.returncode == 1
+    assert drifted.stdout == f"die 1: {DRIFT}\n"
+    gone = _nhc_standin(snap.with_name("missing.json"), venv)
+    assert gone.stdout.startswith("die 1: envguard: cannot check: ")
+    assert len(gone.stdout) < 120
+
+
+@pytest.mark.slow
+def test_a_package_upgrade_is_not_critical_and_does_not_drain(
+    node_venv: tuple[Path, Path, Callable[[], None]], wheelhouse: Path
+) -> None:
+    venv, snap, _ = node_venv
+    uv_install(venv, wheelhouse, "safetensors==0.4.5", "transformers==4.47.0")
+    assert _nhc_standin(snap, venv).stdout == ""
+
+
+def test_the_init_container_manifest_has_what_an_init_container_needs() -> None:
+    import yaml
+
+    docs = [d for d in yaml.safe_load_all(K8S.read_text(encoding="utf-8")) if d]
+    pods = [d for d in docs if d.get("kind") in ("Pod", "Job")]
+    assert pods, "a Pod or a Job"
+    for doc in pods:
+        spec = doc["spec"] if doc["kind"] == "Pod" else doc["spec"]["template"]["spec"]
+        (init,) = spec["initContainers"]
+        assert init["name"] and init["image"]
+        command = init["command"] + init.get("args", [])
+        assert Path(command[0]).name == "envguard" and command[1] == "check"
+        assert "--fail-on" in command
+        # The snapshot and the venv the training container runs, mounted into both.
+        mounts = {m["name"]: m["mountPath"] for m in init["volumeMounts"]}
+        trainer_mounts = {
+            m["name"]: m["mountPath"] for c in spec["containers"] for m in c["volumeMounts"]
+        }
+        assert set(mounts) <= {v["name"] for v in spec["volumes"]}
+        assert set(mounts) <= set(trainer_mounts)
+        assert any(arg.startswith(tuple(mounts.values())) for arg in command)
+        assert init["resources"]["limits"]
+
+
+# A real single-node Slurm, its own configuration, on free ports.
+SLURM_CONF = """\
+ClusterName=envguardtest
+SlurmctldHost={host}
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
+AuthType=auth/munge
+CredType=cred/munge
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SlurmctldPidFile={d}/slurmctld.pid
+SlurmdPidFile={d}/slurmd.pid
+SlurmdSpoolDir={d}/spool
+StateSaveLocation={d}/state
+SlurmUser=root
+ReturnToService=2
+MpiDefault=none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SlurmctldLogFile={d}/slurmctld.log
+SlurmdLogFile={d}/slurmd.log
+Prolog={d}/prolog.sh
+NodeName=egnode NodeHostname={host} NodeAddr=127.0.0.1 Port={slurmd_port} CPUs=1 State=UNKNOWN
+PartitionName=eg Nodes=egnode Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _slurm_missing() -> str | None:
+    if os.geteuid() != 0:
+        return "starts slurmctld and slurmd: needs root"
+    if not (shutil.which("slurmctld") and shutil.which("slurmd") and shutil.which("srun")):
+        return "needs Slurm (slurmctld, slurmd, srun)"
+    if not Path("/run/munge/munge.socket.2").exists():
+        return "needs a running munged"
+    return None
+
+
+@pytest.fixture
+def slurm(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """A single-node Slurm of the test's own; its environment (SLURM_CONF) for clients.
+    Its daemons are stopped, by their pids, when the test ends."""
+    d = tmp_path / "slurm"
+    for sub in ("spool", "state"):
+        (d / sub).mkdir(parents=True)
+    conf = d / "slurm.conf"
+    values = {"host": socket.gethostname(), "d": str(d)}
+    conf.write_text(SLURM_CONF.format(ctld_port=_free_port(), slurmd_port=_free_port(), **values))
+    env = dict(os.environ, SLURM_CONF=str(conf))
+    started = []
+    try:
+        subprocess.run(["slurmctld", "-f", str(conf), "-i"], env=env, check=True)
+        started.append(d / "slurmctld.pid")
+        subprocess.run(["slurmd", "-f", str(conf), "-N", "egnode"], env=env, check=True)
+        started.append(d / "slurmd.pid")
+        deadline = time.monotonic() + 30
+        while "idle" not in _sinfo(env, "%t"):
+            assert time.monotonic() < deadline, (d / "slurmctld.log").read_text()
+            time.sleep(0.3)
+        yield env
+    finally:
+        for pidfile in reversed(started):
+            for _ in range(50):  # a daemon writes its pid file just after forking
+                if pidfile.exists():
+                    break
+                time.sleep(0.1)
+            if pidfile.exists():
+                pid = int(pidfile.read_text().strip())
+                os.kill(pid, signal.SIGTERM)
+                for _ in range(100):
+                    try:
+                        os.kill(pid, 0)
+                    except ProcessLookupError:
+                        break
+                    time.sleep(0.1)
+
+
+def _sinfo(env: dict[str, str], fmt: str) -> str:
+    argv = ["sinfo", "-h", "-n", "egnode", "-o", fmt]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, check=False).stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_slurm_missing() is not None, reason=_slurm_missing() or "")
+def test_the_prolog_drains_a_drifted_node_of_a_real_slurm(
+    slurm: dict[str, str], node_venv: tuple[Path, Path, Callable[[], None]], tmp_path: Path
+) -> None:
+    venv, snap, drift = node_venv
+    d = Path(slurm["SLURM_CONF"]).parent
+    settings = d / "envguard.conf"
+    settings.write_text(
+        f"ENVGUARD={ENVGUARD}\nENVGUARD_SNAPSHOT={snap}\nENVGUARD_PYTHON={venv}\n",
+        encoding="utf-8",
+    )
+    prolog = d / "prolog.sh"
+    prolog.write_text(f"#!/bin/bash\nENVGUARD_PROLOG_CONF={settings} exec {PROLOG}\n")
+    prolog.chmod(0o755)
+    srun = ["srun", "-N1", "-t", "1", "--immediate=20", "echo", "ran"]
+    ok = subprocess.run(srun, capture_output=True, text=True, env=slurm, timeout=60)
+    assert (ok.returncode, ok.stdout) == (0, "ran\n"), ok.stderr
+    drift()
+    refused = subprocess.run(srun, capture_output=True, text=True, env=slurm, timeout=60)
+    assert refused.returncode != 0
+    assert "ran" not in refused.stdout
+    assert "prolog failed" in refused.stderr.lower()
+    assert _sinfo(slurm, "%t").strip() in ("drain", "drng")
+    assert _sinfo(slurm, "%E").strip() == DRIFT
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_slurm_missing() is not None, reason=_slurm_missing() or "")
+@pytest.mark.skipif(not os.environ.get("ENVGUARD_NHC"), reason="ENVGUARD_NHC: an NHC checkout")
+def test_real_nhc_drains_a_drifted_node_and_brings_it_back(
+    slurm: dict[str, str],
+    node_venv: tuple[Path, Path, Callable[[], None]],
+    wheelhouse: Path,
+    tmp_path: Path,
+) -> None:
+    venv, snap, drift = node_venv
+    nhc = Path(os.environ["ENVGUARD_NHC"])
+    scripts = tmp_path / "nhc-scripts"
+    scripts.mkdir()
+    shutil.copy(nhc / "scripts" / "common.nhc", scripts)
+    shutil.copy(NHC_CHECK, scripts)
+    conf = tmp_path / "nhc.conf"
+    conf.write_text(f"* || check_envguard {snap} {venv}\n", encoding="utf-8")
+    argv = ["bash", str(nhc / "nhc"), "-D", str(tmp_path), "-c", str(conf), "-l", "-"]
+    # The helpers executable, as NHC's install leaves them (a checkout may not); they call
+    # scontrol, which reaches this test's Slurm through SLURM_CONF.
+    helpers = tmp_path / "nhc-helpers"
+    helpers.mkdir()
+    for name in ("node-mark-offline", "node-mark-online"):
+        shutil.copy(nhc / "helpers" / name, helpers)
+        (helpers / name).chmod(0o755)
+    argv += ["-t", "60", "NHC_RM=slurm", f"INCDIR={scripts}", f"HELPERDIR={helpers}"]
+    argv += ["HOSTNAME=egnode", f"ENVGUARD={ENVGUARD}", f"RESULTFILE={tmp_path / 'status'}"]
+    drift()
+    failed = subprocess.run(argv, capture_output=True, text=True, env=slurm, check=False)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert _sinfo(slurm, "%E").strip() == f"NHC: {DRIFT}", failed.stdout + failed.stderr
+    uv_install(venv, wheelhouse, "torch==2.11.0+cu128")  # put right: NHC resumes the node
+    passed = subprocess.run(argv, capture_output=True, text=True, env=slurm, check=False)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert _sinfo(slurm, "%t").strip().rstrip("*") == "idle"
+    assert _sinfo(slurm, "%E").strip() == "none"
