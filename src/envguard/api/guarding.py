@@ -1,0 +1,271 @@
+"""Guarding a venv against an install: preview() what it would change, guard() it (refuse
+or run it, recorded), history() of the guarded changes, undo() one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from envguard.api.capture import newest, snapshot
+from envguard.api.compare import load_policy
+from envguard.errors import UsageError
+from envguard.guard import journal
+from envguard.guard.command import InstallCommand, check_files, parse, split_guarded
+from envguard.guard.install import find_program, run_install
+from envguard.guard.resolve import Resolution, installer_env, resolve
+from envguard.lifecycle import Interrupted, set_interrupt_hint
+from envguard.snapshots import store
+from envguard.tools import find_uv, user_environ
+
+if TYPE_CHECKING:
+    from envguard.compare.models import Change, Drift
+    from envguard.compare.policy import Policy
+    from envguard.guard.journal import Record
+    from envguard.recovery.outcome import Outcome
+    from envguard.recovery.sources import Sources
+    from envguard.snapshots.models import Snapshot
+
+
+@dataclass
+class Preview:
+    """What an install would change, against what, and what of it stops the install."""
+
+    command: InstallCommand
+    venv: Path
+    against: str  # "snapshot good" or "the venv as it is"
+    drift: Drift
+    blocking: list[Change]
+    headline: str
+    resolution: Resolution
+    live: Snapshot
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Guarded:
+    """What guard() did: refused (``ran`` False) or ran the command and recorded it."""
+
+    preview: Preview
+    ran: bool = False
+    exit_code: int | None = None
+    record: Record | None = None
+    change: str = ""
+
+
+def _venv_path(venv: str | Path | None) -> Path:
+    """The venv to guard: ``venv``, else $VIRTUAL_ENV, else ./.venv; it must be one."""
+    import os
+
+    chosen = Path(venv) if venv is not None else Path(os.environ.get("VIRTUAL_ENV") or ".venv")
+    where = chosen.expanduser().absolute()
+    if not (where / "pyvenv.cfg").is_file() or not (where / "bin" / "python").exists():
+        raise UsageError(
+            f"{chosen}: not a virtualenv (no pyvenv.cfg or bin/python)",
+            hint="name the venv with --venv DIR",
+        )
+    return where
+
+
+@dataclass(frozen=True)
+class GuardOptions:
+    """How guard() and preview() judge an install.
+
+    ``venv``: the venv [default: $VIRTUAL_ENV, else ./.venv]; ``against``: the snapshot to
+    hold it to [default: the newest in snapshots/, else the venv as it is]; ``fail_on``:
+    refuse when a change to what is installed reaches it; ``allow``: packages the install
+    may change; ``timeout``: seconds for the dry run; ``shell``: split a one-string command
+    holding shell syntax; ``keep``: records kept; ``policy``: instead of pyproject's."""
+
+    venv: str | Path | None = None
+    against: str | Path | None = None
+    fail_on: str | None = "critical"
+    allow: tuple[str, ...] = ()
+    timeout: float = 120.0
+    shell: bool = False
+    keep: int = journal.KEEP
+    policy: Policy | None = None
+
+
+def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> Preview:
+    """What ``argv`` (an install command; one string is split as shell words) would change
+    in the venv, against the snapshot; nothing is changed. The installer's own dry run
+    says what it would do."""
+    from envguard.compare.engine import diff as compute
+    from envguard.guard.preview import after_install, blocking, headline
+
+    opts = options or GuardOptions()
+    split = split_guarded(argv, shell=opts.shell) if isinstance(argv, str) else tuple(argv)
+    command = parse(split)
+    where = _venv_path(opts.venv)
+    check_files(command, cwd=Path.cwd())
+    rules = opts.policy if opts.policy is not None else load_policy(fail_on=opts.fail_on)
+    baseline, label = _baseline(opts.against)
+    live = snapshot(python=where / "bin" / "python", name="guard")
+    env = installer_env(where, user_environ())
+    uv = find_program(command.argv[0], env) if command.tool == "uv" else find_uv()
+    installed = {n: p.version for n, p in live.package_map().items()}
+    resolution = resolve(
+        command, venv=where, installed=installed, uv=uv, env=env, timeout=opts.timeout
+    )
+    base = baseline if baseline is not None else live
+    after = after_install(base, live, resolution, tool=command.tool)
+    drift = _unknown_build(compute(base, after, rules), after)
+    notes = []
+    if baseline is not None:
+        moved = {n for n in installed.keys() ^ baseline.package_map().keys()}
+        moved |= {
+            n
+            for n, p in baseline.package_map().items()
+            if n in installed and installed[n] != p.version
+        }
+        if moved:
+            notes.append(
+                f"the venv already differs from {label} in {len(moved)} package"
+                f"{'s' if len(moved) != 1 else ''} this install leaves alone"
+                " (envguard diff says which)"
+            )
+    return Preview(
+        command=command,
+        venv=where,
+        against=label if baseline is not None else "the venv as it is",
+        drift=drift,
+        blocking=blocking(drift, rules, allowed=opts.allow),
+        headline=headline(drift, lead="this install would"),
+        resolution=resolution,
+        live=live,
+        notes=notes,
+    )
+
+
+def _baseline(against: str | Path | None) -> tuple[Snapshot | None, str]:
+    if against is not None:
+        path = store.resolve(str(against))
+    elif not store.list_snapshots():
+        return None, ""
+    else:
+        path = newest()
+    return store.load(path), f"snapshot {path.stem}"
+
+
+def _unknown_build(drift: Drift, after: Snapshot) -> Drift:
+    """A torch wheel without a build label (PyPI's CUDA wheels): its CUDA is known once it
+    is installed, so the verdict does not guess one."""
+    if after.torch is not None or "torch" not in after.package_map():
+        return drift
+    import re
+
+    lines = tuple(
+        re.sub(r" \(CUDA .* -> none\)$", " (its CUDA build: known once installed)", line)
+        if line.startswith("torch ")
+        else line
+        for line in drift.verdict
+    )
+    return drift.model_copy(update={"verdict": lines})
+
+
+def guard(
+    argv: Sequence[str] | str,
+    options: GuardOptions | None = None,
+    *,
+    on_preview: Callable[[Preview], None] = lambda _: None,
+) -> Guarded:
+    """Preview ``argv``; refuse it (nothing changed) when a change to what is installed
+    reaches ``fail_on`` and is not allowed; else record the venv, run the command as given,
+    and record what it changed. ``on_preview`` sees the preview before anything runs."""
+    from envguard.compare.engine import diff as compute
+    from envguard.guard.preview import headline
+
+    opts = options or GuardOptions()
+    seen = preview(argv, opts)
+    on_preview(seen)
+    if seen.blocking:
+        return Guarded(preview=seen)
+    where = seen.venv
+    record = journal.begin(
+        where,
+        store.dumps(seen.live),
+        command=seen.command.argv,
+        allowed=opts.allow,
+        planned=seen.headline,
+    )
+    set_interrupt_hint(f"`envguard undo --venv {where}` brings back the venv as it was before")
+    code, signum = run_install(seen.command.argv, installer_env(where, user_environ()))
+    if signum is not None:
+        journal.finish(where, record, change="interrupted; not measured", exit_code=code)
+        raise Interrupted(signum)
+    after = snapshot(python=where / "bin" / "python", name="guard")
+    change = headline(compute(seen.live, after, load_policy()), lead="")
+    done = journal.finish(where, record, change=change, exit_code=code)
+    journal.collect(where, keep=opts.keep)
+    set_interrupt_hint(None)
+    return Guarded(preview=seen, ran=True, exit_code=code, record=done, change=change)
+
+
+def history(*, venv: str | Path | None = None) -> list[Record]:
+    """The guarded changes of ``venv``, newest first."""
+    return journal.records(_venv_path(venv))
+
+
+@dataclass
+class Undone:
+    """What undo() brought back, and the rebuild that did it."""
+
+    record: Record  # the undo's own
+    target: Record  # the change it went back before
+    restored: str
+    outcome: Outcome
+
+
+def undo(
+    steps: int = 1,
+    *,
+    venv: str | Path | None = None,
+    sources: Sources | None = None,
+    keep_backups: int = 1,
+    status: Callable[[str], None] = lambda _: None,
+    on_line: Callable[[str], None] | None = None,
+) -> Undone:
+    """Bring ``venv`` back to where it was before its ``steps``-th newest guarded change,
+    through the atomic rebuild; the state it leaves is recorded first (an undo is undone
+    as any change)."""
+    from envguard.api.recover import rebuild
+    from envguard.compare.engine import diff as compute
+    from envguard.guard.preview import headline
+
+    where = _venv_path(venv)
+    found = journal.records(where)
+    if steps < 1 or steps > len(found):
+        raise UsageError(
+            f"undo {steps}: the venv has {len(found)} guarded change"
+            f"{'s' if len(found) != 1 else ''} recorded",
+            hint="envguard history lists them",
+        )
+    target = found[steps - 1]
+    path = journal.snapshot_path(where, target)
+    good = store.load(path)  # validated before anything runs
+    live = snapshot(python=where / "bin" / "python", name="guard")
+    restored = headline(compute(live, good, load_policy()), lead="")
+    record = journal.begin(
+        where,
+        store.dumps(live),
+        command=("envguard", "undo", str(steps)),
+        allowed=(),
+        planned=f"back to before #{target.number}",
+    )
+    try:
+        outcome = rebuild(
+            path,
+            venv=where,
+            sources=sources,
+            keep_backups=keep_backups,
+            status=status,
+            on_line=on_line,
+        )
+    except BaseException:
+        journal.finish(where, record, change="failed; the venv is as it was", exit_code=1)
+        raise
+    done = journal.finish(where, record, change=restored, exit_code=0)
+    journal.collect(where)
+    return Undone(record=done, target=target, restored=restored, outcome=outcome)
