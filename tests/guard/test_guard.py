@@ -186,3 +186,53 @@ def test_history_bounds_its_records_and_names_a_damaged_one(tmp_path: Path) -> N
     result = runner.invoke(app, ["history", "--venv", str(venv)])
     assert result.exit_code == 2
     assert "0004.record.json: a damaged guard record" in result.stderr
+
+
+def _with_pip(venv: Path) -> None:
+    """The venv's own pip, from the wheel Python bundles (offline)."""
+    import ensurepip
+
+    uv_install(venv, Path(ensurepip.__file__).parent / "_bundled", "pip")
+
+
+@pytest.mark.slow
+def test_pip_installs_and_uninstalls_are_previewed_with_the_venvs_own_pip(
+    stack: tuple[Path, Path],
+) -> None:
+    venv, wh = stack
+    _with_pip(venv)
+    before = _freeze(venv)
+    pip = ["python", "-m", "pip", "install", "--no-index", "--find-links", str(wh), "sglang"]
+    code, out, err = guard(venv, "--", *pip)
+    assert code == 1, err
+    # pip's report says what requires what: torch is pulled in by sglang.
+    assert "change torch 2.13.0+cpu -> 2.14.1 (critical, pulled in by sglang)" in out
+    code, out, err = guard(venv, "--", "pip", "uninstall", "-y", "torch")
+    assert code == 1, err
+    assert out.startswith("this uninstall would remove torch 2.13.0+cpu (critical)")
+    assert _freeze(venv) == before
+    code, _, err = guard(venv, "--", "pip", "uninstall", "-y", "numpy")
+    assert code == 0, err
+    assert "numpy" not in _freeze(venv)
+
+
+def test_a_pip_from_another_environment_is_refused(tmp_path: Path) -> None:
+    venv = tmp_path / ".venv"
+    make_venv(venv)  # uv's: no pip of its own
+    code, _, err = guard(venv, "--", "pip", "uninstall", "-y", "torch")
+    assert code == 2
+    assert "the venv has no pip of its own" in err
+
+
+def test_a_dry_run_that_says_something_hostile_is_refused(tmp_path: Path) -> None:
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    fake = tmp_path / "bin" / "uv"
+    fake.parent.mkdir()
+    report = {"changes": [{"name": "torch\u001b[2J", "version": "1", "action": "installed"}]}
+    fake.write_text(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps(report)}\nEOF\n")
+    fake.chmod(0o755)
+    code, out, err = guard(venv, "--", str(fake), "pip", "install", "torch")
+    assert code == 2 and out == ""
+    assert err.startswith("error: the uv dry run said something envguard does not read")
+    assert "\x1b" not in err

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 from envguard.api.capture import newest, snapshot
 from envguard.api.compare import load_policy
-from envguard.errors import UsageError
+from envguard.errors import EnvguardError, StoppedError, UsageError
 from envguard.guard import journal
 from envguard.guard.command import InstallCommand, check_files, parse, split_guarded
-from envguard.guard.install import find_program, run_install
+from envguard.guard.install import check_program, find_program, run_install
 from envguard.guard.resolve import Resolution, installer_env, resolve
 from envguard.lifecycle import Interrupted, set_interrupt_hint
 from envguard.snapshots import store
@@ -104,7 +104,9 @@ def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> P
     baseline, label = _baseline(opts.against)
     live = snapshot(python=where / "bin" / "python", name="guard")
     env = installer_env(where, user_environ())
-    uv = find_program(command.argv[0], env) if command.tool == "uv" else find_uv()
+    program = find_program(command.argv[0], env)
+    check_program(command.tool, program, where)
+    uv = program if command.tool == "uv" else find_uv()
     installed = {n: p.version for n, p in live.package_map().items()}
     resolution = resolve(
         command, venv=where, installed=installed, uv=uv, env=env, timeout=opts.timeout
@@ -132,7 +134,7 @@ def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> P
         against=label if baseline is not None else "the venv as it is",
         drift=drift,
         blocking=blocking(drift, rules, allowed=opts.allow),
-        headline=headline(drift, lead="this install would"),
+        headline=headline(drift, lead=f"this {command.action} would"),
         resolution=resolution,
         live=live,
         notes=notes,
@@ -263,8 +265,11 @@ def undo(
             status=status,
             on_line=on_line,
         )
-    except BaseException:
-        journal.finish(where, record, change="failed; the venv is as it was", exit_code=1)
+    except (StoppedError, KeyboardInterrupt):  # the swap may have happened: kept
+        journal.finish(where, record, change="interrupted; see envguard diff", exit_code=130)
+        raise
+    except EnvguardError:  # the rebuild swaps a venv in only once all of it worked
+        journal.discard(where, record)
         raise
     done = journal.finish(where, record, change=restored, exit_code=0)
     journal.collect(where)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Mapping
+from pathlib import Path
 
 from envguard.errors import UsageError
 from envguard.lifecycle import Interrupted, forget, signals_deferred, start_child
@@ -17,6 +18,17 @@ def find_program(name: str, env: Mapping[str, str]) -> str:
     if found is None:
         raise UsageError(f"{name}: not found on PATH (nor in the venv's bin/)")
     return found
+
+
+def check_program(tool: str, program: str, venv: Path) -> None:
+    """pip must be the venv's own: another interpreter's pip would change another
+    environment than the one previewed."""
+    if tool == "pip" and Path(program).parent != venv / "bin":
+        raise UsageError(
+            f"{venv}: the venv has no {Path(program).name} of its own ({program} would"
+            " install into another environment)",
+            hint="use uv pip install, or python -m pip with pip in the venv",
+        )
 
 
 def run_install(argv: tuple[str, ...], env: Mapping[str, str]) -> tuple[int, int | None]:

@@ -136,6 +136,17 @@ def finish(venv: Path, record: Record, *, change: str, exit_code: int) -> Record
     return done
 
 
+def discard(venv: Path, record: Record) -> None:
+    """Remove a record whose change did not happen (a failed undo: the venv is as it was)."""
+    _remove(folder(venv), record)
+
+
+def _remove(where: Path, record: Record) -> None:
+    for name in (record.snapshot_name, f"{record.number:04d}.record.json"):
+        with contextlib.suppress(FileNotFoundError):
+            (where / name).unlink()
+
+
 def _write(where: Path, record: Record, *, force: bool) -> None:
     data = {"schema_version": RECORD_VERSION, **asdict(record)}
     write_atomic(
@@ -158,9 +169,7 @@ def collect(venv: Path, *, keep: int = KEEP, size_cap: int = SIZE_CAP) -> list[i
         size = _size(where, record)
         total += size
         if i > 0 and (i >= keep or total > size_cap):
-            for name in (record.snapshot_name, f"{record.number:04d}.record.json"):
-                with contextlib.suppress(FileNotFoundError):
-                    (where / name).unlink()
+            _remove(where, record)
             dropped.append(record.number)
     return dropped
 

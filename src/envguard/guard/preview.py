@@ -116,15 +116,15 @@ def headline(drift: Drift, *, lead: str) -> str:
     by_name = primary_changes(drift.changes)
     if not by_name:
         return f"{lead} change no package".strip() if lead else "no package change"
-    named = [
-        c
-        for _, c in sorted(by_name.items())
-        if c.severity is Severity.critical and c.kind in CHANGING
-    ]
+    # The GPU stack's changes by name, torch and changed versions before removals.
+    named = sorted(
+        (c for c in by_name.values() if c.severity is Severity.critical and c.kind in CHANGING),
+        key=lambda c: (c.name != "torch", c.kind == "removed", c.name),
+    )
     parts = [_named(c) for c in named[:3]]
     if len(named) > 3:
         parts.append(f"{len(named) - 3} more of the GPU stack")
-    counted = Counter(c.kind for c in by_name.values() if c not in named[:3])
+    counted = Counter(c.kind for c in by_name.values() if c not in named)
     for kind, verb in (
         ("added", "add"),
         ("upgraded", "upgrade"),

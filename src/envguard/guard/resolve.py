@@ -221,8 +221,24 @@ def _from_pip(data: object, installed: Mapping[str, str]) -> Resolution:
 def installer_env(venv: Path, base: Mapping[str, str]) -> dict[str, str]:
     """The user's environment with ``venv`` active: ``pip`` and ``python`` are the venv's,
     and uv installs into it."""
-    env = dict(base)
+    env = {k: v for k, v in base.items() if k not in RETARGETING_VARIABLES}
     env["VIRTUAL_ENV"] = str(venv)
     env["PATH"] = str(venv / "bin") + os.pathsep + env.get("PATH", os.defpath)
-    env.pop("CONDA_PREFIX", None)
     return env
+
+
+# Variables that would point the installer somewhere else than the venv the dry run
+# previewed (as --python, --target, ... would): left out of its environment.
+RETARGETING_VARIABLES = frozenset(
+    {
+        "CONDA_PREFIX",
+        "UV_PYTHON",
+        "UV_SYSTEM_PYTHON",
+        "UV_PROJECT_ENVIRONMENT",
+        "PIP_TARGET",
+        "PIP_PREFIX",
+        "PIP_ROOT",
+        "PIP_USER",
+        "PIP_PYTHON",
+    }
+)
