@@ -38,6 +38,7 @@ Commands:
   guard     Preview an install as drift; refuse it, or run it and record it.
   history   The guarded changes of a venv, newest first.
   undo      Bring the venv back to before a guarded change (atomic rebuild).
+  protect   Route later pip and uv installs in the venv through guard.
 """
 
 

@@ -44,7 +44,10 @@ if TYPE_CHECKING:
         guard,
         history,
         preview,
+        protect,
+        protection,
         undo,
+        unprotect,
     )
     from envguard.api.hosts import fleet, restore_hosts, snapshot_hosts
     from envguard.api.records import keep, log
@@ -74,7 +77,10 @@ _MODULES = {
         "guard",
         "history",
         "preview",
+        "protect",
+        "protection",
         "undo",
+        "unprotect",
     ),
     "hosts": ("fleet", "restore_hosts", "snapshot_hosts"),
     "records": ("keep", "log"),
@@ -110,6 +116,8 @@ __all__ = [
     "plan_rebuild",
     "prestart",
     "preview",
+    "protect",
+    "protection",
     "rebuild",
     "restore",
     "restore_env",
@@ -121,6 +129,7 @@ __all__ = [
     "snapshot_hosts",
     "sources",
     "undo",
+    "unprotect",
 ]
 
 

@@ -1,5 +1,6 @@
 """Guarding a venv against an install: preview() what it would change, guard() it (refuse
-or run it, recorded), history() of the guarded changes, undo() one."""
+or run it, recorded), history() of the guarded changes, undo() one; protect() a venv so
+that its later pip and uv installs go through guard() by themselves."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from envguard.compare.models import Change, Drift
     from envguard.compare.policy import Policy
     from envguard.guard.journal import Record
+    from envguard.guard.protect import Protection
     from envguard.recovery.outcome import Outcome
     from envguard.recovery.sources import Sources
     from envguard.snapshots.models import Snapshot
@@ -99,11 +101,11 @@ def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> P
     split = split_guarded(argv, shell=opts.shell) if isinstance(argv, str) else tuple(argv)
     command = parse(split)
     where = _venv_path(opts.venv)
-    check_files(command, cwd=Path.cwd())
+    env = installer_env(where, user_environ())
+    check_files(command, cwd=Path.cwd(), env=env)
     rules = opts.policy if opts.policy is not None else load_policy(fail_on=opts.fail_on)
     baseline, label = _baseline(opts.against)
     live = snapshot(python=where / "bin" / "python", name="guard")
-    env = installer_env(where, user_environ())
     program = find_program(command.argv[0], env)
     check_program(command.tool, program, where)
     uv = program if command.tool == "uv" else find_uv()
@@ -274,3 +276,31 @@ def undo(
     done = journal.finish(where, record, change=restored, exit_code=0)
     journal.collect(where)
     return Undone(record=done, target=target, restored=restored, outcome=outcome)
+
+
+def protect(*, venv: str | Path | None = None) -> Protection:
+    """Route later `pip install|uninstall`, `python -m pip ...` and (with the venv active)
+    `uv pip install|uninstall|sync` in ``venv`` through `envguard guard`."""
+    import sys
+
+    from envguard.guard import protect as protection_files
+
+    return protection_files.protect(
+        _venv_path(venv), envguard=[sys.executable, "-m", "envguard"], uv=find_uv()
+    )
+
+
+def unprotect(*, venv: str | Path | None = None) -> Protection | None:
+    """Remove every trace of protect() from ``venv``: what was removed (None: nothing was
+    protected)."""
+    from envguard.guard import protect as protection_files
+
+    return protection_files.unprotect(_venv_path(venv))
+
+
+def protection(*, venv: str | Path | None = None) -> Protection | None:
+    """``venv``'s protection, each file checked against what protect() wrote (an edit by
+    hand is in ``edited``); None when it is not protected."""
+    from envguard.guard import protect as protection_files
+
+    return protection_files.status(_venv_path(venv))

@@ -1,4 +1,4 @@
-"""`envguard guard`, `history` and `undo`."""
+"""`envguard guard`, `history`, `undo` and `protect`."""
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -121,16 +121,17 @@ def guard(
         raise typer.Exit(1 if seen.blocking else 0)
     done = api.guard(command, options, on_preview=_show)
     if not done.ran:
+        import shlex
+
         names = sorted({c.name for c in done.preview.blocking})
         typer.echo(
             printable(f"refused (--fail-on {fail_on}): nothing was installed or removed"),
             err=True,
         )
         flags = " ".join(f"--allow {n}" for n in names)
-        typer.echo(
-            printable(f"hint: to let it change {', '.join(names)}: envguard guard {flags} -- ..."),
-            err=True,
-        )
+        where = shlex.quote(str(done.preview.venv))
+        again = f"envguard guard --venv {where} {flags} -- {done.preview.command.label()}"
+        typer.echo(printable(f"hint: to let it change {', '.join(names)}: {again}"), err=True)
         raise typer.Exit(1)
     assert done.record is not None
     if not quiet():
@@ -205,3 +206,44 @@ def undo(
     typer.echo(printable(f"back to before {before}: {done.restored}"))
     typer.echo(rebuild_report(done.outcome))
     set_interrupt_hint(None)
+
+
+@app.command()
+def protect(
+    venv: Venv = None,
+    off: Annotated[bool, typer.Option("--off", help="Remove every trace of it.")] = False,
+    check: Annotated[
+        bool, typer.Option("--check", help="Say whether it is in place, as written.")
+    ] = False,
+) -> None:
+    """Route later pip and uv installs in the venv through guard."""
+    from envguard import api
+    from envguard.render.text import printable
+
+    if check:
+        found = api.protection(venv=venv)
+        if found is None:
+            typer.echo("not protected (envguard protect)")
+            raise typer.Exit(1)
+        for rel in found.edited:
+            typer.echo(printable(f"edited by hand: {found.venv / rel}"))
+        for rel in found.missing:
+            typer.echo(printable(f"missing: {found.venv / rel}"))
+        if found.edited or found.missing:
+            typer.echo("hint: envguard protect writes them again", err=True)
+            raise typer.Exit(1)
+        typer.echo(printable(f"protected: {found.venv} ({len(found.files)} files as written)"))
+        return
+    if off:
+        removed = api.unprotect(venv=venv)
+        if removed is None:
+            typer.echo("not protected: nothing to remove")
+            return
+        for rel in removed.edited:
+            typer.echo(printable(f"note: {removed.venv / rel} had been edited by hand"), err=True)
+        typer.echo(printable(f"unprotected {removed.venv}: removed {', '.join(removed.files)}"))
+        return
+    done = api.protect(venv=venv)
+    typer.echo(printable(f"protected {done.venv}: {', '.join(done.files)}"))
+    for note in done.notes:
+        typer.echo(printable(f"note: {note}"), err=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -12,7 +13,7 @@ from typing import Literal
 from envguard.errors import UsageError
 
 Tool = Literal["uv", "pip"]
-Action = Literal["install", "uninstall"]
+Action = Literal["install", "uninstall", "sync"]
 
 # Shell syntax in a command given as one string: it would need a shell to mean anything.
 _SHELL = re.compile(r"[|&;<>`]|\$\(|\$\{|\n")
@@ -85,6 +86,7 @@ _VALUE_OPTIONS = _FILE_OPTIONS | {
     "--extra",
     "--group",
     "--no-build-isolation-package",
+    "--log-file",
 }
 # Options that point the install at another place than the guarded venv, or that change
 # what the dry run itself reports: refused, guard previews the venv it guards.
@@ -147,13 +149,14 @@ def parse(argv: tuple[str, ...]) -> InstallCommand:
     rest = list(argv[1:])
     tool: Tool
     if program == "uv" or program.startswith("uv."):
+        before, rest = _leading_options(rest)
         if rest[:1] != ["pip"]:
             raise UsageError(
                 f"envguard guard previews `uv pip install` and `uv pip uninstall`, not"
                 f" `{' '.join(argv[:2])}`",
                 hint="uv add and uv sync are not previewed yet: use uv pip install",
             )
-        tool, rest = "uv", rest[1:]
+        tool, rest = "uv", [*before, *rest[1:]]
     elif re.fullmatch(r"pip(3(\.\d+)?)?", program):
         tool = "pip"
     elif re.fullmatch(r"python(3(\.\d+)?)?", program) and rest[:2] == ["-m", "pip"]:
@@ -163,17 +166,31 @@ def parse(argv: tuple[str, ...]) -> InstallCommand:
             f"envguard guard does not know the installer {argv[0]!r}",
             hint="guard pip install, pip uninstall, python -m pip install or uv pip install",
         )
-    if not rest or rest[0] not in ("install", "uninstall"):
+    actions: tuple[Action, ...] = (
+        ("install", "uninstall", "sync") if tool == "uv" else ("install", "uninstall")
+    )
+    general, rest = _leading_options(rest)
+    action = next((a for a in actions if rest[:1] == [a]), None)
+    if action is None:
         raise UsageError(
-            f"envguard guard previews install and uninstall, not {' '.join(argv)!r}",
+            f"envguard guard previews {', '.join(actions)}, not {' '.join(argv)!r}",
             hint="run other commands without the guard",
         )
-    action: Action = "install" if rest[0] == "install" else "uninstall"
-    args = tuple(rest[1:])
+    args = (*rest[1:], *general)  # pip and uv take their general options after it too
     requested, files = _read_args(args, action=action)
     return InstallCommand(
         argv=argv, tool=tool, action=action, args=args, requested=requested, files=files
     )
+
+
+def _leading_options(words: list[str]) -> tuple[list[str], list[str]]:
+    """(the options before the first word that is not one, or an option's value; the
+    rest): ``pip -v --log x install six`` is (["-v", "--log", "x"], ["install", "six"])."""
+    i = 0
+    while i < len(words) and words[i].startswith("-"):
+        option = words[i].partition("=")[0]
+        i += 2 if option in _VALUE_OPTIONS and "=" not in words[i] else 1
+    return words[:i], words[i:]
 
 
 def _read_args(args: tuple[str, ...], *, action: Action) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -202,6 +219,8 @@ def _read_args(args: tuple[str, ...], *, action: Action) -> tuple[tuple[str, ...
                 value = args[i]
             if option in _FILE_OPTIONS:
                 files.append(value)
+        elif not arg.startswith("-") and action == "sync":
+            files.append(arg)  # uv pip sync's arguments are requirements files
         elif not arg.startswith("-"):
             try:
                 requested.append(canonicalize_name(Requirement(arg).name))
@@ -217,10 +236,21 @@ _FORBIDDEN_ROOTS = ("/proc", "/dev", "/sys")
 _INCLUDE = re.compile(r"^\s*(-r|-c|--requirement|--constraint)(?:\s*=\s*|\s+)(\S+)", re.M)
 
 
-def check_files(command: InstallCommand, *, cwd: Path) -> None:
-    """Each requirements or constraints file the command (or a file it includes) names: a
-    regular file inside reach, as ``check --lock`` reads one; never /proc, /dev or a FIFO."""
-    pending = [(cwd, f) for f in command.files]
+# Variables whose value names requirements files the installer reads as if given -r/-c.
+FILE_VARIABLES = {
+    "pip": ("PIP_REQUIREMENT", "PIP_CONSTRAINT"),
+    "uv": ("UV_CONSTRAINT", "UV_OVERRIDE", "UV_BUILD_CONSTRAINT"),
+}
+
+
+def check_files(command: InstallCommand, *, cwd: Path, env: Mapping[str, str]) -> None:
+    """Each requirements or constraints file the command, its variables (PIP_REQUIREMENT,
+    UV_CONSTRAINT, ...) or a file they include names: a regular file inside reach, as
+    ``check --lock`` reads one; never /proc, /dev or a FIFO."""
+    named = [*command.files]
+    for variable in FILE_VARIABLES[command.tool]:
+        named += env.get(variable, "").split()
+    pending = [(cwd, f) for f in named]
     seen: set[str] = set()
     while pending:
         base, name = pending.pop()

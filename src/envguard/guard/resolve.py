@@ -48,7 +48,7 @@ def dry_run_argv(command: InstallCommand, *, venv: Path, uv: str) -> list[str]:
         return [
             uv,
             "pip",
-            "install",
+            command.action,
             "--dry-run",
             "--output-format",
             "json",
@@ -223,9 +223,12 @@ def installer_env(venv: Path, base: Mapping[str, str]) -> dict[str, str]:
     and uv installs into it."""
     env = {k: v for k, v in base.items() if k not in RETARGETING_VARIABLES}
     env["VIRTUAL_ENV"] = str(venv)
+    env[GUARDING] = str(venv)  # a protected venv's hooks let this install through
     env["PATH"] = str(venv / "bin") + os.pathsep + env.get("PATH", os.defpath)
     return env
 
+
+GUARDING = "ENVGUARD_GUARDING"
 
 # Variables that would point the installer somewhere else than the venv the dry run
 # previewed (as --python, --target, ... would): left out of its environment.
