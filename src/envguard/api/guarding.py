@@ -9,15 +9,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envguard.api.capture import newest, snapshot
+from envguard.api.capture import newest, snapshot, snapshot_document
 from envguard.api.compare import load_policy
 from envguard.errors import EnvguardError, StoppedError, UsageError
 from envguard.guard import journal
 from envguard.guard.command import InstallCommand, check_files, parse, split_guarded
 from envguard.guard.install import check_program, find_program, run_install
-from envguard.guard.resolve import Resolution, installer_env, resolve
+from envguard.guard.resolve import Resolution, installer_env
+from envguard.guard.resolve import start as start_dry_run
 from envguard.lifecycle import Interrupted, set_interrupt_hint
-from envguard.snapshots import store
+from envguard.snapshots import document, store
 from envguard.tools import find_uv, user_environ
 
 if TYPE_CHECKING:
@@ -37,11 +38,13 @@ class Preview:
     command: InstallCommand
     venv: Path
     against: str  # "snapshot good" or "the venv as it is"
-    drift: Drift
-    blocking: list[Change]
-    headline: str
     resolution: Resolution
-    live: Snapshot
+    headline: str
+    live_text: str  # the venv as it is, as a snapshot file holds it
+    # None when the installer would change nothing (nothing was compared).
+    drift: Drift | None = None
+    live: Snapshot | None = None
+    blocking: list[Change] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
@@ -94,9 +97,6 @@ def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> P
     """What ``argv`` (an install command; one string is split as shell words) would change
     in the venv, against the snapshot; nothing is changed. The installer's own dry run
     says what it would do."""
-    from envguard.compare.engine import diff as compute
-    from envguard.guard.preview import after_install, blocking, headline
-
     opts = options or GuardOptions()
     split = split_guarded(argv, shell=opts.shell) if isinstance(argv, str) else tuple(argv)
     command = parse(split)
@@ -104,53 +104,80 @@ def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> P
     env = installer_env(where, user_environ())
     check_files(command, cwd=Path.cwd(), env=env)
     rules = opts.policy if opts.policy is not None else load_policy(fail_on=opts.fail_on)
-    baseline, label = _baseline(opts.against)
-    live = snapshot(python=where / "bin" / "python", name="guard")
+    against = _baseline_path(opts.against)
+    # Validated before anything runs (a snapshot is untrusted input).
+    baseline = store.load(against) if against is not None else None
     program = find_program(command.argv[0], env)
     check_program(command.tool, program, where)
     uv = program if command.tool == "uv" else find_uv()
-    installed = {n: p.version for n, p in live.package_map().items()}
-    resolution = resolve(
-        command, venv=where, installed=installed, uv=uv, env=env, timeout=opts.timeout
+    # The dry run works while the venv is probed; an error or interrupt stops it.
+    dry_run = start_dry_run(command, venv=where, uv=uv, env=env, timeout=opts.timeout)
+    try:
+        doc = snapshot_document(python=where / "bin" / "python", name="guard")
+        installed = {
+            str(p["name"]): str(p["version"]) for p in doc["packages"] if not p.get("shadowed")
+        }
+        resolution = dry_run.finish(installed)
+    except BaseException:
+        dry_run.cancel()
+        raise
+    shown = f"snapshot {against.stem}" if against is not None else "the venv as it is"
+    seen = Preview(
+        command=command,
+        venv=where,
+        against=shown,
+        resolution=resolution,
+        live_text=store.dumps(doc),
+        headline=f"this {command.action} would change no package",
     )
+    if not resolution.touched():  # nothing to compare: pydantic is never loaded
+        return seen
+    return _judged(seen, document.typed(doc), baseline, rules, allow=opts.allow)
+
+
+def _judged(
+    seen: Preview,
+    live: Snapshot,
+    baseline: Snapshot | None,
+    rules: Policy,
+    *,
+    allow: tuple[str, ...],
+) -> Preview:
+    """``seen`` with the drift the install would make from ``baseline`` (else ``live``)."""
+    from dataclasses import replace
+
+    from envguard.compare.engine import diff as compute
+    from envguard.guard.preview import after_install, blocking, headline
+
     base = baseline if baseline is not None else live
-    after = after_install(base, live, resolution, tool=command.tool)
+    after = after_install(base, live, seen.resolution, tool=seen.command.tool)
     drift = _unknown_build(compute(base, after, rules), after)
     notes = []
     if baseline is not None:
-        moved = {n for n in installed.keys() ^ baseline.package_map().keys()}
-        moved |= {
-            n
-            for n, p in baseline.package_map().items()
-            if n in installed and installed[n] != p.version
-        }
+        installed = {n: p.version for n, p in live.package_map().items()}
+        recorded = baseline.package_map()
+        moved = installed.keys() ^ recorded.keys()
+        moved |= {n for n, p in recorded.items() if n in installed and installed[n] != p.version}
         if moved:
             notes.append(
-                f"the venv already differs from {label} in {len(moved)} package"
+                f"the venv already differs from {seen.against} in {len(moved)} package"
                 f"{'s' if len(moved) != 1 else ''} this install leaves alone"
                 " (envguard diff says which)"
             )
-    return Preview(
-        command=command,
-        venv=where,
-        against=label if baseline is not None else "the venv as it is",
+    return replace(
+        seen,
         drift=drift,
-        blocking=blocking(drift, rules, allowed=opts.allow),
-        headline=headline(drift, lead=f"this {command.action} would"),
-        resolution=resolution,
+        blocking=blocking(drift, rules, allowed=allow),
+        headline=headline(drift, lead=f"this {seen.command.action} would"),
         live=live,
         notes=notes,
     )
 
 
-def _baseline(against: str | Path | None) -> tuple[Snapshot | None, str]:
+def _baseline_path(against: str | Path | None) -> Path | None:
     if against is not None:
-        path = store.resolve(str(against))
-    elif not store.list_snapshots():
-        return None, ""
-    else:
-        path = newest()
-    return store.load(path), f"snapshot {path.stem}"
+        return store.resolve(str(against))
+    return newest() if store.list_snapshots() else None
 
 
 def _unknown_build(drift: Drift, after: Snapshot) -> Drift:
@@ -178,9 +205,6 @@ def guard(
     """Preview ``argv``; refuse it (nothing changed) when a change to what is installed
     reaches ``fail_on`` and is not allowed; else record the venv, run the command as given,
     and record what it changed. ``on_preview`` sees the preview before anything runs."""
-    from envguard.compare.engine import diff as compute
-    from envguard.guard.preview import headline
-
     opts = options or GuardOptions()
     seen = preview(argv, opts)
     on_preview(seen)
@@ -189,7 +213,7 @@ def guard(
     where = seen.venv
     record = journal.begin(
         where,
-        store.dumps(seen.live),
+        seen.live_text,
         command=seen.command.argv,
         allowed=opts.allow,
         planned=seen.headline,
@@ -199,8 +223,14 @@ def guard(
     if signum is not None:
         journal.finish(where, record, change="interrupted; not measured", exit_code=code)
         raise Interrupted(signum)
-    after = snapshot(python=where / "bin" / "python", name="guard")
-    change = headline(compute(seen.live, after, load_policy()), lead="")
+    if seen.live is not None:
+        from envguard.compare.engine import diff as compute
+        from envguard.guard.preview import headline
+
+        after = snapshot(python=where / "bin" / "python", name="guard")
+        change = headline(compute(seen.live, after, load_policy()), lead="")
+    else:  # the installer said it would change nothing: not probed again
+        change = "no package change"
     done = journal.finish(where, record, change=change, exit_code=code)
     journal.collect(where, keep=opts.keep)
     set_interrupt_hint(None)

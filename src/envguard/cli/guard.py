@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from envguard.cli.program import app, console, quiet
-from envguard.cli.restore import ExtraIndexUrl, FindLinks, IndexUrl, NoIndex, Offline
+from envguard.cli.restore import ExtraIndexUrl, FindLinks, IndexUrl, NoIndex, Offline, TorchIndex
 
 if TYPE_CHECKING:
     from envguard.api.guarding import Preview
@@ -51,7 +51,7 @@ def _show(seen: "Preview") -> None:
     from envguard.render.text import printable
 
     typer.echo(printable(f"{seen.headline} (against {seen.against})"))
-    for line in seen.drift.verdict:
+    for line in seen.drift.verdict if seen.drift is not None else ():
         typer.echo(printable(f"  {line}"))
     if not quiet():
         for note in seen.notes:
@@ -174,6 +174,7 @@ def undo(
     find_links: FindLinks = None,
     offline: Offline = False,
     no_index: NoIndex = False,
+    torch_index: TorchIndex = None,
     keep_backups: Annotated[
         int, typer.Option(min=0, help="Keep this many envguard backups of the venv.")
     ] = 1,
@@ -189,6 +190,7 @@ def undo(
         find_links=find_links or (),
         offline=offline,
         no_index=no_index,
+        torch_index=torch_index,
     )
     err = console(stderr=True)
     with err.status("undoing") as status:

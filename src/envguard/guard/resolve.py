@@ -70,40 +70,61 @@ def dry_run_argv(command: InstallCommand, *, venv: Path, uv: str) -> list[str]:
     ]
 
 
-def resolve(
-    command: InstallCommand,
-    *,
-    venv: Path,
-    installed: Mapping[str, str],
-    uv: str,
-    env: Mapping[str, str],
-    timeout: float,
-) -> Resolution:
-    """What ``command`` would change in ``venv`` (whose packages are ``installed``)."""
+class DryRun:
+    """A dry run started: finish() reads what it says (it runs while the venv is probed),
+    cancel() stops it."""
+
+    def __init__(
+        self,
+        command: InstallCommand,
+        argv: list[str],
+        proc: subprocess.Popen[bytes] | None,
+        *,
+        deadline: float,
+        timeout: float,
+    ) -> None:
+        self.command, self.argv, self.proc = command, argv, proc
+        self.deadline, self.timeout = deadline, timeout
+
+    def cancel(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            _stop(self.proc)
+            forget(self.proc.pid)
+
+    def finish(self, installed: Mapping[str, str]) -> Resolution:
+        """What the install would change in the venv whose packages are ``installed``."""
+        command = self.command
+        if self.proc is None:  # an uninstall: what it names, as installed
+            return Resolution(
+                removed={n: installed[n] for n in command.requested if n in installed},
+                requires_known=True,
+            )
+        out = _output(self.proc, self.deadline, timeout=self.timeout, label=command.tool)
+        try:
+            data = json.loads(out, parse_constant=not_json_constant)
+            if command.tool == "uv":
+                return _from_uv(data, requested=command.requested)
+            return _from_pip(data, installed)
+        except (ValueError, TypeError, KeyError, RecursionError) as exc:
+            raise UsageError(
+                f"the {command.tool} dry run said something envguard does not read ({exc})",
+                hint="run the dry run yourself to see it: " + " ".join(self.argv[:4]) + " ...",
+            ) from None
+
+
+def start(
+    command: InstallCommand, *, venv: Path, uv: str, env: Mapping[str, str], timeout: float
+) -> DryRun:
+    """Start the installer's dry run of ``command`` for ``venv`` (none for an uninstall:
+    it removes what it names), with ``timeout`` seconds to finish."""
+    import time
+
+    deadline = time.monotonic() + timeout
     if command.action == "uninstall":
         if command.files:
             raise UsageError("an uninstall from a requirements file is not previewed")
-        return Resolution(
-            removed={n: installed[n] for n in command.requested if n in installed},
-            requires_known=True,
-        )
-    if command.tool == "pip" and not (venv / "bin" / "python").exists():
-        raise UsageError(f"{venv}: no bin/python in the venv")
+        return DryRun(command, [], None, deadline=deadline, timeout=timeout)
     argv = dry_run_argv(command, venv=venv, uv=uv)
-    out = _run(argv, env=env, timeout=timeout, label=command.tool)
-    try:
-        data = json.loads(out, parse_constant=not_json_constant)
-        if command.tool == "uv":
-            return _from_uv(data, requested=command.requested)
-        return _from_pip(data, installed)
-    except (ValueError, TypeError, KeyError, RecursionError) as exc:
-        raise UsageError(
-            f"the {command.tool} dry run said something envguard does not read ({exc})",
-            hint="run the dry run yourself to see it: " + " ".join(argv[:4]) + " ...",
-        ) from None
-
-
-def _run(argv: list[str], *, env: Mapping[str, str], timeout: float, label: str) -> bytes:
     proc = start_child(
         argv,
         stdin=subprocess.DEVNULL,
@@ -111,8 +132,14 @@ def _run(argv: list[str], *, env: Mapping[str, str], timeout: float, label: str)
         stderr=subprocess.PIPE,
         env=dict(env),
     )
+    return DryRun(command, argv, proc, deadline=deadline, timeout=timeout)
+
+
+def _output(proc: subprocess.Popen[bytes], deadline: float, *, timeout: float, label: str) -> bytes:
+    import time
+
     try:
-        out, err = proc.communicate(timeout=timeout)
+        out, err = proc.communicate(timeout=max(0.001, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         _stop(proc)
         raise UsageError(
