@@ -257,13 +257,14 @@ def undo(
     *,
     venv: str | Path | None = None,
     sources: Sources | None = None,
+    in_place: bool = False,
     keep_backups: int = 1,
     status: Callable[[str], None] = lambda _: None,
     on_line: Callable[[str], None] | None = None,
 ) -> Undone:
     """Bring ``venv`` back to where it was before its ``steps``-th newest guarded change,
-    through the atomic rebuild; the state it leaves is recorded first (an undo is undone
-    as any change)."""
+    through the atomic rebuild (``in_place``: `uv pip sync` into the venv, faster and not
+    atomic); the state it leaves is recorded first (an undo is undone as any change)."""
     from envguard.api.recover import rebuild
     from envguard.compare.engine import diff as compute
     from envguard.guard.preview import headline
@@ -279,11 +280,11 @@ def undo(
     target = found[steps - 1]
     path = journal.snapshot_path(where, target)
     good = store.load(path)  # validated before anything runs
-    live = snapshot(python=where / "bin" / "python", name="guard")
-    restored = headline(compute(live, good, load_policy()), lead="")
+    doc = snapshot_document(python=where / "bin" / "python", name="guard")
+    restored = headline(compute(document.typed(doc), good, load_policy()), lead="")
     record = journal.begin(
         where,
-        store.dumps(live),
+        store.dumps(doc),
         command=("envguard", "undo", str(steps)),
         allowed=(),
         planned=f"back to before #{target.number}",
@@ -292,6 +293,7 @@ def undo(
         outcome = rebuild(
             path,
             venv=where,
+            in_place=in_place,
             sources=sources,
             keep_backups=keep_backups,
             status=status,

@@ -175,6 +175,9 @@ def undo(
     offline: Offline = False,
     no_index: NoIndex = False,
     torch_index: TorchIndex = None,
+    in_place: Annotated[
+        bool, typer.Option(help="uv pip sync straight into the venv (fastest, not atomic).")
+    ] = False,
     keep_backups: Annotated[
         int, typer.Option(min=0, help="Keep this many envguard backups of the venv.")
     ] = 1,
@@ -198,6 +201,7 @@ def undo(
             steps,
             venv=venv,
             sources=sources,
+            in_place=in_place,
             keep_backups=keep_backups,
             status=status.update,
             on_line=lambda line: err.print(f"  {line}", markup=False, style="dim"),
