@@ -210,3 +210,56 @@ def test_a_dry_run_that_says_something_hostile_is_refused(tmp_path: Path) -> Non
     assert code == 2 and out == ""
     assert err.startswith("error: the uv dry run said something envguard does not read")
     assert "\x1b" not in err
+
+
+FAKE_UV = """#!/bin/sh
+case " $* " in
+  *" --dry-run "*) [ -n "$HANG" ] && echo $$ > "$MARK.started" && exec sleep 30
+     echo '{"changes": [{"name": "six", "version": "1.17.0", "action": "installed"}]}' ;;
+  *) echo $$ > "$MARK.started"; sleep 1; touch "$MARK" ;;
+esac
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("during", ["preview", "install"])
+def test_ctrl_c_leaves_the_venv_untouched_or_fully_installed(tmp_path: Path, during: str) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    fake = tmp_path / "bin" / "uv"
+    fake.parent.mkdir()
+    fake.write_text(FAKE_UV)
+    fake.chmod(0o755)
+    mark = tmp_path / "installed"
+    env = {**os.environ, "MARK": str(mark), "HANG": "1" if during == "preview" else ""}
+    argv = [sys.executable, "-m", "envguard", "guard", "--venv", str(venv), "--", str(fake)]
+    proc = subprocess.Popen(
+        [*argv, "pip", "install", "six"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    started = tmp_path / "installed.started"
+    deadline = time.monotonic() + 20
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)  # as a terminal's Ctrl-C reaches envguard alone
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, (out, err)
+    assert "error: interrupted (SIGINT)" in err
+    if during == "preview":
+        assert not mark.exists()  # nothing ran
+        assert journal.records(venv) == []
+        with pytest.raises(ProcessLookupError):  # the dry run was stopped with envguard
+            os.kill(int(started.read_text()), 0)
+    else:
+        assert mark.exists()  # the installer was let finish
+        assert "envguard undo" in err
+        assert journal.records(venv)[0].change == "interrupted; not measured"
