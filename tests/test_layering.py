@@ -24,7 +24,9 @@ ALLOWED: dict[str, set[str]] = {
     "recovery": {"base", "probe", "snapshots", "compare"},
     "schemas": {"base", "snapshots", "recovery"},
     "render": {"base", "snapshots", "compare", "recovery.plan", "recovery.outcome"},
-    "api": {"base", "probe", "snapshots", "compare", "recovery"},
+    # An install previewed, run and recorded: above compare, beside recovery.
+    "guard": {"base", "probe", "snapshots", "compare"},
+    "api": {"base", "probe", "snapshots", "compare", "recovery", "guard"},
     "cli": {"base", "probe", "snapshots", "compare", "recovery", "render", "api", "schemas"}
     | {"distributed"},
     # The rank gate, called from training scripts: measures in-process, loads a snapshot.

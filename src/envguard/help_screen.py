@@ -36,6 +36,10 @@ Commands:
   export    Write the snapshot as a pinned requirements.txt or a PEP 751...
   restore   Bring back everything the snapshot knows: packages, repos,...
   bisect    Find which drifted change breaks the run, or show it is not...
+  guard     Preview an install as drift; refuse it, or run it and record it.
+  history   The guarded changes of a venv, newest first.
+  undo      Bring the venv back to before a guarded change (atomic rebuild).
+  protect   Route later pip and uv installs in the venv through guard.
 """
 
 

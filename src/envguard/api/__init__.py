@@ -13,9 +13,9 @@ none exits. Failures raise EnvguardError (``.message``, ``.hint``, ``.exit_code`
     if drift.reaches(envguard.Severity.warning): ...
 
 The operations live in one module per kind of work (capture, records, compare, recover,
-restoration, bisection, hosts) and are re-exported here, each module loaded when one of its
-names is first used: `envguard snapshot` loads the capture module and nothing of restore's.
-Heavy modules (pydantic, rich, git) load inside the functions.
+restoration, bisection, hosts, guarding) and are re-exported here, each module loaded when
+one of its names is first used: `envguard snapshot` loads the capture module and nothing of
+restore's. Heavy modules (pydantic, rich, git) load inside the functions.
 """
 
 from __future__ import annotations
@@ -36,6 +36,19 @@ if TYPE_CHECKING:
         snapshot_document,
     )
     from envguard.api.compare import check, diff, diff_locks, find_lock, load_policy
+    from envguard.api.guarding import (
+        Guarded,
+        GuardOptions,
+        Preview,
+        Undone,
+        guard,
+        history,
+        preview,
+        protect,
+        protection,
+        undo,
+        unprotect,
+    )
     from envguard.api.hosts import fleet, restore_hosts, snapshot_hosts
     from envguard.api.records import keep, log
     from envguard.api.recover import export, plan_rebuild, rebuild, run_then, sources
@@ -56,6 +69,19 @@ _MODULES = {
         "snapshot_document",
     ),
     "compare": ("check", "diff", "diff_locks", "find_lock", "load_policy"),
+    "guarding": (
+        "GuardOptions",
+        "Guarded",
+        "Preview",
+        "Undone",
+        "guard",
+        "history",
+        "preview",
+        "protect",
+        "protection",
+        "undo",
+        "unprotect",
+    ),
     "hosts": ("fleet", "restore_hosts", "snapshot_hosts"),
     "records": ("keep", "log"),
     "recover": ("export", "plan_rebuild", "rebuild", "run_then", "sources"),
@@ -65,7 +91,11 @@ _HOME = {name: module for module, names in _MODULES.items() for name in names}
 
 __all__ = [
     "BisectOptions",
+    "GuardOptions",
+    "Guarded",
+    "Preview",
     "RestoreOptions",
+    "Undone",
     "bisect",
     "check",
     "check_writable",
@@ -75,6 +105,8 @@ __all__ = [
     "export",
     "find_lock",
     "fleet",
+    "guard",
+    "history",
     "keep",
     "list_snapshots",
     "load",
@@ -83,6 +115,9 @@ __all__ = [
     "newest",
     "plan_rebuild",
     "prestart",
+    "preview",
+    "protect",
+    "protection",
     "rebuild",
     "restore",
     "restore_env",
@@ -93,6 +128,8 @@ __all__ = [
     "snapshot_document",
     "snapshot_hosts",
     "sources",
+    "undo",
+    "unprotect",
 ]
 
 

@@ -1,0 +1,168 @@
+"""envguard guard and undo, side by side with plain uv, on the cached ~300-distribution venv
+with real torch:
+
+    .venv/bin/python bench/guard.py [--repeats N]
+
+- a guarded no-op install (`envguard guard -- uv pip install PKG` where PKG is installed)
+  against the same `uv pip install` run plain: what the guard adds (target: at most 1 s);
+- `envguard undo` of an sglang-style pollution (torch swapped, 21 packages pulled in) with
+  a warm uv cache, against `uv venv` + `uv pip sync` of the same pins into a fresh venv
+  (target: at most 1.5x). undo keeps the polluted venv aside (one backup, its default);
+  removing it is left out of the clock on both sides (the uv side's fresh venv too).
+
+Each run is a subprocess, round-robin, medians reported (bench/measure.py). The venv is a
+hard-linked copy of the cached one in a temporary directory: the cache is never written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import fixtures
+from fixtures import CACHE, Tools, TorchVenv
+from measure import Command, measure, static
+
+
+def _pollution(wheelhouse: Path) -> list[str]:
+    """An inference stack's tiny wheels: it requires another torch and 20 packages."""
+    from envguard.testing import make_torch_wheel, make_wheel
+
+    make_torch_wheel(wheelhouse, "2.14.1+cu130", "13.0")
+    deps = [f"inference-dep-{i:02d}" for i in range(20)]
+    for dep in deps:
+        make_wheel(wheelhouse, dep, "1.0")
+    make_wheel(wheelhouse, "sglang-bench", "1.0", requires=["torch==2.14.1+cu130", *deps])
+    return ["sglang-bench"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+    log = lambda message: print(message, file=sys.stderr)  # noqa: E731
+    tools: Tools = fixtures.find_tools()
+    tv: TorchVenv = fixtures.torch_venv(tools, log=log)
+    work = Path(tempfile.mkdtemp(prefix="bench-guard-"))
+    try:
+        return _run(tools, tv, work, args.repeats, log)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run(tools: Tools, tv: TorchVenv, work: Path, repeats: int, log: fixtures.Log) -> int:
+    env = fixtures.bench_env(work, tools)
+    env["PATH"] = f"{Path(tools.uv).parent}{os.pathsep}{env.get('PATH', '')}"
+    venv = work / "venv"
+    fixtures.run(["cp", "-al", str(tv.venv), str(venv)])
+    extra = work / "pollution"
+    polluting = _pollution(extra)
+    links = ["--offline", "--no-index", "--find-links", str(tv.wheelhouse)]
+    links += ["--find-links", str(extra)]
+    noop = ["uv", "pip", "install", *links, "bench-pkg-000"]
+    # The plan sends a +cpu torch to the PyTorch index: a local one stands in for it.
+    index = fixtures.torch_index(work / "torch-index", tv.torch_wheel)
+    undo_sources = [*links, "--torch-index", index]
+
+    def pollute(_i: int = 0) -> None:
+        # The polluted venv undo kept aside (its default, one backup): removed untimed, as
+        # the fresh venv of the uv side is.
+        for backup in work.glob(f"{venv.name}.envguard-backup-*"):
+            shutil.rmtree(backup)
+        # A guarded change first (the point undo goes back to), then the pollution unguarded.
+        fixtures.run([tools.envguard, "guard", "--venv", str(venv), "--", *noop], env=env, cwd=work)
+        fixtures.run(
+            [tools.uv, "pip", "install", "--python", str(venv), *links, *polluting],
+            env=env,
+            cwd=work,
+        )
+
+    pins = work / "requirements.txt"
+    pins.write_text(fixtures.run([tools.uv, "pip", "freeze", "--python", str(venv)], env=env))
+    pollute()
+    fresh = work / "fresh"
+
+    def clean_fresh(_i: int) -> None:
+        shutil.rmtree(fresh, ignore_errors=True)
+
+    base = str(tools.base_python)
+    timings = measure(
+        [
+            static(
+                "envguard guard (no-op install)",
+                [tools.envguard, "guard", "--venv", str(venv), "--", *noop],
+                cwd=work,
+                env=env,
+            ),
+            static(
+                "uv pip install (no-op, plain)",
+                [tools.uv, *noop[1:3], "--python", str(venv), *noop[3:]],
+                cwd=work,
+                env=env,
+            ),
+        ],
+        repeats,
+        log=log,
+    )
+    timings.update(
+        measure(
+            [
+                Command(
+                    "envguard undo (sglang-style pollution)",
+                    lambda _i: [[tools.envguard, "undo", "--venv", str(venv), *undo_sources]],
+                    cwd=work,
+                    env=env,
+                    cleanup=pollute,
+                ),
+                Command(
+                    "envguard undo --in-place",
+                    lambda _i: [
+                        [tools.envguard, "undo", "--venv", str(venv), "--in-place", *undo_sources]
+                    ],
+                    cwd=work,
+                    env=env,
+                    cleanup=pollute,
+                ),
+                Command(
+                    "uv venv + uv pip sync (fresh venv)",
+                    lambda _i: [
+                        [tools.uv, "venv", "--quiet", "--python", base, str(fresh)],
+                        [tools.uv, "pip", "sync", "--python", str(fresh), str(pins), *links],
+                    ],
+                    cwd=work,
+                    env=env,
+                    cleanup=clean_fresh,
+                ),
+            ],
+            repeats,
+            log=log,
+        )
+    )
+    rows = {t.label: t.median for t in timings.values()}
+    guarded = rows["envguard guard (no-op install)"]
+    plain = rows["uv pip install (no-op, plain)"]
+    undo = rows["envguard undo (sglang-style pollution)"]
+    sync = rows["uv venv + uv pip sync (fresh venv)"]
+    print(f"venv: {tv.distributions} distributions, torch {fixtures.TORCH} ({tv.torch_wheel.name})")
+    for label, median in rows.items():
+        print(f"{label:<42} {median * 1000 if median else float('nan'):9.1f} ms")
+    if guarded and plain:
+        added = guarded - plain
+        verdict = "PASS" if added <= 1.0 else "FAIL"
+        print(f"guard adds {added * 1000:.0f} ms to a no-op install (target <= 1000 ms): {verdict}")
+    in_place = rows["envguard undo --in-place"]
+    for label, took in (("undo", undo), ("undo --in-place", in_place)):
+        if took and sync:
+            ratio = took / sync
+            verdict = "PASS" if ratio <= 1.5 else "FAIL"
+            print(f"{label} / fresh uv sync = {ratio:.2f}x (target <= 1.5x): {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(CACHE.parent))
+    raise SystemExit(main())

@@ -1,0 +1,338 @@
+"""Guarding a venv against an install: preview() what it would change, guard() it (refuse
+or run it, recorded), history() of the guarded changes, undo() one; protect() a venv so
+that its later pip and uv installs go through guard() by themselves."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from envguard.api.capture import newest, snapshot, snapshot_document
+from envguard.api.compare import load_policy
+from envguard.errors import EnvguardError, StoppedError, UsageError
+from envguard.guard import journal
+from envguard.guard.command import InstallCommand, check_files, parse, split_guarded
+from envguard.guard.install import check_program, find_program, run_install
+from envguard.guard.resolve import Resolution, installer_env
+from envguard.guard.resolve import start as start_dry_run
+from envguard.lifecycle import Interrupted, set_interrupt_hint
+from envguard.snapshots import document, store
+from envguard.tools import find_uv, user_environ
+
+if TYPE_CHECKING:
+    from envguard.compare.models import Change, Drift
+    from envguard.compare.policy import Policy
+    from envguard.guard.journal import Record
+    from envguard.guard.protect import Protection
+    from envguard.recovery.outcome import Outcome
+    from envguard.recovery.sources import Sources
+    from envguard.snapshots.models import Snapshot
+
+
+@dataclass
+class Preview:
+    """What an install would change, against what, and what of it stops the install."""
+
+    command: InstallCommand
+    venv: Path
+    against: str  # "snapshot good" or "the venv as it is"
+    resolution: Resolution
+    headline: str
+    live_text: str  # the venv as it is, as a snapshot file holds it
+    # None when the installer would change nothing (nothing was compared).
+    drift: Drift | None = None
+    live: Snapshot | None = None
+    blocking: list[Change] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Guarded:
+    """What guard() did: refused (``ran`` False) or ran the command and recorded it."""
+
+    preview: Preview
+    ran: bool = False
+    exit_code: int | None = None
+    record: Record | None = None
+    change: str = ""
+
+
+def _venv_path(venv: str | Path | None) -> Path:
+    """The venv to guard: ``venv``, else $VIRTUAL_ENV, else ./.venv; it must be one."""
+    import os
+
+    chosen = Path(venv) if venv is not None else Path(os.environ.get("VIRTUAL_ENV") or ".venv")
+    where = chosen.expanduser().absolute()
+    if not (where / "pyvenv.cfg").is_file() or not (where / "bin" / "python").exists():
+        raise UsageError(
+            f"{chosen}: not a virtualenv (no pyvenv.cfg or bin/python)",
+            hint="name the venv with --venv DIR",
+        )
+    return where
+
+
+@dataclass(frozen=True)
+class GuardOptions:
+    """How guard() and preview() judge an install.
+
+    ``venv``: the venv [default: $VIRTUAL_ENV, else ./.venv]; ``against``: the snapshot to
+    hold it to [default: the newest in snapshots/, else the venv as it is]; ``fail_on``:
+    refuse when a change to what is installed reaches it; ``allow``: packages the install
+    may change; ``timeout``: seconds for the dry run; ``shell``: split a one-string command
+    holding shell syntax; ``keep``: records kept; ``policy``: instead of pyproject's."""
+
+    venv: str | Path | None = None
+    against: str | Path | None = None
+    fail_on: str | None = "critical"
+    allow: tuple[str, ...] = ()
+    timeout: float = 120.0
+    shell: bool = False
+    keep: int = journal.KEEP
+    policy: Policy | None = None
+
+
+def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> Preview:
+    """What ``argv`` (an install command; one string is split as shell words) would change
+    in the venv, against the snapshot; nothing is changed. The installer's own dry run
+    says what it would do."""
+    opts = options or GuardOptions()
+    split = split_guarded(argv, shell=opts.shell) if isinstance(argv, str) else tuple(argv)
+    command = parse(split)
+    where = _venv_path(opts.venv)
+    env = installer_env(where, user_environ())
+    check_files(command, cwd=Path.cwd(), env=env)
+    rules = opts.policy if opts.policy is not None else load_policy(fail_on=opts.fail_on)
+    against = _baseline_path(opts.against)
+    # Validated before anything runs (a snapshot is untrusted input).
+    baseline = store.load(against) if against is not None else None
+    program = find_program(command.argv[0], env)
+    check_program(command.tool, program, where)
+    uv = program if command.tool == "uv" else find_uv()
+    # The dry run works while the venv is probed; an error or interrupt stops it.
+    dry_run = start_dry_run(command, venv=where, uv=uv, env=env, timeout=opts.timeout)
+    try:
+        doc = snapshot_document(python=where / "bin" / "python", name="guard")
+        installed = {
+            str(p["name"]): str(p["version"]) for p in doc["packages"] if not p.get("shadowed")
+        }
+        resolution = dry_run.finish(installed)
+    except BaseException:
+        dry_run.cancel()
+        raise
+    shown = f"snapshot {against.stem}" if against is not None else "the venv as it is"
+    seen = Preview(
+        command=command,
+        venv=where,
+        against=shown,
+        resolution=resolution,
+        live_text=store.dumps(doc),
+        headline=f"this {command.action} would change no package",
+    )
+    if not resolution.touched():  # nothing to compare: pydantic is never loaded
+        return seen
+    return _judged(seen, document.typed(doc), baseline, rules, allow=opts.allow)
+
+
+def _judged(
+    seen: Preview,
+    live: Snapshot,
+    baseline: Snapshot | None,
+    rules: Policy,
+    *,
+    allow: tuple[str, ...],
+) -> Preview:
+    """``seen`` with the drift the install would make from ``baseline`` (else ``live``)."""
+    from dataclasses import replace
+
+    from envguard.compare.engine import diff as compute
+    from envguard.guard.preview import after_install, blocking, headline
+
+    base = baseline if baseline is not None else live
+    after = after_install(base, live, seen.resolution, tool=seen.command.tool)
+    drift = _unknown_build(compute(base, after, rules), after)
+    notes = []
+    if baseline is not None:
+        installed = {n: p.version for n, p in live.package_map().items()}
+        recorded = baseline.package_map()
+        moved = installed.keys() ^ recorded.keys()
+        moved |= {n for n, p in recorded.items() if n in installed and installed[n] != p.version}
+        if moved:
+            notes.append(
+                f"the venv already differs from {seen.against} in {len(moved)} package"
+                f"{'s' if len(moved) != 1 else ''} this install leaves alone"
+                " (envguard diff says which)"
+            )
+    return replace(
+        seen,
+        drift=drift,
+        blocking=blocking(drift, rules, allowed=allow),
+        headline=headline(drift, lead=f"this {seen.command.action} would"),
+        live=live,
+        notes=notes,
+    )
+
+
+def _baseline_path(against: str | Path | None) -> Path | None:
+    if against is not None:
+        return store.resolve(str(against))
+    return newest() if store.list_snapshots() else None
+
+
+def _unknown_build(drift: Drift, after: Snapshot) -> Drift:
+    """A torch wheel without a build label (PyPI's CUDA wheels): its CUDA is known once it
+    is installed, so the verdict does not guess one."""
+    if after.torch is not None or "torch" not in after.package_map():
+        return drift
+    import re
+
+    lines = tuple(
+        re.sub(r" \(CUDA .* -> none\)$", " (its CUDA build: known once installed)", line)
+        if line.startswith("torch ")
+        else line
+        for line in drift.verdict
+    )
+    return drift.model_copy(update={"verdict": lines})
+
+
+def guard(
+    argv: Sequence[str] | str,
+    options: GuardOptions | None = None,
+    *,
+    on_preview: Callable[[Preview], None] = lambda _: None,
+) -> Guarded:
+    """Preview ``argv``; refuse it (nothing changed) when a change to what is installed
+    reaches ``fail_on`` and is not allowed; else record the venv, run the command as given,
+    and record what it changed. ``on_preview`` sees the preview before anything runs."""
+    opts = options or GuardOptions()
+    seen = preview(argv, opts)
+    on_preview(seen)
+    if seen.blocking:
+        return Guarded(preview=seen)
+    where = seen.venv
+    record = journal.begin(
+        where,
+        seen.live_text,
+        command=seen.command.argv,
+        allowed=opts.allow,
+        planned=seen.headline,
+    )
+    set_interrupt_hint(f"`envguard undo --venv {where}` brings back the venv as it was before")
+    code, signum = run_install(seen.command.argv, installer_env(where, user_environ()))
+    if signum is not None:
+        journal.finish(where, record, change="interrupted; not measured", exit_code=code)
+        raise Interrupted(signum)
+    if seen.live is not None:
+        from envguard.compare.engine import diff as compute
+        from envguard.guard.preview import headline
+
+        after = snapshot(python=where / "bin" / "python", name="guard")
+        change = headline(compute(seen.live, after, load_policy()), lead="")
+    else:  # the installer said it would change nothing: not probed again
+        change = "no package change"
+    done = journal.finish(where, record, change=change, exit_code=code)
+    journal.collect(where, keep=opts.keep)
+    set_interrupt_hint(None)
+    return Guarded(preview=seen, ran=True, exit_code=code, record=done, change=change)
+
+
+def history(*, venv: str | Path | None = None) -> list[Record]:
+    """The guarded changes of ``venv``, newest first."""
+    return journal.records(_venv_path(venv))
+
+
+@dataclass
+class Undone:
+    """What undo() brought back, and the rebuild that did it."""
+
+    record: Record  # the undo's own
+    target: Record  # the change it went back before
+    restored: str
+    outcome: Outcome
+
+
+def undo(
+    steps: int = 1,
+    *,
+    venv: str | Path | None = None,
+    sources: Sources | None = None,
+    in_place: bool = False,
+    keep_backups: int = 1,
+    status: Callable[[str], None] = lambda _: None,
+    on_line: Callable[[str], None] | None = None,
+) -> Undone:
+    """Bring ``venv`` back to where it was before its ``steps``-th newest guarded change,
+    through the atomic rebuild (``in_place``: `uv pip sync` into the venv, faster and not
+    atomic); the state it leaves is recorded first (an undo is undone as any change)."""
+    from envguard.api.recover import rebuild
+    from envguard.compare.engine import diff as compute
+    from envguard.guard.preview import headline
+
+    where = _venv_path(venv)
+    found = journal.records(where)
+    if steps < 1 or steps > len(found):
+        raise UsageError(
+            f"undo {steps}: the venv has {len(found)} guarded change"
+            f"{'s' if len(found) != 1 else ''} recorded",
+            hint="envguard history lists them",
+        )
+    target = found[steps - 1]
+    path = journal.snapshot_path(where, target)
+    good = store.load(path)  # validated before anything runs
+    doc = snapshot_document(python=where / "bin" / "python", name="guard")
+    restored = headline(compute(document.typed(doc), good, load_policy()), lead="")
+    record = journal.begin(
+        where,
+        store.dumps(doc),
+        command=("envguard", "undo", str(steps)),
+        allowed=(),
+        planned=f"back to before #{target.number}",
+    )
+    try:
+        outcome = rebuild(
+            path,
+            venv=where,
+            in_place=in_place,
+            sources=sources,
+            keep_backups=keep_backups,
+            status=status,
+            on_line=on_line,
+        )
+    except (StoppedError, KeyboardInterrupt):  # the swap may have happened: kept
+        journal.finish(where, record, change="interrupted; see envguard diff", exit_code=130)
+        raise
+    except EnvguardError:  # the rebuild swaps a venv in only once all of it worked
+        journal.discard(where, record)
+        raise
+    done = journal.finish(where, record, change=restored, exit_code=0)
+    journal.collect(where)
+    return Undone(record=done, target=target, restored=restored, outcome=outcome)
+
+
+def protect(*, venv: str | Path | None = None) -> Protection:
+    """Route later `pip install|uninstall`, `python -m pip ...` and (with the venv active)
+    `uv pip install|uninstall|sync` in ``venv`` through `envguard guard`."""
+    import sys
+
+    from envguard.guard import protect as protection_files
+
+    return protection_files.protect(
+        _venv_path(venv), envguard=[sys.executable, "-m", "envguard"], uv=find_uv()
+    )
+
+
+def unprotect(*, venv: str | Path | None = None) -> Protection | None:
+    """Remove every trace of protect() from ``venv``: what was removed (None: nothing was
+    protected)."""
+    from envguard.guard import protect as protection_files
+
+    return protection_files.unprotect(_venv_path(venv))
+
+
+def protection(*, venv: str | Path | None = None) -> Protection | None:
+    """``venv``'s protection, each file checked against what protect() wrote (an edit by
+    hand is in ``edited``); None when it is not protected."""
+    from envguard.guard import protect as protection_files
+
+    return protection_files.status(_venv_path(venv))

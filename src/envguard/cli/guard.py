@@ -1,0 +1,255 @@
+"""`envguard guard`, `history`, `undo` and `protect`."""
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from envguard.cli.program import app, console, quiet
+from envguard.cli.restore import ExtraIndexUrl, FindLinks, IndexUrl, NoIndex, Offline, TorchIndex
+
+if TYPE_CHECKING:
+    from envguard.api.guarding import Preview
+
+# What a command's first word is when it is an install command, not a snapshot's name.
+_INSTALLERS = ("uv", "pip", "pip3", "python", "python3")
+
+Venv = Annotated[
+    Path | None,
+    typer.Option(help="The venv [default: $VIRTUAL_ENV, else ./.venv].", metavar="DIR"),
+]
+
+
+def _is_installer(word: str) -> bool:
+    import os
+    import re
+
+    name = os.path.basename(word)
+    return name in _INSTALLERS or re.fullmatch(r"(pip|python)3\.\d+", name) is not None
+
+
+def _split(words: list[str]) -> tuple[str | None, tuple[str, ...] | str]:
+    """(SNAPSHOT or None, the install command: words, or one string) from what followed
+    `guard`."""
+    from envguard.errors import UsageError
+
+    snapshot = None
+    if len(words) >= 2 and words[1] == "--":  # SNAPSHOT -- COMMAND: click keeps this "--"
+        snapshot, words = words[0], words[2:]
+    elif len(words) >= 2 and not _is_installer(words[0].split(" ", 1)[0]):
+        snapshot, words = words[0], words[1:]
+    if len(words) == 1:
+        return snapshot, words[0]
+    if not words:
+        raise UsageError(
+            "no install command to guard", hint="envguard guard -- uv pip install PACKAGE"
+        )
+    return snapshot, tuple(words)
+
+
+def _show(seen: "Preview") -> None:
+    from envguard.render.text import printable
+
+    typer.echo(printable(f"{seen.headline} (against {seen.against})"))
+    for line in seen.drift.verdict if seen.drift is not None else ():
+        typer.echo(printable(f"  {line}"))
+    if not quiet():
+        for note in seen.notes:
+            typer.echo(printable(f"note: {note}"), err=True)
+
+
+@app.command(
+    context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True},
+)
+def guard(
+    words: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[SNAPSHOT] -- COMMAND...",
+            help="The snapshot to hold the venv to [default: the newest in snapshots/,"
+            " else the venv as it is], then the install command.",
+        ),
+    ] = None,
+    venv: Venv = None,
+    allow: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow", help="Let the install change this package (repeatable).", metavar="NAME"
+        ),
+    ] = None,
+    fail_on: Annotated[
+        str,
+        typer.Option(
+            help="Refuse when a change to what is installed reaches: critical, warning,"
+            " info, none.",
+            metavar="LEVEL",
+        ),
+    ] = "critical",
+    preview: Annotated[
+        bool, typer.Option("--preview", help="Only say what the install would change.")
+    ] = False,
+    shell: Annotated[
+        bool,
+        typer.Option(
+            "--shell", help="Split a one-string command that holds shell syntax (never a shell)."
+        ),
+    ] = False,
+    timeout: Annotated[
+        float, typer.Option(help="Seconds the dry run may take.", min=0.001)
+    ] = 120.0,
+    keep: Annotated[
+        int, typer.Option(min=1, help="Keep this many records of guarded changes (the newest).")
+    ] = 20,
+) -> None:
+    """Preview an install as drift; refuse it, or run it and record it."""
+    from envguard import api
+    from envguard.render.text import printable
+
+    snapshot, command = _split(list(words or ()))
+    options = api.GuardOptions(
+        venv=venv,
+        against=snapshot,
+        fail_on=fail_on,
+        allow=tuple(allow or ()),
+        timeout=timeout,
+        shell=shell,
+        keep=keep,
+    )
+    if preview:
+        seen = api.preview(command, options)
+        _show(seen)
+        raise typer.Exit(1 if seen.blocking else 0)
+    done = api.guard(command, options, on_preview=_show)
+    if not done.ran:
+        import shlex
+
+        names = sorted({c.name for c in done.preview.blocking})
+        typer.echo(
+            printable(f"refused (--fail-on {fail_on}): nothing was installed or removed"),
+            err=True,
+        )
+        flags = " ".join(f"--allow {n}" for n in names)
+        where = shlex.quote(str(done.preview.venv))
+        again = f"envguard guard --venv {where} {flags} -- {done.preview.command.label()}"
+        typer.echo(printable(f"hint: to let it change {', '.join(names)}: {again}"), err=True)
+        raise typer.Exit(1)
+    assert done.record is not None
+    if not quiet():
+        typer.echo(printable(f"recorded #{done.record.number}: {done.change}"), err=True)
+    raise typer.Exit(done.exit_code or 0)
+
+
+@app.command()
+def history(venv: Venv = None) -> None:
+    """The guarded changes of a venv, newest first."""
+    from envguard import api
+    from envguard.render.text import printable
+
+    records = api.history(venv=venv)
+    if not records:
+        typer.echo("no guarded changes recorded for this venv (envguard guard -- ...)")
+        return
+    for n, record in enumerate(records, start=1):
+        import shlex
+
+        code = "" if record.exit_code in (0, None) else f" [exit {record.exit_code}]"
+        allowed = f" (allowed: {', '.join(record.allowed)})" if record.allowed else ""
+        typer.echo(
+            printable(
+                f"{n:>3}  #{record.number}  {record.created}  {shlex.join(record.command)}"
+                f"{allowed}{code}"
+            )
+        )
+        typer.echo(printable(f"       {record.change or record.planned}"))
+
+
+@app.command()
+def undo(
+    steps: Annotated[
+        int, typer.Argument(min=1, metavar="[N]", help="Go back before the Nth newest change.")
+    ] = 1,
+    venv: Venv = None,
+    index_url: IndexUrl = None,
+    extra_index_url: ExtraIndexUrl = None,
+    find_links: FindLinks = None,
+    offline: Offline = False,
+    no_index: NoIndex = False,
+    torch_index: TorchIndex = None,
+    in_place: Annotated[
+        bool, typer.Option(help="uv pip sync straight into the venv (fastest, not atomic).")
+    ] = False,
+    keep_backups: Annotated[
+        int, typer.Option(min=0, help="Keep this many envguard backups of the venv.")
+    ] = 1,
+) -> None:
+    """Bring the venv back to before a guarded change (atomic rebuild)."""
+    from envguard import api
+    from envguard.lifecycle import set_interrupt_hint
+    from envguard.render.text import printable, rebuild_report
+
+    sources = api.sources(
+        index_url=index_url,
+        extra_index_urls=extra_index_url or (),
+        find_links=find_links or (),
+        offline=offline,
+        no_index=no_index,
+        torch_index=torch_index,
+    )
+    err = console(stderr=True)
+    with err.status("undoing") as status:
+        done = api.undo(
+            steps,
+            venv=venv,
+            sources=sources,
+            in_place=in_place,
+            keep_backups=keep_backups,
+            status=status.update,
+            on_line=lambda line: err.print(f"  {line}", markup=False, style="dim"),
+        )
+    import shlex
+
+    before = f"#{done.target.number} ({shlex.join(done.target.command)})"
+    typer.echo(printable(f"back to before {before}: {done.restored}"))
+    typer.echo(rebuild_report(done.outcome))
+    set_interrupt_hint(None)
+
+
+@app.command()
+def protect(
+    venv: Venv = None,
+    off: Annotated[bool, typer.Option("--off", help="Remove every trace of it.")] = False,
+    check: Annotated[
+        bool, typer.Option("--check", help="Say whether it is in place, as written.")
+    ] = False,
+) -> None:
+    """Route later pip and uv installs in the venv through guard."""
+    from envguard import api
+    from envguard.render.text import printable
+
+    if check:
+        found = api.protection(venv=venv)
+        if found is None:
+            typer.echo("not protected (envguard protect)")
+            raise typer.Exit(1)
+        for rel in found.edited:
+            typer.echo(printable(f"edited by hand: {found.venv / rel}"))
+        for rel in found.missing:
+            typer.echo(printable(f"missing: {found.venv / rel}"))
+        if found.edited or found.missing:
+            typer.echo("hint: envguard protect writes them again", err=True)
+            raise typer.Exit(1)
+        typer.echo(printable(f"protected: {found.venv} ({len(found.files)} files as written)"))
+        return
+    if off:
+        removed = api.unprotect(venv=venv)
+        if removed is None:
+            typer.echo("not protected: nothing to remove")
+            return
+        for rel in removed.edited:
+            typer.echo(printable(f"note: {removed.venv / rel} had been edited by hand"), err=True)
+        typer.echo(printable(f"unprotected {removed.venv}: removed {', '.join(removed.files)}"))
+        return
+    done = api.protect(venv=venv)
+    typer.echo(printable(f"protected {done.venv}: {', '.join(done.files)}"))
+    for note in done.notes:
+        typer.echo(printable(f"note: {note}"), err=True)

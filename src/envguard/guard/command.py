@@ -1,0 +1,277 @@
+"""An install command as `envguard guard` takes it: which installer, what it asks for, the
+files it reads, and the dry run that previews it. Nothing here runs anything."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from envguard.errors import UsageError
+
+Tool = Literal["uv", "pip"]
+Action = Literal["install", "uninstall", "sync"]
+
+# Shell syntax in a command given as one string: it would need a shell to mean anything.
+_SHELL = re.compile(r"[|&;<>`]|\$\(|\$\{|\n")
+
+# Options that take a value (pip's and uv's install and uninstall), so that the value is
+# not read as a package. The files they name are read by the resolver: checked first.
+_FILE_OPTIONS = {
+    "-r",
+    "--requirement",
+    "--requirements",
+    "-c",
+    "--constraint",
+    "--constraints",
+    "--override",
+    "--overrides",
+    "-b",
+    "--build-constraint",
+    "--build-constraints",
+}
+_VALUE_OPTIONS = _FILE_OPTIONS | {
+    "-e",
+    "--editable",
+    "-i",
+    "--index-url",
+    "--index",
+    "--default-index",
+    "--extra-index-url",
+    "-f",
+    "--find-links",
+    "--index-strategy",
+    "--keyring-provider",
+    "--resolution",
+    "--prerelease",
+    "--fork-strategy",
+    "--exclude-newer",
+    "--no-build-package",
+    "--no-binary",
+    "--only-binary",
+    "--python-version",
+    "--python-platform",
+    "--platform",
+    "--implementation",
+    "--abi",
+    "--torch-backend",
+    "-P",
+    "--upgrade-package",
+    "--reinstall-package",
+    "--refresh-package",
+    "--link-mode",
+    "-C",
+    "--config-setting",
+    "--config-settings",
+    "--cache-dir",
+    "--allow-insecure-host",
+    "--trusted-host",
+    "--color",
+    "--config-file",
+    "--upgrade-strategy",
+    "--progress-bar",
+    "--src",
+    "--global-option",
+    "--root-user-action",
+    "--log",
+    "--cert",
+    "--client-cert",
+    "--proxy",
+    "--retries",
+    "--timeout",
+    "--exists-action",
+    "--extra",
+    "--group",
+    "--no-build-isolation-package",
+    "--log-file",
+}
+# Options that point the install at another place than the guarded venv, or that change
+# what the dry run itself reports: refused, guard previews the venv it guards.
+_RETARGETING = {
+    "-p",
+    "--python",
+    "--system",
+    "-t",
+    "--target",
+    "--prefix",
+    "--root",
+    "--user",
+    "--report",
+    "--dry-run",
+    "--directory",
+    "--project",
+}
+
+
+@dataclass(frozen=True)
+class InstallCommand:
+    """An install (or uninstall) command, as given, and what envguard read from it."""
+
+    argv: tuple[str, ...]
+    tool: Tool
+    action: Action
+    # The arguments after ``install``/``uninstall``: what the dry run passes on.
+    args: tuple[str, ...]
+    # Canonical names of the packages named on the command line (not those in -r files).
+    requested: tuple[str, ...]
+    files: tuple[str, ...]
+
+    def label(self) -> str:
+        import shlex
+
+        return shlex.join(self.argv)
+
+
+def split_guarded(text: str, *, shell: bool) -> tuple[str, ...]:
+    """A command given as one string: shell syntax is refused unless ``shell`` (then it is
+    split as the shell would split words; it still never runs through a shell)."""
+    from envguard.tools import split_command
+
+    if not shell and _SHELL.search(text):
+        raise UsageError(
+            f"the install command {text!r} holds shell syntax (| & ; < > ` $( );"
+            " envguard runs one command, never a shell",
+            hint="give the command after --, as separate words; --shell to split it anyway",
+        )
+    return split_command(text, option="the install command")
+
+
+def parse(argv: tuple[str, ...]) -> InstallCommand:
+    """What an install command asks for; UsageError for what guard cannot preview."""
+    if not argv:
+        raise UsageError(
+            "no install command to guard", hint="envguard guard -- uv pip install PACKAGE"
+        )
+    program = os.path.basename(argv[0])
+    rest = list(argv[1:])
+    tool: Tool
+    if program == "uv" or program.startswith("uv."):
+        before, rest = _leading_options(rest)
+        if rest[:1] != ["pip"]:
+            raise UsageError(
+                f"envguard guard previews `uv pip install` and `uv pip uninstall`, not"
+                f" `{' '.join(argv[:2])}`",
+                hint="uv add and uv sync are not previewed yet: use uv pip install",
+            )
+        tool, rest = "uv", [*before, *rest[1:]]
+    elif re.fullmatch(r"pip(3(\.\d+)?)?", program):
+        tool = "pip"
+    elif re.fullmatch(r"python(3(\.\d+)?)?", program) and rest[:2] == ["-m", "pip"]:
+        tool, rest = "pip", rest[2:]
+    else:
+        raise UsageError(
+            f"envguard guard does not know the installer {argv[0]!r}",
+            hint="guard pip install, pip uninstall, python -m pip install or uv pip install",
+        )
+    actions: tuple[Action, ...] = (
+        ("install", "uninstall", "sync") if tool == "uv" else ("install", "uninstall")
+    )
+    general, rest = _leading_options(rest)
+    action = next((a for a in actions if rest[:1] == [a]), None)
+    if action is None:
+        raise UsageError(
+            f"envguard guard previews {', '.join(actions)}, not {' '.join(argv)!r}",
+            hint="run other commands without the guard",
+        )
+    args = (*rest[1:], *general)  # pip and uv take their general options after it too
+    requested, files = _read_args(args, action=action)
+    return InstallCommand(
+        argv=argv, tool=tool, action=action, args=args, requested=requested, files=files
+    )
+
+
+def _leading_options(words: list[str]) -> tuple[list[str], list[str]]:
+    """(the options before the first word that is not one, or an option's value; the
+    rest): ``pip -v --log x install six`` is (["-v", "--log", "x"], ["install", "six"])."""
+    i = 0
+    while i < len(words) and words[i].startswith("-"):
+        option = words[i].partition("=")[0]
+        i += 2 if option in _VALUE_OPTIONS and "=" not in words[i] else 1
+    return words[:i], words[i:]
+
+
+def _read_args(args: tuple[str, ...], *, action: Action) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    requested: list[str] = []
+    files: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        option, eq, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        if option in _RETARGETING:
+            raise UsageError(
+                f"{option}: envguard guard installs into the venv it guards, as previewed",
+                hint="pass the venv with envguard guard --venv DIR and drop this option",
+            )
+        short = arg[:2] if arg.startswith("-") and not arg.startswith("--") else ""
+        if short in ("-r", "-c", "-b") and len(arg) > 2:  # -rrequirements.txt
+            files.append(arg[2:])
+        elif option in _VALUE_OPTIONS:
+            if not eq:
+                i += 1
+                if i == len(args):
+                    raise UsageError(f"{option}: the install command lacks its value")
+                value = args[i]
+            if option in _FILE_OPTIONS:
+                files.append(value)
+        elif not arg.startswith("-") and action == "sync":
+            files.append(arg)  # uv pip sync's arguments are requirements files
+        elif not arg.startswith("-"):
+            try:
+                requested.append(canonicalize_name(Requirement(arg).name))
+            except InvalidRequirement:
+                if action == "uninstall":
+                    raise UsageError(f"{arg!r}: not a package name") from None
+                # A path or a URL: the resolver reads its name, the preview shows it.
+        i += 1
+    return tuple(dict.fromkeys(requested)), tuple(files)
+
+
+_FORBIDDEN_ROOTS = ("/proc", "/dev", "/sys")
+_INCLUDE = re.compile(r"^\s*(-r|-c|--requirement|--constraint)(?:\s*=\s*|\s+)(\S+)", re.M)
+
+
+# Variables whose value names requirements files the installer reads as if given -r/-c.
+FILE_VARIABLES = {
+    "pip": ("PIP_REQUIREMENT", "PIP_CONSTRAINT"),
+    "uv": ("UV_CONSTRAINT", "UV_OVERRIDE", "UV_BUILD_CONSTRAINT"),
+}
+
+
+def check_files(command: InstallCommand, *, cwd: Path, env: Mapping[str, str]) -> None:
+    """Each requirements or constraints file the command, its variables (PIP_REQUIREMENT,
+    UV_CONSTRAINT, ...) or a file they include names: a regular file inside reach, as
+    ``check --lock`` reads one; never /proc, /dev or a FIFO."""
+    named = [*command.files]
+    for variable in FILE_VARIABLES[command.tool]:
+        named += env.get(variable, "").split()
+    pending = [(cwd, f) for f in named]
+    seen: set[str] = set()
+    while pending:
+        base, name = pending.pop()
+        if "://" in name:
+            continue  # the resolver fetches it: nothing on this machine is read
+        path = Path(name) if os.path.isabs(name) else base / name
+        text = _read_confined(path, label=name)
+        real = os.path.realpath(path)
+        if real in seen or len(seen) > 256:
+            continue
+        seen.add(real)
+        pending += [(path.parent, m.group(2)) for m in _INCLUDE.finditer(text)]
+
+
+def _read_confined(path: Path, *, label: str) -> str:
+    from envguard.compare.lockfiles.common import confined, read_lockfile_text
+
+    real = os.path.realpath(path)
+    if any(real == r or real.startswith(r + "/") for r in _FORBIDDEN_ROOTS):
+        raise UsageError(f"{label}: a requirements file in {real.split('/')[1]}/; not read")
+    if not os.path.lexists(path):
+        raise UsageError(f"{label}: no such requirements file")
+    confined(path, what=label)
+    return read_lockfile_text(path)

@@ -1,0 +1,57 @@
+"""envguard protect: pip in this venv installs through `envguard guard`.
+
+Written into a protected venv's site-packages by `envguard protect` (with a .pth line that
+imports it at every start of the venv's Python) and removed by `envguard protect --off`.
+`pip install`, `pip uninstall` and `python -m pip ...` of them are handed to `envguard
+guard`, which previews them and runs them (with ENVGUARD_GUARDING set, which lets them
+through here) or refuses. Anything else returns at once. Standard library only, Python
+3.8+; without sys.orig_argv (Python before 3.10) only the bin/pip scripts are covered.
+"""
+
+import os
+import re
+import sys
+
+# Filled in by `envguard protect` when it writes this file into the venv.
+VENV = ""
+ENVGUARD = ["python3", "-m", "envguard"]
+
+_PIP_SCRIPT = re.compile(r"pip(3(\.\d+)?)?$")
+# Interpreter options that take a value: `python -W ignore -m pip`.
+_VALUED = {"-W", "-X", "-Q"}
+
+
+def pip_arguments(argv):  # type: (list[str]) -> tuple[list[str], list[str]] | None
+    """(how pip was started, its arguments) when ``argv`` (sys.orig_argv) starts pip."""
+    i = 1
+    while i < len(argv) and argv[i].startswith("-") and argv[i] not in ("-m", "-c", "-"):
+        i += 2 if argv[i] in _VALUED else 1
+    if i + 1 < len(argv) and argv[i] == "-m" and argv[i + 1] == "pip":
+        return ["python", "-m", "pip"], argv[i + 2 :]
+    if i < len(argv) and _PIP_SCRIPT.match(os.path.basename(argv[i])):
+        return ["pip"], argv[i + 1 :]
+    return None
+
+
+def route():  # type: () -> None
+    if not VENV or os.environ.get("ENVGUARD_GUARDING") == VENV:
+        return
+    argv = getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv]
+    found = pip_arguments(list(argv))
+    if found is None:
+        return
+    how, args = found
+    # Wherever the word stands (after pip's own options too): what guard cannot read, it
+    # refuses, so a misread is a refusal, never a way round.
+    if "install" not in args and "uninstall" not in args:
+        return
+    command = [*ENVGUARD, "guard", "--venv", VENV, "--", *how, *args]
+    sys.stdout.flush()
+    os.execv(command[0], command)
+
+
+try:
+    route()
+except OSError as exc:  # envguard is gone: say so, and let pip refuse nothing silently
+    sys.stderr.write("envguard protect: cannot run envguard (%s); pip stopped\n" % exc)
+    sys.exit(2)

@@ -1,0 +1,182 @@
+"""The guard's history of a venv: before each guarded change, the venv's snapshot and a
+record of the change (the command, what it was allowed to change, what it did), kept in a
+hidden sibling of the venv (``.venv.envguard-history/``), so a rebuild that swaps the venv
+keeps it. Bounded by count and size; the oldest go first."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+from envguard.errors import UsageError
+from envguard.reading import SMALL_CAP, UNSAFE_CHARS, not_json_constant, read_text
+from envguard.snapshots.store import write_atomic
+
+MARK = ".envguard-history"
+RECORD_VERSION = 1
+KEEP = 20
+SIZE_CAP = 256 << 20
+_RECORD = re.compile(r"^(\d{4,9})\.record\.json$")
+
+
+@dataclass(frozen=True)
+class Record:
+    """One guarded change (or undo): its number, when, the command, what was allowed, the
+    preview's line and, once it ran, the change it made and its exit code."""
+
+    number: int
+    created: str
+    command: tuple[str, ...]
+    allowed: tuple[str, ...] = ()
+    planned: str = ""
+    change: str = ""
+    exit_code: int | None = None
+
+    @property
+    def snapshot_name(self) -> str:
+        return f"{self.number:04d}.json"
+
+
+def folder(venv: Path) -> Path:
+    """Where ``venv``'s history is kept: beside it, hidden."""
+    venv = venv.absolute()
+    name = venv.name if venv.name.startswith(".") else f".{venv.name}"
+    return venv.parent / f"{name}{MARK}"
+
+
+def records(venv: Path) -> list[Record]:
+    """The venv's records, newest first; UsageError naming a damaged one."""
+    where = folder(venv)
+    if not where.is_dir():
+        return []
+    with os.scandir(where) as scan:
+        names = [entry.path for entry in scan if _RECORD.match(entry.name)]
+    found = [_read(Path(name)) for name in names]
+    return sorted(found, key=lambda r: r.number, reverse=True)
+
+
+def _read(path: Path) -> Record:
+    text = read_text(str(path), SMALL_CAP)
+    try:
+        if text is None:
+            raise ValueError("cannot read it")
+        raw = json.loads(text, parse_constant=not_json_constant)
+        if not isinstance(raw, dict) or raw.get("schema_version") != RECORD_VERSION:
+            raise ValueError("not a record this envguard reads")
+        number, created, exit_code = raw["number"], raw["created"], raw.get("exit_code")
+        if type(number) is not int or not isinstance(created, str) or _unsafe(created):
+            raise ValueError("no number or time")
+        if exit_code is not None and type(exit_code) is not int:
+            raise ValueError("exit_code is not a number")
+        lists = {k: raw.get(k, []) for k in ("command", "allowed")}
+        if not all(
+            isinstance(v, list) and all(isinstance(s, str) for s in v) for v in lists.values()
+        ):
+            raise ValueError("command or allowed is not a list of strings")
+        lines = {k: raw.get(k, "") for k in ("planned", "change")}
+        if not all(isinstance(v, str) and not _unsafe(v) for v in lines.values()):
+            raise ValueError("planned or change is not one line")
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise UsageError(
+            f"{path}: a damaged guard record ({exc})",
+            hint=f"delete it; the other records in {path.parent} still work",
+        ) from None
+    return Record(
+        number=number,
+        created=created,
+        command=tuple(lists["command"]),
+        allowed=tuple(lists["allowed"]),
+        planned=lines["planned"],
+        change=lines["change"],
+        exit_code=exit_code,
+    )
+
+
+def _strings(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(s, str) and not _unsafe(s) for s in value)
+
+
+def _unsafe(text: str) -> bool:
+    return len(text) > 4096 or re.search("[" + UNSAFE_CHARS + "]", text) is not None
+
+
+def begin(
+    venv: Path,
+    snapshot_text: str,
+    *,
+    command: tuple[str, ...],
+    allowed: tuple[str, ...],
+    planned: str,
+) -> Record:
+    """Record the venv as it is (``snapshot_text``) before ``command`` changes it."""
+    where = folder(venv)
+    where.mkdir(exist_ok=True)
+    number = max((r.number for r in records(venv)), default=0) + 1
+    record = Record(
+        number=number,
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        command=command,
+        allowed=allowed,
+        planned=planned,
+    )
+    write_atomic(where / record.snapshot_name, snapshot_text, force=False)
+    _write(where, record, force=False)
+    return record
+
+
+def finish(venv: Path, record: Record, *, change: str, exit_code: int) -> Record:
+    """The record with what the command did."""
+    done = replace(record, change=change, exit_code=exit_code)
+    _write(folder(venv), done, force=True)
+    return done
+
+
+def discard(venv: Path, record: Record) -> None:
+    """Remove a record whose change did not happen (a failed undo: the venv is as it was)."""
+    _remove(folder(venv), record)
+
+
+def _remove(where: Path, record: Record) -> None:
+    for name in (record.snapshot_name, f"{record.number:04d}.record.json"):
+        with contextlib.suppress(FileNotFoundError):
+            (where / name).unlink()
+
+
+def _write(where: Path, record: Record, *, force: bool) -> None:
+    data = {"schema_version": RECORD_VERSION, **asdict(record)}
+    write_atomic(
+        where / f"{record.number:04d}.record.json", json.dumps(data, indent=2) + "\n", force=force
+    )
+
+
+def snapshot_path(venv: Path, record: Record) -> Path:
+    return folder(venv) / record.snapshot_name
+
+
+def collect(venv: Path, *, keep: int = KEEP, size_cap: int = SIZE_CAP) -> list[int]:
+    """Delete the oldest records past ``keep`` or past ``size_cap`` bytes in all (the
+    newest is always kept); the numbers deleted."""
+    where = folder(venv)
+    kept = records(venv)
+    dropped: list[int] = []
+    total = 0
+    for i, record in enumerate(kept):
+        size = _size(where, record)
+        total += size
+        if i > 0 and (i >= keep or total > size_cap):
+            _remove(where, record)
+            dropped.append(record.number)
+    return dropped
+
+
+def _size(where: Path, record: Record) -> int:
+    total = 0
+    for name in (record.snapshot_name, f"{record.number:04d}.record.json"):
+        with contextlib.suppress(OSError):
+            total += (where / name).stat().st_size
+    return total

@@ -1,0 +1,191 @@
+"""`envguard protect`: later pip and uv installs in a venv go through `envguard guard`
+without anyone typing it. Two small files do it: a hook that the venv's Python imports at
+start (a .pth line), which hands `pip install|uninstall` and `python -m pip ...` to the
+guard, and a ``bin/uv`` that does the same for `uv pip install|uninstall|sync` while the
+venv is active. A manifest beside them holds their hashes: an edit by hand is found and
+said; `--off` removes every file it lists."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from envguard.errors import UsageError
+from envguard.reading import SMALL_CAP, not_json_constant, read_text
+
+MANIFEST = "envguard-protect.json"
+HOOK = "_envguard_protect.py"
+PTH = "_envguard_protect.pth"
+UV_SHIM = "bin/uv"
+VERSION = 1
+
+_UV_SHIM = '''#!{python}
+"""envguard protect: `uv pip install|uninstall|sync` in this venv go through `envguard
+guard` (written by `envguard protect`; `envguard protect --off` removes it)."""
+import os
+import sys
+
+REAL = {real!r}
+VENV = {venv!r}
+ENVGUARD = {envguard!r}
+args = sys.argv[1:]
+i = 0
+while i < len(args) and args[i].startswith("-"):  # uv's own options before "pip"
+    i += 1
+if (
+    os.environ.get("ENVGUARD_GUARDING") != VENV
+    and args[i : i + 1] == ["pip"]
+    and any(a in ("install", "uninstall", "sync") for a in args[i + 1 :])
+):
+    os.execv(ENVGUARD[0], [*ENVGUARD, "guard", "--venv", VENV, "--", "uv", *args])
+os.execv(REAL, [REAL, *args])
+'''
+
+
+@dataclass(frozen=True)
+class Protection:
+    """A venv's protection: the files it wrote, those edited by hand or gone since, and
+    what it could not cover."""
+
+    venv: Path
+    files: tuple[str, ...] = ()
+    edited: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+
+def site_packages(venv: Path) -> Path:
+    found = sorted(venv.glob("lib/python3*/site-packages"))
+    if len(found) != 1:
+        raise UsageError(f"{venv}: no single lib/python3.X/site-packages to put the hook in")
+    return found[0]
+
+
+def _hook_text(venv: Path, envguard: list[str]) -> str:
+    source = (Path(__file__).parent / "hook.py").read_text(encoding="utf-8")
+    lines = {
+        'VENV = ""\n': f"VENV = {str(venv)!r}\n",
+        'ENVGUARD = ["python3", "-m", "envguard"]\n': f"ENVGUARD = {envguard!r}\n",
+    }
+    for old, new in lines.items():
+        if source.count(old) != 1:
+            raise AssertionError(f"hook.py lost its line {old.strip()!r}")
+        source = source.replace(old, new)
+    return source
+
+
+def _real_uv(venv: Path, fallback: str) -> str:
+    """uv as PATH finds it outside the venv (the shim must not find itself)."""
+    bin_dir = str(venv / "bin")
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p != bin_dir)
+    return shutil.which("uv", path=path) or fallback
+
+
+def protect(venv: Path, *, envguard: list[str], uv: str) -> Protection:
+    """Write the hook and the uv shim into ``venv`` (again, if they were there) and the
+    manifest of their hashes."""
+    site = site_packages(venv)
+    before = status(venv)
+    texts = {
+        str(site.relative_to(venv) / HOOK): _hook_text(venv, envguard),
+        str(site.relative_to(venv) / PTH): f"import {Path(HOOK).stem}\n",
+    }
+    notes = []
+    shim = venv / UV_SHIM
+    if shim.exists() and (before is None or UV_SHIM not in before.files):
+        notes.append(
+            f"{shim} is the venv's own uv: uv installs are not routed (pip's are);"
+            " `envguard guard -- uv pip install ...` still guards them"
+        )
+    else:
+        real = _real_uv(venv, uv)
+        texts[UV_SHIM] = _UV_SHIM.format(
+            python=venv / "bin" / "python", real=real, venv=str(venv), envguard=envguard
+        )
+    for rel, text in texts.items():
+        _write(venv / rel, text, executable=rel == UV_SHIM)
+    manifest = {
+        "schema_version": VERSION,
+        "venv": str(venv),
+        "files": {rel: _sha256(text.encode()) for rel, text in texts.items()},
+    }
+    _write(venv / MANIFEST, json.dumps(manifest, indent=2) + "\n", executable=False)
+    if before is not None and before.edited:
+        notes.append("replaced what was edited by hand: " + ", ".join(before.edited))
+    return Protection(venv=venv, files=tuple(sorted(texts)), notes=tuple(notes))
+
+
+def _write(path: Path, text: str, *, executable: bool) -> None:
+    tmp = path.with_name(f".{path.name}.envguard-tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.chmod(0o755 if executable else 0o644)
+    os.replace(tmp, path)
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def status(venv: Path) -> Protection | None:
+    """The venv's protection as its manifest says, each file checked; None when it has
+    none. UsageError for a damaged manifest."""
+    path = venv / MANIFEST
+    if not path.exists():
+        return None
+    text = read_text(str(path), SMALL_CAP)
+    try:
+        raw = json.loads(text or "", parse_constant=not_json_constant)
+        files = raw["files"]
+        if raw.get("schema_version") != VERSION or not isinstance(files, dict):
+            raise ValueError("not a manifest this envguard reads")
+        for rel, digest in files.items():
+            parts = Path(rel).parts
+            if not isinstance(digest, str) or Path(rel).is_absolute() or ".." in parts:
+                raise ValueError(f"a file outside the venv: {rel!r}")
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise UsageError(
+            f"{path}: a damaged protection manifest ({exc})",
+            hint="envguard protect writes it again; --off then removes what it lists",
+        ) from None
+    edited, missing = [], []
+    for rel, digest in sorted(files.items()):
+        data = _read(venv / rel)
+        if data is None:
+            missing.append(rel)
+        elif _sha256(data) != digest:
+            edited.append(rel)
+    return Protection(
+        venv=venv, files=tuple(sorted(files)), edited=tuple(edited), missing=tuple(missing)
+    )
+
+
+def _read(path: Path) -> bytes | None:
+    from envguard.reading import read_bytes
+
+    if path.is_symlink():
+        return b""  # a link put in its place: never followed, never equal
+    try:
+        return read_bytes(str(path), SMALL_CAP)
+    except OSError:
+        return None
+
+
+def unprotect(venv: Path) -> Protection | None:
+    """Remove every file the protection wrote, and its manifest; what was removed (None:
+    the venv was not protected)."""
+    found = status(venv)
+    if found is None:
+        return None
+    for rel in found.files:
+        with contextlib.suppress(FileNotFoundError):
+            (venv / rel).unlink()
+    # What Python compiled of the hook when it imported it.
+    for cached in site_packages(venv).glob(f"__pycache__/{Path(HOOK).stem}.*.pyc"):
+        cached.unlink()
+    (venv / MANIFEST).unlink()
+    return found

@@ -1,0 +1,274 @@
+"""The dry run: what an install would do to the venv, asked of the installer itself without
+touching the venv (``uv pip install --dry-run --output-format json``, ``pip install
+--dry-run --report -``), under a deadline. Its output is untrusted text: checked, capped."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from envguard.errors import UsageError
+from envguard.guard.command import InstallCommand
+from envguard.lifecycle import end_chain, forget, start_child
+from envguard.reading import not_json_constant
+
+OUTPUT_CAP = 64 << 20
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A distribution the install would put in the venv."""
+
+    name: str
+    version: str
+    requires: tuple[str, ...] = ()
+    requested: bool = False
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What the install would remove (name -> version) and put in."""
+
+    removed: dict[str, str] = field(default_factory=dict)
+    installed: tuple[Planned, ...] = ()
+    requires_known: bool = False
+
+    def touched(self) -> set[str]:
+        return set(self.removed) | {p.name for p in self.installed}
+
+
+def dry_run_argv(command: InstallCommand, *, venv: Path, uv: str) -> list[str]:
+    """The installer's own preview of ``command`` for the venv at ``venv``."""
+    python = str(venv / "bin" / "python")
+    if command.tool == "uv":
+        return [
+            uv,
+            "pip",
+            command.action,
+            "--dry-run",
+            "--output-format",
+            "json",
+            "--python",
+            python,
+            *command.args,
+        ]
+    return [
+        python,
+        "-m",
+        "pip",
+        "install",
+        "--dry-run",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--report",
+        "-",
+        *command.args,
+    ]
+
+
+class DryRun:
+    """A dry run started: finish() reads what it says (it runs while the venv is probed),
+    cancel() stops it."""
+
+    def __init__(
+        self,
+        command: InstallCommand,
+        argv: list[str],
+        proc: subprocess.Popen[bytes] | None,
+        *,
+        deadline: float,
+        timeout: float,
+    ) -> None:
+        self.command, self.argv, self.proc = command, argv, proc
+        self.deadline, self.timeout = deadline, timeout
+
+    def cancel(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            _stop(self.proc)
+            forget(self.proc.pid)
+
+    def finish(self, installed: Mapping[str, str]) -> Resolution:
+        """What the install would change in the venv whose packages are ``installed``."""
+        command = self.command
+        if self.proc is None:  # an uninstall: what it names, as installed
+            return Resolution(
+                removed={n: installed[n] for n in command.requested if n in installed},
+                requires_known=True,
+            )
+        out = _output(self.proc, self.deadline, timeout=self.timeout, label=command.tool)
+        try:
+            data = json.loads(out, parse_constant=not_json_constant)
+            if command.tool == "uv":
+                return _from_uv(data, requested=command.requested)
+            return _from_pip(data, installed)
+        except (ValueError, TypeError, KeyError, RecursionError) as exc:
+            raise UsageError(
+                f"the {command.tool} dry run said something envguard does not read ({exc})",
+                hint="run the dry run yourself to see it: " + " ".join(self.argv[:4]) + " ...",
+            ) from None
+
+
+def start(
+    command: InstallCommand, *, venv: Path, uv: str, env: Mapping[str, str], timeout: float
+) -> DryRun:
+    """Start the installer's dry run of ``command`` for ``venv`` (none for an uninstall:
+    it removes what it names), with ``timeout`` seconds to finish."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    if command.action == "uninstall":
+        if command.files:
+            raise UsageError("an uninstall from a requirements file is not previewed")
+        return DryRun(command, [], None, deadline=deadline, timeout=timeout)
+    argv = dry_run_argv(command, venv=venv, uv=uv)
+    proc = start_child(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(env),
+    )
+    return DryRun(command, argv, proc, deadline=deadline, timeout=timeout)
+
+
+def _output(proc: subprocess.Popen[bytes], deadline: float, *, timeout: float, label: str) -> bytes:
+    import time
+
+    try:
+        out, err = proc.communicate(timeout=max(0.001, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        _stop(proc)
+        raise UsageError(
+            f"the {label} dry run did not finish in {timeout:g} s; nothing was installed",
+            hint="--timeout SECONDS gives it longer (an index that does not answer?)",
+        ) from None
+    except BaseException:
+        _stop(proc)
+        raise
+    finally:
+        forget(proc.pid)
+    if proc.returncode != 0:
+        from envguard.redact import redact_text
+
+        last = [ln for ln in err.decode("utf-8", "replace").splitlines() if ln.strip()][-3:]
+        raise UsageError(
+            f"the {label} dry run failed (exit {proc.returncode}); nothing was installed: "
+            + redact_text(" / ".join(s.strip() for s in last))[:600],
+        )
+    if len(out) > OUTPUT_CAP:
+        raise UsageError(f"the {label} dry run wrote more than {OUTPUT_CAP >> 20} MiB")
+    return out
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    end_chain(proc)
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
+def _text(value: object, what: str) -> str:
+    from envguard.reading import UNSAFE_CHARS
+
+    if not isinstance(value, str) or not value or len(value) > 512:
+        raise ValueError(f"{what} is not a short string")
+    if any(ch in value for ch in "\n\r\x00") or _unsafe(value, UNSAFE_CHARS):
+        raise ValueError(f"{what} is not one line")
+    return value
+
+
+def _unsafe(value: str, chars: str) -> bool:
+    import re
+
+    return re.search("[" + chars + "]", value) is not None
+
+
+def _from_uv(data: object, *, requested: tuple[str, ...]) -> Resolution:
+    from packaging.utils import canonicalize_name
+
+    if not isinstance(data, dict) or not isinstance(data.get("changes"), list):
+        raise ValueError("no list of changes")
+    removed: dict[str, str] = {}
+    added: dict[str, str] = {}
+    for change in data["changes"]:
+        if not isinstance(change, dict):
+            raise ValueError("a change is not an object")
+        name = canonicalize_name(_text(change.get("name"), "a name"))
+        version = _text(change.get("version"), "a version")
+        action = change.get("action")
+        if action == "uninstalled":
+            removed[name] = version
+        elif action in ("installed", "reinstalled"):
+            added[name] = version
+        else:
+            raise ValueError(f"an unknown action {str(action)[:40]!r}")
+    installed = tuple(
+        Planned(name=n, version=v, requested=n in requested) for n, v in sorted(added.items())
+    )
+    return Resolution(removed=removed, installed=installed)
+
+
+def _from_pip(data: object, installed: Mapping[str, str]) -> Resolution:
+    from packaging.utils import canonicalize_name
+
+    if not isinstance(data, dict) or not isinstance(data.get("install"), list):
+        raise ValueError("no install list")
+    planned: list[Planned] = []
+    removed: dict[str, str] = {}
+    for item in data["install"]:
+        meta = item.get("metadata") if isinstance(item, dict) else None
+        if not isinstance(meta, dict):
+            raise ValueError("an install item without metadata")
+        name = canonicalize_name(_text(meta.get("name"), "a name"))
+        version = _text(meta.get("version"), "a version")
+        reqs = meta.get("requires_dist") or []
+        if not isinstance(reqs, list) or len(reqs) > 2000:
+            raise ValueError(f"{name}'s requires_dist is not a list")
+        requires = tuple(_text(r, "a requirement") for r in reqs)
+        planned.append(
+            Planned(
+                name=name,
+                version=version,
+                requires=requires,
+                requested=item.get("requested") is True,
+            )
+        )
+        # pip replaces an installed distribution of the same name (a reinstall too).
+        if name in installed:
+            removed[name] = installed[name]
+    return Resolution(
+        removed=removed, installed=tuple(sorted(planned, key=lambda p: p.name)), requires_known=True
+    )
+
+
+def installer_env(venv: Path, base: Mapping[str, str]) -> dict[str, str]:
+    """The user's environment with ``venv`` active: ``pip`` and ``python`` are the venv's,
+    and uv installs into it."""
+    env = {k: v for k, v in base.items() if k not in RETARGETING_VARIABLES}
+    env["VIRTUAL_ENV"] = str(venv)
+    env[GUARDING] = str(venv)  # a protected venv's hooks let this install through
+    env["PATH"] = str(venv / "bin") + os.pathsep + env.get("PATH", os.defpath)
+    return env
+
+
+GUARDING = "ENVGUARD_GUARDING"
+
+# Variables that would point the installer somewhere else than the venv the dry run
+# previewed (as --python, --target, ... would): left out of its environment.
+RETARGETING_VARIABLES = frozenset(
+    {
+        "CONDA_PREFIX",
+        "UV_PYTHON",
+        "UV_SYSTEM_PYTHON",
+        "UV_PROJECT_ENVIRONMENT",
+        "PIP_TARGET",
+        "PIP_PREFIX",
+        "PIP_ROOT",
+        "PIP_USER",
+        "PIP_PYTHON",
+    }
+)

@@ -1,0 +1,35 @@
+"""The guard's stack: a CPU torch venv and an inference package that would swap torch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from envguard.testing import make_torch_wheel, make_wheel
+from factories import make_venv, uv_install
+
+
+@pytest.fixture
+def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """(venv, wheelhouse): a CPU torch training venv, and an inference package whose
+    install would swap torch for PyPI's CUDA wheel and pull numpy back."""
+    wh = tmp_path / "wh"
+    make_torch_wheel(wh, "2.13.0+cpu", None)
+    make_wheel(wh, "torch", "2.14.1", files={"torch/__init__.py": ""})
+    make_wheel(wh, "numpy", "2.1.0")
+    make_wheel(wh, "numpy", "1.26.4")
+    make_wheel(wh, "stackdep", "1.0")
+    make_wheel(wh, "flashinfer-python", "0.2.0", requires=["torch"])
+    make_wheel(
+        wh,
+        "sglang",
+        "0.5.23",
+        requires=["torch==2.14.1", "numpy<2", "flashinfer-python", "stackdep"],
+    )
+    make_wheel(wh, "six", "1.17.0")
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    uv_install(venv, wh, "torch==2.13.0+cpu", "numpy==2.1.0")
+    monkeypatch.chdir(tmp_path)
+    return venv, wh

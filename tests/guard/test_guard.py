@@ -1,0 +1,265 @@
+"""`envguard guard`, `history` and `undo` on real venvs (tiny wheels, real uv): the
+sglang-style install refused before it touches torch, let through with --allow, a harmless
+one passed through, and an unguarded pollution undone."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from envguard.cli import app
+from envguard.guard import journal
+from factories import UV, make_venv, run, uv_install
+
+runner = CliRunner()
+
+
+def _install(wh: Path, *reqs: str) -> list[str]:
+    return ["--", UV, "pip", "install", "--no-index", "--find-links", str(wh), *reqs]
+
+
+def _freeze(venv: Path) -> str:
+    return run([UV, "pip", "freeze", "--python", str(venv)]).stdout
+
+
+def guard(venv: Path, *args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["guard", "--venv", str(venv), *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_the_sglang_install_is_refused_and_torch_is_untouched(stack: tuple[Path, Path]) -> None:
+    venv, wh = stack
+    before = _freeze(venv)
+    code, out, err = guard(venv, *_install(wh, "sglang"))
+    assert code == 1, err
+    assert out.splitlines()[0].startswith(
+        "this install would change torch 2.13.0+cpu -> 2.14.1 (critical, pulled in by sglang),"
+        " add 3 packages, downgrade 1 package"
+    )
+    assert "sglang 0.5.23 installed with 4 packages it pulled in" in out
+    assert "refused (--fail-on critical): nothing was installed or removed" in err
+    assert "--allow torch" in err
+    assert _freeze(venv) == before
+    assert journal.records(venv) == []  # nothing ran, nothing recorded
+
+
+def test_allow_torch_lets_it_through_and_it_is_recorded(stack: tuple[Path, Path]) -> None:
+    venv, wh = stack
+    code, _, err = guard(venv, "--allow", "torch", *_install(wh, "sglang"))
+    assert code == 0, err
+    assert "torch==2.14.1" in _freeze(venv)
+    result = runner.invoke(app, ["history", "--venv", str(venv)])
+    assert result.exit_code == 0
+    first, change = result.stdout.splitlines()[:2]
+    assert "sglang (allowed: torch)" in first
+    # Measured after the install: torch's build is what its version.py says now.
+    assert "change torch 2.13.0+cpu -> 2.14.1" in change and "pulled in by sglang" in change
+
+
+@pytest.mark.slow
+def test_a_harmless_install_passes_through_and_undo_reverts_later_pollution(
+    stack: tuple[Path, Path],
+) -> None:
+    venv, wh = stack
+    before = _freeze(venv)
+    code, out, err = guard(venv, *_install(wh, "six"))
+    assert code == 0, err
+    assert out.startswith("this install would add 1 package")
+    assert "six==1.17.0" in _freeze(venv)
+    uv_install(venv, wh, "sglang")  # unguarded: the pollution happens anyway
+    assert "torch==2.14.1" in _freeze(venv)
+    result = runner.invoke(app, ["undo", "--venv", str(venv), "--find-links", str(wh), "--offline"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("back to before #1 (")
+    assert _freeze(venv) == before
+    # The undo is recorded like any change: undoing it brings the pollution back.
+    assert journal.records(venv)[0].command[:2] == ("envguard", "undo")
+
+
+def test_shell_syntax_is_refused_unless_shell(tmp_path: Path) -> None:
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    code, _, err = guard(venv, "uv pip install six; touch pwned")
+    assert code == 2
+    assert "holds shell syntax" in err and "--shell" in err
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_installers_guard_cannot_preview_are_refused(tmp_path: Path) -> None:
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    for argv, said in (
+        (["--", "uv", "add", "six"], "uv add and uv sync are not previewed"),
+        (["--", "conda", "install", "six"], "does not know the installer"),
+        (["--", "pip", "install", "--target", "/tmp/x", "six"], "--target"),
+    ):
+        code, _, err = guard(venv, *argv)
+        assert code == 2 and said in err, err
+
+
+def test_requirements_files_are_confined(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    monkeypatch.chdir(tmp_path)
+    fifo = tmp_path / "reqs.txt"
+    os.mkfifo(fifo)
+    nested = tmp_path / "outer.txt"
+    nested.write_text("six\n-r /proc/self/environ\n")
+    for req, said in (
+        ("/proc/self/environ", "a requirements file in proc/; not read"),
+        (str(fifo), "not a regular file"),
+        (str(nested), "a requirements file in proc/; not read"),
+        ("missing.txt", "no such requirements file"),
+    ):
+        code, _, err = guard(venv, "--", "uv", "pip", "install", "-r", req)
+        assert code == 2 and said in err, err
+
+
+def test_a_dry_run_that_hangs_meets_its_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    hanging = bin_dir / "uv"
+    hanging.write_text("#!/bin/sh\nexec sleep 30\n")
+    hanging.chmod(0o755)
+    code, _, err = guard(venv, "--timeout", "0.3", "--", str(hanging), "pip", "install", "six")
+    assert code == 2
+    assert "the uv dry run did not finish in 0.3 s; nothing was installed" in err
+
+
+def test_a_hostile_snapshot_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"schema_version": 1, "name": "x\u202e", "packages": "no"}))
+    code, _, err = guard(venv, str(bad), "--", "uv", "pip", "install", "six")
+    assert code == 2 and err.startswith("error: ") and "bad.json" in err
+
+
+def test_history_bounds_its_records_and_names_a_damaged_one(tmp_path: Path) -> None:
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    for n in range(4):
+        journal.begin(venv, "{}", command=("pip", "install", f"p{n}"), allowed=(), planned="x")
+    assert journal.collect(venv, keep=2) == [2, 1]
+    assert [r.number for r in journal.records(venv)] == [4, 3]
+    assert sorted(p.name for p in journal.folder(venv).iterdir()) == [
+        "0003.json",
+        "0003.record.json",
+        "0004.json",
+        "0004.record.json",
+    ]
+    (journal.folder(venv) / "0004.record.json").write_text('{"schema_version": 1}')
+    result = runner.invoke(app, ["history", "--venv", str(venv)])
+    assert result.exit_code == 2
+    assert "0004.record.json: a damaged guard record" in result.stderr
+
+
+def _with_pip(venv: Path) -> None:
+    """The venv's own pip, from the wheel Python bundles (offline)."""
+    import ensurepip
+
+    uv_install(venv, Path(ensurepip.__file__).parent / "_bundled", "pip")
+
+
+@pytest.mark.slow
+def test_pip_installs_and_uninstalls_are_previewed_with_the_venvs_own_pip(
+    stack: tuple[Path, Path],
+) -> None:
+    venv, wh = stack
+    _with_pip(venv)
+    before = _freeze(venv)
+    pip = ["python", "-m", "pip", "install", "--no-index", "--find-links", str(wh), "sglang"]
+    code, out, err = guard(venv, "--", *pip)
+    assert code == 1, err
+    # pip's report says what requires what: torch is pulled in by sglang.
+    assert "change torch 2.13.0+cpu -> 2.14.1 (critical, pulled in by sglang)" in out
+    code, out, err = guard(venv, "--", "pip", "uninstall", "-y", "torch")
+    assert code == 1, err
+    assert out.startswith("this uninstall would remove torch 2.13.0+cpu (critical)")
+    assert _freeze(venv) == before
+    code, _, err = guard(venv, "--", "pip", "uninstall", "-y", "numpy")
+    assert code == 0, err
+    assert "numpy" not in _freeze(venv)
+
+
+def test_a_pip_from_another_environment_is_refused(tmp_path: Path) -> None:
+    venv = tmp_path / ".venv"
+    make_venv(venv)  # uv's: no pip of its own
+    code, _, err = guard(venv, "--", "pip", "uninstall", "-y", "torch")
+    assert code == 2
+    assert "the venv has no pip of its own" in err
+
+
+def test_a_dry_run_that_says_something_hostile_is_refused(tmp_path: Path) -> None:
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    fake = tmp_path / "bin" / "uv"
+    fake.parent.mkdir()
+    report = {"changes": [{"name": "torch\u001b[2J", "version": "1", "action": "installed"}]}
+    fake.write_text(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps(report)}\nEOF\n")
+    fake.chmod(0o755)
+    code, out, err = guard(venv, "--", str(fake), "pip", "install", "torch")
+    assert code == 2 and out == ""
+    assert err.startswith("error: the uv dry run said something envguard does not read")
+    assert "\x1b" not in err
+
+
+FAKE_UV = """#!/bin/sh
+case " $* " in
+  *" --dry-run "*) [ -n "$HANG" ] && echo $$ > "$MARK.started" && exec sleep 30
+     echo '{"changes": [{"name": "six", "version": "1.17.0", "action": "installed"}]}' ;;
+  *) echo $$ > "$MARK.started"; sleep 1; touch "$MARK" ;;
+esac
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("during", ["preview", "install"])
+def test_ctrl_c_leaves_the_venv_untouched_or_fully_installed(tmp_path: Path, during: str) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    fake = tmp_path / "bin" / "uv"
+    fake.parent.mkdir()
+    fake.write_text(FAKE_UV)
+    fake.chmod(0o755)
+    mark = tmp_path / "installed"
+    env = {**os.environ, "MARK": str(mark), "HANG": "1" if during == "preview" else ""}
+    argv = [sys.executable, "-m", "envguard", "guard", "--venv", str(venv), "--", str(fake)]
+    proc = subprocess.Popen(
+        [*argv, "pip", "install", "six"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    started = tmp_path / "installed.started"
+    deadline = time.monotonic() + 20
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)  # as a terminal's Ctrl-C reaches envguard alone
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, (out, err)
+    assert "error: interrupted (SIGINT)" in err
+    if during == "preview":
+        assert not mark.exists()  # nothing ran
+        assert journal.records(venv) == []
+        with pytest.raises(ProcessLookupError):  # the dry run was stopped with envguard
+            os.kill(int(started.read_text()), 0)
+    else:
+        assert mark.exists()  # the installer was let finish
+        assert "envguard undo" in err
+        assert journal.records(venv)[0].change == "interrupted; not measured"

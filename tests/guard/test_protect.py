@@ -1,0 +1,117 @@
+"""`envguard protect`: pip and uv in a protected venv go through the guard by themselves
+(real subprocesses: the hook runs in the venv's own Python), and `--off` leaves nothing."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from envguard.cli import app
+from envguard.guard import hook
+from factories import UV, make_venv, run
+
+runner = CliRunner()
+
+
+def _files(venv: Path) -> set[str]:
+    return {
+        str(p.relative_to(venv))
+        for p in venv.rglob("*")
+        if "__pycache__" not in p.parts and not p.is_dir()
+    }
+
+
+def _env(venv: Path, *, active: bool) -> dict[str, str]:
+    env = dict(os.environ)
+    if active:
+        env["VIRTUAL_ENV"] = str(venv)
+        env["PATH"] = f"{venv / 'bin'}{os.pathsep}{Path(UV).parent}{os.pathsep}{env['PATH']}"
+    return env
+
+
+@pytest.mark.slow
+def test_pip_and_uv_in_a_protected_venv_go_through_the_guard(
+    stack: tuple[Path, Path], tmp_path: Path
+) -> None:
+    import ensurepip
+
+    from factories import uv_install
+
+    venv, wh = stack
+    uv_install(venv, Path(ensurepip.__file__).parent / "_bundled", "pip")
+    before = _files(venv)
+    result = runner.invoke(app, ["protect", "--venv", str(venv)])
+    assert result.exit_code == 0, result.stderr
+    reqs = tmp_path / "reqs.txt"
+    reqs.write_text("sglang\n")
+    python = str(venv / "bin" / "python")
+    links = ["--no-index", "--find-links", str(wh)]
+    for argv, active in (
+        ([python, "-m", "pip", "install", *links, "sglang"], False),
+        ([str(venv / "bin" / "pip"), "install", *links, "-r", str(reqs)], False),
+        ([str(venv / "bin" / "pip"), "uninstall", "-y", "torch"], False),
+        (["uv", "pip", "install", *links, "sglang"], True),
+    ):
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, env=_env(venv, active=active), check=False
+        )
+        assert proc.returncode == 1, (argv, proc.stdout, proc.stderr)
+        assert "torch 2.13.0+cpu" in proc.stdout and "refused" in proc.stderr, argv
+    freeze = run([UV, "pip", "freeze", "--python", str(venv)]).stdout
+    assert "torch==2.13.0+cpu" in freeze and "sglang" not in freeze
+    # Other pip commands, and the venv's Python, are left alone.
+    assert "pip" in run([python, "-m", "pip", "--version"]).stdout
+    result = runner.invoke(app, ["protect", "--off", "--venv", str(venv)])
+    assert result.exit_code == 0, result.stderr
+    assert _files(venv) == before
+    assert not list(venv.rglob("_envguard_protect*"))
+
+
+def test_a_shim_edited_by_hand_is_found_and_said(tmp_path: Path) -> None:
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    assert runner.invoke(app, ["protect", "--venv", str(venv)]).exit_code == 0
+    assert runner.invoke(app, ["protect", "--check", "--venv", str(venv)]).exit_code == 0
+    shim = venv / "bin" / "uv"
+    shim.write_text(shim.read_text().replace("ENVGUARD_GUARDING", "NOTHING"))
+    result = runner.invoke(app, ["protect", "--check", "--venv", str(venv)])
+    assert result.exit_code == 1
+    assert f"edited by hand: {shim}" in result.stdout
+    result = runner.invoke(app, ["protect", "--off", "--venv", str(venv)])
+    assert result.exit_code == 0
+    assert f"{shim} had been edited by hand" in result.stderr
+    assert not shim.exists() and not (venv / "envguard-protect.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["/v/bin/python", "/v/bin/pip", "install", "x"], (["pip"], ["install", "x"])),
+        (
+            ["/v/bin/python", "-m", "pip", "uninstall", "x"],
+            (["python", "-m", "pip"], ["uninstall", "x"]),
+        ),
+        (
+            ["python", "-I", "-W", "ignore", "-m", "pip", "-v", "install"],
+            (["python", "-m", "pip"], ["-v", "install"]),
+        ),
+        (["/v/bin/python", "/v/bin/pip3.11", "list"], (["pip"], ["list"])),
+        (["/v/bin/python", "train.py", "install"], None),
+        (["/v/bin/python", "-c", "import pip"], None),
+    ],
+)
+def test_the_hook_knows_a_pip_start(argv: list[str], expected: object) -> None:
+    assert hook.pip_arguments(argv) == expected
+
+
+def test_the_hook_is_python_38_and_standard_library_only() -> None:
+    source = Path(hook.__file__).read_text()
+    tree = ast.parse(source, feature_version=(3, 8))
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert imported <= set(sys.stdlib_module_names)
