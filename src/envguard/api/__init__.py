@@ -36,7 +36,7 @@ if TYPE_CHECKING:
         snapshot_document,
     )
     from envguard.api.compare import check, diff, diff_locks, find_lock, load_policy
-    from envguard.api.hosts import fleet, restore_hosts, snapshot_hosts
+    from envguard.api.hosts import fleet, probe_payload, restore_hosts, snapshot_hosts
     from envguard.api.records import keep, log
     from envguard.api.recover import export, plan_rebuild, rebuild, run_then, sources
     from envguard.api.restoration import RestoreOptions, restore, restore_env
@@ -56,7 +56,7 @@ _MODULES = {
         "snapshot_document",
     ),
     "compare": ("check", "diff", "diff_locks", "find_lock", "load_policy"),
-    "hosts": ("fleet", "restore_hosts", "snapshot_hosts"),
+    "hosts": ("fleet", "probe_payload", "restore_hosts", "snapshot_hosts"),
     "records": ("keep", "log"),
     "recover": ("export", "plan_rebuild", "rebuild", "run_then", "sources"),
     "restoration": ("RestoreOptions", "restore", "restore_env"),
@@ -83,6 +83,7 @@ __all__ = [
     "newest",
     "plan_rebuild",
     "prestart",
+    "probe_payload",
     "rebuild",
     "restore",
     "restore_env",

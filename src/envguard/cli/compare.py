@@ -403,17 +403,26 @@ class FleetFormat(str, Enum):
 @app.command()
 def fleet(
     refs: Annotated[
-        list[str], typer.Argument(metavar="SNAPSHOTS...|DIR", help="Snapshot files or folders.")
+        list[str],
+        typer.Argument(
+            metavar="SNAPSHOTS...|DIR|STREAM",
+            help="Snapshot or report files, folders of them, or an engine's output (clush,"
+            " pdsh, srun --label; '-': stdin) of `envguard probe-payload` run on each node.",
+        ),
     ],
     baseline: Annotated[
         str | None, typer.Option(help="Mark hosts that differ from this snapshot.")
+    ] = None,
+    hosts: Annotated[
+        str | None,
+        typer.Option(help="h1,h2,... or @hostfile: the hosts expected; a silent one is a row."),
     ] = None,
     format: Annotated[FleetFormat, typer.Option("--format")] = FleetFormat.table,
 ) -> None:
     """Compare many hosts' snapshots: group identical ones, name the odd ones out."""
     from envguard import api
 
-    report = api.fleet(refs, baseline=baseline)
+    report = api.fleet(refs, baseline=baseline, hosts=hosts)
     if format is FleetFormat.json:
         from envguard.render.json import fleet_json
 

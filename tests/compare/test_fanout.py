@@ -1,0 +1,123 @@
+"""`envguard probe-payload` run by an engine's own fan-out, and `envguard fleet` reading
+what the engine left: every node a row, a failed one too."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from envguard import api
+from envguard.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def payload(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("payload") / "p.py"
+    path.write_text(api.probe_payload())
+    return path
+
+
+@pytest.fixture(scope="module")
+def line(payload: Path) -> str:
+    """What one node prints: this interpreter, measured by the script alone."""
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", str(payload)], capture_output=True, text=True, check=True
+    )
+    assert proc.stdout.count("\n") == 1 and proc.stdout.endswith("\n")  # one line, whole
+    return proc.stdout
+
+
+def test_the_script_prints_one_line_naming_the_node(line: str, payload: Path) -> None:
+    envelope = json.loads(line)
+    assert envelope["exit"] == 0 and envelope["node"] == envelope["report"]["host"]
+    assert envelope["report"]["packages"]
+    # As clush and pdsh send it: the script on stdin (`python3 - < p.py`).
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", "-"],
+        input=payload.read_text(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(proc.stdout)["report"]["packages"] == envelope["report"]["packages"]
+
+
+def test_a_clush_stream_with_failed_nodes_is_one_row_each(line: str, in_tmp: Path) -> None:
+    """clush prefixes each line with the node; a node that failed says so in clush's own
+    line or in what it printed; a node listed in --hosts that sent nothing is a row too."""
+    other = json.loads(line)
+    other["report"]["env"] = {**other["report"]["env"], "NCCL_ALGO": "Tree"}
+    stream = [f"gpu0{i}: {line}" for i in (1, 2, 3)]
+    stream += [
+        f"gpu04: {json.dumps(other)}\n",
+        "gpu05: bash: python3: command not found\n",
+        "clush: gpu05: exited with exit code 127\n",
+        'gpu06: {"node": "gpu06", "exit": 1, "report": {"probe_version": 4,'
+        ' "error": {"kind": "failed", "message": "OSError: disk gone"}}}\n',
+        f"gpu07: {line[:400]}\n",  # cut off
+    ]
+    (in_tmp / "clush.out").write_text("".join(stream))
+    hosts = "gpu01,gpu02,gpu03,gpu04,gpu05,gpu06,gpu07,gpu08"
+    result = runner.invoke(app, ["fleet", "clush.out", "--hosts", hosts, "--format", "json"])
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    assert report["odd_hosts"] == ["gpu04"]
+    assert report["failed"] == [
+        {"host": "gpu05", "reason": "no report (exit 127): bash: python3: command not found"},
+        {"host": "gpu06", "reason": "the probe failed: OSError: disk gone"},
+        {"host": "gpu07", "reason": "not a report (JSON cut off after 400 bytes)"},
+        {"host": "gpu08", "reason": "no report (nothing received)"},
+    ]
+
+
+def test_srun_labels_are_task_numbers_so_the_node_names_itself(line: str, in_tmp: Path) -> None:
+    """srun --label prefixes the task number; srun names the node in its failure lines."""
+    first, second = json.loads(line), json.loads(line)
+    first["node"], second["node"] = "n1", "n2"
+    text = f"0: {json.dumps(first)}\n1: {json.dumps(second)}\n"
+    text += "srun: error: n3: task 2: Exited with exit code 3\n"
+    result = runner.invoke(app, ["fleet", "-", "--format", "json"], input=text)
+    report = json.loads(result.stdout)
+    assert report["hosts"] == ["n1", "n2", "n3"]
+    assert report["failed"] == [{"host": "n3", "reason": "no report (exit 3)"}]
+
+
+def test_a_folder_of_reports_and_snapshots_with_an_engine_log(line: str, in_tmp: Path) -> None:
+    """srun --output=DIR/%N.json leaves an empty file for a node that failed; its stderr
+    (srun's own lines) says why."""
+    folder = in_tmp / "out"
+    folder.mkdir()
+    (folder / "n1.json").write_text(line)
+    bare = json.loads(line)["report"]  # a bare report, as `python3 p.py | jq .report` leaves
+    (folder / "n2.json").write_text(json.dumps(bare))
+    (folder / "n3.json").write_text("")
+    (folder / "n4.json").write_text("Traceback (most recent call last):\n")
+    (in_tmp / "srun.err").write_text("srun: error: n3: task 2: Exited with exit code 3\n")
+    result = runner.invoke(app, ["fleet", "out", "srun.err", "--format", "json"])
+    report = json.loads(result.stdout)
+    assert result.exit_code == 1
+    assert [g["hosts"] for g in report["groups"]] == [["n1", "n2"]]
+    assert report["failed"] == [
+        {"host": "n3", "reason": "no report (exit 3)"},
+        {"host": "n4", "reason": "not a report (not JSON)"},
+    ]
+
+
+def test_a_large_fleet_fits_one_screen(line: str, in_tmp: Path) -> None:
+    """One node missing every package: a few rows and a count, not one row per package."""
+    envelope = json.loads(line)
+    empty = {**envelope, "report": {**envelope["report"], "packages": []}}
+    lines = [f"node{i:03d}: {line}" for i in range(30)] + [f"node999: {json.dumps(empty)}\n"]
+    (in_tmp / "s.txt").write_text("".join(lines))
+    result = runner.invoke(app, ["fleet", "s.txt"])
+    assert result.exit_code == 1
+    packages = len(envelope["report"]["packages"])
+    assert f"(+{packages - 3} more items" in result.stdout
+    assert len(result.stdout.splitlines()) < 25
