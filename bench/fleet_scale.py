@@ -60,18 +60,20 @@ def stream(path: Path, hosts: int) -> None:
             fh.write(f"{host}: {line[:1000] if i == 911 else line}\n")
 
 
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, int, int]:
-    """(wall seconds, peak RSS in MB, exit code) of one run under GNU time."""
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, int, int]:
+    """(wall seconds, CPU seconds, peak RSS in MB, exit code) of one run under GNU time.
+    CPU (user + system, the worker processes included) is the steadier figure on a shared
+    machine; the wall time moves with everyone else's load."""
     with tempfile.NamedTemporaryFile("r") as stats:
         proc = subprocess.run(
-            ["/usr/bin/time", "-o", stats.name, "-f", "%e %M", *argv],
+            ["/usr/bin/time", "-o", stats.name, "-f", "%e %U %S %M", *argv],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             check=False,
         )
-        wall, rss = stats.read().split()[-2:]
-    return float(wall), int(rss) // 1024, proc.returncode
+        wall, user, system, rss = stats.read().split()[-4:]
+    return float(wall), float(user) + float(system), int(rss) // 1024, proc.returncode
 
 
 def main() -> None:
@@ -89,7 +91,7 @@ def main() -> None:
     if args.before:
         sides = {"before": {**env, "PYTHONPATH": args.before}, **sides}
     cmd = [sys.executable, "-m", "envguard", "fleet"]
-    runs: dict[str, list[tuple[float, int, int]]] = {side: [] for side in sides}
+    runs: dict[str, list[tuple[float, float, int, int]]] = {side: [] for side in sides}
     runs["after, stream"] = []
     for _ in range(args.repeats):
         for side, side_env in sides.items():
@@ -98,17 +100,17 @@ def main() -> None:
             timed([*cmd, str(cache / "stream.txt"), "--format", "json"], env)
         )
     print(f"envguard fleet, {args.hosts:,} hosts x 400 packages, median of {args.repeats}")
-    print("| side | wall | peak RSS | exit |")
-    print("| --- | --- | --- | --- |")
+    print("| side | wall | CPU | peak RSS | exit |")
+    print("| --- | --- | --- | --- | --- |")
     medians = {}
     for side, results in runs.items():
-        wall = statistics.median(r[0] for r in results)
-        rss = statistics.median(r[1] for r in results)
-        medians[side] = (wall, rss)
-        print(f"| {side} | {wall:.1f} s | {rss} MB | {results[0][2]} |")
+        wall, cpu, rss = (statistics.median(r[i] for r in results) for i in range(3))
+        medians[side] = (wall, cpu, rss)
+        print(f"| {side} | {wall:.1f} s | {cpu:.1f} s | {rss:.0f} MB | {results[0][3]} |")
     if "before" in medians:
-        (bw, br), (aw, ar) = medians["before"], medians["after"]
-        print(f"after/before: wall {aw / bw:.2f}x, peak RSS {ar / br:.2f}x")
+        before, after = medians["before"], medians["after"]
+        ratios = [a / b for a, b in zip(after, before, strict=True)]
+        print("after/before: wall {:.2f}x, CPU {:.2f}x, peak RSS {:.2f}x".format(*ratios))
 
 
 if __name__ == "__main__":

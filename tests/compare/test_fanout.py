@@ -121,3 +121,129 @@ def test_a_large_fleet_fits_one_screen(line: str, in_tmp: Path) -> None:
     packages = len(envelope["report"]["packages"])
     assert f"(+{packages - 3} more items" in result.stdout
     assert len(result.stdout.splitlines()) < 25
+
+
+def _engine(*argv: str) -> bool:
+    """The engine is installed and answers (Slurm: its daemons run)."""
+    try:
+        return subprocess.run(argv, capture_output=True, timeout=10, check=False).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _recipe(name: str, *args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    import os
+
+    path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+    return subprocess.run(
+        ["bash", str(RECIPES / name), *args],
+        cwd=cwd,
+        env={**os.environ, "PATH": path, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+RECIPES = Path(__file__).resolve().parents[2] / "examples" / "fleet"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _engine("sinfo", "-h"), reason="no Slurm running here")
+def test_slurm_recipe_in_one_allocation(in_tmp: Path) -> None:
+    """Against a real Slurm: one allocation, the probe on srun's stdin, one step; then a
+    node whose interpreter is missing is a row, and the recipe still reaches fleet."""
+    got = subprocess.run(
+        ["salloc", "--no-shell", "-N1", "--oversubscribe", "--immediate=60", "-J", "envguard-test"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    job = got.stderr.split("Granted job allocation")[1].split()[0]
+    try:
+        proc = _recipe("slurm-fanout.sh", job, sys.executable, cwd=in_tmp)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "all 1 hosts agree" in proc.stdout
+        proc = _recipe("slurm-fanout.sh", job, "/nonexistent/python3", cwd=in_tmp)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert "no report (exit 2)" in proc.stdout
+        steps = subprocess.run(
+            ["sacct", "-j", job, "-n", "-o", "JobID"], capture_output=True, text=True, check=False
+        ).stdout
+        assert "envguard" not in steps  # no job of its own: steps of the allocation
+    finally:
+        subprocess.run(["scancel", job], check=False)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _engine("clush", "--version"), reason="no ClusterShell here")
+def test_clush_recipe_with_a_node_that_fails(in_tmp: Path, tmp_path: Path) -> None:
+    """clush's exec worker stands in for ssh (%h: the node's name), so each "node" runs
+    its own interpreter here; n2 has none, n4 is listed and sends nothing."""
+    for node in ("n1", "n3"):
+        (tmp_path / f"py-{node}").symlink_to(sys.executable)
+    python = str(tmp_path / "py-%h")
+    proc = _recipe("clush.sh", "n[1,3]", python, cwd=in_tmp, CLUSH_OPTS="-R exec")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "all 2 hosts agree" in proc.stdout
+    proc = _recipe("clush.sh", "n[1-3]", python, cwd=in_tmp, CLUSH_OPTS="-R exec")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "n2   │ no report (exit 127)" in proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _engine("pdsh", "-V"), reason="no pdsh here")
+def test_pdsh_recipe_and_nodes_that_fail(in_tmp: Path, tmp_path: Path) -> None:
+    """pdsh's exec module stands in for ssh (every "node" runs here); pdcp, which it lacks,
+    is a local copy. Nodes whose interpreter is missing are rows; fleet still runs."""
+    import os
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "pdcp").write_text('#!/bin/sh\nshift 2; cp "$1" "$2"\n')
+    (bin_dir / "pdcp").chmod(0o755)
+    env = {
+        "PDSH_RCMD_TYPE": "exec",
+        "PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
+    proc = _recipe("pdsh.sh", "n[1-3]", sys.executable, cwd=in_tmp, **env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "all 3 hosts agree" in proc.stdout
+    proc = _recipe("pdsh.sh", "n[1-3]", "/nonexistent/python3", cwd=in_tmp, **env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stdout.count("no report (exit 255)") == 3
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _engine("ansible-playbook", "--version"), reason="no ansible-core here")
+def test_ansible_recipe_keeps_failed_and_unreachable_hosts(in_tmp: Path, tmp_path: Path) -> None:
+    """Local hosts stand in for real ones; n3's interpreter fails saying a Windows path
+    (kept as said, never a tab); n4 is unreachable. Each is a row; the others compare."""
+    (in_tmp / "p.py").write_text(api.probe_payload())
+    fail = tmp_path / "fail.sh"
+    fail.write_text("#!/bin/sh\nprintf '%s\\n' 'C:\\tmp\\new: not found' >&2\nexit 3\n")
+    fail.chmod(0o755)
+    local = f"ansible_connection=local ansible_python_interpreter={sys.executable}"
+    here = f"{local} envguard_python={sys.executable}"
+    (in_tmp / "inventory").write_text(
+        f"n1 {here}\nn2 {here}\nn3 {local} envguard_python={fail}\n"
+        "n4 ansible_host=127.0.0.1 ansible_port=1 ansible_connection=ssh\n"
+    )
+    extra = f"envguard_out={in_tmp / 'run'} envguard_payload={in_tmp / 'p.py'}"
+    proc = subprocess.run(
+        ["ansible-playbook", "-i", "inventory", str(RECIPES / "ansible-fanout.yml"), "-e", extra],
+        cwd=in_tmp,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    result = runner.invoke(app, ["fleet", "run", "--format", "json"])
+    report = json.loads(result.stdout)
+    assert [g["hosts"] for g in report["groups"]] == [["n1", "n2"]]
+    reasons = {f["host"]: f["reason"] for f in report["failed"]}
+    assert reasons["n3"] == "no report (exit 3): non-zero return code C:\\tmp\\new: not found"
+    assert reasons["n4"].startswith("no report (exit -1): ") and "port 1" in reasons["n4"]

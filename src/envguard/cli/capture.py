@@ -46,7 +46,7 @@ def snapshot(
     via: Annotated[
         str | None,
         typer.Option(
-            help="Run the probe through this command prefix ('ssh gpu01', 'docker exec c')."
+            help="Run the probe through this command prefix ('ssh gpu01', 'docker exec -i c')."
         ),
     ] = None,
     hosts: Annotated[
@@ -283,21 +283,6 @@ def list_(
     from envguard.render.table import list_table
 
     list_table(rows, console())
-
-
-@app.command("probe-payload")
-def probe_payload(
-    file: Annotated[
-        list[str] | None, typer.Option(help="A file to hash on each node (repeatable).")
-    ] = None,
-    cache: Annotated[
-        list[str] | None, typer.Option(help="A cache directory to measure (repeatable).")
-    ] = None,
-) -> None:
-    """Print the probe as one Python script for a cluster's own fan-out (srun, clush)."""
-    from envguard import api
-
-    data_out().write(api.probe_payload(files=file or (), caches=cache or ()))
 
 
 class SchemaKind(str, Enum):

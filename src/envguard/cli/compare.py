@@ -440,3 +440,18 @@ def fleet(
 
         fleet_table(report, console())
     raise typer.Exit(0 if report.agree else 1)
+
+
+@app.command("probe-payload")
+def probe_payload(
+    file: Annotated[
+        list[str] | None, typer.Option(help="A file to hash on each node (repeatable).")
+    ] = None,
+    cache: Annotated[
+        list[str] | None, typer.Option(help="A cache directory to measure (repeatable).")
+    ] = None,
+) -> None:
+    """Print the probe as one Python script for a cluster's own fan-out (srun, clush)."""
+    from envguard import api
+
+    data_out().write(api.probe_payload(files=file or (), caches=cache or ()))

@@ -12,6 +12,7 @@ trusted: documents are validated where they are used, names are checked as host 
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,11 +29,13 @@ if TYPE_CHECKING:
 
 # The engines' own lines about a node that failed (each names the node first).
 _ENGINE_LINES = (
-    re.compile(rb"^srun: error: ([^\s:]+): task \d+: (.+)$"),
-    re.compile(rb"^clush: ([^\s:]+): (.+)$"),
-    re.compile(rb"^pdsh@[^\s:]*: ([^\s:]+): (.+)$"),
+    re.compile(rb"^srun: error: ([^\s:]+): task (\d+): (.+)$"),
+    re.compile(rb"^clush: ([^\s:]+)(): (.+)$"),
+    re.compile(rb"^pdsh@[^\s:]*: ([^\s:]+)(): (.+)$"),
 )
 _PREFIX = re.compile(rb"^([A-Za-z0-9_.@%\[\]-]{1,253}): ")
+# The engines' lines about the run as a whole ("srun: error: Unable to create step").
+_ENGINE_WIDE = re.compile(rb"^(?:srun|clush|pdsh@[^\s:]*|salloc|sbatch): ")
 _EXIT = re.compile(r"exit (?:code|status):? (-?\d+)")
 # A node's document larger than this is not one (a 100,000-package snapshot is ~40 MB).
 MAX_DOCUMENT = 256 << 20
@@ -40,14 +43,18 @@ MAX_DOCUMENT = 256 << 20
 
 @dataclass(frozen=True)
 class Source:
-    """Where one node's document lies: ``length`` bytes at ``offset`` of ``path`` (-1: the
-    whole file). ``host``: the name the engine or the file gave it; None or a number (a
-    task) when the document's own node name is to be used."""
+    """Where one node's document lies: the (offset, length) ``parts`` of ``path``, joined
+    (none: the whole file). ``host``: the name the engine or the file gave it; None or a
+    number (a task) when the document's own node name is to be used."""
 
     path: str
     host: str | None
-    offset: int = 0
-    length: int = -1
+    parts: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def size(self) -> int | None:
+        """The document's length in bytes (None: the whole file's)."""
+        return sum(length for _, length in self.parts) if self.parts else None
 
 
 @dataclass
@@ -58,6 +65,16 @@ class Gathered:
     sources: list[Source] = field(default_factory=list)
     said: dict[str, str] = field(default_factory=dict)  # host -> its last line of text
     engine: dict[str, str] = field(default_factory=dict)  # host -> the engine's line
+    wide: list[str] = field(default_factory=list)  # the engine's lines about the whole run
+    tasks: dict[str, str] = field(default_factory=dict)  # srun's task number -> its node
+
+    def silent(self) -> list[str]:
+        """The nodes the engine or their own words name (a task by its node, once srun
+        said which): each is a row unless a document of its own turns up."""
+        for task, host in self.tasks.items():
+            if task in self.said and host not in self.said:
+                self.said[host] = self.said[task]
+        return [*self.engine, *(host for host in self.said if not host.isdigit())]
 
 
 def gather(refs: list[str]) -> Gathered:
@@ -102,11 +119,33 @@ def _stdin_copy() -> Path:
     return Path(name)
 
 
+# The line `envguard probe-payload` prints opens with its length: an engine that splits
+# long lines (srun --label every 1,024 bytes, each piece prefixed again) is undone by
+# joining a node's pieces until the envelope is whole.
+_ENVELOPE = re.compile(
+    rb'^\{"node": (?:"(?:[^"\\]|\\.)*"|null), "exit": -?\d+, "bytes": (\d+), "report": '
+)
+
+
+class _Open:
+    """A node's envelope still arriving in pieces."""
+
+    def __init__(self, start: int, body: bytes, need: int) -> None:
+        self.parts, self.have, self.need = [(start, len(body))], len(body), need
+
+
 def _stream(path: Path, found: Gathered) -> list[Source]:
     """The nodes of one stream: a line that holds a JSON object (after a ``host: `` prefix
-    or bare) is one node's document; the engines' failure lines and a node's other lines
-    say why a node has none."""
-    sources = []
+    or bare) is one node's document, its pieces joined when the engine split it; the
+    engines' failure lines and a node's other lines say why a node has none."""
+    sources: list[Source] = []
+    arriving: dict[str | None, _Open] = {}
+
+    def close(host: str | None) -> None:
+        piece = arriving.pop(host, None)
+        if piece is not None:  # cut off: read_document says so
+            sources.append(Source(str(path), host, tuple(piece.parts)))
+
     try:
         fh = open(path, "rb")  # noqa: SIM115  # closed below; lines are read by offset
     except OSError as exc:
@@ -116,18 +155,37 @@ def _stream(path: Path, found: Gathered) -> list[Source]:
         for line in fh:
             start, offset = offset, offset + len(line)
             body = line.rstrip(b"\r\n")
-            if _engine_line(body, found):
-                continue
             host = None
             prefix = _PREFIX.match(body)
             if prefix is not None:
                 host = prefix.group(1).decode("ascii")
+            if host in arriving and not _ENVELOPE.match(body[prefix.end() :] if prefix else body):
+                piece = arriving[host]  # the next piece of a split line
+                cut = prefix.end() if prefix else 0
+                piece.parts.append((start + cut, len(body) - cut))
+                piece.have += len(body) - cut
+                if piece.have >= piece.need:
+                    sources.append(Source(str(path), host, tuple(arriving.pop(host).parts)))
+                continue
+            if _engine_line(body, found):
+                continue
+            if _ENGINE_WIDE.match(body):
+                found.wide.append(_printable(body.decode("utf-8", "replace")))
+                continue
+            if prefix is not None:
                 body = body[prefix.end() :]
                 start += prefix.end()
-            if body.lstrip().startswith(b"{"):
-                sources.append(Source(str(path), host, start, len(body)))
+            close(host)
+            envelope = _ENVELOPE.match(body)
+            need = envelope.end() + int(envelope.group(1)) + 1 if envelope else 0
+            if envelope and len(body) < need:
+                arriving[host] = _Open(start, body, need)
+            elif body.lstrip().startswith(b"{"):
+                sources.append(Source(str(path), host, ((start, len(body)),)))
             elif host is not None and body.strip():
                 found.said[host] = _printable(body.decode("utf-8", "replace"))
+    for host in list(arriving):
+        close(host)
     return sources
 
 
@@ -136,7 +194,9 @@ def _engine_line(line: bytes, found: Gathered) -> bool:
         match = pattern.match(line)
         if match is not None:
             host = match.group(1).decode("ascii", "replace")
-            text = _printable(match.group(2).decode("utf-8", "replace"))
+            if match.group(2):  # srun: what task N printed was this node's
+                found.tasks[match.group(2).decode("ascii")] = host
+            text = _printable(match.group(3).decode("utf-8", "replace"))
             if host not in found.engine or _EXIT.search(text):  # the line with the code
                 found.engine[host] = text
             return True
@@ -206,9 +266,17 @@ def read_document(source: Source) -> NodeDocument:
 def _read(source: Source) -> bytes:
     try:
         with open(source.path, "rb") as fh:
-            fh.seek(source.offset)
-            size = MAX_DOCUMENT + 1 if source.length < 0 else source.length
-            raw = fh.read(size)
+            if not source.parts:  # the file's own size: no buffer of MAX_DOCUMENT to allocate
+                size = os.fstat(fh.fileno()).st_size
+                raw = fh.read(min(size, MAX_DOCUMENT) + 1)
+            elif (source.size or 0) > MAX_DOCUMENT:
+                raw = b" " * (MAX_DOCUMENT + 1)  # not read: too large
+            else:
+                pieces = []
+                for offset, length in source.parts:
+                    fh.seek(offset)
+                    pieces.append(fh.read(length))
+                raw = b"".join(pieces)
     except OSError as exc:
         raise NodeFailed(f"cannot read {source.path} ({exc.strerror})") from None
     if len(raw) > MAX_DOCUMENT:
