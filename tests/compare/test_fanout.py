@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from envguard import api
 from envguard.cli import app
+from factories import engine_answers, slurm_job
 
 runner = CliRunner()
 
@@ -123,14 +124,6 @@ def test_a_large_fleet_fits_one_screen(line: str, in_tmp: Path) -> None:
     assert len(result.stdout.splitlines()) < 25
 
 
-def _engine(*argv: str) -> bool:
-    """The engine is installed and answers (Slurm: its daemons run)."""
-    try:
-        return subprocess.run(argv, capture_output=True, timeout=10, check=False).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 def _recipe(name: str, *args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     import os
 
@@ -150,35 +143,21 @@ RECIPES = Path(__file__).resolve().parents[2] / "examples" / "fleet"
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _engine("sinfo", "-h"), reason="no Slurm running here")
+@pytest.mark.skipif(not engine_answers("sinfo", "-h"), reason="no Slurm running here")
 def test_slurm_recipe_in_one_allocation(in_tmp: Path) -> None:
     """Against a real Slurm: one allocation, the probe on srun's stdin, one step; then a
     node whose interpreter is missing is a row, and the recipe still reaches fleet."""
-    got = subprocess.run(
-        ["salloc", "--no-shell", "-N1", "--oversubscribe", "--immediate=60", "-J", "envguard-test"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    job = got.stderr.split("Granted job allocation")[1].split()[0]
-    try:
+    with slurm_job() as job:
         proc = _recipe("slurm-fanout.sh", job, sys.executable, cwd=in_tmp)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert "all 1 hosts agree" in proc.stdout
         proc = _recipe("slurm-fanout.sh", job, "/nonexistent/python3", cwd=in_tmp)
         assert proc.returncode == 1, proc.stdout + proc.stderr
         assert "no report (exit 2)" in proc.stdout
-        steps = subprocess.run(
-            ["sacct", "-j", job, "-n", "-o", "JobID"], capture_output=True, text=True, check=False
-        ).stdout
-        assert "envguard" not in steps  # no job of its own: steps of the allocation
-    finally:
-        subprocess.run(["scancel", job], check=False)
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _engine("clush", "--version"), reason="no ClusterShell here")
+@pytest.mark.skipif(not engine_answers("clush", "--version"), reason="no ClusterShell here")
 def test_clush_recipe_with_a_node_that_fails(in_tmp: Path, tmp_path: Path) -> None:
     """clush's exec worker stands in for ssh (%h: the node's name), so each "node" runs
     its own interpreter here; n2 has none, n4 is listed and sends nothing."""
@@ -194,7 +173,7 @@ def test_clush_recipe_with_a_node_that_fails(in_tmp: Path, tmp_path: Path) -> No
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _engine("pdsh", "-V"), reason="no pdsh here")
+@pytest.mark.skipif(not engine_answers("pdsh", "-V"), reason="no pdsh here")
 def test_pdsh_recipe_and_nodes_that_fail(in_tmp: Path, tmp_path: Path) -> None:
     """pdsh's exec module stands in for ssh (every "node" runs here); pdcp, which it lacks,
     is a local copy. Nodes whose interpreter is missing are rows; fleet still runs."""
@@ -217,7 +196,9 @@ def test_pdsh_recipe_and_nodes_that_fail(in_tmp: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _engine("ansible-playbook", "--version"), reason="no ansible-core here")
+@pytest.mark.skipif(
+    not engine_answers("ansible-playbook", "--version"), reason="no ansible-core here"
+)
 def test_ansible_recipe_keeps_failed_and_unreachable_hosts(in_tmp: Path, tmp_path: Path) -> None:
     """Local hosts stand in for real ones; n3's interpreter fails saying a Windows path
     (kept as said, never a tab); n4 is unreachable. Each is a row; the others compare."""
