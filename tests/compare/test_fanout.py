@@ -228,3 +228,28 @@ def test_ansible_recipe_keeps_failed_and_unreachable_hosts(in_tmp: Path, tmp_pat
     reasons = {f["host"]: f["reason"] for f in report["failed"]}
     assert reasons["n3"] == "no report (exit 3): non-zero return code C:\\tmp\\new: not found"
     assert reasons["n4"].startswith("no report (exit -1): ") and "port 1" in reasons["n4"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"\x00\xff\xfe garbage\n",
+        b'gpu01: {"node": "gpu01", "exit": 0, "bytes": 999999999999, "report": {\n',
+        b"gpu01: " + b"[" * 100000 + b"\n",
+        b'gpu01: {"node": "gpu01", "exit": 0, "report": [1, 2]}\n',
+        b'gpu01: {"node": "gpu01", "exit": true, "report": null}\n',
+        b'gpu01: {"schema_version": 1, "name": 3}\n',
+        b'gpu01: {"probe_version": 4, "packages": "x"}\n',
+        b'gpu01: {"node": "../../etc", "report": {"error": {"kind": "failed", "message": 1}}}\n',
+        b"x" * 300 + b": {}\n",
+        b"gpu01: \xc3\x28 not utf-8 {\n",
+    ],
+)
+def test_a_hostile_stream_is_rows_or_one_error_never_a_traceback(text: bytes, in_tmp: Path) -> None:
+    (in_tmp / "s.txt").write_bytes(text)
+    result = runner.invoke(app, ["fleet", "s.txt", "--format", "json"])
+    assert result.exit_code in (1, 2), result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    if result.exit_code == 1:
+        for failed in json.loads(result.stdout)["failed"]:
+            assert failed["host"].isprintable() and "/" not in failed["host"]

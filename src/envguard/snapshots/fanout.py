@@ -152,7 +152,9 @@ def _stream(path: Path, found: Gathered) -> list[Source]:
         raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
     with fh:
         offset = 0
-        for line in fh:
+        # A line is read whole only up to a document's limit: a hostile stream of one
+        # endless line costs that much memory, not all of it.
+        for line in iter(lambda: fh.readline(MAX_DOCUMENT + 1), b""):
             start, offset = offset, offset + len(line)
             body = line.rstrip(b"\r\n")
             host = None
