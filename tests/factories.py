@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
@@ -343,3 +344,43 @@ def real_report() -> dict[str, Any]:
         _REAL_REPORT.append(json.loads(out.stdout))
     copy: dict[str, Any] = json.loads(json.dumps(_REAL_REPORT[0]))
     return copy
+
+
+def envguard_cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`envguard ARGS` as a real subprocess of this interpreter, without colour."""
+    return subprocess.run(
+        [sys.executable, "-m", "envguard", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"},
+        check=False,
+    )
+
+
+def engine_answers(*argv: str) -> bool:
+    """The engine (sinfo, clush, pdsh, ansible-playbook) is installed and answers; for
+    Slurm, its daemons run."""
+    try:
+        return subprocess.run(argv, capture_output=True, timeout=10, check=False).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@contextlib.contextmanager
+def slurm_job() -> Iterator[str]:
+    """An allocation of one node, sharing it (--oversubscribe), cancelled afterwards: the
+    id of a job whose steps a test runs with `srun --jobid=ID --overlap`."""
+    got = subprocess.run(
+        ["salloc", "--no-shell", "-N1", "--oversubscribe", "--immediate=60", "-J", "eg-test"],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=True,
+    )
+    job = got.stderr.split("Granted job allocation")[1].split()[0]
+    try:
+        yield job
+    finally:
+        subprocess.run(["scancel", job], check=False)

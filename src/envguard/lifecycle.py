@@ -198,6 +198,10 @@ def interrupt_behind(exc: BaseException) -> int | None:
     return signum
 
 
+# How long kill_running() waits between its SIGTERM and its SIGKILL (an interrupt is not
+# kept waiting for TERM_GRACE).
+_TERM_PAUSE = 0.5
+
 # Children running now (process group id -> the marker in their environment, or None), so an
 # interrupt can stop them all.
 _RUNNING: dict[int, bytes | None] = {}
@@ -272,11 +276,34 @@ def kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+# How long a prefix (srun, ssh, kubectl) has to end after SIGTERM before SIGKILL: srun
+# cancels its job step on SIGTERM, and on SIGKILL leaves the step running on the nodes.
+TERM_GRACE = 5.0
+
+
+def terminate_group(proc: subprocess.Popen[Any], grace: float) -> None:
+    """SIGTERM the child's process group, then wait up to ``grace`` seconds for the child
+    to end (it may take the rest of its group down with it)."""
+    import subprocess
+
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(grace)
+
+
 def end_chain(
-    proc: subprocess.Popen[Any], *, marker: bytes | None = None, adopts: bool = False
+    proc: subprocess.Popen[Any],
+    *,
+    marker: bytes | None = None,
+    adopts: bool = False,
+    grace: float = 0.0,
 ) -> None:
     """Kill a child's group, what it started in other sessions (by its marker, or adopted
-    by envguard as their subreaper), and collect it."""
+    by envguard as their subreaper), and collect it. ``grace``: SIGTERM first, and SIGKILL
+    only for what is still there after that many seconds (a --via prefix cleans up)."""
+    if grace > 0 and proc.poll() is None:
+        terminate_group(proc, grace)
     kill_group(proc.pid)
     if marker is not None:
         kill_strays(marker)
@@ -289,6 +316,11 @@ def kill_running() -> None:
     """Kill every child still running (and whatever its prefix started): Ctrl-C on a fleet."""
     with _RUNNING_LOCK:
         groups = list(_RUNNING.items())
+    for pgid, _mark in groups:  # SIGTERM first: a prefix (srun) cancels what it started
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGTERM)
+    if groups:
+        time.sleep(_TERM_PAUSE)
     for pgid, mark in groups:
         kill_group(pgid)
         if mark is not None:

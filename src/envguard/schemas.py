@@ -71,6 +71,15 @@ class FleetItemDocument(TypedDict):
     values: list[FleetValueDocument]
 
 
+class FleetFailureDocument(TypedDict):
+    """A host with no environment to compare, and why (no report, a broken one)."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    host: str
+    reason: str
+
+
 class FleetGroupDocument(TypedDict):
     __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
 
@@ -91,6 +100,7 @@ class FleetDocument(TypedDict):
     groups: list[FleetGroupDocument]
     differences: list[FleetItemDocument]
     odd_hosts: list[str]
+    failed: list[FleetFailureDocument]
 
 
 class ListedDocument(TypedDict, total=False):

@@ -85,9 +85,12 @@ def test_fleet_cli_formats_and_errors(in_tmp: Path) -> None:
     assert result.exit_code == 1 and "odd ones out: n3" in result.stdout
     result = runner.invoke(app, ["fleet", str(folder), "--format", "markdown"])
     assert "| driver | 550.54.15 | n3 | odd one out |" in result.stdout
-    (folder / "broken.json").write_text("{")
-    result = runner.invoke(app, ["fleet", str(folder)])
-    assert result.exit_code == 2 and "broken.json: not valid JSON" in result.stderr
+    (folder / "broken.json").write_text("{")  # a node cut off: a row, not a refusal
+    result = runner.invoke(app, ["fleet", str(folder), "--format", "json"])
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["failed"] == [
+        {"host": "broken", "reason": "not a report (JSON cut off after 1 bytes)"}
+    ]
     result = runner.invoke(app, ["fleet", str(in_tmp / "empty")])
     assert result.exit_code == 2
 

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
         undo,
         unprotect,
     )
-    from envguard.api.hosts import fleet, restore_hosts, snapshot_hosts
+    from envguard.api.hosts import fleet, probe_payload, restore_hosts, snapshot_hosts
     from envguard.api.records import keep, log
     from envguard.api.recover import export, plan_rebuild, rebuild, run_then, sources
     from envguard.api.restoration import RestoreOptions, restore, restore_env
@@ -82,7 +82,7 @@ _MODULES = {
         "undo",
         "unprotect",
     ),
-    "hosts": ("fleet", "restore_hosts", "snapshot_hosts"),
+    "hosts": ("fleet", "probe_payload", "restore_hosts", "snapshot_hosts"),
     "records": ("keep", "log"),
     "recover": ("export", "plan_rebuild", "rebuild", "run_then", "sources"),
     "restoration": ("RestoreOptions", "restore", "restore_env"),
@@ -116,6 +116,7 @@ __all__ = [
     "plan_rebuild",
     "prestart",
     "preview",
+    "probe_payload",
     "protect",
     "protection",
     "rebuild",

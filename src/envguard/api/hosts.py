@@ -117,10 +117,41 @@ def restore_hosts(
         pool.shutdown(wait=True)
 
 
-def fleet(refs: Sequence[str | Path], *, baseline: str | Path | None = None) -> FleetReport:
-    """Compare many hosts' snapshots (files, names or folders of them): group identical
-    environments and name the odd ones out (against ``baseline`` when given)."""
-    from envguard.compare.fleet import compare_files
+def probe_payload(*, files: Sequence[str] = (), caches: Sequence[str] = ()) -> str:
+    """The probe as one self-contained Python script, for an engine's own fan-out to run on
+    every node with nothing installed there (``srun python3 -I -S p.py``): each node prints
+    one JSON line, its name and its report, which fleet() reads. ``files`` and ``caches``:
+    paths on the nodes to hash and to measure, as `snapshot --file/--cache` takes them."""
+    from envguard.probe.payload import standalone_payload
+    from envguard.snapshots.request import USER_CACHE
 
-    paths = store.expand([str(r) for r in refs])
-    return compare_files(paths, baseline=load(baseline) if baseline is not None else None)
+    return standalone_payload(
+        {
+            "files": list(files),
+            "caches": [{"kind": USER_CACHE, "path": path} for path in caches],
+            "default_caches": True,
+            "git": False,
+            "repos": [],
+        }
+    )
+
+
+def fleet(
+    refs: Sequence[str | Path],
+    *,
+    baseline: str | Path | None = None,
+    hosts: str | Sequence[str] | None = None,
+) -> FleetReport:
+    """Compare many hosts' snapshots or probe reports (files, names, folders of them, or an
+    engine's stream: clush, pdsh, srun --label, ``-`` for stdin): group identical
+    environments and name the odd ones out (against ``baseline`` when given). A host that
+    sent nothing usable (and each of ``hosts`` that sent nothing) is a failed row."""
+    from envguard.compare.fleet import compare_nodes
+    from envguard.snapshots.fanout import gather
+
+    expected = host_names(hosts) if hosts is not None else []
+    return compare_nodes(
+        gather([str(r) for r in refs]),
+        baseline=load(baseline) if baseline is not None else None,
+        expected=expected,
+    )

@@ -50,7 +50,7 @@ def snapshot(
     via: Annotated[
         str | None,
         typer.Option(
-            help="Run the probe through this command prefix ('ssh gpu01', 'docker exec c')."
+            help="Run the probe through this command prefix ('ssh gpu01', 'docker exec -i c')."
         ),
     ] = None,
     hosts: Annotated[

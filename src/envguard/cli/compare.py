@@ -405,17 +405,26 @@ class FleetFormat(str, Enum):
 @app.command()
 def fleet(
     refs: Annotated[
-        list[str], typer.Argument(metavar="SNAPSHOTS...|DIR", help="Snapshot files or folders.")
+        list[str],
+        typer.Argument(
+            metavar="SNAPSHOTS...|DIR|STREAM",
+            help="Snapshot or report files, folders of them, or an engine's output (clush,"
+            " pdsh, srun --label; '-': stdin) of `envguard probe-payload` run on each node.",
+        ),
     ],
     baseline: Annotated[
         str | None, typer.Option(help="Mark hosts that differ from this snapshot.")
+    ] = None,
+    hosts: Annotated[
+        str | None,
+        typer.Option(help="h1,h2,... or @hostfile: the hosts expected; a silent one is a row."),
     ] = None,
     format: Annotated[FleetFormat, typer.Option("--format")] = FleetFormat.table,
 ) -> None:
     """Compare many hosts' snapshots: group identical ones, name the odd ones out."""
     from envguard import api
 
-    report = api.fleet(refs, baseline=baseline)
+    report = api.fleet(refs, baseline=baseline, hosts=hosts)
     if format is FleetFormat.json:
         from envguard.render.json import fleet_json
 
@@ -433,3 +442,18 @@ def fleet(
 
         fleet_table(report, console())
     raise typer.Exit(0 if report.agree else 1)
+
+
+@app.command("probe-payload")
+def probe_payload(
+    file: Annotated[
+        list[str] | None, typer.Option(help="A file to hash on each node (repeatable).")
+    ] = None,
+    cache: Annotated[
+        list[str] | None, typer.Option(help="A cache directory to measure (repeatable).")
+    ] = None,
+) -> None:
+    """Print the probe as one Python script for a cluster's own fan-out (srun, clush)."""
+    from envguard import api
+
+    data_out().write(api.probe_payload(files=file or (), caches=cache or ()))

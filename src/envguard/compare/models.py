@@ -12,6 +12,7 @@ __all__ = [
     "Change",
     "ChangeGroup",
     "Drift",
+    "FleetFailure",
     "FleetGroup",
     "FleetItem",
     "FleetReport",
@@ -102,13 +103,21 @@ class FleetGroup(Model):
     hosts: tuple[str, ...]
 
 
+class FleetFailure(Model):
+    """A host with no environment to compare (no report, a broken one, the probe's error)."""
+
+    host: str
+    reason: str
+
+
 class FleetReport(Model):
     hosts: tuple[str, ...]
     groups: tuple[FleetGroup, ...]
     differences: tuple[FleetItem, ...]
     odd_hosts: tuple[str, ...]
     baseline: str | None = None
+    failed: tuple[FleetFailure, ...] = ()
 
     @property
     def agree(self) -> bool:
-        return not self.differences
+        return not self.differences and not self.failed

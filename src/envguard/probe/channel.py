@@ -124,6 +124,11 @@ class RemoteTarget(Target):
             if not isinstance(answer, dict):
                 raise ValueError
         except (ValueError, RecursionError):
+            if not data.strip() and not stderr.strip() and run.proc.returncode == 0:
+                from envguard.probe.runner import no_stdin
+
+                why = no_stdin(self.prefix)
+                raise NoAnswer(f"{self.label}: no answer and no error: {why}") from None
             tail = stderr.strip().splitlines()[-1:] or ["no output"]
             raise NoAnswer(
                 f"{self.label}: no answer from the far side"

@@ -133,6 +133,33 @@ def probe_payload(args: Mapping[str, Any], *, entry: str = "main") -> str:
     )
 
 
+# The standalone probe's one line: the node's name, the probe's exit code, the report's
+# length and the report, newline-ended; an engine that splits long lines (srun --label
+# every 1,024 bytes) is undone by its length (snapshots/fanout.py).
+_ENVELOPE = (
+    "import io, json, os\n"
+    "_stdout, sys.stdout = sys.stdout, io.StringIO()\n"
+    "try:\n"
+    "    _code = _pkg.main.main(json.loads(%r))\n"
+    "finally:\n"
+    "    _text, sys.stdout = sys.stdout.getvalue(), _stdout\n"
+    "_text = _text or 'null'\n"
+    'sys.stdout.write(\'{"node": %%s, "exit": %%d, "bytes": %%d, "report": %%s}\\n\''
+    " %% (json.dumps(os.uname().nodename), _code, len(_text.encode('utf-8')), _text))\n"
+    "sys.exit(_code)\n"
+)
+
+
+def standalone_payload(args: Mapping[str, Any]) -> str:
+    """The probe as one self-contained script (`envguard probe-payload`): run by an engine's
+    own fan-out (``srun python3 -I -S p.py``, ``clush python3 -I -S - < p.py``), it prints
+    one line, ``{"node": NAME, "exit": CODE, "bytes": N, "report": REPORT}``, which
+    `envguard fleet` reads."""
+    arg_text = json.dumps({**args, "code": code_key("main")}, sort_keys=True)
+    header = "# envguard probe: prints one JSON line about this node; needs only Python 3.8+\n"
+    return header + _VERSION_CHECK + LOADER + install_call("main") + _ENVELOPE % arg_text
+
+
 _INSTALLED: list[ModuleType] = []
 _INSTALLING = threading.Lock()
 

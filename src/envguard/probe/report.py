@@ -254,6 +254,15 @@ def parse_report(
         doc = _loads(stdout) if stdout.strip() else None
     except (ValueError, RecursionError):
         doc = None
+    return validate_report(
+        doc, label=label, returncode=returncode, stderr_tail=stderr_tail, remote=remote
+    )
+
+
+def validate_report(
+    doc: object, *, label: str, returncode: int, stderr_tail: str = "", remote: bool = True
+) -> ProbeReport:
+    """parse_report() of a report already parsed from JSON (None: it was not JSON)."""
     if isinstance(doc, dict) and "error" in doc:
         error = doc["error"]
         if (

@@ -16,6 +16,7 @@ from typing import IO, TYPE_CHECKING, Any
 from envguard.errors import ProbeError, UsageError
 from envguard.lifecycle import (
     MARKER,
+    TERM_GRACE,
     end_chain,
     forget,
     kill_group,
@@ -47,7 +48,34 @@ def probe_argv(python: str, *, prefix: Sequence[str] = ()) -> list[str]:
     """
     if prefix and (not _SAFE_PYTHON.match(python) or python.startswith("-")):
         raise UsageError(f"--python {python!r}: a remote interpreter path must be a plain path")
+    if any(os.path.basename(token) == "pdsh" for token in prefix):
+        # pdsh never forwards stdin: the far python would wait for its program until the
+        # timeout. Said now, not in 120 s.
+        raise UsageError(
+            f"--via {shlex.join(prefix)}: pdsh passes no stdin, and the probe travels on stdin",
+            hint="use clush -w HOST or ssh HOST as the prefix; for many nodes at once, the pdsh"
+            " recipe runs `envguard probe-payload` through pdcp and pdsh (examples/fleet)",
+        )
     return [*prefix, python, "-I", "-S", "-"]
+
+
+# Container engines whose exec forwards stdin only when asked (-i).
+_EXEC_NEEDS_I = ("docker", "podman", "nerdctl", "kubectl", "oc", "crictl")
+
+
+def no_stdin(prefix: Sequence[str]) -> str:
+    """Why a far side answered nothing and said nothing (exit 0): its python read an empty
+    program, because the prefix passed it no stdin. Names the flag when the tool is known."""
+    for i, token in enumerate(prefix):
+        tool = os.path.basename(token)
+        if tool in _EXEC_NEEDS_I and "exec" in prefix[i + 1 :]:
+            flags = [t for t in prefix[i + 1 :] if t.startswith("-")]
+            if not any(
+                f in ("--interactive", "--stdin") or (not f.startswith("--") and "i" in f[1:])
+                for f in flags
+            ):
+                return f"the prefix passed no stdin: {tool} exec needs -i"
+    return "the prefix passed no stdin to python (a container's exec needs -i)"
 
 
 class _Reader(threading.Thread):
@@ -117,7 +145,7 @@ class ProbeRun:
         sink: IO[bytes] | None = None,
     ) -> None:
         self.label = label or (f"--via {shlex.join(prefix)}" if prefix else f"--python {python}")
-        self.remote = bool(prefix)
+        self.remote, self.prefix = bool(prefix), tuple(prefix)
         self.timeout = timeout
         argv = probe_argv(str(python), prefix=prefix)
         token, self.marker = new_marker()
@@ -170,7 +198,8 @@ class ProbeRun:
     def _reap(self) -> None:
         """Kill the probe's group (and what it started in other sessions) and collect it,
         never waiting long on inherited pipes."""
-        end_chain(self.proc, marker=self.marker, adopts=self.remote)
+        grace = TERM_GRACE if self.remote else 0.0  # a prefix gets to clean up (srun)
+        end_chain(self.proc, marker=self.marker, adopts=self.remote, grace=grace)
         for reader in (self._out, self._err):
             reader.join(2)  # a descendant in another session may hold a pipe: do not wait
         self._close_pipes()
@@ -218,11 +247,19 @@ class ProbeRun:
             except subprocess.TimeoutExpired:
                 continue
 
+    def _said(self) -> str:
+        """The last line the program wrote on stderr, redacted and printable."""
+        text = redact_text(bytes(self._err.data).decode("utf-8", "replace")).strip()
+        last = text.splitlines()[-1] if text else ""
+        return "".join(c if c.isprintable() else "?" for c in last)[:300]
+
     def result(self) -> ProbeReport:
         """Wait for the report; ProbeError for a timeout, a failure or a bad report."""
         from envguard.probe.report import parse_report
 
         data, stderr = self.output()
+        if self.remote and not data.strip() and not stderr.strip() and self.proc.returncode == 0:
+            raise ProbeError(f"{self.label}: no answer and no error: {no_stdin(self.prefix)}")
         return parse_report(
             data,
             label=self.label,
@@ -250,8 +287,12 @@ class ProbeRun:
                     f"{self.label}: output larger than {self.output_cap} bytes; stopped"
                 )
         except subprocess.TimeoutExpired:
+            said = self._said()  # what the prefix said while it ran (an engine's own error)
             self._reap()
-            raise ProbeError(f"{self.label}: no answer within {self.timeout:g}s") from None
+            raise ProbeError(
+                f"{self.label}: no answer within {self.timeout:g}s"
+                + (f"; it said: {said}" if said else "")
+            ) from None
         except BaseException:
             self._reap()
             raise

@@ -126,9 +126,14 @@ def fleet_html(report: FleetReport) -> str:
         if report.agree
         else f"{len(report.groups)} distinct environments across {len(hosts)} hosts;"
         f" odd ones out: {host_list(report.odd_hosts)}"
+        + (f"; {len(report.failed)} failed" if report.failed else "")
     )
     clean = " clean" if report.agree else ""
     body.append(f'<div class="verdict{clean}" id="verdict"><p>{_t(verdict)}</p></div>')
+    if report.failed:
+        body.append("<h2>failed hosts</h2><table><tr><th>host</th><th>why</th></tr>")
+        body += [f"<tr><td>{_t(f.host)}</td><td>{_t(f.reason)}</td></tr>" for f in report.failed]
+        body.append("</table>")
     body.append("<h2>environments</h2><table><tr><th>group</th><th>hosts</th></tr>")
     for g in report.groups:
         body.append(

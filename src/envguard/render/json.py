@@ -103,6 +103,7 @@ def fleet_json(report: FleetReport) -> str:
             for d in report.differences
         ],
         "odd_hosts": list(report.odd_hosts),
+        "failed": [{"host": f.host, "reason": f.reason} for f in report.failed],
     }
     return _dumps(doc, len(report.differences) + len(report.hosts))
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from envguard.compare.engine import iter_sections
 from envguard.compare.models import Drift, FleetReport
-from envguard.render.text import host_list, metrics_footer, printable, summary
+from envguard.render.text import metrics_footer, printable, summary
 
 if TYPE_CHECKING:
     from envguard.snapshots.history import Entry
@@ -64,24 +64,22 @@ def drift_markdown(drift: Drift) -> str:
 
 
 def fleet_markdown(report: FleetReport) -> str:
+    from envguard.render.text import fleet_digest
+
     lines = ["## envguard fleet report", ""]
     if report.agree:
         lines += [f"**all {len(report.hosts)} hosts agree**", ""]
         return "\n".join(lines)
-    lines += [
-        f"**{len(report.groups)} distinct environments across {len(report.hosts)} hosts;"
-        f" odd ones out: {host_list(report.odd_hosts)}**",
-        "",
-        "| item | value | hosts | |",
-        "| --- | --- | --- | --- |",
-    ]
-    for d in report.differences:
-        for v in d.values:
-            mark = "odd one out" if v.odd else ""
-            lines.append(
-                f"| {_cell(d.item)} | {_cell(v.value)} | {_cell(host_list(v.hosts))} | {mark} |"
-            )
-    lines.append("")
+    digest = fleet_digest(report)
+    lines += [f"**{_cell(digest.summary)}**", ""]
+    if report.failed:
+        lines += ["| failed host | why |", "| --- | --- |"]
+        lines += [f"| {_cell(f.host)} | {_cell(f.reason)} |" for f in report.failed]
+        lines.append("")
+    if digest.rows:
+        lines += ["| item | value | hosts | |", "| --- | --- | --- | --- |"]
+        lines += [f"| {' | '.join(_cell(c) for c in row)} |" for row in digest.rows]
+        lines.append("")
     return "\n".join(lines)
 
 

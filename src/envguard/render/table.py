@@ -277,26 +277,36 @@ def plan_table(plan: Plan, console: Console) -> None:
 
 
 def fleet_table(report: FleetReport, console: Console) -> None:
-    """The N-way comparison printed by `envguard fleet`."""
-    from envguard.render.text import host_list, printable
+    """The N-way comparison printed by `envguard fleet`: one screen at any size (failed
+    hosts, groups and items past a few are counted, not listed; --format json lists all)."""
+    from envguard.render.text import fleet_digest, host_list, printable
 
     if report.agree:
         console.print(f"all {len(report.hosts)} hosts agree", markup=False)
         return
-    groups = Table("group", "hosts", "count", title="environments", title_justify="left")
-    for g in report.groups:
-        _row(groups, g.fingerprint, host_list(g.hosts), str(len(g.hosts)))
-    console.print(groups)
-    rows = [
-        (d.item if i == 0 else "", v.value, host_list(v.hosts), "odd one out" if v.odd else "")
-        for d in report.differences
-        for i, v in enumerate(d.values)
-    ]
-    odd = {3: {"odd one out": "bold red"}}
-    _print_rows(console, ("item", "value", "hosts", ""), rows, title="what differs", styles=odd)
-    against = f" (against {report.baseline})" if report.baseline else ""
-    console.print(
-        f"{len(report.groups)} distinct environments across {len(report.hosts)} hosts;"
-        f" odd ones out{against}: {printable(host_list(report.odd_hosts))}",
-        markup=False,
-    )
+    digest = fleet_digest(report)
+    if report.failed:
+        failed = [(f.host, f.reason) for f in report.failed[:_SHOWN]]
+        if len(report.failed) > _SHOWN:
+            failed.append(("", f"(+{len(report.failed) - _SHOWN} more)"))
+        _print_rows(console, ("host", "why"), failed, title="failed hosts")
+    if report.groups:
+        groups = Table("group", "hosts", "count", title="environments", title_justify="left")
+        for g in report.groups[:_SHOWN]:
+            _row(groups, g.fingerprint, host_list(g.hosts), str(len(g.hosts)))
+        if len(report.groups) > _SHOWN:
+            _row(groups, "", f"(+{len(report.groups) - _SHOWN} more groups)", "")
+        console.print(groups)
+    if digest.rows:
+        odd = {3: {"odd one out": "bold red"}}
+        # An item's name once, on its first value's row.
+        rows = [
+            ("" if i and row[0] == digest.rows[i - 1][0] else row[0], *row[1:])
+            for i, row in enumerate(digest.rows)
+        ]
+        _print_rows(console, ("item", "value", "hosts", ""), rows, title="what differs", styles=odd)
+    console.print(printable(digest.summary), markup=False)
+
+
+# Rows of one kind listed before the rest are counted.
+_SHOWN = 10

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from envguard.compare.severity import Severity
@@ -12,7 +13,7 @@ from envguard.reading import UNSAFE_CHARS
 
 if TYPE_CHECKING:
     # Types only: error lines use printable() without loading pydantic.
-    from envguard.compare.models import Change, Drift
+    from envguard.compare.models import Change, Drift, FleetItem, FleetReport, FleetValue
     from envguard.recovery.outcome import Item, Outcome, RestoreReport
     from envguard.snapshots.document import Document
 
@@ -141,6 +142,52 @@ def host_list(hosts: tuple[str, ...], limit: int = 12) -> str:
     """``a, b, c (+N more)``: a long list of hosts kept to one readable line."""
     shown = ", ".join(hosts[:limit])
     return shown + (f" (+{len(hosts) - limit} more)" if len(hosts) > limit else "")
+
+
+@dataclass(frozen=True)
+class FleetDigest:
+    """The fleet's differences as a screen shows them: items that differ on the same hosts
+    in the same way are one block, its first few listed and the rest counted (one host
+    missing 400 packages is a few rows and a count, not 800 rows); and the verdict line."""
+
+    rows: list[tuple[str, str, str, str]]
+    summary: str
+
+
+# Items listed per block of items that differ on the same hosts.
+_PER_BLOCK = 3
+
+
+def _value_hosts(value: FleetValue) -> str:
+    """The hosts holding a value: the odd ones by name, the many by their count."""
+    if value.odd or len(value.hosts) <= 3:
+        return host_list(value.hosts)
+    return f"{len(value.hosts)} hosts"
+
+
+def fleet_digest(report: FleetReport) -> FleetDigest:
+    """The rows and verdict line of a fleet report (table and Markdown)."""
+    blocks: dict[tuple[tuple[str, ...], ...], list[FleetItem]] = {}
+    for d in report.differences:
+        blocks.setdefault(tuple(v.hosts for v in d.values if v.odd), []).append(d)
+    rows: list[tuple[str, str, str, str]] = []
+    for block in blocks.values():
+        for d in block[:_PER_BLOCK]:
+            for v in d.values:
+                mark = "odd one out" if v.odd else ""
+                rows.append((d.item, v.value, _value_hosts(v), mark))
+        if len(block) > _PER_BLOCK:
+            more = len(block) - _PER_BLOCK
+            rows.append((f"(+{more} more items differing on the same hosts)", "", "", ""))
+    against = f" (against {report.baseline})" if report.baseline else ""
+    summary = (
+        f"{len(report.groups)} distinct environments across {len(report.hosts)} hosts;"
+        f" odd ones out{against}: {host_list(report.odd_hosts) or 'none'}"
+    )
+    if report.failed:
+        failed = tuple(f.host for f in report.failed)
+        summary += f"; {len(failed)} failed: {host_list(failed)}"
+    return FleetDigest(rows=rows, summary=summary)
 
 
 def restore_report(report: RestoreReport) -> str:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from envguard.errors import ActionError
 
 if TYPE_CHECKING:
-    from envguard.probe.channel import Target
+    from envguard.probe.channel import RemoteTarget, Target
     from envguard.snapshots.blobs import Blobs
     from envguard.snapshots.models import Cache, Snapshot
 
@@ -20,11 +20,25 @@ if TYPE_CHECKING:
 REMOTE_CACHE_CAP = 8 << 30
 
 
+# A tracked file read through --via larger than this is refused, by name (one at a time,
+# streamed into the store: none is held whole in memory).
+REMOTE_FILE_CAP = 4 << 30
+
+
 def keep_files(snap: Snapshot, blobs: Blobs, target: Target) -> tuple[Snapshot, list[str]]:
     """Store the content of each tracked file that still hashes as recorded."""
     paths = [f.path for f in snap.files if f.sha256]
     if not paths:
         return snap, []
+    if target.remote:
+        from envguard.probe.channel import RemoteTarget
+
+        assert isinstance(target, RemoteTarget)
+        warnings = []
+        for f in snap.files:
+            if f.sha256 and _fetch_file(f.path, blobs, target) != f.sha256:
+                warnings.append(f"{f.path}: changed while the snapshot was taken; content not kept")
+        return snap, warnings
     answer = target.call("read_files", paths=paths)
     if not answer.get("ok"):
         raise ActionError(f"--keep-files: {answer.get('error')}")
@@ -41,6 +55,26 @@ def keep_files(snap: Snapshot, blobs: Blobs, target: Target) -> tuple[Snapshot, 
         elif f.sha256:
             blobs.add_bytes(data)
     return snap, warnings
+
+
+def _fetch_file(path: str, blobs: Blobs, target: RemoteTarget) -> str:
+    """One far-side file streamed into the store; its sha256, as it was read."""
+    from envguard.errors import ProbeError
+    from envguard.units import human_size
+
+    def receive(fh: Any) -> None:
+        target.fetch("cat", cap=REMOTE_FILE_CAP, sink=fh, path=path, limit=REMOTE_FILE_CAP)
+
+    try:
+        return blobs.write(receive)[0]
+    except (ProbeError, ActionError) as exc:  # past the cap: stopped there, or here
+        if "larger than" not in exc.message:
+            raise
+        raise ActionError(
+            f"--keep-files: {path} is larger than {human_size(REMOTE_FILE_CAP)}, the cap for"
+            " one file read through --via; not kept",
+            hint="track a smaller file, or keep this one yourself",
+        ) from None
 
 
 def keep_caches(snap: Snapshot, blobs: Blobs, target: Target) -> Snapshot:

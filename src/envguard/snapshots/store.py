@@ -55,7 +55,6 @@ _DIRECT_TEXT = 2 << 20
 
 def loads(text: str, *, source: str) -> Snapshot:
     """A Snapshot from JSON text; SnapshotError naming ``source`` when it is not one."""
-    from pydantic import ValidationError
 
     from envguard.snapshots import document
     from envguard.snapshots.models import Snapshot
@@ -84,6 +83,15 @@ def loads(text: str, *, source: str) -> Snapshot:
         raise SnapshotError(f"{source}: not a snapshot (JSON nested too deeply)") from None
     except ValueError as exc:
         raise SnapshotError(f"{source}: not valid JSON ({exc})") from None
+    return from_data(data, source=source)
+
+
+def from_data(data: object, *, source: str) -> Snapshot:
+    """A Snapshot from parsed JSON; SnapshotError naming ``source`` when it is not one."""
+    from pydantic import ValidationError
+
+    from envguard.snapshots.models import Snapshot
+
     if not isinstance(data, dict):
         raise SnapshotError(f"{source}: not an envguard snapshot (top level is not an object)")
     version = data.get("schema_version")
