@@ -287,19 +287,26 @@ def live_request(
     default target (_runnable_before_validation). A `via` stored in a snapshot is never
     run; ``timeout``: seconds for each call through it; ``deep``: every installed file
     hashed against its RECORD."""
+    request = _live_request(
+        recorded, python=python, via=via, allow=allow, source=source, root=root, timeout=timeout
+    )
     if deep:
         from dataclasses import replace
 
-        shallow = live_request(
-            recorded,
-            python=python,
-            via=via,
-            allow=allow,
-            source=source,
-            root=root,
-            timeout=timeout,
-        )
-        return replace(shallow, verify="deep")
+        return replace(request, verify="deep")
+    return request
+
+
+def _live_request(
+    recorded: Recorded,
+    *,
+    python: str | None,
+    via: str | None,
+    allow: tuple[str, ...],
+    source: str | None,
+    root: str | None,
+    timeout: float,
+) -> CaptureRequest:
     if via:
         prefix = split_command(via, option="--via")
         remote = python or str(recorded_python(recorded.executable, remote=True))
