@@ -360,3 +360,68 @@ def test_a_file_hashed_once_is_not_hashed_again_until_it_changes(
     os.utime(llama, (later, later))  # the same times as before: the ctime still moved
     third, _ = check()
     assert third["modified"] == ["modeling/llama.py"]
+
+
+@pytest.mark.parametrize("deep", [False, True], ids=["quick", "deep"])
+def test_a_sparse_file_of_terabyte_size_is_not_read_through(
+    model_venv: Path, in_tmp: Path, deep: bool
+) -> None:
+    """A hostile site-packages' file whose RECORD size matches a sparse 1 TiB file written
+    after the install: checked by its size, never read to the end (it would take hours)."""
+    site = _site(model_venv)
+    huge = site / "modeling" / "weights.so"
+    with huge.open("wb") as out:
+        out.truncate(1 << 40)
+    _record(site, "modeling", [f"modeling/weights.so,sha256=AAAA,{1 << 40}"])
+    later = time.time() + 5  # written after RECORD: the quick check would hash it
+    os.utime(huge, (later, later))
+    start = time.monotonic()
+    snap = _snap(model_venv, deep=deep)
+    assert time.monotonic() - start < 30
+    on_disk = snap.package_map()["modeling"].on_disk
+    assert on_disk is not None and "modeling/weights.so" not in on_disk.modified
+    assert any("1 installed files were not hashed" in w for w in snap.warnings)
+
+
+@pytest.mark.parametrize(
+    ("field", "most"), [("modified", 50), ("clobbered", 50), ("unowned", 200), ("clashes", 1000)]
+)
+def test_a_snapshot_listing_more_than_the_probe_keeps_is_refused(
+    tmp_path: Path, in_tmp: Path, field: str, most: int
+) -> None:
+    """The probe keeps at most 50 paths per list (the rest counted), 200 unowned files and
+    1,000 clashes: a snapshot with more was forged (a million entries cost a diff minutes)."""
+    import json
+
+    def document(count: int) -> dict[str, object]:
+        paths = [f"a/{i}.py" for i in range(count)]
+        package: dict[str, object] = {
+            "name": "a", "display_name": "a", "version": "1", "location": "/x"
+        }  # fmt: skip
+        doc: dict[str, object] = {
+            "schema_version": 1, "schema_minor": 2, "name": "f",
+            "created": "2026-01-01T00:00:00Z", "host": "h", "user": "u",
+            "envguard_version": "1",
+            "interpreter": {
+                "version": "3.11.7", "implementation": "CPython",
+                "executable": "/x/bin/python", "prefix": "/x", "base_prefix": "/usr",
+                "is_venv": True, "os": "linux", "machine": "x86_64",
+            },
+            "packages": [package],
+        }  # fmt: skip
+        if field in ("modified", "clobbered"):
+            package["on_disk"] = {field: paths}
+        elif field == "unowned":
+            doc["unowned"] = paths
+        else:
+            claimants = [{"name": "a", "version": "1"}, {"name": "b", "version": "2"}]
+            doc["clashes"] = [{"path": p, "claimants": claimants} for p in paths]
+        return doc
+
+    for count, code in ((most, 0), (most + 1, 2)):
+        path = tmp_path / f"s{count}.json"
+        path.write_text(json.dumps(document(count)))
+        result = runner.invoke(app, ["show", str(path)])
+        assert result.exit_code == code, result.output
+        assert "Traceback" not in result.output
+    assert field in result.output

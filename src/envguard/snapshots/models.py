@@ -86,16 +86,21 @@ class Source(Model):
     subdirectory: str | None = None
 
 
+# The probe keeps at most this many paths per list (probe/target/installed.py): a
+# snapshot holding more was not written by it.
+Listed = Field(default=(), max_length=50)
+
+
 class OnDisk(Model):
     """A distribution's installed files against its RECORD (paths relative to its
     site-packages; at most 50 per list, ``more`` counts the rest)."""
 
     checked: int = 0
-    modified: tuple[Line, ...] = ()
-    missing: tuple[Line, ...] = ()
-    added: tuple[Line, ...] = ()
+    modified: tuple[Line, ...] = Listed
+    missing: tuple[Line, ...] = Listed
+    added: tuple[Line, ...] = Listed
     # Paths whose bytes on disk are another distribution's (see Clash).
-    clobbered: tuple[Line, ...] = ()
+    clobbered: tuple[Line, ...] = Listed
     more: int = 0
 
 
@@ -108,7 +113,7 @@ class Clash(Model):
     """A path two or more distributions' RECORDs claim with different contents."""
 
     path: Line
-    claimants: tuple[Claimant, ...]
+    claimants: tuple[Claimant, ...] = Field(max_length=64)
     # Whose bytes are on disk (by size, then hash, against each RECORD); None: nobody's.
     owner: Line | None = None
 
@@ -266,9 +271,9 @@ class Snapshot(Model):
     env: dict[str, str] = Field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     # Paths claimed by two distributions with different bytes; None: not checked.
-    clashes: Annotated[tuple[Clash, ...] | None, Since(2)] = None
+    clashes: Annotated[tuple[Clash, ...] | None, Since(2), Field(max_length=1000)] = None
     # Files that run (.py, .pth, .so) at the top of site-packages that no RECORD claims.
-    unowned: Annotated[tuple[Line, ...] | None, Since(2)] = None
+    unowned: Annotated[tuple[Line, ...] | None, Since(2), Field(max_length=200)] = None
 
     @field_serializer("schema_minor")
     def _written_now(self, minor: int) -> int:

@@ -215,14 +215,22 @@ def _fits_Snapshot(d: Any) -> bool:
             "clashes" not in d
             or (
                 d["clashes"] is None
-                or (type(d["clashes"]) is list and all(_fits_Clash(x0) for x0 in d["clashes"]))
+                or (
+                    type(d["clashes"]) is list
+                    and len(d["clashes"]) <= 1000
+                    and all(_fits_Clash(x0) for x0 in d["clashes"])
+                )
             )
         )
         and (
             "unowned" not in d
             or (
                 d["unowned"] is None
-                or (type(d["unowned"]) is list and all(_c.line(x0) for x0 in d["unowned"]))
+                or (
+                    type(d["unowned"]) is list
+                    and len(d["unowned"]) <= 200
+                    and all(_c.line(x0) for x0 in d["unowned"])
+                )
             )
         )
         and _c.one_entry_per_package(d)
@@ -292,10 +300,26 @@ def _fits_OnDisk(d: Any) -> bool:
         type(d) is dict
         and d.keys() == _KEYS_OnDisk
         and (type(d["checked"]) is int)
-        and (type(d["modified"]) is list and all(_c.line(x0) for x0 in d["modified"]))
-        and (type(d["missing"]) is list and all(_c.line(x0) for x0 in d["missing"]))
-        and (type(d["added"]) is list and all(_c.line(x0) for x0 in d["added"]))
-        and (type(d["clobbered"]) is list and all(_c.line(x0) for x0 in d["clobbered"]))
+        and (
+            type(d["modified"]) is list
+            and len(d["modified"]) <= 50
+            and all(_c.line(x0) for x0 in d["modified"])
+        )
+        and (
+            type(d["missing"]) is list
+            and len(d["missing"]) <= 50
+            and all(_c.line(x0) for x0 in d["missing"])
+        )
+        and (
+            type(d["added"]) is list
+            and len(d["added"]) <= 50
+            and all(_c.line(x0) for x0 in d["added"])
+        )
+        and (
+            type(d["clobbered"]) is list
+            and len(d["clobbered"]) <= 50
+            and all(_c.line(x0) for x0 in d["clobbered"])
+        )
         and (type(d["more"]) is int)
     )
 
@@ -414,7 +438,11 @@ def _fits_Clash(d: Any) -> bool:
         type(d) is dict
         and d.keys() == _KEYS_Clash
         and (_c.line(d["path"]))
-        and (type(d["claimants"]) is list and all(_fits_Claimant(x0) for x0 in d["claimants"]))
+        and (
+            type(d["claimants"]) is list
+            and len(d["claimants"]) <= 64
+            and all(_fits_Claimant(x0) for x0 in d["claimants"])
+        )
         and (d["owner"] is None or _c.line(d["owner"]))
     )
 

@@ -34,6 +34,14 @@ if TYPE_CHECKING:
 MAX_LISTED = 50
 # Files at the top of site-packages that no RECORD claims, kept.
 MAX_UNOWNED = 200
+# Clashes kept, and claimants per clash (the model refuses more).
+MAX_CLASHES = 1000
+MAX_CLAIMANTS = 64
+# A file larger than this is not hashed (the largest real wheel file, a CUDA library, is
+# under 2 GiB; a sparse file of a terabyte reads as fast as the disk lets zeros through),
+# nor, in the quick check, once this many bytes were hashed in one run: said, not hung on.
+HASH_FILE_CAP = 4 << 30
+QUICK_HASH_BUDGET = 8 << 30
 # Suffixes of the files that run: what the quick check stats.
 _RUNS = (".py", ".so", ".pth", ".pyd", ".dylib")
 _SO_VERSIONED = re.compile(r"\.so(\.[0-9]+)+$")
@@ -138,6 +146,24 @@ def _same_bytes(full: str, recorded: str) -> Optional[bool]:
     return None if found is None else found == recorded
 
 
+class _Budget:
+    """What may still be hashed in this run: files over HASH_FILE_CAP never, and in the
+    quick check no more than QUICK_HASH_BUDGET bytes in all; what was left unhashed is
+    counted for one warning."""
+
+    def __init__(self, deep: bool) -> None:
+        self.left = -1 if deep else QUICK_HASH_BUDGET
+        self.skipped = 0
+
+    def take(self, size: int) -> bool:
+        if size > HASH_FILE_CAP or 0 <= self.left < size:
+            self.skipped += 1
+            return False
+        if self.left >= 0:
+            self.left -= size
+        return True
+
+
 class _Site:
     """The rows of every distribution in one site-packages folder."""
 
@@ -174,14 +200,25 @@ def check_installed(
             _read_record(site, index, dist, deep, warnings, None if deep else cache)
     clashes: List[Dict[str, Any]] = []
     unowned: List[str] = []
+    budget = _Budget(deep)
     for site in sites.values():
         _check_folders(site, warnings)
-        lost = _clashes(site, packages, clashes, warnings)
+        lost = _clashes(site, packages, clashes, warnings, budget)
         for index, rows in site.rows.items():
-            packages[index]["on_disk"] = _check_dist(site, index, rows, lost.get(index, {}), deep)
+            packages[index]["on_disk"] = _check_dist(
+                site, index, rows, lost.get(index, {}), deep, budget
+            )
         _added(site, packages)
         unowned.extend(_unowned(site))
-    return {"clashes": clashes, "unowned": unowned[:MAX_UNOWNED]}
+    if budget.skipped:
+        warnings.append(
+            "%d installed files were not hashed (over %d GiB each, or over %d GiB in all "
+            "without --deep); their size was checked"
+            % (budget.skipped, HASH_FILE_CAP >> 30, QUICK_HASH_BUDGET >> 30)
+        )
+    if len(clashes) > MAX_CLASHES:
+        warnings.append("%d more paths claimed twice are not listed" % (len(clashes) - MAX_CLASHES))
+    return {"clashes": clashes[:MAX_CLASHES], "unowned": unowned[:MAX_UNOWNED]}
 
 
 def _read_record(
@@ -313,7 +350,11 @@ def _linked_folder(site: _Site, path: str) -> Optional[str]:
 
 
 def _clashes(
-    site: _Site, packages: List[Dict[str, Any]], out: List[Dict[str, Any]], warnings: List[str]
+    site: _Site,
+    packages: List[Dict[str, Any]],
+    out: List[Dict[str, Any]],
+    warnings: List[str],
+    budget: _Budget,
 ) -> Dict[int, Dict[str, str]]:
     """Paths claimed by two or more distributions with different contents, each with the
     one whose bytes are on disk. Returns, per distribution that lost a path, path -> the
@@ -332,7 +373,7 @@ def _clashes(
             fits = [c for c in claims if c[2] == size]
             if len({c[1] for c in fits}) == 1:
                 owner = fits[0][3]
-            elif fits:
+            elif fits and budget.take(int(size)):
                 found = _digest(full, fits[0][1].partition("=")[0])
                 owner = next((c[3] for c in fits if c[1] == found), None)
         names = []
@@ -341,7 +382,7 @@ def _clashes(
             if owner is not None and index != owner:
                 lost.setdefault(index, {})[path] = packages[owner]["name"]
         owner_name = packages[owner]["name"] if owner is not None else None
-        out.append({"path": path, "claimants": names, "owner": owner_name})
+        out.append({"path": path, "claimants": names[:MAX_CLAIMANTS], "owner": owner_name})
         listed = " and ".join("%s %s" % (n["name"], n["version"]) for n in names)
         warnings.append(
             "%s is claimed by %s; the file on disk is %s"
@@ -351,7 +392,12 @@ def _clashes(
 
 
 def _check_dist(
-    site: _Site, index: int, rows: List[Tuple[str, str, str]], lost: Dict[str, str], deep: bool
+    site: _Site,
+    index: int,
+    rows: List[Tuple[str, str, str]],
+    lost: Dict[str, str],
+    deep: bool,
+    budget: _Budget,
 ) -> Dict[str, Any]:
     installed = site.installed[index]
     modified: List[str] = []
@@ -403,6 +449,8 @@ def _check_dist(
             st.st_ctime_ns,
         )
         if cache is not None and not deep and cache.was_verified(key):
+            continue
+        if not budget.take(st.st_size):
             continue
         same = _same_bytes(base + path, digest)
         if same is False:
