@@ -93,7 +93,8 @@ def test_installers_guard_cannot_preview_are_refused(tmp_path: Path) -> None:
     venv = tmp_path / ".venv"
     make_venv(venv)
     for argv, said in (
-        (["--", "uv", "add", "six"], "uv add and uv sync are not previewed"),
+        (["--", "uv", "tool", "install", "six"], "not `uv tool`"),
+        (["--", "uv", "add", "--script", "x.py", "six"], "--script"),
         (["--", "conda", "install", "six"], "does not know the installer"),
         (["--", "pip", "install", "--target", "/tmp/x", "six"], "--target"),
     ):
@@ -263,3 +264,83 @@ def test_ctrl_c_leaves_the_venv_untouched_or_fully_installed(tmp_path: Path, dur
         assert mark.exists()  # the installer was let finish
         assert "envguard undo" in err
         assert journal.records(venv)[0].change == "interrupted; not measured"
+
+
+@pytest.fixture
+def project(stack: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """(venv, wheelhouse): the stack's venv as the environment of a uv project (in the
+    current folder, no build system) that depends on torch and numpy, synced from its
+    lock; uv finds the wheels through its variables (the suite runs with UV_NO_CONFIG)."""
+    venv, wh = stack
+    monkeypatch.setenv("UV_FIND_LINKS", str(wh))
+    monkeypatch.setenv("UV_NO_INDEX", "1")
+    Path("pyproject.toml").write_text(
+        '[project]\nname = "trainer"\nversion = "0.1.0"\nrequires-python = ">=3.10"\n'
+        'dependencies = ["torch>=2.13,<2.14", "numpy"]\n'
+    )
+    run([UV, "sync", "--quiet"])
+    return venv, wh
+
+
+def _project_files() -> dict[str, bytes]:
+    return {name: Path(name).read_bytes() for name in ("pyproject.toml", "uv.lock")}
+
+
+def test_uv_add_of_the_sglang_stack_is_refused_and_the_project_left_as_it_was(
+    project: tuple[Path, Path],
+) -> None:
+    venv, _ = project
+    # Any torch from 2.13 on: the lock's 2.13.0+cpu still fits, sglang's 2.14.1 too.
+    manifest = Path("pyproject.toml")
+    manifest.write_text(manifest.read_text().replace("torch>=2.13,<2.14", "torch>=2.13"))
+    before, files = _freeze(venv), _project_files()
+    code, out, err = guard(venv, "--", UV, "add", "sglang")
+    assert code == 1, err
+    assert out.startswith("this add would change torch"), out
+    assert "(critical, pulled in by sglang)" in out.splitlines()[0]
+    assert "refused (--fail-on critical)" in err
+    assert _freeze(venv) == before
+    # uv add has no dry run: the preview's edits of pyproject.toml and uv.lock are undone.
+    assert _project_files() == files
+
+
+def test_uv_add_of_a_harmless_package_runs_and_is_recorded(project: tuple[Path, Path]) -> None:
+    venv, _ = project
+    code, out, err = guard(venv, "--", UV, "add", "six")
+    assert code == 0, err
+    assert out.startswith("this add would add 1 package"), out
+    assert "six==1.17.0" in _freeze(venv)
+    assert '"six' in Path("pyproject.toml").read_text()  # the real uv add ran
+    (record,) = journal.records(venv)
+    assert record.command == (UV, "add", "six")
+
+
+def test_uv_sync_previews_the_removal_of_what_the_lock_lacks(project: tuple[Path, Path]) -> None:
+    venv, wh = project
+    uv_install(venv, wh, "six")  # installed beside the project: uv sync removes it
+    code, out, err = guard(venv, "--preview", "--", UV, "sync")
+    assert code == 0, err
+    assert out.startswith("this sync would remove 1 package"), out
+    assert "six==1.17.0" in _freeze(venv)  # a preview changes nothing
+
+
+def test_a_failing_uv_add_preview_puts_the_project_files_back(
+    project: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """uv add writes pyproject.toml and uv.lock before it fails (or is interrupted): the
+    preview leaves them as they were, and creates no lock that was not there."""
+    venv, _ = project
+    Path("uv.lock").unlink()
+    files = {"pyproject.toml": Path("pyproject.toml").read_bytes()}
+    fake = tmp_path / "fakebin" / "uv"
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/bin/sh\necho 'dependencies = [broken' > pyproject.toml\necho lock > uv.lock\n"
+        "echo 'error: no' >&2\nexit 1\n"
+    )
+    fake.chmod(0o755)
+    code, _, err = guard(venv, "--", str(fake), "add", "six")
+    assert code == 2
+    assert "the uv add dry run failed (exit 1); nothing was installed" in err
+    assert {"pyproject.toml": Path("pyproject.toml").read_bytes()} == files
+    assert not Path("uv.lock").exists()

@@ -115,3 +115,76 @@ def test_the_hook_is_python_38_and_standard_library_only() -> None:
     tree = ast.parse(source, feature_version=(3, 8))
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert imported <= set(sys.stdlib_module_names)
+
+
+@pytest.mark.slow
+def test_pip_from_another_interpreter_is_held_to_the_pinned_gpu_stack(
+    stack: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """`pip --python VENV install ...` from another interpreter never imports the hook, but
+    it reads the venv's pip.conf: the torch pin (with its +cpu build) refuses the swap. The
+    guard itself is not held by it, and pins the new torch once it was allowed."""
+    import ensurepip
+
+    from factories import uv_install
+
+    if subprocess.run([sys.executable, "-m", "pip", "--version"], check=False).returncode:
+        pytest.skip("this interpreter has no pip of its own to act as the outsider")
+    venv, wh = stack
+    uv_install(venv, Path(ensurepip.__file__).parent / "_bundled", "pip")
+    assert runner.invoke(app, ["protect", "--venv", str(venv)]).exit_code == 0
+    assert "torch==2.13.0+cpu" in (venv / "envguard-constraints.txt").read_text().splitlines()
+    links = ["--no-index", "--find-links", str(wh)]
+    outsider = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python")]
+    proc = subprocess.run(
+        [*outsider, "install", "--disable-pip-version-check", *links, "sglang"],
+        capture_output=True,
+        text=True,
+        env=_env(venv, active=False),
+        check=False,
+    )
+    assert proc.returncode != 0, proc.stdout
+    freeze = run([UV, "pip", "freeze", "--python", str(venv)]).stdout
+    assert "torch==2.13.0+cpu" in freeze and "sglang" not in freeze
+    pip = str(venv / "bin" / "pip")
+    result = runner.invoke(
+        app,
+        ["guard", "--venv", str(venv), "--allow", "torch", "--", pip, "install", *links, "sglang"],
+    )
+    assert result.exit_code == 0, result.stderr
+    assert "torch==2.14.1" in run([UV, "pip", "freeze", "--python", str(venv)]).stdout
+    assert "torch==2.14.1" in (venv / "envguard-constraints.txt").read_text().splitlines()
+    assert runner.invoke(app, ["protect", "--check", "--venv", str(venv)]).exit_code == 0
+    assert runner.invoke(app, ["protect", "--off", "--venv", str(venv)]).exit_code == 0
+    assert not (venv / "pip.conf").exists() and not (venv / "envguard-constraints.txt").exists()
+
+
+def test_a_venv_with_its_own_pip_conf_keeps_it(tmp_path: Path) -> None:
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    own = "[global]\nindex-url = https://mirror.example/simple\n"
+    (venv / "pip.conf").write_text(own)
+    result = runner.invoke(app, ["protect", "--venv", str(venv)])
+    assert result.exit_code == 0, result.stderr
+    assert "pip.conf is the venv's own: left alone" in result.stderr
+    assert not (venv / "envguard-constraints.txt").exists()
+    assert runner.invoke(app, ["protect", "--off", "--venv", str(venv)]).exit_code == 0
+    assert (venv / "pip.conf").read_text() == own
+
+
+@pytest.mark.slow
+def test_an_undo_rebuilds_the_venv_protected_as_it_was(stack: tuple[Path, Path]) -> None:
+    """undo swaps in a new venv: the hook, the shim and the pins come with it."""
+    from factories import uv_install
+
+    venv, wh = stack
+    assert runner.invoke(app, ["protect", "--venv", str(venv)]).exit_code == 0
+    guarded = ["guard", "--venv", str(venv), "--", UV, "pip", "install", "--no-index"]
+    assert runner.invoke(app, [*guarded, "--find-links", str(wh), "six"]).exit_code == 0
+    uv_install(venv, wh, "sglang")  # unguarded (uv from elsewhere): torch swapped
+    result = runner.invoke(app, ["undo", "--venv", str(venv), "--find-links", str(wh), "--offline"])
+    assert result.exit_code == 0, result.stderr
+    assert "protected again" in result.stdout
+    check = runner.invoke(app, ["protect", "--check", "--venv", str(venv)])
+    assert check.exit_code == 0, check.stdout
+    assert "torch==2.13.0+cpu" in (venv / "envguard-constraints.txt").read_text().splitlines()

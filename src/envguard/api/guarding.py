@@ -4,7 +4,7 @@ that its later pip and uv installs go through guard() by themselves."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,7 +15,7 @@ from envguard.errors import EnvguardError, StoppedError, UsageError
 from envguard.guard import journal
 from envguard.guard.command import InstallCommand, check_files, parse, split_guarded
 from envguard.guard.install import check_program, find_program, run_install
-from envguard.guard.resolve import Resolution, installer_env
+from envguard.guard.resolve import DryRun, Resolution, installer_env, project_env
 from envguard.guard.resolve import start as start_dry_run
 from envguard.lifecycle import Interrupted, set_interrupt_hint
 from envguard.snapshots import document, store
@@ -100,18 +100,22 @@ def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> P
     opts = options or GuardOptions()
     split = split_guarded(argv, shell=opts.shell) if isinstance(argv, str) else tuple(argv)
     command = parse(split)
-    where = _venv_path(opts.venv)
-    env = installer_env(where, user_environ())
-    check_files(command, cwd=Path.cwd(), env=env)
+    if command.project:
+        where, env, dry_run = _project_dry_run(command, opts)
+    else:
+        where = _venv_path(opts.venv)
+        env = installer_env(where, user_environ())
+        check_files(command, cwd=Path.cwd(), env=env)
     rules = opts.policy if opts.policy is not None else load_policy(fail_on=opts.fail_on)
     against = _baseline_path(opts.against)
     # Validated before anything runs (a snapshot is untrusted input).
     baseline = store.load(against) if against is not None else None
-    program = find_program(command.argv[0], env)
-    check_program(command.tool, program, where)
-    uv = program if command.tool == "uv" else find_uv()
-    # The dry run works while the venv is probed; an error or interrupt stops it.
-    dry_run = start_dry_run(command, venv=where, uv=uv, env=env, timeout=opts.timeout)
+    if not command.project:
+        program = find_program(command.argv[0], env)
+        check_program(command.tool, program, where)
+        uv = program if command.tool == "uv" else find_uv()
+        # The dry run works while the venv is probed; an error or interrupt stops it.
+        dry_run = start_dry_run(command, venv=where, uv=uv, env=env, timeout=opts.timeout)
     try:
         doc = snapshot_document(python=where / "bin" / "python", name="guard")
         installed = {
@@ -133,6 +137,30 @@ def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> P
     if not resolution.touched():  # nothing to compare: pydantic is never loaded
         return seen
     return _judged(seen, document.typed(doc), baseline, rules, allow=opts.allow)
+
+
+def _project_dry_run(
+    command: InstallCommand, opts: GuardOptions
+) -> tuple[Path, dict[str, str], DryRun]:
+    """`uv add|remove|sync` previewed in the project (its files put back): the environment
+    it syncs (``opts.venv``, else the project's own), the installer's environment, the dry
+    run's answer."""
+    from envguard.guard import project
+
+    chosen = _venv_path(opts.venv) if opts.venv is not None else None
+    base = project_env(user_environ(), chosen)
+    check_files(command, cwd=Path.cwd(), env=base)
+    uv = find_program(command.argv[0], base)
+    seen = project.preview(command, uv=uv, env=base, cwd=Path.cwd(), timeout=opts.timeout)
+    if not (seen.environment / "pyvenv.cfg").is_file():
+        raise UsageError(
+            f"{seen.environment}: the project has no environment there yet; nothing to guard",
+            hint="create it first (uv sync), then guard what changes it",
+        )
+    where = _venv_path(seen.environment)
+    if chosen is not None and where.resolve() != chosen.resolve():
+        raise UsageError(f"uv would sync {where}, not the guarded venv {chosen}")
+    return where, installer_env(where, user_environ()), DryRun.answered(command, seen)
 
 
 def _judged(
@@ -225,10 +253,12 @@ def guard(
         raise Interrupted(signum)
     if seen.live is not None:
         from envguard.compare.engine import diff as compute
+        from envguard.guard import protect as protection_files
         from envguard.guard.preview import headline
 
         after = snapshot(python=where / "bin" / "python", name="guard")
         change = headline(compute(seen.live, after, load_policy()), lead="")
+        protection_files.refresh(where, pins((p.name, p.version) for p in after.packages))
     else:  # the installer said it would change nothing: not probed again
         change = "no package change"
     done = journal.finish(where, record, change=change, exit_code=code)
@@ -310,15 +340,31 @@ def undo(
     return Undone(record=done, target=target, restored=restored, outcome=outcome)
 
 
+def pins(packages: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The GPU stack (the policy's critical packages) among ``packages`` (name, version):
+    what protect() pins for pip."""
+    rules = load_policy()
+    return {name: version for name, version in packages if rules.is_critical_package(name)}
+
+
 def protect(*, venv: str | Path | None = None) -> Protection:
     """Route later `pip install|uninstall`, `python -m pip ...` and (with the venv active)
-    `uv pip install|uninstall|sync` in ``venv`` through `envguard guard`."""
+    `uv pip install|uninstall|sync` and `uv add|remove|sync` in ``venv`` through `envguard
+    guard`; pin the GPU stack as installed in the venv's pip.conf (a pip from another
+    interpreter, `pip --python VENV`, reads it too)."""
+    where = _venv_path(venv)
+    doc = snapshot_document(python=where / "bin" / "python", name="protect")
+    return protect_again(where, pins((str(p["name"]), str(p["version"])) for p in doc["packages"]))
+
+
+def protect_again(venv: Path, pinned: dict[str, str]) -> Protection:
+    """protect() with the pins known (a rebuilt venv keeps its protection)."""
     import sys
 
     from envguard.guard import protect as protection_files
 
     return protection_files.protect(
-        _venv_path(venv), envguard=[sys.executable, "-m", "envguard"], uv=find_uv()
+        venv, envguard=[sys.executable, "-m", "envguard"], uv=find_uv(), pins=pinned
     )
 
 

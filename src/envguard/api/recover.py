@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Literal
 
 from envguard.api._shared import with_wheelhouse
 from envguard.api.capture import load, newest
+from envguard.api.guarding import pins, protect_again
 from envguard.errors import UsageError
+from envguard.guard import protect as protection
 from envguard.recovery.sources import Sources
 from envguard.snapshots import store
 from envguard.tools import find_modern_uv
@@ -152,6 +154,7 @@ def rebuild(
     )
     target = Path(the_plan.venv)
     check_target(target, label=f"--venv {venv}")
+    protected = not in_place and protection.status(target) is not None
     cleaned = remove_stale(target)
     skipped = frozenset(s.split(" ", 1)[0] for s in the_plan.skipped)
     outcome = execute(
@@ -166,6 +169,10 @@ def rebuild(
     outcome.notes[:0] = cleaned
     if outcome.live is not None:
         outcome.not_restored = not_restored(snap, outcome.live)
+    if protected:  # the new venv is protected as the old one was
+        live = outcome.live.packages if outcome.live is not None else snap.packages
+        protect_again(target, pins((p.name, p.version) for p in live))
+        outcome.notes.append("protected again (envguard protect): as the old venv was")
     return outcome
 
 

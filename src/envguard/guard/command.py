@@ -13,7 +13,10 @@ from typing import Literal
 from envguard.errors import UsageError
 
 Tool = Literal["uv", "pip"]
-Action = Literal["install", "uninstall", "sync"]
+Action = Literal["install", "uninstall", "sync", "add", "remove"]
+# uv's project commands: they edit pyproject.toml and uv.lock, then sync the project's
+# environment (`uv add` leaves packages it does not need, `uv remove` and `uv sync` do not).
+PROJECT_ACTIONS: tuple[Action, ...] = ("add", "remove", "sync")
 
 # Shell syntax in a command given as one string: it would need a shell to mean anything.
 _SHELL = re.compile(r"[|&;<>`]|\$\(|\$\{|\n")
@@ -87,6 +90,19 @@ _VALUE_OPTIONS = _FILE_OPTIONS | {
     "--group",
     "--no-build-isolation-package",
     "--log-file",
+    # uv add, remove and sync
+    "--optional",
+    "--bounds",
+    "--tag",
+    "--branch",
+    "--rev",
+    "--marker",
+    "-m",
+    "--package",
+    "--no-extra",
+    "--only-group",
+    "--no-group",
+    "--no-install-package",
 }
 # Options that point the install at another place than the guarded venv, or that change
 # what the dry run itself reports: refused, guard previews the venv it guards.
@@ -103,6 +119,8 @@ _RETARGETING = {
     "--dry-run",
     "--directory",
     "--project",
+    "--script",
+    "--output-format",
 }
 
 
@@ -118,6 +136,8 @@ class InstallCommand:
     # Canonical names of the packages named on the command line (not those in -r files).
     requested: tuple[str, ...]
     files: tuple[str, ...]
+    # `uv add|remove|sync`: the project's environment is what changes.
+    project: bool = False
 
     def label(self) -> str:
         import shlex
@@ -150,11 +170,24 @@ def parse(argv: tuple[str, ...]) -> InstallCommand:
     tool: Tool
     if program == "uv" or program.startswith("uv."):
         before, rest = _leading_options(rest)
+        if rest[:1] and rest[0] in PROJECT_ACTIONS:
+            project: Action = PROJECT_ACTIONS[PROJECT_ACTIONS.index(rest[0])]
+            args = (*rest[1:], *before)
+            requested, files = _read_args(args, action=project, project=True)
+            return InstallCommand(
+                argv=argv,
+                tool="uv",
+                action=project,
+                args=args,
+                requested=requested,
+                files=files,
+                project=True,
+            )
         if rest[:1] != ["pip"]:
             raise UsageError(
-                f"envguard guard previews `uv pip install` and `uv pip uninstall`, not"
-                f" `{' '.join(argv[:2])}`",
-                hint="uv add and uv sync are not previewed yet: use uv pip install",
+                f"envguard guard previews `uv pip install|uninstall|sync` and `uv add|remove|"
+                f"sync`, not `{' '.join(argv[:2])}`",
+                hint="run other commands without the guard",
             )
         tool, rest = "uv", [*before, *rest[1:]]
     elif re.fullmatch(r"pip(3(\.\d+)?)?", program):
@@ -193,7 +226,9 @@ def _leading_options(words: list[str]) -> tuple[list[str], list[str]]:
     return words[:i], words[i:]
 
 
-def _read_args(args: tuple[str, ...], *, action: Action) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _read_args(
+    args: tuple[str, ...], *, action: Action, project: bool = False
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
 
@@ -219,13 +254,13 @@ def _read_args(args: tuple[str, ...], *, action: Action) -> tuple[tuple[str, ...
                 value = args[i]
             if option in _FILE_OPTIONS:
                 files.append(value)
-        elif not arg.startswith("-") and action == "sync":
+        elif not arg.startswith("-") and action == "sync" and not project:
             files.append(arg)  # uv pip sync's arguments are requirements files
         elif not arg.startswith("-"):
             try:
                 requested.append(canonicalize_name(Requirement(arg).name))
             except InvalidRequirement:
-                if action == "uninstall":
+                if action in ("uninstall", "remove"):
                     raise UsageError(f"{arg!r}: not a package name") from None
                 # A path or a URL: the resolver reads its name, the preview shows it.
         i += 1
@@ -254,8 +289,8 @@ def check_files(command: InstallCommand, *, cwd: Path, env: Mapping[str, str]) -
     seen: set[str] = set()
     while pending:
         base, name = pending.pop()
-        if "://" in name:
-            continue  # the resolver fetches it: nothing on this machine is read
+        if "://" in name or name == os.devnull:
+            continue  # the resolver fetches it; /dev/null is empty (guard sets it itself)
         path = Path(name) if os.path.isabs(name) else base / name
         text = _read_confined(path, label=name)
         real = os.path.realpath(path)

@@ -1,9 +1,10 @@
 """`envguard protect`: later pip and uv installs in a venv go through `envguard guard`
 without anyone typing it. Two small files do it: a hook that the venv's Python imports at
 start (a .pth line), which hands `pip install|uninstall` and `python -m pip ...` to the
-guard, and a ``bin/uv`` that does the same for `uv pip install|uninstall|sync` while the
-venv is active. A manifest beside them holds their hashes: an edit by hand is found and
-said; `--off` removes every file it lists."""
+guard, and a ``bin/uv`` that does the same for `uv pip install|uninstall|sync` and `uv
+add|remove|sync` while the venv is active; the venv's pip.conf pins the GPU stack for any pip
+that installs into it. A manifest beside them holds their hashes: an edit by hand is found
+and said; `--off` removes every file it lists."""
 
 from __future__ import annotations
 
@@ -22,11 +23,16 @@ MANIFEST = "envguard-protect.json"
 HOOK = "_envguard_protect.py"
 PTH = "_envguard_protect.pth"
 UV_SHIM = "bin/uv"
+# pip reads the venv's own pip.conf (its "site" configuration) whichever pip runs for the
+# venv (`pip --python VENV ...` from another interpreter too): the GPU stack pinned there
+# holds where the hook is not imported. uv reads no configuration from a venv.
+PIP_CONF = "pip.conf"
+CONSTRAINTS = "envguard-constraints.txt"
 VERSION = 1
 
 _UV_SHIM = '''#!{python}
-"""envguard protect: `uv pip install|uninstall|sync` in this venv go through `envguard
-guard` (written by `envguard protect`; `envguard protect --off` removes it)."""
+"""envguard protect: `uv pip install|uninstall|sync` and `uv add|remove|sync` in this venv
+go through `envguard guard` (written by `envguard protect`; `envguard protect --off` removes it)."""
 import os
 import sys
 
@@ -37,10 +43,11 @@ args = sys.argv[1:]
 i = 0
 while i < len(args) and args[i].startswith("-"):  # uv's own options before "pip"
     i += 1
-if (
-    os.environ.get("ENVGUARD_GUARDING") != VENV
-    and args[i : i + 1] == ["pip"]
-    and any(a in ("install", "uninstall", "sync") for a in args[i + 1 :])
+word = args[i] if i < len(args) else ""
+changes = ("install", "uninstall", "sync")
+if os.environ.get("ENVGUARD_GUARDING") != VENV and (
+    (word == "pip" and any(a in changes for a in args[i + 1 :]))
+    or word in ("add", "remove", "sync")
 ):
     os.execv(ENVGUARD[0], [*ENVGUARD, "guard", "--venv", VENV, "--", "uv", *args])
 os.execv(REAL, [REAL, *args])
@@ -86,9 +93,32 @@ def _real_uv(venv: Path, fallback: str) -> str:
     return shutil.which("uv", path=path) or fallback
 
 
-def protect(venv: Path, *, envguard: list[str], uv: str) -> Protection:
-    """Write the hook and the uv shim into ``venv`` (again, if they were there) and the
-    manifest of their hashes."""
+def constraints_text(pins: dict[str, str]) -> str:
+    """The constraints file: each pinned distribution at its installed version, local label
+    (+cu128) included; what pip cannot read as a pin is left out."""
+    from packaging.utils import canonicalize_name
+    from packaging.version import InvalidVersion, Version
+
+    lines = [
+        "# envguard protect: the GPU stack as installed; pip in this venv keeps it."
+        " `envguard guard --allow NAME -- pip install ...` changes it; `envguard protect"
+        " --off` removes this file.",
+    ]
+    for name, version in sorted(pins.items()):
+        try:
+            exact = str(Version(version))
+        except InvalidVersion:
+            continue
+        lines.append(f"{canonicalize_name(name)}=={exact}")
+    return "\n".join(lines) + "\n"
+
+
+def protect(
+    venv: Path, *, envguard: list[str], uv: str, pins: dict[str, str] | None = None
+) -> Protection:
+    """Write the hook, the uv shim and (``pins``: name -> installed version) pip's
+    constraints into ``venv`` (again, if they were there) and the manifest of their
+    hashes."""
     site = site_packages(venv)
     before = status(venv)
     texts = {
@@ -96,6 +126,16 @@ def protect(venv: Path, *, envguard: list[str], uv: str) -> Protection:
         str(site.relative_to(venv) / PTH): f"import {Path(HOOK).stem}\n",
     }
     notes = []
+    if pins is not None:
+        conf = venv / PIP_CONF
+        if conf.exists() and (before is None or PIP_CONF not in before.files):
+            notes.append(
+                f"{conf} is the venv's own: left alone, so a pip from another interpreter"
+                " (pip --python) is not held to the GPU stack's versions"
+            )
+        else:
+            texts[CONSTRAINTS] = constraints_text(pins)
+            texts[PIP_CONF] = f"[install]\nconstraint = {venv / CONSTRAINTS}\n"
     shim = venv / UV_SHIM
     if shim.exists() and (before is None or UV_SHIM not in before.files):
         notes.append(
@@ -109,15 +149,37 @@ def protect(venv: Path, *, envguard: list[str], uv: str) -> Protection:
         )
     for rel, text in texts.items():
         _write(venv / rel, text, executable=rel == UV_SHIM)
-    manifest = {
-        "schema_version": VERSION,
-        "venv": str(venv),
-        "files": {rel: _sha256(text.encode()) for rel, text in texts.items()},
-    }
-    _write(venv / MANIFEST, json.dumps(manifest, indent=2) + "\n", executable=False)
+    _write_manifest(venv, {rel: _sha256(text.encode()) for rel, text in texts.items()})
     if before is not None and before.edited:
         notes.append("replaced what was edited by hand: " + ", ".join(before.edited))
     return Protection(venv=venv, files=tuple(sorted(texts)), notes=tuple(notes))
+
+
+def holds_pip(venv: Path) -> bool:
+    """Whether the venv's pip.conf is protect's (pip there is held to its constraints)."""
+    try:
+        return PIP_CONF in _manifest_files(venv)
+    except UsageError:
+        return False
+
+
+def refresh(venv: Path, pins: dict[str, str]) -> bool:
+    """Pin the GPU stack again after a guarded change; False when the venv's constraints
+    are not protect's as written (absent, or edited by hand: left alone)."""
+    found = status(venv)
+    if found is None or CONSTRAINTS not in found.files or CONSTRAINTS in found.edited:
+        return False
+    files = _manifest_files(venv)
+    text = constraints_text(pins)
+    _write(venv / CONSTRAINTS, text, executable=False)
+    files[CONSTRAINTS] = _sha256(text.encode())
+    _write_manifest(venv, files)
+    return True
+
+
+def _write_manifest(venv: Path, files: dict[str, str]) -> None:
+    manifest = {"schema_version": VERSION, "venv": str(venv), "files": files}
+    _write(venv / MANIFEST, json.dumps(manifest, indent=2) + "\n", executable=False)
 
 
 def _write(path: Path, text: str, *, executable: bool) -> None:
@@ -134,9 +196,27 @@ def _sha256(data: bytes) -> str:
 def status(venv: Path) -> Protection | None:
     """The venv's protection as its manifest says, each file checked; None when it has
     none. UsageError for a damaged manifest."""
+    if not (venv / MANIFEST).exists():
+        return None
+    files = _manifest_files(venv)
+    edited, missing = [], []
+    for rel, digest in sorted(files.items()):
+        data = _read(venv / rel)
+        if data is None:
+            missing.append(rel)
+        elif _sha256(data) != digest:
+            edited.append(rel)
+    return Protection(
+        venv=venv, files=tuple(sorted(files)), edited=tuple(edited), missing=tuple(missing)
+    )
+
+
+def _manifest_files(venv: Path) -> dict[str, str]:
+    """The manifest's files (relative path -> sha256); {} when there is none, UsageError
+    when it is damaged."""
     path = venv / MANIFEST
     if not path.exists():
-        return None
+        return {}
     text = read_text(str(path), SMALL_CAP)
     try:
         raw = json.loads(text or "", parse_constant=not_json_constant)
@@ -152,16 +232,7 @@ def status(venv: Path) -> Protection | None:
             f"{path}: a damaged protection manifest ({exc})",
             hint="envguard protect writes it again; --off then removes what it lists",
         ) from None
-    edited, missing = [], []
-    for rel, digest in sorted(files.items()):
-        data = _read(venv / rel)
-        if data is None:
-            missing.append(rel)
-        elif _sha256(data) != digest:
-            edited.append(rel)
-    return Protection(
-        venv=venv, files=tuple(sorted(files)), edited=tuple(edited), missing=tuple(missing)
-    )
+    return dict(files)
 
 
 def _read(path: Path) -> bytes | None:

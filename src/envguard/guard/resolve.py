@@ -10,11 +10,15 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from envguard.errors import UsageError
 from envguard.guard.command import InstallCommand
 from envguard.lifecycle import end_chain, forget, start_child
 from envguard.reading import not_json_constant
+
+if TYPE_CHECKING:
+    from envguard.guard.project import ProjectPreview
 
 OUTPUT_CAP = 64 << 20
 
@@ -85,6 +89,14 @@ class DryRun:
     ) -> None:
         self.command, self.argv, self.proc = command, argv, proc
         self.deadline, self.timeout = deadline, timeout
+        self.resolution: Resolution | None = None
+
+    @classmethod
+    def answered(cls, command: InstallCommand, seen: ProjectPreview) -> DryRun:
+        """A dry run that already ran (uv's project commands: see guard/project.py)."""
+        done = cls(command, list(seen.argv), None, deadline=0.0, timeout=0.0)
+        done.resolution = seen.resolution
+        return done
 
     def cancel(self) -> None:
         if self.proc is not None and self.proc.returncode is None:
@@ -94,12 +106,14 @@ class DryRun:
     def finish(self, installed: Mapping[str, str]) -> Resolution:
         """What the install would change in the venv whose packages are ``installed``."""
         command = self.command
+        if self.resolution is not None:
+            return self.resolution
         if self.proc is None:  # an uninstall: what it names, as installed
             return Resolution(
                 removed={n: installed[n] for n in command.requested if n in installed},
                 requires_known=True,
             )
-        out = _output(self.proc, self.deadline, timeout=self.timeout, label=command.tool)
+        out = read_output(self.proc, self.deadline, timeout=self.timeout, label=command.tool)
         try:
             data = json.loads(out, parse_constant=not_json_constant)
             if command.tool == "uv":
@@ -125,17 +139,28 @@ def start(
             raise UsageError("an uninstall from a requirements file is not previewed")
         return DryRun(command, [], None, deadline=deadline, timeout=timeout)
     argv = dry_run_argv(command, venv=venv, uv=uv)
-    proc = start_child(
+    return DryRun(command, argv, start_reading(argv, env), deadline=deadline, timeout=timeout)
+
+
+def start_reading(
+    argv: list[str], env: Mapping[str, str], *, cwd: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """An installer's dry run started, its output read by read_output()."""
+    return start_child(
         argv,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=dict(env),
+        cwd=None if cwd is None else str(cwd),
     )
-    return DryRun(command, argv, proc, deadline=deadline, timeout=timeout)
 
 
-def _output(proc: subprocess.Popen[bytes], deadline: float, *, timeout: float, label: str) -> bytes:
+def read_output(
+    proc: subprocess.Popen[bytes], deadline: float, *, timeout: float, label: str
+) -> bytes:
+    """What a dry run wrote, once it ended by ``deadline``; UsageError (the child stopped)
+    when it did not, failed, or wrote more than OUTPUT_CAP."""
     import time
 
     try:
@@ -188,13 +213,21 @@ def _unsafe(value: str, chars: str) -> bool:
 
 
 def _from_uv(data: object, *, requested: tuple[str, ...]) -> Resolution:
+    if not isinstance(data, dict):
+        raise ValueError("not an object")
+    return from_uv_changes(data.get("changes"), requested=requested)
+
+
+def from_uv_changes(changes: object, *, requested: tuple[str, ...]) -> Resolution:
+    """The Resolution of uv's JSON list of changes (`uv pip install --dry-run` and `uv sync
+    --dry-run` write the same list); ValueError for what is not one."""
     from packaging.utils import canonicalize_name
 
-    if not isinstance(data, dict) or not isinstance(data.get("changes"), list):
+    if not isinstance(changes, list):
         raise ValueError("no list of changes")
     removed: dict[str, str] = {}
     added: dict[str, str] = {}
-    for change in data["changes"]:
+    for change in changes:
         if not isinstance(change, dict):
             raise ValueError("a change is not an object")
         name = canonicalize_name(_text(change.get("name"), "a name"))
@@ -247,11 +280,25 @@ def _from_pip(data: object, installed: Mapping[str, str]) -> Resolution:
 
 def installer_env(venv: Path, base: Mapping[str, str]) -> dict[str, str]:
     """The user's environment with ``venv`` active: ``pip`` and ``python`` are the venv's,
-    and uv installs into it."""
-    env = {k: v for k, v in base.items() if k not in RETARGETING_VARIABLES}
+    uv installs into it, and uv's project commands sync it."""
+    from envguard.guard.protect import holds_pip
+
+    env = project_env(base, venv)
+    if "PIP_CONSTRAINT" not in env and holds_pip(venv):
+        # The guard decides what changes; protect's pins are for pip run without it.
+        env["PIP_CONSTRAINT"] = os.devnull
     env["VIRTUAL_ENV"] = str(venv)
     env[GUARDING] = str(venv)  # a protected venv's hooks let this install through
     env["PATH"] = str(venv / "bin") + os.pathsep + env.get("PATH", os.defpath)
+    return env
+
+
+def project_env(base: Mapping[str, str], venv: Path | None) -> dict[str, str]:
+    """The user's environment without what would point an installer elsewhere; uv's project
+    commands sync ``venv`` (None: the project's own environment, as uv finds it)."""
+    env = {k: v for k, v in base.items() if k not in RETARGETING_VARIABLES}
+    if venv is not None:
+        env["UV_PROJECT_ENVIRONMENT"] = str(venv)
     return env
 
 
