@@ -22,7 +22,7 @@ ALLOWED: dict[str, set[str]] = {
     "snapshots": {"base", "probe"},
     "compare": {"base", "snapshots"},
     "recovery": {"base", "probe", "snapshots", "compare"},
-    "schemas": {"base", "snapshots", "recovery"},
+    "schemas": {"base", "snapshots", "recovery", "guard.report"},
     "render": {"base", "snapshots", "compare", "recovery.plan", "recovery.outcome"},
     # An install previewed, run and recorded: above compare, beside recovery.
     "guard": {"base", "probe", "snapshots", "compare"},

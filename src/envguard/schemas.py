@@ -1,16 +1,28 @@
 """The published JSON schemas: snapshots (the files envguard writes) and the documents that
-`--format json` prints (drift, fleet). `envguard schema KIND` prints one; `schema/*.json`
-in the repository holds the same text, checked by a test."""
+`--format json` prints (drift, fleet, ..., guard's). `envguard schema KIND` prints one;
+`schema/*.json` in the repository holds the same text, checked by a test."""
 
 from __future__ import annotations
 
 import json
 from typing import Any, Literal
 
-from pydantic import ConfigDict, TypeAdapter
+from pydantic import BaseModel, ConfigDict, TypeAdapter
 from typing_extensions import NotRequired, TypedDict
 
-KINDS = ("snapshot", "drift", "fleet", "plan", "list", "restore", "bisect")
+KINDS = (
+    "snapshot",
+    "drift",
+    "fleet",
+    "plan",
+    "list",
+    "restore",
+    "bisect",
+    "guard",
+    "history",
+    "undo",
+    "protect",
+)
 
 
 class ChangeDocument(TypedDict):
@@ -126,8 +138,7 @@ class ListDocument(TypedDict):
 
 
 def schema(kind: str) -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of ``kind``: snapshot, drift, fleet, plan, list,
-    restore or bisect."""
+    """The JSON Schema (draft 2020-12) of ``kind``: one of KINDS."""
     if kind == "snapshot":
         from envguard.snapshots import models
 
@@ -155,6 +166,16 @@ def schema(kind: str) -> dict[str, Any]:
         from envguard.recovery.bisect import BisectReport
 
         found = TypeAdapter(BisectReport).json_schema(mode="serialization")
+    elif kind in ("guard", "history", "undo", "protect"):
+        from envguard.guard import report
+
+        documents: dict[str, type[BaseModel]] = {
+            "guard": report.GuardReport,
+            "history": report.HistoryReport,
+            "undo": report.UndoReport,
+            "protect": report.ProtectReport,
+        }
+        found = documents[kind].model_json_schema(mode="serialization", by_alias=True)
     else:
         raise ValueError(kind)
     return {

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from envguard.api.capture import newest, snapshot, snapshot_document
 from envguard.api.compare import load_policy
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from envguard.compare.policy import Policy
     from envguard.guard.journal import Record
     from envguard.guard.protect import Protection
+    from envguard.guard.report import GuardReport, HistoryReport, ProtectReport, UndoReport
     from envguard.recovery.outcome import Outcome
     from envguard.recovery.sources import Sources
     from envguard.snapshots.models import Snapshot
@@ -46,6 +47,11 @@ class Preview:
     live: Snapshot | None = None
     blocking: list[Change] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    snapshot: Path | None = None  # the snapshot file held to; None: the venv as it is
+
+    def report(self) -> GuardReport:
+        """The preview as `envguard guard --preview --format json` prints it."""
+        return _guard_report(self, None)
 
 
 @dataclass
@@ -57,6 +63,37 @@ class Guarded:
     exit_code: int | None = None
     record: Record | None = None
     change: str = ""
+
+    def report(self) -> GuardReport:
+        """What guard() did as `envguard guard --format json` prints it."""
+        return _guard_report(self.preview, self)
+
+
+def _guard_report(seen: Preview, done: Guarded | None) -> GuardReport:
+    from envguard.guard.report import GuardReport, guard_change
+
+    drift = seen.drift
+    ran = done is not None and done.ran
+    return GuardReport(
+        venv=str(seen.venv),
+        command=seen.command.argv,
+        against=seen.against,
+        snapshot=str(seen.snapshot) if seen.snapshot is not None else None,
+        headline=seen.headline,
+        verdict=drift.verdict if drift is not None else (),
+        changes=tuple(
+            guard_change(c, blocking=c in seen.blocking)
+            for c in (drift.changes if drift is not None else ())
+        ),
+        blocking=bool(seen.blocking),
+        blocked_by=tuple(sorted({c.name for c in seen.blocking})),
+        preview=done is None,
+        ran=ran,
+        exit_code=done.exit_code if done is not None else None,
+        record=done.record.number if done is not None and done.record is not None else None,
+        change=(done.change or None) if done is not None and ran else None,
+        notes=tuple(seen.notes),
+    )
 
 
 def _venv_path(venv: str | Path | None) -> Path:
@@ -133,6 +170,7 @@ def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> P
         resolution=resolution,
         live_text=store.dumps(doc),
         headline=f"this {command.action} would change no package",
+        snapshot=against,
     )
     if not resolution.touched():  # nothing to compare: pydantic is never loaded
         return seen
@@ -229,10 +267,13 @@ def guard(
     options: GuardOptions | None = None,
     *,
     on_preview: Callable[[Preview], None] = lambda _: None,
+    stdout_to_stderr: bool = False,
 ) -> Guarded:
     """Preview ``argv``; refuse it (nothing changed) when a change to what is installed
     reaches ``fail_on`` and is not allowed; else record the venv, run the command as given,
-    and record what it changed. ``on_preview`` sees the preview before anything runs."""
+    and record what it changed. ``on_preview`` sees the preview before anything runs;
+    ``stdout_to_stderr``: the command's output goes to standard error (standard output is
+    kept for a document)."""
     opts = options or GuardOptions()
     seen = preview(argv, opts)
     on_preview(seen)
@@ -247,7 +288,11 @@ def guard(
         planned=seen.headline,
     )
     set_interrupt_hint(f"`envguard undo --venv {where}` brings back the venv as it was before")
-    code, signum = run_install(seen.command.argv, installer_env(where, user_environ()))
+    code, signum = run_install(
+        seen.command.argv,
+        installer_env(where, user_environ()),
+        stdout_to_stderr=stdout_to_stderr,
+    )
     if signum is not None:
         journal.finish(where, record, change="interrupted; not measured", exit_code=code)
         raise Interrupted(signum)
@@ -272,6 +317,16 @@ def history(*, venv: str | Path | None = None) -> list[Record]:
     return journal.records(_venv_path(venv))
 
 
+def history_report(*, venv: str | Path | None = None) -> HistoryReport:
+    """history() as `envguard history --format json` prints it."""
+    from envguard.guard.report import HistoryReport, history_record
+
+    where = _venv_path(venv)
+    return HistoryReport(
+        venv=str(where), records=tuple(history_record(r) for r in journal.records(where))
+    )
+
+
 @dataclass
 class Undone:
     """What undo() brought back, and the rebuild that did it."""
@@ -280,6 +335,23 @@ class Undone:
     target: Record  # the change it went back before
     restored: str
     outcome: Outcome
+
+    def report(self) -> UndoReport:
+        """What undo() did as `envguard undo --format json` prints it."""
+        from envguard.guard.report import UndoReport, history_record
+
+        outcome = self.outcome
+        return UndoReport(
+            venv=str(outcome.venv),
+            target=history_record(self.target),
+            record=self.record.number,
+            restored=self.restored,
+            packages=outcome.packages,
+            backup=str(outcome.backup) if outcome.backup is not None else None,
+            backup_bytes=outcome.backup_bytes,
+            notes=tuple(outcome.notes),
+            not_restored=tuple(outcome.not_restored),
+        )
 
 
 def undo(
@@ -382,3 +454,20 @@ def protection(*, venv: str | Path | None = None) -> Protection | None:
     from envguard.guard import protect as protection_files
 
     return protection_files.status(_venv_path(venv))
+
+
+def protection_report(
+    action: Literal["protect", "check", "off"], *, venv: str | Path | None = None
+) -> ProtectReport:
+    """protect() (``action`` "protect"), protection() ("check") or unprotect() ("off") as
+    `envguard protect --format json` prints it."""
+    from envguard.guard.report import protect_report
+
+    where = _venv_path(venv)
+    if action == "protect":
+        found: Protection | None = protect(venv=where)
+    elif action == "off":
+        found = unprotect(venv=where)
+    else:
+        found = protection(venv=where)
+    return protect_report(where, found, action=action)

@@ -300,6 +300,10 @@ class SchemaKind(str, Enum):
     list = "list"
     restore = "restore"
     bisect = "bisect"
+    guard = "guard"
+    history = "history"
+    undo = "undo"
+    protect = "protect"
 
 
 @app.command()

@@ -5,10 +5,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from envguard.cli.program import app, console, quiet
+from envguard.cli.program import OutputFormat, app, console, data_out, quiet
 from envguard.cli.restore import ExtraIndexUrl, FindLinks, IndexUrl, NoIndex, Offline, TorchIndex
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from envguard.api.guarding import Preview
 
 # What a command's first word is when it is an install command, not a snapshot's name.
@@ -18,6 +20,11 @@ Venv = Annotated[
     Path | None,
     typer.Option(help="The venv [default: $VIRTUAL_ENV, else ./.venv].", metavar="DIR"),
 ]
+Format = Annotated[OutputFormat, typer.Option("--format")]
+
+
+def _write(document: "BaseModel") -> None:
+    data_out().write(document.model_dump_json(indent=2, by_alias=True) + "\n")
 
 
 def _is_installer(word: str) -> bool:
@@ -100,11 +107,18 @@ def guard(
     keep: Annotated[
         int, typer.Option(min=1, help="Keep this many records of guarded changes (the newest).")
     ] = 20,
+    format: Annotated[
+        OutputFormat,
+        typer.Option(
+            "--format", help="json: one document on stdout; the installer's output goes to stderr."
+        ),
+    ] = OutputFormat.table,
 ) -> None:
     """Preview an install as drift; refuse it, or run it and record it."""
     from envguard import api
     from envguard.render.text import printable
 
+    as_json = format is OutputFormat.json
     snapshot, command = _split(list(words or ()))
     options = api.GuardOptions(
         venv=venv,
@@ -117,9 +131,19 @@ def guard(
     )
     if preview:
         seen = api.preview(command, options)
-        _show(seen)
+        if as_json:
+            _write(seen.report())
+        else:
+            _show(seen)
         raise typer.Exit(1 if seen.blocking else 0)
-    done = api.guard(command, options, on_preview=_show)
+    done = api.guard(
+        command,
+        options,
+        on_preview=(lambda _: None) if as_json else _show,
+        stdout_to_stderr=as_json,
+    )
+    if as_json:
+        _write(done.report())
     if not done.ran:
         import shlex
 
@@ -134,17 +158,20 @@ def guard(
         typer.echo(printable(f"hint: to let it change {', '.join(names)}: {again}"), err=True)
         raise typer.Exit(1)
     assert done.record is not None
-    if not quiet():
+    if not quiet() and not as_json:
         typer.echo(printable(f"recorded #{done.record.number}: {done.change}"), err=True)
     raise typer.Exit(done.exit_code or 0)
 
 
 @app.command()
-def history(venv: Venv = None) -> None:
+def history(venv: Venv = None, format: Format = OutputFormat.table) -> None:
     """The guarded changes of a venv, newest first."""
     from envguard import api
     from envguard.render.text import printable
 
+    if format is OutputFormat.json:
+        _write(api.history_report(venv=venv))
+        return
     records = api.history(venv=venv)
     if not records:
         typer.echo("no guarded changes recorded for this venv (envguard guard -- ...)")
@@ -181,6 +208,7 @@ def undo(
     keep_backups: Annotated[
         int, typer.Option(min=0, help="Keep this many envguard backups of the venv.")
     ] = 1,
+    format: Format = OutputFormat.table,
 ) -> None:
     """Bring the venv back to before a guarded change (atomic rebuild)."""
     from envguard import api
@@ -206,12 +234,15 @@ def undo(
             status=status.update,
             on_line=lambda line: err.print(f"  {line}", markup=False, style="dim"),
         )
+    set_interrupt_hint(None)
+    if format is OutputFormat.json:
+        _write(done.report())
+        return
     import shlex
 
     before = f"#{done.target.number} ({shlex.join(done.target.command)})"
     typer.echo(printable(f"back to before {before}: {done.restored}"))
     typer.echo(rebuild_report(done.outcome))
-    set_interrupt_hint(None)
 
 
 @app.command()
@@ -221,11 +252,18 @@ def protect(
     check: Annotated[
         bool, typer.Option("--check", help="Say whether it is in place, as written.")
     ] = False,
+    format: Format = OutputFormat.table,
 ) -> None:
     """Route later pip and uv installs in the venv through guard."""
     from envguard import api
     from envguard.render.text import printable
 
+    if format is OutputFormat.json:
+        report = api.protection_report("check" if check else "off" if off else "protect", venv=venv)
+        _write(report)
+        if check and (not report.protected or report.edited or report.missing):
+            raise typer.Exit(1)
+        return
     if check:
         found = api.protection(venv=venv)
         if found is None:

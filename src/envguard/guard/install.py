@@ -31,14 +31,19 @@ def check_program(tool: str, program: str, venv: Path) -> None:
         )
 
 
-def run_install(argv: tuple[str, ...], env: Mapping[str, str]) -> tuple[int, int | None]:
+def run_install(
+    argv: tuple[str, ...], env: Mapping[str, str], *, stdout_to_stderr: bool = False
+) -> tuple[int, int | None]:
     """Run ``argv``: (its exit status, 128 + N when a signal N ended it; the signal that
-    came meanwhile, or None). Its input and output are envguard's."""
+    came meanwhile, or None). Its input and output are envguard's; ``stdout_to_stderr``:
+    its standard output goes to envguard's standard error."""
     program = find_program(argv[0], env)
     code, signum = 1, None
     try:
         with signals_deferred():  # Ctrl-C: the install finishes, then envguard stops
-            proc = start_child([program, *argv[1:]], env=dict(env))
+            proc = start_child(
+                [program, *argv[1:]], env=dict(env), stdout=2 if stdout_to_stderr else None
+            )
             try:
                 code = proc.wait()
             finally:
