@@ -4,7 +4,7 @@ that its later pip and uv installs go through guard() by themselves."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -303,7 +303,10 @@ def guard(
 
         after = snapshot(python=where / "bin" / "python", name="guard")
         change = headline(compute(seen.live, after, load_policy()), lead="")
-        protection_files.refresh(where, pins((p.name, p.version) for p in after.packages))
+        pinned = protection_files.gpu_pins(
+            [(p.name, p.version) for p in after.packages], rules=load_policy()
+        )
+        protection_files.refresh(where, pinned)
     else:  # the installer said it would change nothing: not probed again
         change = "no package change"
     done = journal.finish(where, record, change=change, exit_code=code)
@@ -412,32 +415,17 @@ def undo(
     return Undone(record=done, target=target, restored=restored, outcome=outcome)
 
 
-def pins(packages: Iterable[tuple[str, str]]) -> dict[str, str]:
-    """The GPU stack (the policy's critical packages) among ``packages`` (name, version):
-    what protect() pins for pip."""
-    rules = load_policy()
-    return {name: version for name, version in packages if rules.is_critical_package(name)}
-
-
 def protect(*, venv: str | Path | None = None) -> Protection:
     """Route later `pip install|uninstall`, `python -m pip ...` and (with the venv active)
     `uv pip install|uninstall|sync` and `uv add|remove|sync` in ``venv`` through `envguard
     guard`; pin the GPU stack as installed in the venv's pip.conf (a pip from another
     interpreter, `pip --python VENV`, reads it too)."""
-    where = _venv_path(venv)
-    doc = snapshot_document(python=where / "bin" / "python", name="protect")
-    return protect_again(where, pins((str(p["name"]), str(p["version"])) for p in doc["packages"]))
-
-
-def protect_again(venv: Path, pinned: dict[str, str]) -> Protection:
-    """protect() with the pins known (a rebuilt venv keeps its protection)."""
-    import sys
-
     from envguard.guard import protect as protection_files
 
-    return protection_files.protect(
-        venv, envguard=[sys.executable, "-m", "envguard"], uv=find_uv(), pins=pinned
-    )
+    where = _venv_path(venv)
+    doc = snapshot_document(python=where / "bin" / "python", name="protect")
+    installed = [(str(p["name"]), str(p["version"])) for p in doc["packages"]]
+    return protection_files.protect_installed(where, installed, rules=load_policy())
 
 
 def unprotect(*, venv: str | Path | None = None) -> Protection | None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Literal
 
 from envguard.api._shared import with_wheelhouse
 from envguard.api.capture import load, newest
-from envguard.api.guarding import pins, protect_again
+from envguard.api.compare import load_policy
 from envguard.errors import UsageError
 from envguard.guard import protect as protection
 from envguard.recovery.sources import Sources
@@ -171,7 +171,8 @@ def rebuild(
         outcome.not_restored = not_restored(snap, outcome.live)
     if protected:  # the new venv is protected as the old one was
         live = outcome.live.packages if outcome.live is not None else snap.packages
-        protect_again(target, pins((p.name, p.version) for p in live))
+        installed = [(p.name, p.version) for p in live]
+        protection.protect_installed(target, installed, rules=load_policy())
         outcome.notes.append("protected again (envguard protect): as the old venv was")
     return outcome
 

@@ -13,11 +13,16 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from envguard.errors import UsageError
 from envguard.reading import SMALL_CAP, not_json_constant, read_text
+
+if TYPE_CHECKING:
+    from envguard.compare.policy import Policy
 
 MANIFEST = "envguard-protect.json"
 HOOK = "_envguard_protect.py"
@@ -111,6 +116,29 @@ def constraints_text(pins: dict[str, str]) -> str:
             continue
         lines.append(f"{canonicalize_name(name)}=={exact}")
     return "\n".join(lines) + "\n"
+
+
+def gpu_pins(installed: Iterable[tuple[str, str]], *, rules: Policy) -> dict[str, str]:
+    """The GPU stack (the policy's critical packages) among ``installed`` (name, version):
+    what pip is held to."""
+    return {name: version for name, version in installed if rules.is_critical_package(name)}
+
+
+def protect_installed(
+    venv: Path, installed: Iterable[tuple[str, str]], *, rules: Policy
+) -> Protection:
+    """protect() with this envguard as the guard, the uv PATH finds, and the GPU stack
+    among ``installed`` pinned."""
+    import sys
+
+    from envguard.tools import find_uv
+
+    return protect(
+        venv,
+        envguard=[sys.executable, "-m", "envguard"],
+        uv=find_uv(),
+        pins=gpu_pins(installed, rules=rules),
+    )
 
 
 def protect(
