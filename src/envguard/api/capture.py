@@ -76,6 +76,26 @@ def snapshot_document(
     return finish_document(started)
 
 
+def start_document(*, python: str | Path, name: str) -> StartedCapture:
+    """snapshot_document(python=..., name=...) started: its probe runs while the caller
+    works; ``finish_document()`` (envguard.snapshots.capture) waits for it, ``cancel()``
+    stops it."""
+    return _start_snapshot(
+        python=python,
+        name=name,
+        repos=(),
+        files=(),
+        caches=(),
+        metrics=None,
+        note=None,
+        via=None,
+        timeout=120.0,
+        command=None,
+        root=None,
+        pid=None,
+    )
+
+
 def prestart(
     command: Literal["snapshot", "diff"],
     *,

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from envguard.api.capture import newest, snapshot, snapshot_document
+from envguard.api.capture import newest, snapshot, snapshot_document, start_document
 from envguard.api.compare import load_policy
-from envguard.errors import EnvguardError, StoppedError, UsageError
+from envguard.errors import StoppedError, UsageError
 from envguard.guard import journal
 from envguard.guard.command import InstallCommand, check_files, parse, split_guarded
 from envguard.guard.install import check_program, find_program, run_install
@@ -19,6 +19,7 @@ from envguard.guard.resolve import DryRun, Resolution, installer_env, project_en
 from envguard.guard.resolve import start as start_dry_run
 from envguard.lifecycle import Interrupted, set_interrupt_hint
 from envguard.snapshots import document, store
+from envguard.snapshots.capture import finish_document
 from envguard.tools import find_uv, user_environ
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from envguard.guard.report import GuardReport, HistoryReport, ProtectReport, UndoReport
     from envguard.recovery.outcome import Outcome
     from envguard.recovery.sources import Sources
+    from envguard.snapshots.document import Document
     from envguard.snapshots.models import Snapshot
 
 
@@ -384,17 +386,27 @@ def undo(
         )
     target = found[steps - 1]
     path = journal.snapshot_path(where, target)
-    good = store.load(path)  # validated before anything runs
-    doc = snapshot_document(python=where / "bin" / "python", name="guard")
-    restored = headline(compute(document.typed(doc), good, load_policy()), lead="")
-    record = journal.begin(
-        where,
-        store.dumps(doc),
-        command=("envguard", "undo", str(steps)),
-        allowed=(),
-        planned=f"back to before #{target.number}",
-    )
+    # The venv as it is now, for the record that makes the undo undoable: probed while the
+    # snapshot is read and the new venv is built, and taken before the swap.
+    started = start_document(python=where / "bin" / "python", name="guard")
+    begun: list[tuple[Record, Document]] = []
+
+    def record_it() -> None:
+        if not begun:
+            doc = finish_document(started)
+            entry = journal.begin(
+                where,
+                store.dumps(doc),
+                command=("envguard", "undo", str(steps)),
+                allowed=(),
+                planned=f"back to before #{target.number}",
+            )
+            begun.append((entry, doc))
+
     try:
+        good = store.load(path)  # validated before anything runs
+        if in_place:  # the sync changes the venv itself: recorded first
+            record_it()
         outcome = rebuild(
             path,
             venv=where,
@@ -403,13 +415,22 @@ def undo(
             keep_backups=keep_backups,
             status=status,
             on_line=on_line,
+            before_swap=record_it,
         )
     except (StoppedError, KeyboardInterrupt):  # the swap may have happened: kept
-        journal.finish(where, record, change="interrupted; see envguard diff", exit_code=130)
+        started.cancel()
+        if begun:
+            journal.finish(
+                where, begun[0][0], change="interrupted; see envguard diff", exit_code=130
+            )
         raise
-    except EnvguardError:  # the rebuild swaps a venv in only once all of it worked
-        journal.discard(where, record)
+    except BaseException:  # the rebuild swaps a venv in only once all of it worked
+        started.cancel()
+        if begun:
+            journal.discard(where, begun[0][0])
         raise
+    record, doc = begun[0]
+    restored = headline(compute(document.typed(doc), good, load_policy()), lead="")
     done = journal.finish(where, record, change=restored, exit_code=0)
     journal.collect(where)
     return Undone(record=done, target=target, restored=restored, outcome=outcome)

@@ -138,10 +138,12 @@ def rebuild(
     keep_backups: int = 1,
     status: Callable[[str], None] = lambda _: None,
     on_line: Callable[[str], None] | None = None,
+    before_swap: Callable[[], None] | None = None,
 ) -> Outcome:
     """Recreate ``good``'s packages in ``venv``: build beside it, verify, swap atomically.
     The working venv is untouched unless every step succeeded. At most ``keep_backups``
-    old venvs are kept (the newest); the build is refused when the disk lacks the room."""
+    old venvs are kept (the newest); the build is refused when the disk lacks the room.
+    ``before_swap`` runs once the new venv is verified, before the swap."""
     from envguard.recovery.execute import check_target, execute, not_restored, remove_stale
 
     snap, the_plan = _planned(
@@ -165,6 +167,7 @@ def rebuild(
         ignore=skipped,
         status=status,
         on_line=on_line,
+        before_swap=before_swap,
     )
     outcome.notes[:0] = cleaned
     if outcome.live is not None:

@@ -254,14 +254,16 @@ def execute(
     ignore: frozenset[str] = frozenset(),
     status: Callable[[str], None] = lambda _: None,
     on_line: Callable[[str], None] | None = None,
+    before_swap: Callable[[], None] | None = None,
 ) -> Outcome:
     """Run ``p``. Fresh mode: the working venv is untouched unless every step succeeded.
     Afterwards at most ``keep_backups`` envguard backups of the venv are kept (the newest).
+    ``before_swap`` runs once the new venv is verified, before it takes the old one's place
+    (what must read the old venv where it is).
 
     One rebuild of a venv at a time: a second one refuses at once (ActionError)."""
     with venv_lock(Path(p.venv)):
-        if not p.in_place:
-            check_room(Path(p.venv))
+        room = None if p.in_place else _Room(Path(p.venv))
         outcome = _execute(
             p,
             snapshot,
@@ -269,12 +271,50 @@ def execute(
             ignore=ignore,
             status=status,
             on_line=on_line,
+            before=_Before(room=room, swap=before_swap),
         )
         if not p.in_place:
             outcome.notes += prune_backups(Path(p.venv), keep=keep_backups, current=outcome.backup)
         if outcome.backup is not None:
-            outcome.backup_bytes = tree_bytes(outcome.backup)
+            # The backup is the venv the room check measured, moved aside.
+            measured = room.size if room is not None else None
+            outcome.backup_bytes = measured if measured is not None else tree_bytes(outcome.backup)
         return outcome
+
+
+class _Room:
+    """check_room() in a thread: it walks the venv while uv creates the new one, and the
+    first install waits for its verdict (wait()). What it measured is also the size of the
+    backup the swap leaves."""
+
+    def __init__(self, venv: Path) -> None:
+        import threading
+
+        self.size: int | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(venv,), daemon=True)
+        self.thread.start()
+
+    def _run(self, venv: Path) -> None:
+        try:
+            self.size = check_room(venv)
+        except BaseException as exc:  # re-raised by wait() in the rebuild's thread
+            self.error = exc
+
+    def wait(self) -> None:
+        self.thread.join()
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+
+
+@dataclass(frozen=True)
+class _Before:
+    """What the steps wait for: the room check before installing, the caller's
+    ``before_swap`` before the new venv takes the old one's place."""
+
+    room: _Room | None = None
+    swap: Callable[[], None] | None = None
 
 
 def tree_bytes(root: Path, *, seconds: float = 10.0) -> int | None:
@@ -292,16 +332,17 @@ def tree_bytes(root: Path, *, seconds: float = 10.0) -> int | None:
     return total
 
 
-def check_room(venv: Path) -> None:
+def check_room(venv: Path) -> int | None:
     """Refuse before building when the venv's file system has less free space than the
-    venv takes now (the new one is built beside it), with a hint of what frees some."""
+    venv takes now (the new one is built beside it), with a hint of what frees some; the
+    venv's size (None: not measured)."""
     if not venv.is_dir():
-        return
+        return None
     size = tree_bytes(venv, seconds=5.0)
     try:
         stats = os.statvfs(venv.parent)
     except OSError:
-        return
+        return size
     free = stats.f_bavail * stats.f_frsize
     if size is not None and free < size:
         from envguard.units import human_size
@@ -310,6 +351,7 @@ def check_room(venv: Path) -> None:
             f"{venv.parent}: {human_size(free)} free, the new venv needs about {human_size(size)}",
             hint="free some room (old envguard backups: --keep-backups 0), or --in-place",
         )
+    return size
 
 
 def prune_backups(venv: Path, *, keep: int, current: Path | None) -> list[str]:
@@ -369,6 +411,7 @@ def _execute(
     ignore: frozenset[str],
     status: Callable[[str], None],
     on_line: Callable[[str], None] | None,
+    before: _Before,
 ) -> Outcome:
     venv = Path(p.venv)
     outcome = Outcome(venv=venv, snapshot=p.snapshot, packages=p.packages)
@@ -381,7 +424,7 @@ def _execute(
     with signals_handled():
         try:
             try:
-                _run_steps(p, snapshot, outcome, ignore, status, on_line, state)
+                _run_steps(p, snapshot, outcome, ignore, status, on_line, state, before)
             finally:  # still handled: a signal during clean-up is reported below
                 build = state.build
                 if build is not None and (build / MARKER).exists():  # only a build of ours
@@ -441,6 +484,7 @@ def _run_steps(
     status: Callable[[str], None],
     on_line: Callable[[str], None] | None,
     state: _State,
+    before: _Before,
 ) -> None:
     venv = Path(p.venv)
     try:
@@ -456,6 +500,8 @@ def _run_steps(
     for i, step in enumerate(p.steps, 1):
         state.current = step.purpose
         status(f"[{i}/{total}] {step.purpose}")
+        if before.room is not None and not (isinstance(step, RunStep) and step.kind == "venv"):
+            before.room.wait()
         if isinstance(step, VerifyStep):
             drift, outcome.live = verify(
                 snapshot, Path(step.python), sections=step.sections, ignore=ignore
@@ -468,6 +514,8 @@ def _run_steps(
                 )
         elif isinstance(step, SwapStep):
             assert state.build is not None and Path(step.build) == state.build
+            if before.swap is not None:
+                before.swap()
             # The pid too: two rebuilds in one second must not share a backup name.
             now = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
             stamp = f"{now}-{os.getpid()}"
