@@ -80,20 +80,7 @@ def start_document(*, python: str | Path, name: str) -> StartedCapture:
     """snapshot_document(python=..., name=...) started: its probe runs while the caller
     works; ``finish_document()`` (envguard.snapshots.capture) waits for it, ``cancel()``
     stops it."""
-    return _start_snapshot(
-        python=python,
-        name=name,
-        repos=(),
-        files=(),
-        caches=(),
-        metrics=None,
-        note=None,
-        via=None,
-        timeout=120.0,
-        command=None,
-        root=None,
-        pid=None,
-    )
+    return _start_snapshot(python=python, name=name)
 
 
 def prestart(
@@ -138,17 +125,17 @@ def _start_snapshot(
     *,
     python: str | Path | None,
     name: str | None,
-    repos: Sequence[str | Path],
-    files: Sequence[str],
-    caches: Sequence[str],
-    metrics: Mapping[str, MetricValue] | None,
-    note: str | None,
-    via: str | Sequence[str] | None,
-    timeout: float | None,
-    command: Sequence[str] | None,
-    root: str | Path | None,
+    repos: Sequence[str | Path] = (),
+    files: Sequence[str] = (),
+    caches: Sequence[str] = (),
+    metrics: Mapping[str, MetricValue] | None = None,
+    note: str | None = None,
+    via: str | Sequence[str] | None = None,
+    timeout: float | None = 120.0,
+    command: Sequence[str] | None = None,
+    root: str | Path | None = None,
     deep: bool = False,
-    pid: int | None,
+    pid: int | None = None,
 ) -> StartedCapture:
     request = capture_request(
         python=python,
