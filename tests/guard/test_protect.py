@@ -188,3 +188,41 @@ def test_an_undo_rebuilds_the_venv_protected_as_it_was(stack: tuple[Path, Path])
     check = runner.invoke(app, ["protect", "--check", "--venv", str(venv)])
     assert check.exit_code == 0, check.stdout
     assert "torch==2.13.0+cpu" in (venv / "envguard-constraints.txt").read_text().splitlines()
+
+
+def test_constraint_files_pip_is_configured_with_still_apply_in_a_protected_venv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The venv's pip.conf would replace a constraint file named in /etc/pip.conf or the
+    user's (NGC containers pin every package that way): it names them after its own, and
+    the guard's own pip runs keep them without protect's pins."""
+    from envguard.guard.protect import guard_constraints
+
+    if subprocess.run([sys.executable, "-m", "pip", "--version"], check=False).returncode:
+        pytest.skip("this interpreter has no pip to read pip's configuration")
+    site_wide = tmp_path / "constraint.txt"
+    site_wide.write_text("numpy<2\n")
+    conf = tmp_path / "pip-global.conf"
+    conf.write_text(f"[global]\nconstraint = {site_wide}\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    assert runner.invoke(app, ["protect", "--venv", str(venv)]).exit_code == 0
+    written = (venv / "pip.conf").read_text()
+    assert f"constraint = {venv / 'envguard-constraints.txt'} {site_wide}" in written
+    assert guard_constraints(venv) == str(site_wide)
+
+
+def test_the_hook_is_not_a_stray_file_unless_it_was_edited(stack: tuple[Path, Path]) -> None:
+    """protect's .pth and hook are no distribution's: as written (the manifest's hashes)
+    they are not reported as files nobody owns; edited, they are."""
+    from envguard import api
+
+    venv, _ = stack
+    assert runner.invoke(app, ["protect", "--venv", str(venv)]).exit_code == 0
+    assert api.snapshot(python=venv / "bin" / "python", name="s").unowned == ()
+    pth = next(venv.glob("lib/python3*/site-packages/_envguard_protect.pth"))
+    pth.write_text(pth.read_text() + "import os\n")
+    assert api.snapshot(python=venv / "bin" / "python", name="s").unowned == (
+        "_envguard_protect.pth",
+    )

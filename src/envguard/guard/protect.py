@@ -162,8 +162,11 @@ def protect(
                 " (pip --python) is not held to the GPU stack's versions"
             )
         else:
+            others, said = _configured_constraints(venv)
+            notes += said
             texts[CONSTRAINTS] = constraints_text(pins)
-            texts[PIP_CONF] = f"[install]\nconstraint = {venv / CONSTRAINTS}\n"
+            files = " ".join([str(venv / CONSTRAINTS), *others])
+            texts[PIP_CONF] = f"[install]\nconstraint = {files}\n"
     shim = venv / UV_SHIM
     if shim.exists() and (before is None or UV_SHIM not in before.files):
         notes.append(
@@ -183,12 +186,63 @@ def protect(
     return Protection(venv=venv, files=tuple(sorted(texts)), notes=tuple(notes))
 
 
-def holds_pip(venv: Path) -> bool:
-    """Whether the venv's pip.conf is protect's (pip there is held to its constraints)."""
+def _configured_constraints(venv: Path) -> tuple[list[str], list[str]]:
+    """The constraint files pip's own configuration names (/etc/pip.conf, the user's): the
+    venv's pip.conf would replace them, so it names them after its own. (the files, notes)"""
+    import subprocess
+    import sys
+
+    for python in (venv / "bin" / "python", Path(sys.executable)):
+        try:
+            proc = subprocess.run(
+                [str(python), "-m", "pip", "config", "list"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if proc.returncode == 0:
+            return _constraint_files(proc.stdout), []
+    return [], [
+        "pip's own configuration could not be read (no pip to ask): constraint files it names"
+        " elsewhere are not applied in this venv while it is protected"
+    ]
+
+
+def _constraint_files(listing: str) -> list[str]:
+    """The constraint files of `pip config list` (install.constraint over global.)."""
+    import shlex
+
+    found: dict[str, list[str]] = {}
+    for line in listing.splitlines():
+        key, eq, value = line.partition("=")
+        if eq and key in ("global.constraint", "install.constraint"):
+            try:
+                words = shlex.split(value)
+            except ValueError:
+                continue
+            found[key] = [w for part in words for w in part.split()]
+    return found.get("install.constraint", found.get("global.constraint", []))
+
+
+def guard_constraints(venv: Path) -> str | None:
+    """What PIP_CONSTRAINT holds for the guard's own pip runs in a venv whose pip.conf is
+    protect's: the constraint files pip's configuration names elsewhere, without protect's
+    pins (the guard decides what changes); None when the venv's pip.conf is not protect's."""
     try:
-        return PIP_CONF in _manifest_files(venv)
-    except UsageError:
-        return False
+        if PIP_CONF not in _manifest_files(venv):
+            return None
+        text = read_text(str(venv / PIP_CONF), SMALL_CAP) or ""
+    except (UsageError, OSError):
+        return None
+    for line in text.splitlines():
+        key, eq, value = line.partition("=")
+        if eq and key.strip() == "constraint":
+            others = [f for f in value.split() if f != str(venv / CONSTRAINTS)]
+            return " ".join(others) or os.devnull
+    return os.devnull
 
 
 def refresh(venv: Path, pins: dict[str, str]) -> bool:

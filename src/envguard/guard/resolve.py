@@ -281,12 +281,13 @@ def _from_pip(data: object, installed: Mapping[str, str]) -> Resolution:
 def installer_env(venv: Path, base: Mapping[str, str]) -> dict[str, str]:
     """The user's environment with ``venv`` active: ``pip`` and ``python`` are the venv's,
     uv installs into it, and uv's project commands sync it."""
-    from envguard.guard.protect import holds_pip
+    from envguard.guard.protect import guard_constraints
 
     env = project_env(base, venv)
-    if "PIP_CONSTRAINT" not in env and holds_pip(venv):
+    held = None if "PIP_CONSTRAINT" in env else guard_constraints(venv)
+    if held is not None:
         # The guard decides what changes; protect's pins are for pip run without it.
-        env["PIP_CONSTRAINT"] = os.devnull
+        env["PIP_CONSTRAINT"] = held
     env["VIRTUAL_ENV"] = str(venv)
     env[GUARDING] = str(venv)  # a protected venv's hooks let this install through
     env["PATH"] = str(venv / "bin") + os.pathsep + env.get("PATH", os.defpath)

@@ -515,14 +515,18 @@ def _cap(result: Dict[str, Any]) -> None:
 
 
 def _unowned(site: _Site) -> List[str]:
-    """Files that run at the top of site-packages that no RECORD claims."""
+    """Files that run at the top of site-packages that no RECORD claims (but `envguard
+    protect`'s own hook, as its manifest says it wrote it)."""
     try:
         names = sorted(os.listdir(site.site))
     except OSError:
         return []
     out: List[str] = []
+    protected = _protect_hook(site.site)
     for name in names:
         if name in site.owner or not name.endswith((".py", ".pth", ".so")):
+            continue
+        if name in protected and _digest(site.site + "/" + name, "sha256") == protected[name]:
             continue
         try:
             if stat.S_ISREG(os.lstat(site.site + "/" + name).st_mode):
@@ -530,6 +534,28 @@ def _unowned(site: _Site) -> List[str]:
         except OSError:
             continue
     return out
+
+
+def _protect_hook(site: str) -> Dict[str, str]:
+    """File name -> RECORD-form sha256 of what `envguard protect` wrote at the top of
+    ``site`` (its manifest, envguard-protect.json, is in the venv's root)."""
+    import base64
+    import json
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(site)))
+    try:
+        data = json.loads(read_bytes(os.path.join(root, "envguard-protect.json"), 1 << 16))
+        files = data["files"]
+        top = os.path.relpath(site, root)
+        out = {}
+        for rel, digest in files.items():
+            folder, _, name = rel.rpartition("/")
+            if folder == top and len(digest) == 64:
+                raw = base64.urlsafe_b64encode(bytes.fromhex(digest)).rstrip(b"=").decode()
+                out[name] = "sha256=" + raw
+        return out
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return {}
 
 
 class Checking:
