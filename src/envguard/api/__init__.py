@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         save,
         snapshot,
         snapshot_document,
+        start_document,
     )
     from envguard.api.compare import check, diff, diff_locks, find_lock, load_policy
     from envguard.api.guarding import (
@@ -69,6 +70,7 @@ _MODULES = {
         "save",
         "snapshot",
         "snapshot_document",
+        "start_document",
     ),
     "compare": ("check", "diff", "diff_locks", "find_lock", "load_policy"),
     "guarding": (
@@ -135,6 +137,7 @@ __all__ = [
     "snapshot_document",
     "snapshot_hosts",
     "sources",
+    "start_document",
     "undo",
     "unprotect",
 ]
