@@ -75,7 +75,11 @@ def test_the_first_lines_name_the_torch_build_and_the_cause(polluted: Path) -> N
     assert head[3] == "other packages: 1 added"  # six: nothing pulled it in
     assert head[-1] == "last good run: tok_s=21500" and len(head) == 5
     # Folded by default: one row for sglang, the critical ones (torch, flashinfer) kept.
-    assert "with 21 more packages it pulled in (--expand lists them)" in result.stdout
+    assert (
+        "with 23 packages it pulled in (21 folded into this row, 2 in rows of their own;"
+        " --expand lists them)"
+    ) in result.stdout
+    assert "drift from good: 5 critical, 1 warning (plus 21 warnings folded" in result.stdout
     assert "stackdep07" not in result.stdout
     assert "torch upgraded 2.13.0+cpu -> 2.14.1+cu130" in result.stdout
     expanded = runner.invoke(app, ["diff", "good", "--python", str(polluted), "--expand"], env=wide)
@@ -159,7 +163,7 @@ def test_markdown_folds_an_install_as_the_table_does(polluted: Path) -> None:
     result = runner.invoke(app, ["diff", "good", "--python", str(polluted), "--format", "markdown"])
     text = result.stdout
     table, _, details = text.partition("<details>")
-    assert "with 21 more packages it pulled in" in table
+    assert "with 23 packages it pulled in (21 folded into this row" in table
     assert "stackdep07" not in table and "stackdep07" in details
     assert "flashinfer" in table  # critical: never folded
     assert len(table.splitlines()) < 30
@@ -170,4 +174,4 @@ def test_github_annotations_open_with_the_verdict_and_fold_an_install(polluted: 
     lines = result.stdout.splitlines()
     assert lines[0].startswith("::notice title=envguard verdict::torch 2.13.0+cpu -> 2.14.1+cu130")
     assert not any("stackdep07" in line for line in lines)
-    assert any("with 21 more packages it pulled in" in line for line in lines)
+    assert any("with 23 packages it pulled in (21 folded into this row" in line for line in lines)

@@ -200,3 +200,22 @@ def test_policy_overrides_ignore_and_extra_critical() -> None:
     }
     assert policy.fail_on is Severity.critical
     assert Policy().fail_on is Severity.warning
+
+
+def test_a_folder_recorded_as_two_caches_is_one_cache_in_the_drift() -> None:
+    """A file from an older envguard holds the inductor cache's folder a second time, as
+    the `--cache` folder that named it: one cache went cold, one change, one verdict word."""
+    path = "/tmp/torchinductor_root"
+    warm = {"exists": True, "bytes": 1 << 30, "files": 20000}
+    good = snapshot(
+        metrics={"tok_s": 21500},
+        caches=(Cache(kind="inductor", path=path, **warm), Cache(kind="user", path=path, **warm)),
+    )
+    cold = {"exists": False}
+    bad = snapshot(
+        caches=(Cache(kind="inductor", path=path, **cold), Cache(kind="user", path=path, **cold))
+    )
+    drift = diff(good, bad)
+    (change,) = [c for c in drift.changes if c.section == "caches"]
+    assert change.kind == "cold" and change.message.startswith(f"inductor cache {path} is cold")
+    assert "inductor cache cold" in drift.verdict and "user cache cold" not in str(drift.verdict)

@@ -146,6 +146,25 @@ def test_repos_files_caches_and_metrics(tmp_path: Path, good_venv: Path) -> None
     assert first.diff_sha256 != second.diff_sha256
 
 
+def test_a_cache_folder_named_again_by_cache_is_one_cache(
+    tmp_path: Path, good_venv: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--cache DIR` naming the inductor cache's folder, through a symlink or spelt with a
+    trailing slash, is that cache: recorded once, under its named kind."""
+    from envguard import api
+
+    cache = tmp_path / "inductor"
+    (cache / "fx").mkdir(parents=True)
+    (cache / "fx" / "graph").write_bytes(b"g" * 100)
+    (tmp_path / "link").symlink_to(cache)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
+    monkeypatch.chdir(tmp_path)
+    snap = api.snapshot(python=good_venv, caches=["link", f"{cache}/"])
+    assert [(c.kind, c.path, c.files) for c in snap.caches if c.kind != "triton"] == [
+        ("inductor", str(cache), 1)
+    ]
+
+
 def test_missing_file_and_non_repo_are_usage_errors(tmp_path: Path, good_venv: Path) -> None:
     with pytest.raises(UsageError, match=r"--file .*nope\.py: no such file"):
         snap_of(good_venv, tmp_path, files=("nope.py",))

@@ -22,6 +22,7 @@ import os
 import re
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -88,15 +89,22 @@ def units(good: Snapshot, bad: Snapshot) -> list[Unit]:
         if by:
             label += f", pulled in by {', '.join(by)}"
         out.append(Unit(id="torch", label=label, packages=tuple(torch)))
-    taken = set(torch)
-    for cause in causes:
-        members = [m for m in (cause.root, *cause.members) if m not in taken]
-        if cause.root in taken or len(members) < 2:
+    unit_of = dict.fromkeys(torch, "the torch stack's")
+    # Biggest install first (the verdict's order): a package two installs pulled in goes
+    # with the bigger one, as the diff's table folds it.
+    for cause in sorted(causes, key=lambda c: (-len(c.members), c.root)):
+        members = [m for m in (cause.root, *cause.members) if m not in unit_of]
+        if cause.root in unit_of or len(members) < 2:
             continue  # nothing left that it alone pulled in: a single change below
-        taken.update(members)
-        pulled = len(members) - 1
-        label = f"{cause.root} and what it pulled in ({pulled} package{'s' * (pulled != 1)})"
-        out.append(Unit(id=f"group:{cause.root}", label=label, packages=tuple(members)))
+        unit_of.update(dict.fromkeys(members, f"{cause.root}'s"))
+        out.append(
+            Unit(
+                id=f"group:{cause.root}",
+                label=_group_label(cause.root, cause.members, unit_of),
+                packages=tuple(members),
+            )
+        )
+    taken = set(unit_of)
     for name in sorted(changed - taken):
         what = _change(name, gm.get(name), bm.get(name))
         out.append(Unit(id=f"package:{name}", label=what, packages=(name,)))
@@ -113,6 +121,20 @@ def units(good: Snapshot, bad: Snapshot) -> list[Unit]:
             label = f"a cold {kept.kind} cache (the good run's was warm)"
             out.append(Unit(id=f"cache:{kept.kind}", label=label, cache=kept.kind))
     return out
+
+
+def _group_label(root: str, members: Sequence[str], unit_of: dict[str, str]) -> str:
+    """``sglang and what it pulled in (133 of its 135 packages; 2 in the torch stack's
+    unit)``: the install's whole count, as the diff's verdict gives it, and where the
+    packages that went with another unit are."""
+    n = len(members)
+    whole = f"{n} package{'s' * (n != 1)}"
+    mine = unit_of[root]
+    apart = Counter(unit_of[m] for m in members if unit_of[m] != mine)
+    if not apart:
+        return f"{root} and what it pulled in ({whole})"
+    where = ", ".join(f"{k} in {unit} unit" for unit, k in sorted(apart.items()))
+    return f"{root} and what it pulled in ({n - sum(apart.values())} of its {whole}; {where})"
 
 
 def candidate(good: Snapshot, bad: Snapshot, chosen: Sequence[Unit]) -> Snapshot:

@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from envguard.compare.sections.caches import one_per_folder
 from envguard.confine import OUTSIDE
 from envguard.errors import ActionError, EnvguardError
 from envguard.recovery.outcome import Item
 from envguard.recovery.review import held
 from envguard.redact import REDACTED
-from envguard.snapshots.request import USER_CACHE
 
 if TYPE_CHECKING:
     from envguard.probe.channel import Target
@@ -322,23 +322,6 @@ def restore_caches(ctx: Context, stack_live: Snapshot, *, rebuild_pending: bool)
         now = live.get((cache.kind, _key(cache.path)))
         items.append(_restore_cache(ctx, cache, now, stack_live, rebuild_pending))
     return items
-
-
-def one_per_folder(caches: Iterable[Cache]) -> list[Cache]:
-    """Each folder once, in the recorded order: a file from an older envguard may hold a
-    folder twice (`--cache DIR` naming $TORCHINDUCTOR_CACHE_DIR), and a second unpacking
-    over the first fails. The kept one with the named kind (inductor, triton) is taken."""
-    chosen: dict[str, Cache] = {}
-    for cache in caches:
-        held = chosen.get(_key(cache.path))
-        if held is None or _better(cache, held):
-            chosen[_key(cache.path)] = cache
-    return [c for c in caches if chosen[_key(c.path)] is c]
-
-
-def _better(cache: Cache, held: Cache) -> bool:
-    rank = (cache.archive is not None, cache.kind != USER_CACHE)
-    return rank > (held.archive is not None, held.kind != USER_CACHE)
 
 
 def _restore_cache(

@@ -234,7 +234,7 @@ def drift_table(drift: Drift, console: Console, *, expand: bool = False) -> None
         console.print("what each install pulled in:", markup=False)
         for line in group_tree(drift):
             console.print(printable(line), markup=False, highlight=False, soft_wrap=True)
-    console.print(printable(summary(drift)), markup=False)
+    console.print(printable(summary(drift, expand=expand)), markup=False)
     footer = metrics_footer(drift)
     if footer and not drift.verdict:  # the verdict already ends with the last good run
         console.print(printable(footer), markup=False)

@@ -13,7 +13,14 @@ from envguard.reading import UNSAFE_CHARS
 
 if TYPE_CHECKING:
     # Types only: error lines use printable() without loading pydantic.
-    from envguard.compare.models import Change, Drift, FleetItem, FleetReport, FleetValue
+    from envguard.compare.models import (
+        Change,
+        ChangeGroup,
+        Drift,
+        FleetItem,
+        FleetReport,
+        FleetValue,
+    )
     from envguard.recovery.outcome import Item, Outcome, RestoreReport
     from envguard.snapshots.document import Document
 
@@ -38,13 +45,20 @@ def printable(text: str) -> str:
     return text
 
 
-def summary(drift: Drift) -> str:
-    """`3 critical, 2 warnings, 1 info` or `no drift`."""
+def summary(drift: Drift, *, expand: bool = False) -> str:
+    """`3 critical, 2 warnings, 1 info` or `no drift`: the rows as shown, then the changes
+    folded into an install's row (``collapsed``) counted apart, so the figures are the
+    rows a person sees and add up to the changes the JSON lists."""
     if not drift.changes:
         subject = drift.subject or "the environment"
         return f"no drift: {subject} matches {drift.expected_name or 'the snapshot'}"
-    counts = Counter(change.severity for change in drift.changes)
-    return f"drift from {drift.expected_name or 'the snapshot'}: " + severity_counts(counts)
+    _, folded = collapsed(drift, expand=expand)
+    counts = Counter(c.severity for c in drift.changes if id(c) not in folded)
+    text = f"drift from {drift.expected_name or 'the snapshot'}: " + severity_counts(counts)
+    if folded:
+        hidden = Counter(c.severity for c in drift.changes if id(c) in folded)
+        text += f" (plus {severity_counts(hidden)} folded into their installs' rows)"
+    return text
 
 
 def severity_counts(counts: Mapping[Severity, int]) -> str:
@@ -69,24 +83,50 @@ def collapsed(drift: Drift, *, expand: bool = False) -> tuple[dict[int, str], se
 
     roots = {g.root: g for g in drift.groups}
     by_name = primary_changes(drift.changes)
+    # A package two installs pulled in is folded into one row: the bigger install's (the
+    # verdict's order), so the rows' counts add up to the changes folded.
+    home: dict[str, str] = {}
+    for group in sorted(drift.groups, key=lambda g: (-len(g.members), g.root)):
+        for name in group.members:
+            home.setdefault(name, group.root)
     for c in drift.changes:
         if c.section != "packages" or not c.groups:
             continue
         if c.name in roots:
-            group = roots[c.name]
-            kept = [m for m in group.members if m in by_name and _kept(by_name[m], expand)]
-            folded_here = len(group.members) - len(kept)
-            if folded_here:
-                shown[id(c)] = (
-                    f"{c.message}; with {folded_here} more package"
-                    f"{'s' if folded_here != 1 else ''} it pulled in (--expand lists them)"
-                )
+            if by_name.get(c.name) is c:
+                note = _folded_note(roots[c.name], by_name, home, expand=expand)
+                if note:
+                    shown[id(c)] = f"{c.message}; {note}"
             continue
         if _kept(c, expand):
             shown[id(c)] = f"{c.message} (pulled in by {', '.join(c.groups)})"
         else:
             folded.add(id(c))
     return shown, folded
+
+
+def _folded_note(
+    group: ChangeGroup, by_name: dict[str, Change], home: dict[str, str], *, expand: bool
+) -> str | None:
+    """``with 135 packages it pulled in (132 folded into this row, 3 in rows of their
+    own; ...)``: the install's whole count, as the verdict gives it, then where each of
+    those packages shows; None when none is folded."""
+    own = [m for m in group.members if m in by_name and _kept(by_name[m], expand)]
+    folded = [m for m in group.members if m not in own]
+    if not folded:
+        return None
+    n = len(group.members)
+    pulled = f"with {n} package{'s' if n != 1 else ''} it pulled in"
+    here = sum(1 for m in folded if home.get(m, group.root) == group.root)
+    if here == n:
+        return f"{pulled}, folded into this row (--expand lists them)"
+    elsewhere = Counter(home[m] for m in folded if home.get(m, group.root) != group.root)
+    parts = [f"{here} folded into this row"] if here else []
+    for root, k in sorted(elsewhere.items()):
+        parts.append(f"{k} {'into' if parts else 'folded into'} {root}'s row")
+    if own:
+        parts.append(f"{len(own)} in rows of their own")
+    return f"{pulled} ({', '.join(parts)}; --expand lists them)"
 
 
 def group_tree(drift: Drift) -> list[str]:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import posixpath
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from envguard.compare.sections.base import Section
 from envguard.compare.severity import Severity
+from envguard.snapshots.request import USER_CACHE
 from envguard.units import human_size
 
 if TYPE_CHECKING:
@@ -75,9 +77,27 @@ def _cache(b: Collector, ec: Cache, ac: Cache | None) -> None:
         )
 
 
+def one_per_folder(caches: Iterable[Cache]) -> list[Cache]:
+    """Each folder once, in the recorded order: a file from an older envguard may hold a
+    folder twice (`--cache DIR` naming $TORCHINDUCTOR_CACHE_DIR). The richer record is
+    kept: the one with a kept archive, then the one with a named kind (inductor, triton)."""
+    listed = list(caches)
+    chosen: dict[str, Cache] = {}
+    for cache in listed:
+        key = posixpath.normpath(cache.path)
+        held = chosen.get(key)
+        if held is None or _richness(cache) > _richness(held):
+            chosen[key] = cache
+    return [c for c in listed if chosen[posixpath.normpath(c.path)] is c]
+
+
+def _richness(cache: Cache) -> tuple[bool, bool]:
+    return cache.archive is not None, cache.kind != USER_CACHE
+
+
 def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
     actual = {(c.kind, c.path): c for c in a.caches}
-    for ec in e.caches:
+    for ec in one_per_folder(e.caches):
         _cache(b, ec, actual.get((ec.kind, ec.path)))
 
 

@@ -59,10 +59,21 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
     own = default_caches(environ)
     # Paths named by a snapshot (not by the user) are read only under these roots.
     roots = roots_for(args, str(args.get("cwd") or os.getcwd()), own)
-    wanted = own if args.get("default_caches", True) else []
+    capture = args.get("default_caches", True)
+    wanted = own if capture else []
     wanted += [(c["kind"], c["path"]) for c in args.get("caches", [])]
+    # A capture records a folder once: a --cache naming the folder a default cache is
+    # (through a symlink too) is that cache, under its named kind (the defaults come first).
+    # A snapshot's own list is measured as written: an older file may hold a folder twice,
+    # and each of its entries needs its live record.
+    folders = set()
     for kind, path in wanted:
         full = os.path.abspath(os.path.expanduser(path))
+        if capture:
+            folder = os.path.realpath(full)
+            if folder in folders:
+                continue
+            folders.add(folder)
         if roots.admits(full, cache=True):
             cache = walk_tree(full, warnings)
         else:
