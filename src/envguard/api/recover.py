@@ -156,7 +156,7 @@ def rebuild(
     )
     target = Path(the_plan.venv)
     check_target(target, label=f"--venv {venv}")
-    protected = not in_place and protection.status(target) is not None
+    protected = protection.status(target) is not None
     cleaned = remove_stale(target)
     skipped = frozenset(s.split(" ", 1)[0] for s in the_plan.skipped)
     outcome = execute(
@@ -172,11 +172,15 @@ def rebuild(
     outcome.notes[:0] = cleaned
     if outcome.live is not None:
         outcome.not_restored = not_restored(snap, outcome.live)
-    if protected:  # the new venv is protected as the old one was
+    if protected:
         live = outcome.live.packages if outcome.live is not None else snap.packages
         installed = [(p.name, p.version) for p in live]
-        protection.protect_installed(target, installed, rules=load_policy())
-        outcome.notes.append("protected again (envguard protect): as the old venv was")
+        if in_place:  # its protection stayed: the GPU stack pinned as it is now
+            rules = load_policy()
+            protection.refresh(target, protection.gpu_pins(installed, rules=rules))
+        else:  # the new venv is protected as the old one was
+            protection.protect_installed(target, installed, rules=load_policy())
+            outcome.notes.append("protected again (envguard protect): as the old venv was")
     return outcome
 
 
