@@ -4,6 +4,7 @@ members, in place), whatever stops it; and what uv would not sync is not preview
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
@@ -14,7 +15,7 @@ from typer.testing import CliRunner
 from envguard.cli import app
 from envguard.guard.project import kept_as_they_are
 from envguard.lifecycle import Interrupted, signals_handled
-from factories import UV, run
+from factories import UV, make_venv, run
 
 runner = CliRunner()
 
@@ -190,3 +191,17 @@ def test_a_second_signal_does_not_stop_the_putting_back(tmp_path: Path) -> None:
             for path in files:
                 path.write_text("edited\n")
     assert [p.read_text() for p in files] == ["as it was\n"] * 2
+
+
+@pytest.mark.usefixtures("project")
+def test_the_users_project_environment_is_the_one_previewed_and_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """UV_PROJECT_ENVIRONMENT names the venv `uv sync` changes: the guard previews that
+    one, not the project's .venv."""
+    other = tmp_path / "elsewhere"
+    make_venv(other)
+    monkeypatch.setenv("UV_PROJECT_ENVIRONMENT", str(other))
+    result = runner.invoke(app, ["guard", "--preview", "--format", "json", "--", UV, "sync"])
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["venv"] == str(other)
