@@ -365,3 +365,35 @@ def test_an_undo_in_place_pins_the_gpu_stack_it_brought_back(stack: tuple[Path, 
     assert result.exit_code == 0, result.stderr
     assert "torch==2.13.0+cpu" in pins.read_text().splitlines()
     assert runner.invoke(app, ["protect", "--check", "--venv", str(venv)]).exit_code == 0
+
+
+@pytest.mark.slow
+def test_a_rebuild_stopped_right_after_its_swap_leaves_the_venv_protected(
+    stack: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C as the new venv is swapped in: the interrupt is reported, and the venv in
+    place is protected as the old one was, not silently bare."""
+    import signal
+
+    from envguard import api
+    from envguard.errors import StoppedError
+    from envguard.lifecycle import signals_handled
+    from envguard.recovery import execute
+
+    venv, wh = stack
+    good = api.snapshot(python=venv / "bin" / "python", name="good")
+    path = Path("good.json")
+    path.write_text(good.model_dump_json())
+    assert runner.invoke(app, ["protect", "--venv", str(venv)]).exit_code == 0
+    checked = execute._check_python
+
+    def interrupted(venv: Path, outcome: object) -> None:
+        checked(venv, outcome)
+        os.kill(os.getpid(), signal.SIGINT)  # inside the swap's deferral: raised as it ends
+
+    monkeypatch.setattr(execute, "_check_python", interrupted)
+    sources = api.sources(find_links=[str(wh)], offline=True)
+    with signals_handled(), pytest.raises(StoppedError, match="right after the swap"):
+        api.rebuild(path, venv=venv, sources=sources)
+    check = runner.invoke(app, ["protect", "--check", "--venv", str(venv)])
+    assert check.exit_code == 0, check.stdout
