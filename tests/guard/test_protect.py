@@ -191,17 +191,19 @@ def test_an_undo_rebuilds_the_venv_protected_as_it_was(stack: tuple[Path, Path])
     assert "torch==2.13.0+cpu" in (venv / "envguard-constraints.txt").read_text().splitlines()
 
 
+@pytest.mark.parametrize("name", ["constraint.txt", 'it\'s"pinned".txt'])
 def test_constraint_files_pip_is_configured_with_still_apply_in_a_protected_venv(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
     """The venv's pip.conf would replace a constraint file named in /etc/pip.conf or the
     user's (NGC containers pin every package that way): it names them after its own, and
-    the guard's own pip runs keep them without protect's pins."""
+    the guard's own pip runs keep them without protect's pins. `pip config list` quotes
+    a name as Python does (both quotes: one escaped)."""
     from envguard.guard.protect import guard_constraints
 
     if subprocess.run([sys.executable, "-m", "pip", "--version"], check=False).returncode:
         pytest.skip("this interpreter has no pip to read pip's configuration")
-    site_wide = tmp_path / "constraint.txt"
+    site_wide = tmp_path / name
     site_wide.write_text("numpy<2\n")
     conf = tmp_path / "pip-global.conf"
     conf.write_text(f"[global]\nconstraint = {site_wide}\n")

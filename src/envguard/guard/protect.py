@@ -225,18 +225,20 @@ def _configured_constraints(venv: Path) -> tuple[list[str], list[str]]:
 
 
 def _constraint_files(listing: str) -> list[str]:
-    """The constraint files of `pip config list` (install.constraint over global.)."""
-    import shlex
+    """The constraint files of `pip config list` (install.constraint over global.): it
+    writes each value as a Python literal (``%r``); pip splits it at blanks."""
+    import ast
 
     found: dict[str, list[str]] = {}
     for line in listing.splitlines():
         key, eq, value = line.partition("=")
         if eq and key in ("global.constraint", "install.constraint"):
             try:
-                words = shlex.split(value)
-            except ValueError:
+                text = ast.literal_eval(value)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
                 continue
-            found[key] = [w for part in words for w in part.split()]
+            if isinstance(text, str):
+                found[key] = text.split()
     return found.get("install.constraint", found.get("global.constraint", []))
 
 
