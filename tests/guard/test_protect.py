@@ -399,3 +399,22 @@ def test_a_rebuild_stopped_right_after_its_swap_leaves_the_venv_protected(
         api.rebuild(path, venv=venv, sources=sources)
     check = runner.invoke(app, ["protect", "--check", "--venv", str(venv)])
     assert check.exit_code == 0, check.stdout
+
+
+def test_protect_writes_a_damaged_manifest_again_as_its_hint_says(tmp_path: Path) -> None:
+    """The shim and pip.conf are known as protect's by what they hold: --off then removes
+    them, not left behind as the venv's own."""
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    before = _files(venv)
+    assert runner.invoke(app, ["protect", "--venv", str(venv)]).exit_code == 0
+    (venv / "envguard-protect.json").write_text("[1, 2]\n")
+    check = runner.invoke(app, ["protect", "--check", "--venv", str(venv)])
+    assert check.exit_code == 2
+    assert "hint: envguard protect writes it again" in check.stderr
+    result = runner.invoke(app, ["protect", "--venv", str(venv)])
+    assert result.exit_code == 0, result.stderr
+    assert "envguard-protect.json was damaged: written again" in result.stderr
+    assert runner.invoke(app, ["protect", "--check", "--venv", str(venv)]).exit_code == 0
+    assert runner.invoke(app, ["protect", "--off", "--venv", str(venv)]).exit_code == 0
+    assert _files(venv) == before

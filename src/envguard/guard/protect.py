@@ -158,12 +158,16 @@ def protect(
     constraints into ``venv`` (again, if they were there) and the manifest of their
     hashes."""
     site = site_packages(venv)
-    before = status(venv)
+    notes = []
+    try:
+        before = status(venv)
+    except UsageError:  # a damaged manifest: protect's files known by what they hold
+        before = _recognised(venv)
+        notes.append(f"{venv / MANIFEST} was damaged: written again")
     texts = {
         str(site.relative_to(venv) / HOOK): _hook_text(venv, envguard),
         str(site.relative_to(venv) / PTH): f"import {Path(HOOK).stem}\n",
     }
-    notes = []
     if pins is not None:
         conf = venv / PIP_CONF
         if conf.exists() and (before is None or PIP_CONF not in before.files):
@@ -383,6 +387,18 @@ def unprotect(venv: Path) -> Protection | None:
         cached.unlink()
     (venv / MANIFEST).unlink()
     return replace(found, files=tuple(removed), notes=found.notes + tuple(notes))
+
+
+def _recognised(venv: Path) -> Protection:
+    """The files of a protection whose manifest is lost: a bin/uv that is the shim, a
+    pip.conf holding protect's constraint line."""
+    files = []
+    if _is_shim(venv / UV_SHIM):
+        files.append(UV_SHIM)
+    conf = _read(venv / PIP_CONF)
+    if conf and _without_protect_line(venv, conf) != conf.decode("utf-8", "replace"):
+        files.append(PIP_CONF)
+    return Protection(venv=venv, files=tuple(files))
 
 
 def _is_shim(path: Path) -> bool:
