@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from envguard.testing import make_torch_wheel, make_wheel
-from factories import make_venv, uv_install
+from factories import UV, make_venv, run, uv_install
 
 
 @pytest.fixture
@@ -32,4 +32,20 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
     make_venv(venv)
     uv_install(venv, wh, "torch==2.13.0+cpu", "numpy==2.1.0")
     monkeypatch.chdir(tmp_path)
+    return venv, wh
+
+
+@pytest.fixture
+def project(stack: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """(venv, wheelhouse): the stack's venv as the environment of a uv project (in the
+    current folder, no build system) that depends on torch and numpy, synced from its
+    lock; uv finds the wheels through its variables (the suite runs with UV_NO_CONFIG)."""
+    venv, wh = stack
+    monkeypatch.setenv("UV_FIND_LINKS", str(wh))
+    monkeypatch.setenv("UV_NO_INDEX", "1")
+    Path("pyproject.toml").write_text(
+        '[project]\nname = "trainer"\nversion = "0.1.0"\nrequires-python = ">=3.10"\n'
+        'dependencies = ["torch>=2.13,<2.14", "numpy"]\n'
+    )
+    run([UV, "sync", "--quiet"])
     return venv, wh

@@ -266,22 +266,6 @@ def test_ctrl_c_leaves_the_venv_untouched_or_fully_installed(tmp_path: Path, dur
         assert journal.records(venv)[0].change == "interrupted; not measured"
 
 
-@pytest.fixture
-def project(stack: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
-    """(venv, wheelhouse): the stack's venv as the environment of a uv project (in the
-    current folder, no build system) that depends on torch and numpy, synced from its
-    lock; uv finds the wheels through its variables (the suite runs with UV_NO_CONFIG)."""
-    venv, wh = stack
-    monkeypatch.setenv("UV_FIND_LINKS", str(wh))
-    monkeypatch.setenv("UV_NO_INDEX", "1")
-    Path("pyproject.toml").write_text(
-        '[project]\nname = "trainer"\nversion = "0.1.0"\nrequires-python = ">=3.10"\n'
-        'dependencies = ["torch>=2.13,<2.14", "numpy"]\n'
-    )
-    run([UV, "sync", "--quiet"])
-    return venv, wh
-
-
 def _project_files() -> dict[str, bytes]:
     return {name: Path(name).read_bytes() for name in ("pyproject.toml", "uv.lock")}
 

@@ -57,6 +57,7 @@ def test_pip_and_uv_in_a_protected_venv_go_through_the_guard(
         ([str(venv / "bin" / "pip"), "install", *links, "-r", str(reqs)], False),
         ([str(venv / "bin" / "pip"), "uninstall", "-y", "torch"], False),
         (["uv", "pip", "install", *links, "sglang"], True),
+        (["uv", "--color", "never", "pip", "install", *links, "sglang"], True),
     ):
         proc = subprocess.run(
             argv, capture_output=True, text=True, env=_env(venv, active=active), check=False
@@ -190,17 +191,19 @@ def test_an_undo_rebuilds_the_venv_protected_as_it_was(stack: tuple[Path, Path])
     assert "torch==2.13.0+cpu" in (venv / "envguard-constraints.txt").read_text().splitlines()
 
 
+@pytest.mark.parametrize("name", ["constraint.txt", 'it\'s"pinned".txt'])
 def test_constraint_files_pip_is_configured_with_still_apply_in_a_protected_venv(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
     """The venv's pip.conf would replace a constraint file named in /etc/pip.conf or the
     user's (NGC containers pin every package that way): it names them after its own, and
-    the guard's own pip runs keep them without protect's pins."""
+    the guard's own pip runs keep them without protect's pins. `pip config list` quotes
+    a name as Python does (both quotes: one escaped)."""
     from envguard.guard.protect import guard_constraints
 
     if subprocess.run([sys.executable, "-m", "pip", "--version"], check=False).returncode:
         pytest.skip("this interpreter has no pip to read pip's configuration")
-    site_wide = tmp_path / "constraint.txt"
+    site_wide = tmp_path / name
     site_wide.write_text("numpy<2\n")
     conf = tmp_path / "pip-global.conf"
     conf.write_text(f"[global]\nconstraint = {site_wide}\n")
@@ -226,3 +229,192 @@ def test_the_hook_is_not_a_stray_file_unless_it_was_edited(stack: tuple[Path, Pa
     assert api.snapshot(python=venv / "bin" / "python", name="s").unowned == (
         "_envguard_protect.pth",
     )
+
+
+def test_a_manifest_naming_other_files_is_refused_and_they_are_kept(tmp_path: Path) -> None:
+    """The manifest lies in the venv: one that lists the venv's python is not protect's,
+    and --off removes nothing it names."""
+    import json
+
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    assert runner.invoke(app, ["protect", "--venv", str(venv)]).exit_code == 0
+    manifest = venv / "envguard-protect.json"
+    data = json.loads(manifest.read_text())
+    data["files"]["bin/python"] = "0" * 64
+    manifest.write_text(json.dumps(data))
+    for args in (["--check"], ["--off"]):
+        result = runner.invoke(app, ["protect", "--venv", str(venv), *args])
+        assert result.exit_code == 2, result.stdout
+        assert "a damaged protection manifest (a file protect does not write: 'bin/python')" in (
+            result.stderr
+        )
+    assert (venv / "bin" / "python").exists() and (venv / "pyvenv.cfg").exists()
+
+
+def test_off_keeps_what_was_added_to_pip_conf_by_hand(tmp_path: Path) -> None:
+    """--off removes protect's constraint line (its file goes too), not the user's lines."""
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    assert runner.invoke(app, ["protect", "--venv", str(venv)]).exit_code == 0
+    conf = venv / "pip.conf"
+    conf.write_text("[global]\nindex-url = https://mirror.example/simple\n\n" + conf.read_text())
+    result = runner.invoke(app, ["protect", "--off", "--venv", str(venv)])
+    assert result.exit_code == 0, result.stderr
+    assert "protect's constraint line removed" in result.stderr
+    assert conf.read_text() == "[global]\nindex-url = https://mirror.example/simple\n"
+    assert not (venv / "envguard-constraints.txt").exists()
+
+
+def test_a_forged_manifest_hides_no_stray_file(stack: tuple[Path, Path]) -> None:
+    """A .pth of anyone's, or protect's hook with code added, listed in the manifest with
+    its hash: still a file nobody owns (the manifest lies in the venv too)."""
+    import hashlib
+    import json
+
+    from envguard import api
+
+    venv, _ = stack
+    assert runner.invoke(app, ["protect", "--venv", str(venv)]).exit_code == 0
+    site = next(venv.glob("lib/python3*/site-packages"))
+    evil = site / "zz_evil.pth"
+    evil.write_text("import os; os.environ['EVIL'] = '1'\n")
+    hook = site / "_envguard_protect.py"
+    lines = hook.read_text().splitlines(keepends=True)
+    at = next(n for n, line in enumerate(lines) if line.startswith("VENV = "))
+    lines[at] = "VENV = __import__('os').getcwd()\n"  # code where a literal was filled in
+    hook.write_text("".join(lines))
+    manifest = venv / "envguard-protect.json"
+    data = json.loads(manifest.read_text())
+    for path in (evil, hook):
+        rel = str(path.relative_to(venv))
+        data["files"][rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    manifest.write_text(json.dumps(data))
+    unowned = api.snapshot(python=venv / "bin" / "python", name="s").unowned
+    assert unowned == ("_envguard_protect.py", "zz_evil.pth")
+
+
+def test_the_probe_knows_the_hook_as_protect_writes_it(tmp_path: Path) -> None:
+    """The probe recognises protect's hook by its text, not by the manifest: the two must
+    agree (after a change of guard/hook.py, set PROTECT_HOOK_SHA256 to its sha256)."""
+    import hashlib
+
+    from envguard.guard import protect
+    from factories import load_target
+
+    installed = load_target()
+    source = Path(hook.__file__).read_bytes()
+    assert hashlib.sha256(source).hexdigest() == installed.PROTECT_HOOK_SHA256
+    venv = tmp_path / "my venv"
+    make_venv(venv)
+    protect.protect(venv, envguard=["/opt/env guard/bin/python", "-m", "envguard"], uv="uv")
+    site = next(venv.glob("lib/python3*/site-packages"))
+    for name in (installed.PROTECT_HOOK, installed.PROTECT_PTH):
+        assert installed._is_protect_hook(str(site / name), name)
+    assert (site / installed.PROTECT_PTH).read_bytes() == installed.PROTECT_PTH_TEXT
+
+
+@pytest.mark.slow
+def test_a_protected_venv_whose_path_has_a_blank_still_installs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pip splits pip.conf's constraint line at blanks: protect names its own file so that
+    pip reads it whole, once, however often the venv is protected; and the venv's pip, by a
+    path with a blank or a relative one, is its own."""
+    import ensurepip
+
+    from envguard.testing import make_wheel
+    from factories import uv_install
+
+    wh = tmp_path / "wh"
+    make_wheel(wh, "six", "1.17.0")
+    project = tmp_path / "my project"
+    venv = project / ".venv"
+    make_venv(venv)
+    uv_install(venv, Path(ensurepip.__file__).parent / "_bundled", "pip")
+    for _ in range(2):
+        result = runner.invoke(app, ["protect", "--venv", str(venv)])
+        assert result.exit_code == 0, result.stderr
+    line = next(ln for ln in (venv / "pip.conf").read_text().splitlines() if "constraint" in ln)
+    assert line.split()[2:3] == [(venv / "envguard-constraints.txt").as_uri()]
+    assert line.count("envguard-constraints.txt") == 1
+    monkeypatch.chdir(project)
+    links = ["--no-index", "--find-links", str(wh)]
+    for pip in (str(venv / "bin" / "pip"), ".venv/bin/pip"):
+        result = runner.invoke(
+            app, ["guard", "--venv", str(venv), "--", pip, "install", *links, "six"]
+        )
+        assert result.exit_code == 0, result.stderr
+        assert "six==1.17.0" in run([UV, "pip", "freeze", "--python", str(venv)]).stdout
+        run([UV, "pip", "uninstall", "--python", str(venv), "six"])
+
+
+@pytest.mark.slow
+def test_an_undo_in_place_pins_the_gpu_stack_it_brought_back(stack: tuple[Path, Path]) -> None:
+    """The protection stays in the venv through `uv pip sync`: its pins must follow, or pip
+    would be held to the torch the undo took away."""
+    venv, wh = stack
+    assert runner.invoke(app, ["protect", "--venv", str(venv)]).exit_code == 0
+    links = ["--no-index", "--find-links", str(wh)]
+    guarded = ["guard", "--venv", str(venv), "--allow", "torch", "--allow", "numpy", "--"]
+    result = runner.invoke(app, [*guarded, UV, "pip", "install", *links, "sglang"])
+    assert result.exit_code == 0, result.stderr
+    pins = venv / "envguard-constraints.txt"
+    assert "torch==2.14.1" in pins.read_text().splitlines()
+    result = runner.invoke(
+        app, ["undo", "--in-place", "--venv", str(venv), "--find-links", str(wh), "--offline"]
+    )
+    assert result.exit_code == 0, result.stderr
+    assert "torch==2.13.0+cpu" in pins.read_text().splitlines()
+    assert runner.invoke(app, ["protect", "--check", "--venv", str(venv)]).exit_code == 0
+
+
+@pytest.mark.slow
+def test_a_rebuild_stopped_right_after_its_swap_leaves_the_venv_protected(
+    stack: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C as the new venv is swapped in: the interrupt is reported, and the venv in
+    place is protected as the old one was, not silently bare."""
+    import signal
+
+    from envguard import api
+    from envguard.errors import StoppedError
+    from envguard.lifecycle import signals_handled
+    from envguard.recovery import execute
+
+    venv, wh = stack
+    good = api.snapshot(python=venv / "bin" / "python", name="good")
+    path = Path("good.json")
+    path.write_text(good.model_dump_json())
+    assert runner.invoke(app, ["protect", "--venv", str(venv)]).exit_code == 0
+    checked = execute._check_python
+
+    def interrupted(venv: Path, outcome: object) -> None:
+        checked(venv, outcome)
+        os.kill(os.getpid(), signal.SIGINT)  # inside the swap's deferral: raised as it ends
+
+    monkeypatch.setattr(execute, "_check_python", interrupted)
+    sources = api.sources(find_links=[str(wh)], offline=True)
+    with signals_handled(), pytest.raises(StoppedError, match="right after the swap"):
+        api.rebuild(path, venv=venv, sources=sources)
+    check = runner.invoke(app, ["protect", "--check", "--venv", str(venv)])
+    assert check.exit_code == 0, check.stdout
+
+
+def test_protect_writes_a_damaged_manifest_again_as_its_hint_says(tmp_path: Path) -> None:
+    """The shim and pip.conf are known as protect's by what they hold: --off then removes
+    them, not left behind as the venv's own."""
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    before = _files(venv)
+    assert runner.invoke(app, ["protect", "--venv", str(venv)]).exit_code == 0
+    (venv / "envguard-protect.json").write_text("[1, 2]\n")
+    check = runner.invoke(app, ["protect", "--check", "--venv", str(venv)])
+    assert check.exit_code == 2
+    assert "hint: envguard protect writes it again" in check.stderr
+    result = runner.invoke(app, ["protect", "--venv", str(venv)])
+    assert result.exit_code == 0, result.stderr
+    assert "envguard-protect.json was damaged: written again" in result.stderr
+    assert runner.invoke(app, ["protect", "--check", "--venv", str(venv)]).exit_code == 0
+    assert runner.invoke(app, ["protect", "--off", "--venv", str(venv)]).exit_code == 0
+    assert _files(venv) == before

@@ -13,7 +13,13 @@ from envguard.api.capture import newest, snapshot, snapshot_document, start_docu
 from envguard.api.compare import load_policy
 from envguard.errors import StoppedError, UsageError
 from envguard.guard import journal
-from envguard.guard.command import InstallCommand, check_files, parse, split_guarded
+from envguard.guard.command import (
+    InstallCommand,
+    check_files,
+    check_variables,
+    parse,
+    split_guarded,
+)
 from envguard.guard.install import check_program, find_program, run_install
 from envguard.guard.resolve import DryRun, Resolution, installer_env, project_env
 from envguard.guard.resolve import start as start_dry_run
@@ -144,6 +150,7 @@ def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> P
     else:
         where = _venv_path(opts.venv)
         env = installer_env(where, user_environ())
+        check_variables(command, env)
         check_files(command, cwd=Path.cwd(), env=env)
     rules = opts.policy if opts.policy is not None else load_policy(fail_on=opts.fail_on)
     against = _baseline_path(opts.against)
@@ -189,6 +196,7 @@ def _project_dry_run(
 
     chosen = _venv_path(opts.venv) if opts.venv is not None else None
     base = project_env(user_environ(), chosen)
+    check_variables(command, base)
     check_files(command, cwd=Path.cwd(), env=base)
     uv = find_program(command.argv[0], base)
     seen = project.preview(command, uv=uv, env=base, cwd=Path.cwd(), timeout=opts.timeout)

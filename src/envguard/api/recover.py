@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Literal
 from envguard.api._shared import with_wheelhouse
 from envguard.api.capture import load, newest
 from envguard.api.compare import load_policy
-from envguard.errors import UsageError
+from envguard.errors import StoppedError, UsageError
 from envguard.guard import protect as protection
+from envguard.lifecycle import signals_deferred
 from envguard.recovery.sources import Sources
 from envguard.snapshots import store
 from envguard.tools import find_modern_uv
@@ -156,27 +157,40 @@ def rebuild(
     )
     target = Path(the_plan.venv)
     check_target(target, label=f"--venv {venv}")
-    protected = not in_place and protection.status(target) is not None
+    protected = protection.status(target) is not None
     cleaned = remove_stale(target)
     skipped = frozenset(s.split(" ", 1)[0] for s in the_plan.skipped)
-    outcome = execute(
-        the_plan,
-        snap,
-        no_backup=no_backup,
-        keep_backups=keep_backups,
-        ignore=skipped,
-        status=status,
-        on_line=on_line,
-        before_swap=before_swap,
-    )
+    try:
+        outcome = execute(
+            the_plan,
+            snap,
+            no_backup=no_backup,
+            keep_backups=keep_backups,
+            ignore=skipped,
+            status=status,
+            on_line=on_line,
+            before_swap=before_swap,
+        )
+    except StoppedError:
+        # Stopped right after the swap: the new venv (no manifest of its own yet) is
+        # protected before the interrupt is reported, as it would have been.
+        if protected and not in_place and protection.status(target) is None:
+            with signals_deferred():
+                installed = [(p.name, p.version) for p in snap.packages]
+                protection.protect_installed(target, installed, rules=load_policy())
+        raise
     outcome.notes[:0] = cleaned
     if outcome.live is not None:
         outcome.not_restored = not_restored(snap, outcome.live)
-    if protected:  # the new venv is protected as the old one was
+    if protected:
         live = outcome.live.packages if outcome.live is not None else snap.packages
         installed = [(p.name, p.version) for p in live]
-        protection.protect_installed(target, installed, rules=load_policy())
-        outcome.notes.append("protected again (envguard protect): as the old venv was")
+        if in_place:  # its protection stayed: the GPU stack pinned as it is now
+            rules = load_policy()
+            protection.refresh(target, protection.gpu_pins(installed, rules=rules))
+        else:  # the new venv is protected as the old one was
+            protection.protect_installed(target, installed, rules=load_policy())
+            outcome.notes.append("protected again (envguard protect): as the old venv was")
     return outcome
 
 

@@ -43,7 +43,9 @@ def _split(words: list[str]) -> tuple[str | None, tuple[str, ...] | str]:
     snapshot = None
     if len(words) >= 2 and words[1] == "--":  # SNAPSHOT -- COMMAND: click keeps this "--"
         snapshot, words = words[0], words[2:]
-    elif len(words) >= 2 and not _is_installer(words[0].split(" ", 1)[0]):
+    elif len(words) >= 2 and not (
+        _is_installer(words[0]) or _is_installer(words[0].split(" ", 1)[0])
+    ):  # a program's path may hold a blank: "/my venv/bin/pip"
         snapshot, words = words[0], words[1:]
     if len(words) == 1:
         return snapshot, words[0]
@@ -284,7 +286,12 @@ def protect(
             typer.echo("not protected: nothing to remove")
             return
         for rel in removed.edited:
-            typer.echo(printable(f"note: {removed.venv / rel} had been edited by hand"), err=True)
+            if rel in removed.files:
+                typer.echo(
+                    printable(f"note: {removed.venv / rel} had been edited by hand"), err=True
+                )
+        for note in removed.notes:
+            typer.echo(printable(f"note: {note}"), err=True)
         typer.echo(printable(f"unprotected {removed.venv}: removed {', '.join(removed.files)}"))
         return
     done = api.protect(venv=venv)

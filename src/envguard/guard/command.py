@@ -35,6 +35,7 @@ _FILE_OPTIONS = {
     "-b",
     "--build-constraint",
     "--build-constraints",
+    "--excludes",
 }
 _VALUE_OPTIONS = _FILE_OPTIONS | {
     "-e",
@@ -103,7 +104,25 @@ _VALUE_OPTIONS = _FILE_OPTIONS | {
     "--only-group",
     "--no-group",
     "--no-install-package",
+    "--config-settings-package",
+    "--exclude-newer-package",
+    "--no-binary-package",
+    "--no-editable-package",
+    "--no-sources-package",
+    "--prerelease-package",
+    "--upgrade-group",
+    # pip's
+    "--default-timeout",
+    "--local-log",
+    "--pypi-url",
+    "--source",
+    "--source-dir",
+    "--source-directory",
+    "--use-deprecated",
+    "--use-feature",
 }
+# pip's flags that begin another option's name: pip reads them as themselves.
+_PIP_FLAGS = {"--pre", "--upgrade", "--no-build-isolation"}
 # Options that point the install at another place than the guarded venv, or that change
 # what the dry run itself reports: refused, guard previews the venv it guards.
 _RETARGETING = {
@@ -173,7 +192,7 @@ def parse(argv: tuple[str, ...]) -> InstallCommand:
         if rest[:1] and rest[0] in PROJECT_ACTIONS:
             project: Action = PROJECT_ACTIONS[PROJECT_ACTIONS.index(rest[0])]
             args = (*rest[1:], *before)
-            requested, files = _read_args(args, action=project, project=True)
+            requested, files = _read_args(args, tool="uv", action=project, project=True)
             return InstallCommand(
                 argv=argv,
                 tool="uv",
@@ -210,7 +229,7 @@ def parse(argv: tuple[str, ...]) -> InstallCommand:
             hint="run other commands without the guard",
         )
     args = (*rest[1:], *general)  # pip and uv take their general options after it too
-    requested, files = _read_args(args, action=action)
+    requested, files = _read_args(args, tool=tool, action=action)
     return InstallCommand(
         argv=argv, tool=tool, action=action, args=args, requested=requested, files=files
     )
@@ -227,7 +246,7 @@ def _leading_options(words: list[str]) -> tuple[list[str], list[str]]:
 
 
 def _read_args(
-    args: tuple[str, ...], *, action: Action, project: bool = False
+    args: tuple[str, ...], *, tool: Tool, action: Action, project: bool = False
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
@@ -238,20 +257,11 @@ def _read_args(
     while i < len(args):
         arg = args[i]
         option, eq, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
-        if option in _RETARGETING:
-            raise UsageError(
-                f"{option}: envguard guard installs into the venv it guards, as previewed",
-                hint="pass the venv with envguard guard --venv DIR and drop this option",
-            )
-        short = arg[:2] if arg.startswith("-") and not arg.startswith("--") else ""
-        if short in ("-r", "-c", "-b") and len(arg) > 2:  # -rrequirements.txt
-            files.append(arg[2:])
+        _check_option(option, tool=tool)
+        if arg.startswith("-") and not arg.startswith("--") and len(arg) > 2:
+            i = _short_options(args, i, files, tool=tool)
         elif option in _VALUE_OPTIONS:
-            if not eq:
-                i += 1
-                if i == len(args):
-                    raise UsageError(f"{option}: the install command lacks its value")
-                value = args[i]
+            i, value = _value(args, i, option, value if eq else None)
             if option in _FILE_OPTIONS:
                 files.append(value)
         elif not arg.startswith("-") and action == "sync" and not project:
@@ -267,6 +277,50 @@ def _read_args(
     return tuple(dict.fromkeys(requested)), tuple(files)
 
 
+def _check_option(option: str, *, tool: Tool) -> None:
+    """UsageError for an option that points the install elsewhere, and for pip's
+    abbreviations (``--targ`` is --target to pip): guard reads options as spelled."""
+    if option in _RETARGETING:
+        raise UsageError(
+            f"{option}: envguard guard installs into the venv it guards, as previewed",
+            hint="pass the venv with envguard guard --venv DIR and drop this option",
+        )
+    if tool != "pip" or not option.startswith("--") or option in _PIP_FLAGS:
+        return
+    meant = sorted(o for o in _VALUE_OPTIONS | _RETARGETING if o.startswith(option) and o != option)
+    if meant and option not in _VALUE_OPTIONS:
+        raise UsageError(
+            f"{option}: pip reads it as {' or '.join(meant)}; envguard guard reads options"
+            " as spelled",
+            hint="give the option in full",
+        )
+
+
+def _short_options(args: tuple[str, ...], i: int, files: list[str], *, tool: Tool) -> int:
+    """Read ``args[i]``, short options run together as pip and uv take them (``-qr FILE``,
+    ``-rFILE``, ``-Ut DIR``): the index of the last word it used (its value's, if apart)."""
+    word = args[i]
+    for k, letter in enumerate(word[1:], start=2):
+        short = "-" + letter
+        _check_option(short, tool=tool)
+        if short in _VALUE_OPTIONS:
+            i, value = _value(args, i, short, word[k:] or None)
+            if short in _FILE_OPTIONS:
+                files.append(value)
+            break
+    return i
+
+
+def _value(args: tuple[str, ...], i: int, option: str, attached: str | None) -> tuple[int, str]:
+    """(the index of the last word used, the value of ``option`` at ``args[i]``): the one
+    ``attached`` to it, else the next word."""
+    if attached is not None:
+        return i, attached
+    if i + 1 == len(args):
+        raise UsageError(f"{option}: the install command lacks its value")
+    return i + 1, args[i + 1]
+
+
 _FORBIDDEN_ROOTS = ("/proc", "/dev", "/sys")
 _INCLUDE = re.compile(r"^\s*(-r|-c|--requirement|--constraint)(?:\s*=\s*|\s+)(\S+)", re.M)
 
@@ -276,6 +330,25 @@ FILE_VARIABLES = {
     "pip": ("PIP_REQUIREMENT", "PIP_CONSTRAINT"),
     "uv": ("UV_CONSTRAINT", "UV_OVERRIDE", "UV_BUILD_CONSTRAINT"),
 }
+
+
+# Variables that move uv to another folder or project (as --directory and --project would):
+# the preview holds and checks the files of the folder it runs in.
+_MOVING_VARIABLES = ("UV_WORKING_DIR", "UV_PROJECT")
+
+
+def check_variables(command: InstallCommand, env: Mapping[str, str]) -> None:
+    """UsageError when the environment points uv at another folder or project than the one
+    the preview runs in (and whose files it puts back)."""
+    if command.tool != "uv":
+        return
+    for variable in _MOVING_VARIABLES:
+        if env.get(variable):
+            raise UsageError(
+                f"{variable} is set: envguard guard previews uv in the current folder,"
+                " not in the one it names",
+                hint=f"unset {variable} and run envguard guard in that folder",
+            )
 
 
 def check_files(command: InstallCommand, *, cwd: Path, env: Mapping[str, str]) -> None:

@@ -4,6 +4,7 @@ is left as it was or as the install leaves it, never half-way; then it stops env
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,12 +24,20 @@ def find_program(name: str, env: Mapping[str, str]) -> str:
 def check_program(tool: str, program: str, venv: Path) -> None:
     """pip must be the venv's own: another interpreter's pip would change another
     environment than the one previewed."""
-    if tool == "pip" and Path(program).parent != venv / "bin":
+    if tool == "pip" and not _same_folder(Path(program).parent, venv / "bin"):
         raise UsageError(
             f"{venv}: the venv has no {Path(program).name} of its own ({program} would"
             " install into another environment)",
             hint="use uv pip install, or python -m pip with pip in the venv",
         )
+
+
+def _same_folder(a: Path, b: Path) -> bool:
+    """``a`` and ``b`` are one folder (``.venv/bin`` is ``/project/.venv/bin``)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def run_install(

@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -34,6 +35,12 @@ UV_SHIM = "bin/uv"
 PIP_CONF = "pip.conf"
 CONSTRAINTS = "envguard-constraints.txt"
 VERSION = 1
+# Every file protect writes, relative to the venv: a manifest that lists another is not
+# protect's (--off would remove what it names).
+_WRITTEN = re.compile(
+    r"bin/uv|pip\.conf|envguard-constraints\.txt"
+    r"|lib/python3\.\d+t?/site-packages/_envguard_protect\.(py|pth)"
+)
 
 _UV_SHIM = '''#!{python}
 """envguard protect: `uv pip install|uninstall|sync` and `uv add|remove|sync` in this venv
@@ -45,9 +52,12 @@ REAL = {real!r}
 VENV = {venv!r}
 ENVGUARD = {envguard!r}
 args = sys.argv[1:]
+# uv's own options before the command that take a value (`uv --color never pip ...`).
+VALUED = {{"--cache-dir", "--color", "--allow-insecure-host", "--directory", "--project",
+          "--config-file", "--python-preference"}}
 i = 0
-while i < len(args) and args[i].startswith("-"):  # uv's own options before "pip"
-    i += 1
+while i < len(args) and args[i].startswith("-"):
+    i += 2 if args[i] in VALUED else 1
 word = args[i] if i < len(args) else ""
 changes = ("install", "uninstall", "sync")
 if os.environ.get("ENVGUARD_GUARDING") != VENV and (
@@ -148,12 +158,16 @@ def protect(
     constraints into ``venv`` (again, if they were there) and the manifest of their
     hashes."""
     site = site_packages(venv)
-    before = status(venv)
+    notes = []
+    try:
+        before = status(venv)
+    except UsageError:  # a damaged manifest: protect's files known by what they hold
+        before = _recognised(venv)
+        notes.append(f"{venv / MANIFEST} was damaged: written again")
     texts = {
         str(site.relative_to(venv) / HOOK): _hook_text(venv, envguard),
         str(site.relative_to(venv) / PTH): f"import {Path(HOOK).stem}\n",
     }
-    notes = []
     if pins is not None:
         conf = venv / PIP_CONF
         if conf.exists() and (before is None or PIP_CONF not in before.files):
@@ -165,7 +179,10 @@ def protect(
             others, said = _configured_constraints(venv)
             notes += said
             texts[CONSTRAINTS] = constraints_text(pins)
-            files = " ".join([str(venv / CONSTRAINTS), *others])
+            own = _own_constraints(venv)
+            # Protected before: pip's listing holds this pip.conf's own line.
+            kept = [f for f in dict.fromkeys(others) if f not in own]
+            files = " ".join([own[0], *kept])
             texts[PIP_CONF] = f"[install]\nconstraint = {files}\n"
     shim = venv / UV_SHIM
     if shim.exists() and (before is None or UV_SHIM not in before.files):
@@ -212,19 +229,31 @@ def _configured_constraints(venv: Path) -> tuple[list[str], list[str]]:
 
 
 def _constraint_files(listing: str) -> list[str]:
-    """The constraint files of `pip config list` (install.constraint over global.)."""
-    import shlex
+    """The constraint files of `pip config list` (install.constraint over global.): it
+    writes each value as a Python literal (``%r``); pip splits it at blanks."""
+    import ast
 
     found: dict[str, list[str]] = {}
     for line in listing.splitlines():
         key, eq, value = line.partition("=")
         if eq and key in ("global.constraint", "install.constraint"):
             try:
-                words = shlex.split(value)
-            except ValueError:
+                text = ast.literal_eval(value)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
                 continue
-            found[key] = [w for part in words for w in part.split()]
+            if isinstance(text, str):
+                found[key] = text.split()
     return found.get("install.constraint", found.get("global.constraint", []))
+
+
+def _own_constraints(venv: Path) -> tuple[str, ...]:
+    """How pip.conf names the constraints file: its path, or (a path pip would split at
+    its blanks) its file: URL, which pip reads as the file; then every other spelling."""
+    path = venv / CONSTRAINTS
+    url = path.as_uri()
+    if any(ch.isspace() for ch in str(path)):
+        return (url, str(path))
+    return (str(path), url)
 
 
 def guard_constraints(venv: Path) -> str | None:
@@ -240,7 +269,8 @@ def guard_constraints(venv: Path) -> str | None:
     for line in text.splitlines():
         key, eq, value = line.partition("=")
         if eq and key.strip() == "constraint":
-            others = [f for f in value.split() if f != str(venv / CONSTRAINTS)]
+            own = _own_constraints(venv)
+            others = [f for f in value.split() if f not in own]
             return " ".join(others) or os.devnull
     return os.devnull
 
@@ -306,9 +336,8 @@ def _manifest_files(venv: Path) -> dict[str, str]:
         if raw.get("schema_version") != VERSION or not isinstance(files, dict):
             raise ValueError("not a manifest this envguard reads")
         for rel, digest in files.items():
-            parts = Path(rel).parts
-            if not isinstance(digest, str) or Path(rel).is_absolute() or ".." in parts:
-                raise ValueError(f"a file outside the venv: {rel!r}")
+            if not isinstance(digest, str) or not _WRITTEN.fullmatch(rel):
+                raise ValueError(f"a file protect does not write: {rel[:200]!r}")
     except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise UsageError(
             f"{path}: a damaged protection manifest ({exc})",
@@ -330,15 +359,69 @@ def _read(path: Path) -> bytes | None:
 
 def unprotect(venv: Path) -> Protection | None:
     """Remove every file the protection wrote, and its manifest; what was removed (None:
-    the venv was not protected)."""
+    the venv was not protected). A pip.conf edited by hand keeps the edits (protect's line
+    goes); a bin/uv that is no longer the shim (uv's own, installed over it) stays."""
+    from dataclasses import replace
+
     found = status(venv)
     if found is None:
         return None
+    notes = []
+    removed = []
     for rel in found.files:
+        path = venv / rel
+        if rel in found.edited and rel == UV_SHIM and not _is_shim(path):
+            notes.append(f"{path} is no longer protect's uv shim: left as it is")
+            continue
+        if rel in found.edited and rel == PIP_CONF:
+            rest = _without_protect_line(venv, _read(path) or b"")
+            if rest.strip():
+                _write(path, rest, executable=False)
+                notes.append(f"{path} was edited by hand: protect's constraint line removed")
+                continue
         with contextlib.suppress(FileNotFoundError):
-            (venv / rel).unlink()
+            path.unlink()
+        removed.append(rel)
     # What Python compiled of the hook when it imported it.
     for cached in site_packages(venv).glob(f"__pycache__/{Path(HOOK).stem}.*.pyc"):
         cached.unlink()
     (venv / MANIFEST).unlink()
-    return found
+    return replace(found, files=tuple(removed), notes=found.notes + tuple(notes))
+
+
+def _recognised(venv: Path) -> Protection:
+    """The files of a protection whose manifest is lost: a bin/uv that is the shim, a
+    pip.conf holding protect's constraint line."""
+    files = []
+    if _is_shim(venv / UV_SHIM):
+        files.append(UV_SHIM)
+    conf = _read(venv / PIP_CONF)
+    if conf and _without_protect_line(venv, conf) != conf.decode("utf-8", "replace"):
+        files.append(PIP_CONF)
+    return Protection(venv=venv, files=tuple(files))
+
+
+def _is_shim(path: Path) -> bool:
+    """``path`` is still protect's uv shim (edited, maybe): its opening says so."""
+    data = _read(path)
+    return data is not None and b"envguard protect" in data[:400]
+
+
+def _without_protect_line(venv: Path, data: bytes) -> str:
+    """pip.conf's text without the constraint line protect wrote (it names protect's
+    constraints file first), nor a section left empty by that."""
+    own = _own_constraints(venv)
+    lines = []
+    for line in data.decode("utf-8", "replace").splitlines():
+        key, eq, value = line.partition("=")
+        if eq and key.strip() == "constraint" and value.split()[:1] and value.split()[0] in own:
+            continue
+        lines.append(line)
+    kept: list[str] = []
+    for n, line in enumerate(lines):  # a section header with nothing under it goes
+        header = line.strip().startswith("[")
+        following = next((x for x in lines[n + 1 :] if x.strip()), "")
+        if header and (not following or following.strip().startswith("[")):
+            continue
+        kept.append(line)
+    return "\n".join(kept).strip("\n") + "\n" if any(x.strip() for x in kept) else ""

@@ -296,10 +296,13 @@ def installer_env(venv: Path, base: Mapping[str, str]) -> dict[str, str]:
 
 def project_env(base: Mapping[str, str], venv: Path | None) -> dict[str, str]:
     """The user's environment without what would point an installer elsewhere; uv's project
-    commands sync ``venv`` (None: the project's own environment, as uv finds it)."""
+    commands sync ``venv`` (None: the project's own environment, as uv finds it, the
+    user's UV_PROJECT_ENVIRONMENT included)."""
     env = {k: v for k, v in base.items() if k not in RETARGETING_VARIABLES}
     if venv is not None:
         env["UV_PROJECT_ENVIRONMENT"] = str(venv)
+    elif base.get("UV_PROJECT_ENVIRONMENT"):
+        env["UV_PROJECT_ENVIRONMENT"] = base["UV_PROJECT_ENVIRONMENT"]
     return env
 
 

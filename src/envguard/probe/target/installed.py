@@ -516,17 +516,16 @@ def _cap(result: Dict[str, Any]) -> None:
 
 def _unowned(site: _Site) -> List[str]:
     """Files that run at the top of site-packages that no RECORD claims (but `envguard
-    protect`'s own hook, as its manifest says it wrote it)."""
+    protect`'s own hook, as protect writes it)."""
     try:
         names = sorted(os.listdir(site.site))
     except OSError:
         return []
     out: List[str] = []
-    protected = _protect_hook(site.site)
     for name in names:
         if name in site.owner or not name.endswith((".py", ".pth", ".so")):
             continue
-        if name in protected and _digest(site.site + "/" + name, "sha256") == protected[name]:
+        if _is_protect_hook(site.site + "/" + name, name):
             continue
         try:
             if stat.S_ISREG(os.lstat(site.site + "/" + name).st_mode):
@@ -536,26 +535,53 @@ def _unowned(site: _Site) -> List[str]:
     return out
 
 
-def _protect_hook(site: str) -> Dict[str, str]:
-    """File name -> RECORD-form sha256 of what `envguard protect` wrote at the top of
-    ``site`` (its manifest, envguard-protect.json, is in the venv's root)."""
-    import base64
-    import json
+# `envguard protect`'s hook as it writes it (guard/hook.py with its two lines filled in):
+# no RECORD claims it, and it is no stray while it is exactly that. A test keeps these
+# equal to what protect writes.
+PROTECT_PTH = "_envguard_protect.pth"
+PROTECT_HOOK = "_envguard_protect.py"
+PROTECT_PTH_TEXT = b"import _envguard_protect\n"
+PROTECT_HOOK_SHA256 = "2e91cfe02bf533317d3e7d53f52385afc0c8de185d60b8f9b4f39e8efb5f631c"
+# The lines protect fills in (with a literal each), as guard/hook.py holds them.
+_HOOK_LINES = (
+    (b"VENV = ", b'VENV = ""\n'),
+    (b"ENVGUARD = ", b'ENVGUARD = ["python3", "-m", "envguard"]\n'),
+)
 
-    root = os.path.dirname(os.path.dirname(os.path.dirname(site)))
+
+def _is_protect_hook(path: str, name: str) -> bool:
+    """``path`` is protect's .pth line or its hook, as protect writes them: whatever else
+    is in them (code in the filled-in lines too) makes them strays."""
+    import hashlib
+
+    if name not in (PROTECT_PTH, PROTECT_HOOK):
+        return False
     try:
-        data = json.loads(read_bytes(os.path.join(root, "envguard-protect.json"), 1 << 16))
-        files = data["files"]
-        top = os.path.relpath(site, root)
-        out = {}
-        for rel, digest in files.items():
-            folder, _, name = rel.rpartition("/")
-            if folder == top and len(digest) == 64:
-                raw = base64.urlsafe_b64encode(bytes.fromhex(digest)).rstrip(b"=").decode()
-                out[name] = "sha256=" + raw
-        return out
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
-        return {}
+        data = read_bytes(path, 1 << 16)
+    except OSError:
+        return False
+    if name == PROTECT_PTH:
+        return data == PROTECT_PTH_TEXT
+    lines = data.splitlines(True)
+    for lead, template in _HOOK_LINES:
+        at = next((n for n, line in enumerate(lines) if line.startswith(lead)), None)
+        if at is None or not _literal(lines[at][len(lead) :], lead == b"VENV = "):
+            return False
+        lines[at] = template
+    return hashlib.sha256(b"".join(lines)).hexdigest() == PROTECT_HOOK_SHA256
+
+
+def _literal(text: bytes, one: bool) -> bool:
+    """``text`` is one line holding a string literal (``one``) or a list of them."""
+    import ast
+
+    try:
+        value = ast.literal_eval(text.decode("utf-8").strip())
+    except (ValueError, SyntaxError, UnicodeDecodeError, MemoryError, RecursionError):
+        return False
+    if one:
+        return isinstance(value, str)
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
 class Checking:

@@ -1,0 +1,62 @@
+"""How guard reads an install command: as pip and uv read it, so that the file it checks
+and the place it previews are the ones the installer then uses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from envguard.errors import UsageError
+from envguard.guard.command import check_files, parse
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        "pip install -qr /dev/stdin",
+        "pip install -Ur/dev/stdin six",
+        "uv pip install -qc /proc/self/environ six",
+        "uv pip install --excludes /dev/stdin six",
+    ],
+)
+def test_a_requirements_file_in_run_together_short_options_is_checked(
+    argv: str, tmp_path: Path
+) -> None:
+    """``-qr /dev/stdin`` is -q -r /dev/stdin: the dry run would read an empty stdin, the
+    install the user's."""
+    command = parse(tuple(argv.split()))
+    with pytest.raises(UsageError, match=r"a requirements file in (dev|proc)/"):
+        check_files(command, cwd=tmp_path, env={})
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        ("pip install --targ /tmp/elsewhere six", "--targ: pip reads it as --target"),
+        ("pip install --constr /dev/stdin six", "--constr: pip reads it as --constraint"),
+        ("pip install -qt /tmp/elsewhere six", "-t: envguard guard installs into the venv"),
+        ("pip install -t/tmp/elsewhere six", "-t: envguard guard installs into the venv"),
+        ("uv pip install -Up/usr/bin/python3 six", "-p: envguard guard installs into the venv"),
+    ],
+)
+def test_abbreviated_and_run_together_options_are_read_as_the_installer_reads_them(
+    argv: str, said: str
+) -> None:
+    with pytest.raises(UsageError, match=said):
+        parse(tuple(argv.split()))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        "pip install --pre six",
+        "pip install --upgrade six",
+        "pip install --no-build-isolation six",
+        "pip --default-timeout 60 install six",
+        "pip install --use-feature truststore six",
+        "uv pip install --upgrade-group dev six",
+    ],
+)
+def test_options_spelled_in_full_and_their_values_are_not_packages(argv: str) -> None:
+    assert parse(tuple(argv.split())).requested == ("six",)
