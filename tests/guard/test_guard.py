@@ -328,3 +328,27 @@ def test_a_failing_uv_add_preview_puts_the_project_files_back(
     assert "the uv add dry run failed (exit 1); nothing was installed" in err
     assert {"pyproject.toml": Path("pyproject.toml").read_bytes()} == files
     assert not Path("uv.lock").exists()
+
+
+def test_an_install_that_does_more_than_its_dry_run_said_is_recorded_as_it_was(
+    stack: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The record is measured on the venv after the install, also when the dry run said
+    nothing would change (an installer reading stdin, a resolver that differs at run time)."""
+    venv, wh = stack
+    fake = tmp_path / "fakebin" / "uv"
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case " $* " in *" --dry-run "*) echo \'{"changes": []}\'; exit 0;; esac\n'
+        f'exec {UV} "$@"\n'
+    )
+    fake.chmod(0o755)
+    code, out, err = guard(
+        venv, "--", str(fake), "pip", "install", "--no-index", "--find-links", str(wh), "six"
+    )
+    assert code == 0, err
+    assert out.startswith("this install would change no package")
+    assert "six==1.17.0" in _freeze(venv)
+    (record,) = journal.records(venv)
+    assert record.change == "add 1 package (the dry run said: no package change)"

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from envguard.api.capture import newest, snapshot, snapshot_document, start_document
+from envguard.api.capture import newest, snapshot_document, start_document
 from envguard.api.compare import load_policy
 from envguard.errors import StoppedError, UsageError
 from envguard.guard import journal
@@ -164,10 +164,7 @@ def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> P
         dry_run = start_dry_run(command, venv=where, uv=uv, env=env, timeout=opts.timeout)
     try:
         doc = snapshot_document(python=where / "bin" / "python", name="guard")
-        installed = {
-            str(p["name"]): str(p["version"]) for p in doc["packages"] if not p.get("shadowed")
-        }
-        resolution = dry_run.finish(installed)
+        resolution = dry_run.finish(_versions(doc))
     except BaseException:
         dry_run.cancel()
         raise
@@ -306,23 +303,40 @@ def guard(
     if signum is not None:
         journal.finish(where, record, change="interrupted; not measured", exit_code=code)
         raise Interrupted(signum)
-    if seen.live is not None:
-        from envguard.compare.engine import diff as compute
-        from envguard.guard import protect as protection_files
-        from envguard.guard.preview import headline
-
-        after = snapshot(python=where / "bin" / "python", name="guard")
-        change = headline(compute(seen.live, after, load_policy()), lead="")
-        pinned = protection_files.gpu_pins(
-            [(p.name, p.version) for p in after.packages], rules=load_policy()
-        )
-        protection_files.refresh(where, pinned)
-    else:  # the installer said it would change nothing: not probed again
-        change = "no package change"
+    change = _measured_change(seen, where)
     done = journal.finish(where, record, change=change, exit_code=code)
     journal.collect(where, keep=opts.keep)
     set_interrupt_hint(None)
     return Guarded(preview=seen, ran=True, exit_code=code, record=done, change=change)
+
+
+def _measured_change(seen: Preview, where: Path) -> str:
+    """What the install changed, measured on the venv afterwards (the record's line), and
+    protect's pins brought up to date. When the dry run said nothing would change, the
+    venv's versions are compared first (pydantic is loaded only if they moved), and a
+    change is said to be one the dry run did not show."""
+    import json
+
+    from envguard.compare.engine import diff as compute
+    from envguard.guard import protect as protection_files
+    from envguard.guard.preview import headline
+
+    rules = load_policy()
+    doc = snapshot_document(python=where / "bin" / "python", name="guard")
+    if seen.live is None and _versions(doc) == _versions(json.loads(seen.live_text)):
+        return "no package change"
+    after = document.typed(doc)
+    pinned = protection_files.gpu_pins([(p.name, p.version) for p in after.packages], rules=rules)
+    protection_files.refresh(where, pinned)
+    if seen.live is None:
+        before = store.loads(seen.live_text, source="the venv before the install")
+        moved = headline(compute(before, after, rules), lead="")
+        return f"{moved} (the dry run said: no package change)"
+    return headline(compute(seen.live, after, rules), lead="")
+
+
+def _versions(doc: Document) -> dict[str, str]:
+    return {str(p["name"]): str(p["version"]) for p in doc["packages"] if not p.get("shadowed")}
 
 
 def history(*, venv: str | Path | None = None) -> list[Record]:
