@@ -17,10 +17,25 @@ _VALUED = {
         {"--python", "--name", "--out", "-o", "--metric", "--note", "--timeout", "--jobs"}
     ),
     "diff": frozenset({"--python", "--format", "--fail-on", "--only"}),
+    # guard and undo probe the venv (--venv, else $VIRTUAL_ENV, else ./.venv) first.
+    "guard": frozenset({"--venv", "--allow", "--fail-on", "--timeout", "--keep", "--format"}),
+    "undo": frozenset(
+        {
+            "--venv",
+            "--index-url",
+            "--extra-index-url",
+            "--find-links",
+            "--torch-index",
+            "--keep-backups",
+            "--format",
+        }
+    ),
 }
 _FLAGS = {
     "snapshot": frozenset({"--force", "--no-force", "-q", "--quiet"}),
     "diff": frozenset({"--expand", "-q", "--quiet"}),
+    "guard": frozenset({"--preview", "--shell", "--no-shell", "-q", "--quiet"}),
+    "undo": frozenset({"--offline", "--no-index", "--in-place", "--no-in-place", "-q", "--quiet"}),
 }
 
 
@@ -35,6 +50,8 @@ def guess(argv: list[str]) -> tuple[str, str | None, str | None] | None:
     while i < len(argv):
         arg = argv[i]
         i += 1
+        if command == "guard" and (arg == "--" or not arg.startswith("-")):
+            break  # the install command (or the snapshot before it) follows
         if arg in valued:  # --python X, -o X
             if i >= len(argv):
                 return None
@@ -49,13 +66,24 @@ def guess(argv: list[str]) -> tuple[str, str | None, str | None] | None:
         else:
             positional.append(arg)
             continue
-        if name == "--python":
+        if name in ("--python", "--venv"):
             python = value
+    if command in ("guard", "undo"):
+        return command, _venv_python(python), None
     if len(positional) > (0 if command == "snapshot" else 1):
         return None
     if command == "diff" and not positional:
         return None  # the newest snapshot: finding it reads them all, once is enough
     return command, python, positional[0] if positional else None
+
+
+def _venv_python(venv: str | None) -> str:
+    """The interpreter guard and undo probe: the venv's, as api.guarding names it."""
+    import os
+    from pathlib import Path
+
+    chosen = Path(venv if venv is not None else os.environ.get("VIRTUAL_ENV") or ".venv")
+    return str(chosen.expanduser().absolute() / "bin" / "python")
 
 
 def start(argv: list[str]) -> None:

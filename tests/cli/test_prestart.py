@@ -35,6 +35,17 @@ from envguard.snapshots import request as capture
         (["-q", "snapshot"], None),
         (["check"], None),
         ([], None),
+        # guard and undo probe the venv first: --venv's python.
+        (
+            ["guard", "--venv", "/v", "--allow", "torch", "--", "pip", "install", "--python", "x"],
+            ("guard", "/v/bin/python", None),
+        ),
+        (
+            ["undo", "2", "--venv", "/v", "--find-links", "/w", "--offline"],
+            ("undo", "/v/bin/python", None),
+        ),
+        (["guard", "--venv", "/v", "--via", "x", "--", "pip"], None),
+        (["undo", "--venv", "/v", "--help"], None),
     ],
 )
 def test_the_guess_is_made_only_from_plain_argv(
@@ -78,6 +89,17 @@ def test_snapshot_and_diff_take_over_the_probe_started_before_typer(tmp_path: Pa
     code, counts = _run(tmp_path, "diff", "good", "--python", sys.executable)
     assert code == 0
     assert counts == "PROBES [False] CANCELLED []"
+
+
+@pytest.mark.slow
+def test_guard_takes_over_the_probe_of_its_venv_started_before_typer(tmp_path: Path) -> None:
+    from factories import UV, make_venv
+
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    code, counts = _run(tmp_path, "guard", "--venv", str(venv), "--", UV, "pip", "uninstall", "x")
+    assert code == 0, counts
+    assert counts.startswith("PROBES [False") and "CANCELLED []" in counts
 
 
 def test_a_guess_the_command_does_not_take_is_stopped(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from envguard.snapshots.request import start_capture, start_early
 if TYPE_CHECKING:
     from envguard.snapshots.document import Document
     from envguard.snapshots.models import MetricValue, Snapshot
-    from envguard.snapshots.request import StartedCapture
+    from envguard.snapshots.request import CaptureRequest, StartedCapture
     from envguard.snapshots.store import Listed
 
 
@@ -44,7 +44,7 @@ def snapshot(
     a running process whose mapped GPU libraries are recorded too). Installed files are
     checked against each distribution's RECORD: the files that run by size (and hash when
     written after the install); ``deep``: every file hashed."""
-    started = _start_snapshot(**locals())
+    started = start_capture(_snapshot_request(**locals()))
     # The probe runs while the models (pydantic) load: that import is most of the start-up.
     from envguard.snapshots.capture import finish_capture
 
@@ -70,7 +70,7 @@ def snapshot_document(
     """snapshot(), as the JSON document its file holds (``Snapshot.model_validate`` of it
     is snapshot()'s result): checked as the model checks it, without loading pydantic
     where the check can vouch for it. What `envguard snapshot` writes."""
-    started = _start_snapshot(**locals())
+    started = start_capture(_snapshot_request(**locals()))
     from envguard.snapshots.capture import finish_document
 
     return finish_document(started)
@@ -80,11 +80,11 @@ def start_document(*, python: str | Path, name: str) -> StartedCapture:
     """snapshot_document(python=..., name=...) started: its probe runs while the caller
     works; ``finish_document()`` (envguard.snapshots.capture) waits for it, ``cancel()``
     stops it."""
-    return _start_snapshot(python=python, name=name)
+    return start_capture(_snapshot_request(python=python, name=name))
 
 
 def prestart(
-    command: Literal["snapshot", "diff"],
+    command: Literal["snapshot", "diff", "guard", "undo"],
     *,
     good: str | None = None,
     python: str | None = None,
@@ -95,7 +95,10 @@ def prestart(
     for exactly the same one, and stops it otherwise. Nothing is reported here: a problem
     (no such snapshot, no interpreter) is the call's to report."""
     try:
-        if command == "snapshot":
+        if command in ("guard", "undo") and python is not None:
+            # start_document(python=the venv's python, name="guard"), as both begin with it
+            start_early(_snapshot_request(python=python, name="guard"))
+        elif command == "snapshot":
             start_early(
                 capture_request(
                     python=python,
@@ -121,7 +124,7 @@ def prestart(
         return
 
 
-def _start_snapshot(
+def _snapshot_request(
     *,
     python: str | Path | None,
     name: str | None,
@@ -136,7 +139,7 @@ def _start_snapshot(
     root: str | Path | None = None,
     deep: bool = False,
     pid: int | None = None,
-) -> StartedCapture:
+) -> CaptureRequest:
     request = capture_request(
         python=python,
         name=name,
@@ -165,7 +168,7 @@ def _start_snapshot(
         if not request.via and not Path(f"/proc/{pid}").is_dir():
             raise UsageError(f"--pid {pid}: no such process here")
         request = replace(request, pid=pid)
-    return start_capture(request)
+    return request
 
 
 def save(
