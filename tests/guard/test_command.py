@@ -26,7 +26,14 @@ def test_a_requirements_file_in_run_together_short_options_is_checked(
     """``-qr /dev/stdin`` is -q -r /dev/stdin: the dry run would read an empty stdin, the
     install the user's."""
     command = parse(tuple(argv.split()))
-    with pytest.raises(UsageError, match=r"a requirements file in (dev|proc)/"):
+    with pytest.raises(UsageError, match=r"a requirements file in (dev|proc)/|from stdin"):
+        check_files(command, cwd=tmp_path, env={})
+
+
+@pytest.mark.parametrize("name", ["-", "/dev/stdin"])
+def test_requirements_from_stdin_are_refused_with_the_reason(name: str, tmp_path: Path) -> None:
+    command = parse(("uv", "pip", "install", "-r", name))
+    with pytest.raises(UsageError, match="requirements read from stdin cannot be previewed"):
         check_files(command, cwd=tmp_path, env={})
 
 

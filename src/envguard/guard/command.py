@@ -364,6 +364,12 @@ def check_files(command: InstallCommand, *, cwd: Path, env: Mapping[str, str]) -
         base, name = pending.pop()
         if "://" in name or name == os.devnull:
             continue  # the resolver fetches it; /dev/null is empty (guard sets it itself)
+        if name in ("-", "/dev/stdin", "/proc/self/fd/0"):
+            raise UsageError(
+                f"{name}: requirements read from stdin cannot be previewed (the dry run"
+                " would read them, then the install would find stdin empty)",
+                hint="save them to a file and pass -r FILE",
+            )
         path = Path(name) if os.path.isabs(name) else base / name
         text = _read_confined(path, label=name)
         real = os.path.realpath(path)

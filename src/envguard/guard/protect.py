@@ -209,7 +209,10 @@ def _configured_constraints(venv: Path) -> tuple[list[str], list[str]]:
     import subprocess
     import sys
 
-    for python in (venv / "bin" / "python", Path(sys.executable)):
+    # envguard's own interpreter first: the venv's pip would read the venv's pip.conf too,
+    # which is protect's own once it was protected (the system's and the user's changes
+    # since would be hidden behind it).
+    for python in (Path(sys.executable), venv / "bin" / "python"):
         try:
             proc = subprocess.run(
                 [str(python), "-m", "pip", "config", "list"],
