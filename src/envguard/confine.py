@@ -62,7 +62,7 @@ def filter_drivers(repo: str) -> List[str]:
     try:
         proc = subprocess.run(
             ["git", "-C", repo, "config", "-z", "--name-only", "--get-regexp", r"^filter\."],
-            env=dict(os.environ, **SAFE_GIT_ENV),
+            env=git_environ(SAFE_GIT_ENV),
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             stdin=subprocess.DEVNULL,
@@ -91,6 +91,38 @@ def without_filters(drivers: Iterable[str]) -> Dict[str, str]:
     return env
 
 
+# What git itself calls repository-local variables (`git rev-parse --local-env-vars`): set
+# by a git hook envguard runs in (GIT_INDEX_FILE during a commit, GIT_DIR in others) or by
+# the user's shell, they would point `git -C repo` at another repository, index or config.
+GIT_LOCAL_VARIABLES = frozenset(
+    {
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_CONFIG",
+        "GIT_CONFIG_PARAMETERS",
+        "GIT_CONFIG_COUNT",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_IMPLICIT_WORK_TREE",
+        "GIT_GRAFT_FILE",
+        "GIT_INDEX_FILE",
+        "GIT_NO_REPLACE_OBJECTS",
+        "GIT_REPLACE_REF_BASE",
+        "GIT_PREFIX",
+        "GIT_INTERNAL_SUPER_PREFIX",
+        "GIT_SHALLOW_FILE",
+        "GIT_COMMON_DIR",
+    }
+)
+
+
+def git_environ(settings: Dict[str, str]) -> Dict[str, str]:
+    """os.environ without the repository-local variables, then ``settings``."""
+    env = {k: v for k, v in os.environ.items() if k not in GIT_LOCAL_VARIABLES}
+    env.update(settings)
+    return env
+
+
 def git_env(repo: str) -> Dict[str, str]:
     """The settings run_git uses for ``repo``: SAFE_GIT_ENV, every filter switched off."""
     return without_filters(filter_drivers(repo))
@@ -110,7 +142,7 @@ def run_git(
 
     return subprocess.run(
         ["git", "-C", repo, *args],
-        env=dict(os.environ, **(git_env(repo) if env is None else env)),
+        env=git_environ(git_env(repo) if env is None else env),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE if stderr is None else stderr,
         stdin=subprocess.DEVNULL,

@@ -181,3 +181,23 @@ def test_snapshot_json_is_deterministic_and_round_trips(tmp_path: Path, good_ven
     names = [p["name"] for p in data["packages"]]
     assert names == sorted(names)
     assert store.loads(text, source="x") == snap
+
+
+def test_a_git_hook_s_variables_do_not_point_git_at_another_repo(
+    tmp_path: Path, good_venv: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """envguard run from a git hook (its pre-commit hook, a CI step) inherits GIT_DIR or
+    GIT_INDEX_FILE: `git -C repo` would then read that repository, not the one named."""
+    repo = make_git_repo(tmp_path / "code", {"model.py": "x = 1\n"})
+    other = make_git_repo(tmp_path / "other", {"b.py": "b = 1\n", "c.py": "c = 2\n"})
+    (other / "b.py").write_text("b = 9\n")
+    monkeypatch.setenv("GIT_DIR", str(other / ".git"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(other))
+    monkeypatch.setenv("GIT_INDEX_FILE", str(other / ".git" / "index"))
+    snap = snap_of(good_venv, tmp_path, repos=(repo,), default_caches=False)
+    (r,) = snap.repos
+    monkeypatch.delenv("GIT_DIR")
+    monkeypatch.delenv("GIT_WORK_TREE")
+    monkeypatch.delenv("GIT_INDEX_FILE")
+    assert r.head == git(repo, "rev-parse", "HEAD") != git(other, "rev-parse", "HEAD")
+    assert r.dirty is False
