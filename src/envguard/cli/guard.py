@@ -6,7 +6,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from envguard.cli.program import OutputFormat, app, console, data_out, quiet
-from envguard.cli.restore import ExtraIndexUrl, FindLinks, IndexUrl, NoIndex, Offline, TorchIndex
+from envguard.cli.restore import (
+    ExtraIndexUrl,
+    FindLinks,
+    IndexUrl,
+    KeepBackups,
+    NoIndex,
+    Offline,
+    TorchIndex,
+)
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -207,9 +215,7 @@ def undo(
     in_place: Annotated[
         bool, typer.Option(help="uv pip sync straight into the venv (fastest, not atomic).")
     ] = False,
-    keep_backups: Annotated[
-        int, typer.Option(min=0, help="Keep this many envguard backups of the venv.")
-    ] = 1,
+    keep_backups: KeepBackups = 1,
     format: Format = OutputFormat.table,
 ) -> None:
     """Bring the venv back to before a guarded change (atomic rebuild)."""

@@ -34,6 +34,9 @@ FindLinks = Annotated[list[str] | None, typer.Option(help="Passed to uv.")]
 Offline = Annotated[bool, typer.Option(help="Passed to uv.")]
 NoIndex = Annotated[bool, typer.Option(help="Passed to uv.")]
 TorchIndex = Annotated[str | None, typer.Option(help="PyTorch index base (a mirror).")]
+KeepBackups = Annotated[
+    int, typer.Option(min=0, help="Keep this many envguard backups of the venv (the newest).")
+]
 
 
 def _sources(
@@ -75,10 +78,7 @@ def rebuild(
     no_backup: Annotated[
         bool, typer.Option(help="Delete the old venv after a successful swap.")
     ] = False,
-    keep_backups: Annotated[
-        int,
-        typer.Option(min=0, help="Keep this many envguard backups of the venv (the newest)."),
-    ] = 1,
+    keep_backups: KeepBackups = 1,
     format: Annotated[PlanFormat, typer.Option("--format")] = PlanFormat.table,
     index_url: IndexUrl = None,
     extra_index_url: ExtraIndexUrl = None,
@@ -224,9 +224,7 @@ def restore(
         typer.Option(help="Also write files and caches the snapshot names under this folder."),
     ] = None,
     no_backup: Annotated[bool, typer.Option(help="Delete the old venv after the swap.")] = False,
-    keep_backups: Annotated[
-        int, typer.Option(min=0, help="Keep this many envguard backups of the venv.")
-    ] = 1,
+    keep_backups: KeepBackups = 1,
     format: Annotated[RestoreFormat, typer.Option("--format")] = RestoreFormat.table,
     index_url: IndexUrl = None,
     extra_index_url: ExtraIndexUrl = None,
