@@ -16,6 +16,7 @@ KINDS = (
     "fleet",
     "plan",
     "list",
+    "log",
     "restore",
     "bisect",
     "guard",
@@ -137,6 +138,30 @@ class ListDocument(TypedDict):
     snapshots: list[ListedDocument]
 
 
+class LoggedDocument(TypedDict, total=False):
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    path: str
+    name: str
+    created: str | None
+    torch: str | None
+    packages: int
+    metrics: dict[str, float | int | str | bool | None]
+    # What changed since the snapshot before it, in one line ("" for the first).
+    change: str
+    error: str
+
+
+class LogDocument(TypedDict):
+    """`envguard log --format json`: oldest first, unreadable files last."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    schema: Literal["envguard.log"]
+    schema_version: Literal[1]
+    snapshots: list[LoggedDocument]
+
+
 def schema(kind: str) -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of ``kind``: one of KINDS."""
     if kind == "snapshot":
@@ -158,6 +183,8 @@ def schema(kind: str) -> dict[str, Any]:
         found = Plan.model_json_schema(mode="serialization", by_alias=True)
     elif kind == "list":
         found = TypeAdapter(ListDocument).json_schema()
+    elif kind == "log":
+        found = TypeAdapter(LogDocument).json_schema()
     elif kind == "restore":
         from envguard.recovery.outcome import RestoreReport
 

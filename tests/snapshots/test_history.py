@@ -53,7 +53,12 @@ def test_a_falling_metric_and_what_changed_then(runs: Path) -> None:
 
 
 def test_log_as_json_and_markdown(runs: Path) -> None:
+    from pydantic import TypeAdapter
+
+    from envguard.schemas import LogDocument
+
     doc = json.loads(runner.invoke(app, ["log", "--format", "json"]).stdout)
+    TypeAdapter(LogDocument).validate_python(doc)  # the published schema's model
     assert (doc["schema"], doc["schema_version"]) == ("envguard.log", 1)
     assert [s.get("name") for s in doc["snapshots"]] == ["mon", "tue", "wed", None]
     assert doc["snapshots"][2]["metrics"] == {"tok_s": 4300}

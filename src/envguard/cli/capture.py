@@ -298,6 +298,7 @@ class SchemaKind(str, Enum):
     fleet = "fleet"
     plan = "plan"
     list = "list"
+    log = "log"
     restore = "restore"
     bisect = "bisect"
     guard = "guard"
