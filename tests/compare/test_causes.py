@@ -146,6 +146,9 @@ def test_no_kind_of_change_crowds_another_out_of_the_verdict() -> None:
         change("packages", "nvidia-nccl-cu12", "added", actual="2.21"),
         change("files", "train.py", "content_changed"),
         change("caches", "inductor", "cold", message="inductor cache /tmp/x is cold"),
+        change("env", "NCCL_P2P_DISABLE", "added", actual="1"),
+        change("env", "CUDA_VISIBLE_DEVICES", "changed", expected="0,1,2,3", actual="0"),
+        change("env", "HF_TOKEN", "changed", expected="<redacted:ab12>", actual="<redacted:cd34>"),
     ]
     causes = [Cause(f"p{i}", (f"p{i + 1}",)) for i in range(0, 10, 2)]
     lines = verdict(good, bad, changes, causes, Policy())
@@ -154,6 +157,10 @@ def test_no_kind_of_change_crowds_another_out_of_the_verdict() -> None:
     assert "GPU stack: nvidia-nccl-cu12 2.21 added" in text
     assert "downgraded: numpy 2.4.6 -> 2.2.6" in text
     assert "train.py changed" in text and "inductor cache cold" in text
+    assert lines[-2] == (
+        "variables: NCCL_P2P_DISABLE set (1), CUDA_VISIBLE_DEVICES 0,1,2,3 -> 0,"
+        " HF_TOKEN changed (values redacted)"
+    )
     assert lines[-1] == "last good run: tok_s=21500"
 
 

@@ -10,6 +10,7 @@ from envguard.compare.causes import Cause
 from envguard.compare.models import Change, primary_changes
 from envguard.compare.policy import Policy
 from envguard.compare.sections.packages import torch_version
+from envguard.compare.severity import Severity
 from envguard.redact import redact_metrics
 from envguard.snapshots.models import Snapshot
 
@@ -30,7 +31,7 @@ def verdict(
     """A few short lines, worst first; none when nothing drifted. Each kind of change has
     at most one line (the installs two), so none crowds another out: the torch build, the
     installs behind the rest, the GPU stack, downgrades by name, other packages, files,
-    caches, the last good run."""
+    caches, variables, the last good run."""
     if not changes:
         return ()
     lines = []
@@ -108,10 +109,31 @@ def verdict(
         lines.append(
             _some(sorted({f"{_cache_label(c)} {_CACHE_WORDS.get(c.kind, c.kind)}" for c in caches}))
         )
+    variables = [
+        c for c in changes if c.section == "env" and c.severity.rank >= Severity.warning.rank
+    ]
+    if variables:
+        lines.append("variables: " + _some([_variable(c) for c in variables]))
     if expected.metrics:
         shown_metrics = redact_metrics(dict(expected.metrics))
         lines.append("last good run: " + ", ".join(f"{k}={v}" for k, v in shown_metrics.items()))
     return tuple(lines)
+
+
+def _variable(change: Change) -> str:
+    """``NCCL_P2P_DISABLE set (1)``, ``CUDA_VISIBLE_DEVICES 0,1 -> 0``, values cut short."""
+
+    def short(value: str | None) -> str:
+        text = value or ""
+        return text if len(text) <= 24 else text[:23] + "…"
+
+    if any((v or "").startswith("<redacted") for v in (change.expected, change.actual)):
+        return f"{change.name} {change.kind} (values redacted)"
+    if change.kind == "added":
+        return f"{change.name} set ({short(change.actual)})"
+    if change.kind == "removed":
+        return f"{change.name} unset (was {short(change.expected)})"
+    return f"{change.name} {short(change.expected)} -> {short(change.actual)}"
 
 
 _FILE_WORDS = {
