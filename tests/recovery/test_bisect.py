@@ -121,6 +121,22 @@ def test_resume_reuses_the_logged_runs(polluted: Path, wheelhouse: Path) -> None
     assert log.read_text().splitlines() == lines  # nothing was built again
 
 
+@pytest.mark.slow
+def test_resume_never_reuses_an_answer_for_units_that_hold_other_packages(
+    polluted: Path, wheelhouse: Path
+) -> None:
+    """A log's answers are for the packages its units held then: a log from an envguard
+    that grouped them otherwise (or wrote no record of it) is run again, not trusted."""
+    first = json.loads(bisect(polluted, wheelhouse).stdout)
+    log = Path(polluted / first["log"])
+    steps = [json.loads(line) for line in log.read_text().splitlines()]
+    assert all(len(step["contents"]) == 16 for step in steps)
+    log.write_text("".join(json.dumps({**s, "contents": None}) + "\n" for s in steps))
+    again = bisect(polluted, wheelhouse, "--resume")
+    assert json.loads(again.stdout)["culprits"] == first["culprits"]
+    assert len(log.read_text().splitlines()) > len(steps)  # built and run again
+
+
 def snapshot_with_repo(good: Path, code: Path, *, bench: str, model: str) -> Path:
     """``code``: a repo of bench.py and model.py, committed ("fast model") and recorded
     with the venv ``good`` in the snapshot ``good`` (saved in ``code``)."""

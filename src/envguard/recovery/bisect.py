@@ -339,6 +339,10 @@ class Step:
     seconds: float
     why: str | None = None  # why a skip was a skip (or the import error judged bad)
     logged: bool = False  # the answer of an earlier run (--resume), not built again
+    # What the units held when it ran (Session.contents): a resumed answer is reused only
+    # for the same packages under the same unit ids (another envguard may group them
+    # otherwise, another bad snapshot holds other versions).
+    contents: str | None = None
 
 
 @dataclass
@@ -409,10 +413,28 @@ class Session:
         with log_folder(log.parent) as folder:  # refused now, before anything is built
             if resume:
                 for step in read_log(log):
-                    self.known[frozenset(step.units)] = step
+                    ids = frozenset(step.units)
+                    if step.contents == self.contents(ids):
+                        self.known[ids] = step
             else:  # a fresh start: the log holds this run's steps only
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(log.name, dir_fd=folder)
+
+    def contents(self, ids: frozenset[str]) -> str:
+        """A digest of what the units ``ids`` apply: each one's packages at the bad side's
+        versions, its variables and cache."""
+        import hashlib
+
+        bad = self.bad.package_map()
+        held: list[object] = []
+        for uid in sorted(ids):
+            unit = self.by_id.get(uid)
+            if unit is None:
+                held.append([uid])  # a commit's key, or a unit this run does not have
+                continue
+            versions = [[n, bad[n].version if n in bad else None] for n in unit.packages]
+            held.append([uid, versions, unit.env, unit.cache])
+        return hashlib.sha256(json.dumps(held).encode()).hexdigest()[:16]
 
     def test(self, ids: frozenset[str], *, cwd: Path | None = None) -> Result:
         """Build and judge the good snapshot with the units ``ids`` applied (from the log
@@ -437,7 +459,14 @@ class Session:
             code, output = run_check(self.check, self.scratch, env, cwd or self.cwd)
             said = judge(self.check, code, output)
             seconds = round(time.monotonic() - started, 2)
-            step = Step(sorted(ids), said.result, said.metric, seconds, said.why)
+            step = Step(
+                sorted(ids),
+                said.result,
+                said.metric,
+                seconds,
+                said.why,
+                contents=self.contents(ids),
+            )
             self.runs += 1
             self.known[ids] = step
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
@@ -557,7 +586,9 @@ def read_log(log: Path) -> list[Step]:
             number = None if metric is None else float(metric)
             took = raw.get("seconds")
             took = float(took) if isinstance(took, (int, float)) and 0 <= took < 1e9 else 0.0
-            steps.append(Step(units, result, number, took, why, logged=True))
+            contents = raw.get("contents")
+            contents = contents if isinstance(contents, str) and len(contents) == 16 else None
+            steps.append(Step(units, result, number, took, why, logged=True, contents=contents))
         except (ValueError, KeyError, TypeError, RecursionError, AttributeError, OverflowError):
             continue
     return steps
