@@ -698,3 +698,19 @@ def test_the_commit_search_judges_a_skipped_commit_by_its_neighbours(
     assert first_bad(todo, test, affordable=lambda _: True) == (first, True, unsure)
     assert len(set(ran)) == len(ran) <= 4
     assert first_bad(todo, test, affordable=lambda _: False) == ("c5", False, 0)
+
+
+def test_the_torch_unit_names_the_builds_as_diff_does() -> None:
+    """PyPI's CUDA torch carries no build label (2.14.1); its version.py says +cu130, and
+    bisect names the unit as the verdict does."""
+    from envguard.recovery.bisect import units
+    from envguard.snapshots.models import TorchBuild
+    from factories import package, snapshot
+
+    good = snapshot([package("torch", "2.13.0+cpu")], torch=TorchBuild(version="2.13.0+cpu"))
+    bad = snapshot(
+        [package("torch", "2.14.1"), package("nvidia-nccl-cu13", "2.30.7")],
+        torch=TorchBuild(version="2.14.1+cu130", cuda="13.0"),
+    )
+    (unit,) = [u for u in units(good, bad) if u.id == "torch"]
+    assert unit.label == "torch 2.13.0+cpu -> 2.14.1+cu130 with 1 more of its stack"

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from envguard.compare.sections.packages import torch_version
 from envguard.errors import ActionError, UsageError
 from envguard.lifecycle import MARKER, end_chain, forget, new_marker, start_child
 from envguard.recovery import commits
@@ -60,12 +61,17 @@ def _differs(a: Package | None, b: Package | None) -> bool:
     return (a.version, a.source, a.fingerprint) != (b.version, b.source, b.fingerprint)
 
 
-def _change(name: str, before: Package | None, after: Package | None) -> str:
+def _change(name: str, before: str | None, after: str | None) -> str:
+    """``numpy 2.1.0 -> 1.26.4``, ``six added (1.17.0)``, ``x removed (was 1)``."""
     if before is None:
-        return f"{name} added ({after.version if after else '?'})"
+        return f"{name} added ({after or '?'})"
     if after is None:
-        return f"{name} removed (was {before.version})"
-    return f"{name} {before.version} -> {after.version}"
+        return f"{name} removed (was {before})"
+    return f"{name} {before} -> {after}"
+
+
+def _version(package: Package | None) -> str | None:
+    return package.version if package is not None else None
 
 
 def units(good: Snapshot, bad: Snapshot) -> list[Unit]:
@@ -82,7 +88,8 @@ def units(good: Snapshot, bad: Snapshot) -> list[Unit]:
         # installs that pulled it in: what a person acts on.
         label = f"the torch stack ({len(torch)} packages)"
         if "torch" in torch:
-            label = _change("torch", gm.get("torch"), bm.get("torch"))
+            # Named by its builds, as diff names it (PyPI's 2.14.1 is +cu130).
+            label = _change("torch", torch_version(good), torch_version(bad))
             if len(torch) > 1:
                 label += f" with {len(torch) - 1} more of its stack"
         by = sorted(c.root for c in causes if c.root not in torch and set(torch) & {*c.members})
@@ -106,7 +113,7 @@ def units(good: Snapshot, bad: Snapshot) -> list[Unit]:
         )
     taken = set(unit_of)
     for name in sorted(changed - taken):
-        what = _change(name, gm.get(name), bm.get(name))
+        what = _change(name, _version(gm.get(name)), _version(bm.get(name)))
         out.append(Unit(id=f"package:{name}", label=what, packages=(name,)))
     if {k: v for k, v in good.env.items() if k != "VIRTUAL_ENV"} != {
         k: v for k, v in bad.env.items() if k != "VIRTUAL_ENV"
@@ -485,7 +492,7 @@ class Session:
         gm, bm = self.good.package_map(), self.bad.package_map()
         out = []
         for name in group.packages:
-            label = _change(name, gm.get(name), bm.get(name))
+            label = _change(name, _version(gm.get(name)), _version(bm.get(name)))
             label += "" if name == root else f", pulled in by {root}"
             unit = Unit(id=f"package:{name}", label=label, packages=(name,))
             out.append(self.by_id.setdefault(unit.id, unit))
