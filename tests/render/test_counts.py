@@ -105,7 +105,7 @@ def test_expanded_the_summary_counts_every_row(drift: Drift) -> None:
     lines = _table(drift, expand=True)
     rows = Counter(m.group(1) for line in lines if (m := re.match(r"│ (\w+) +│", line)))
     summary = next(line for line in lines if line.startswith("drift from "))
-    assert "folded" not in summary
+    assert "(plus" not in summary
     assert _figures(summary) == dict(rows) == dict(_json_counts(drift))
 
 

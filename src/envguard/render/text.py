@@ -57,7 +57,7 @@ def summary(drift: Drift, *, expand: bool = False) -> str:
     text = f"drift from {drift.expected_name or 'the snapshot'}: " + severity_counts(counts)
     if folded:
         hidden = Counter(c.severity for c in drift.changes if id(c) in folded)
-        text += f" (plus {severity_counts(hidden)} folded into their installs' rows)"
+        text += f" (plus {severity_counts(hidden)} in install rows)"
     return text
 
 
