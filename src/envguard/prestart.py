@@ -69,7 +69,8 @@ def guess(argv: list[str]) -> tuple[str, str | None, str | None] | None:
         if name in ("--python", "--venv"):
             python = value
     if command in ("guard", "undo"):
-        return command, _venv_python(python), None
+        found = _venv_python(python)
+        return (command, found, None) if found is not None else None
     if len(positional) > (0 if command == "snapshot" else 1):
         return None
     if command == "diff" and not positional:
@@ -77,13 +78,17 @@ def guess(argv: list[str]) -> tuple[str, str | None, str | None] | None:
     return command, python, positional[0] if positional else None
 
 
-def _venv_python(venv: str | None) -> str:
-    """The interpreter guard and undo probe: the venv's, as api.guarding names it."""
+def _venv_python(venv: str | None) -> str | None:
+    """The interpreter guard and undo probe: the venv's, as api.guarding names it; None
+    when it is not a venv (the command refuses it before running anything in it)."""
     import os
     from pathlib import Path
 
     chosen = Path(venv if venv is not None else os.environ.get("VIRTUAL_ENV") or ".venv")
-    return str(chosen.expanduser().absolute() / "bin" / "python")
+    where = chosen.expanduser().absolute()
+    if not (where / "pyvenv.cfg").is_file():
+        return None
+    return str(where / "bin" / "python")
 
 
 def start(argv: list[str]) -> None:

@@ -35,23 +35,27 @@ from envguard.snapshots import request as capture
         (["-q", "snapshot"], None),
         (["check"], None),
         ([], None),
-        # guard and undo probe the venv first: --venv's python.
-        (
-            ["guard", "--venv", "/v", "--allow", "torch", "--", "pip", "install", "--python", "x"],
-            ("guard", "/v/bin/python", None),
-        ),
-        (
-            ["undo", "2", "--venv", "/v", "--find-links", "/w", "--offline"],
-            ("undo", "/v/bin/python", None),
-        ),
-        (["guard", "--venv", "/v", "--via", "x", "--", "pip"], None),
-        (["undo", "--venv", "/v", "--help"], None),
     ],
 )
 def test_the_guess_is_made_only_from_plain_argv(
     argv: list[str], expected: tuple[str, str | None, str | None] | None
 ) -> None:
     assert guess(argv) == expected
+
+
+def test_guard_and_undo_guess_their_venv_and_only_a_venv(tmp_path: Path) -> None:
+    """guard and undo probe the venv first (--venv's python); a folder that is not a venv
+    (no pyvenv.cfg) is refused by the command before anything in it runs: no guess."""
+    v = tmp_path / "v"
+    (v / "bin").mkdir(parents=True)
+    argv = ["guard", "--venv", str(v), "--allow", "torch", "--", "pip", "install", "--python", "x"]
+    assert guess(argv) is None
+    (v / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    assert guess(argv) == ("guard", str(v / "bin" / "python"), None)
+    undo = ["undo", "2", "--venv", str(v), "--find-links", "/w", "--offline"]
+    assert guess(undo) == ("undo", str(v / "bin" / "python"), None)
+    assert guess(["guard", "--venv", str(v), "--via", "x", "--", "pip"]) is None
+    assert guess(["undo", "--venv", str(v), "--help"]) is None
 
 
 _COUNT = """
