@@ -401,6 +401,40 @@ def test_a_rebuild_stopped_right_after_its_swap_leaves_the_venv_protected(
     assert check.exit_code == 0, check.stdout
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("after", ["prune_backups", "not_restored"])
+def test_a_rebuild_interrupted_once_swapped_leaves_the_venv_protected(
+    stack: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, after: str
+) -> None:
+    """Ctrl-C after the swap's deferral ended (old backups pruned, what the rebuild does
+    not restore listed): the venv in place is protected as the old one was."""
+    import signal
+
+    from envguard import api
+    from envguard.lifecycle import Interrupted, signals_handled
+    from envguard.recovery import execute
+
+    venv, wh = stack
+    good = api.snapshot(python=venv / "bin" / "python", name="good")
+    path = Path("good.json")
+    path.write_text(good.model_dump_json())
+    assert runner.invoke(app, ["protect", "--venv", str(venv)]).exit_code == 0
+    original = getattr(execute, after)
+
+    def interrupted(*args: object, **kwargs: object) -> object:
+        found = original(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)
+        return found
+
+    monkeypatch.setattr(execute, after, interrupted)
+    sources = api.sources(find_links=[str(wh)], offline=True)
+    with signals_handled(), pytest.raises(Interrupted):
+        api.rebuild(path, venv=venv, sources=sources)
+    assert "numpy==2.1.0" in run([UV, "pip", "freeze", "--python", str(venv)]).stdout
+    check = runner.invoke(app, ["protect", "--check", "--venv", str(venv)])
+    assert check.exit_code == 0, check.stdout
+
+
 def test_protect_writes_a_damaged_manifest_again_as_its_hint_says(tmp_path: Path) -> None:
     """The shim and pip.conf are known as protect's by what they hold: --off then removes
     them, not left behind as the venv's own."""

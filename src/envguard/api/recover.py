@@ -171,27 +171,34 @@ def rebuild(
             on_line=on_line,
             before_swap=before_swap,
         )
-    except StoppedError:
-        # Stopped right after the swap: the new venv (no manifest of its own yet) is
-        # protected before the interrupt is reported, as it would have been.
+        outcome.notes[:0] = cleaned
+        if protected:
+            # Before anything else: an interrupt from here on finds the new venv protected.
+            with signals_deferred():
+                _protect_again(outcome, snap, target, in_place=in_place)
+        if outcome.live is not None:
+            outcome.not_restored = not_restored(snap, outcome.live)
+    except (StoppedError, KeyboardInterrupt):
+        # Stopped right after the swap (or after the rebuild returned): the new venv (no
+        # manifest of its own yet) is protected before the interrupt is reported, as it
+        # would have been.
         if protected and not in_place and protection.status(target) is None:
             with signals_deferred():
                 installed = [(p.name, p.version) for p in snap.packages]
                 protection.protect_installed(target, installed, rules=load_policy())
         raise
-    outcome.notes[:0] = cleaned
-    if outcome.live is not None:
-        outcome.not_restored = not_restored(snap, outcome.live)
-    if protected:
-        live = outcome.live.packages if outcome.live is not None else snap.packages
-        installed = [(p.name, p.version) for p in live]
-        if in_place:  # its protection stayed: the GPU stack pinned as it is now
-            rules = load_policy()
-            protection.refresh(target, protection.gpu_pins(installed, rules=rules))
-        else:  # the new venv is protected as the old one was
-            protection.protect_installed(target, installed, rules=load_policy())
-            outcome.notes.append("protected again (envguard protect): as the old venv was")
     return outcome
+
+
+def _protect_again(outcome: Outcome, snap: Snapshot, target: Path, *, in_place: bool) -> None:
+    live = outcome.live.packages if outcome.live is not None else snap.packages
+    installed = [(p.name, p.version) for p in live]
+    if in_place:  # its protection stayed: the GPU stack pinned as it is now
+        rules = load_policy()
+        protection.refresh(target, protection.gpu_pins(installed, rules=rules))
+    else:  # the new venv is protected as the old one was
+        protection.protect_installed(target, installed, rules=load_policy())
+        outcome.notes.append("protected again (envguard protect): as the old venv was")
 
 
 def export(
