@@ -80,6 +80,32 @@ def test_a_harmless_install_passes_through_and_undo_reverts_later_pollution(
     assert journal.records(venv)[0].command[:2] == ("envguard", "undo")
 
 
+@pytest.mark.slow
+def test_an_undo_interrupted_once_swapped_is_recorded_finished(
+    stack: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C after the rebuild swapped the venv in, while the undo words its record: the
+    record that makes the undo undoable is kept, and finished as interrupted."""
+    from envguard import api
+    from envguard.guard import preview
+
+    venv, wh = stack
+    assert guard(venv, *_install(wh, "six"))[0] == 0
+    uv_install(venv, wh, "sglang")
+
+    def interrupted(*args: object, **kwargs: object) -> str:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(preview, "headline", interrupted)
+    sources = api.sources(find_links=[str(wh)], offline=True)
+    with pytest.raises(KeyboardInterrupt):
+        api.undo(venv=venv, sources=sources)
+    assert "sglang" not in _freeze(venv)  # swapped in
+    undone = journal.records(venv)[0]
+    assert undone.command[:2] == ("envguard", "undo")
+    assert (undone.change, undone.exit_code) == ("interrupted; see envguard diff", 130)
+
+
 def test_shell_syntax_is_refused_unless_shell(tmp_path: Path) -> None:
     venv = tmp_path / ".venv"
     make_venv(venv)

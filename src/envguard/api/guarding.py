@@ -452,8 +452,12 @@ def undo(
             journal.discard(where, begun[0][0])
         raise
     record, doc = begun[0]
-    restored = headline(compute(document.typed(doc), good, load_policy()), lead="")
-    done = journal.finish(where, record, change=restored, exit_code=0)
+    try:
+        restored = headline(compute(document.typed(doc), good, load_policy()), lead="")
+        done = journal.finish(where, record, change=restored, exit_code=0)
+    except KeyboardInterrupt:  # swapped in already: the record is kept, and finished
+        journal.finish(where, record, change="interrupted; see envguard diff", exit_code=130)
+        raise
     journal.collect(where)
     return Undone(record=done, target=target, restored=restored, outcome=outcome)
 
