@@ -378,3 +378,17 @@ def test_an_install_that_does_more_than_its_dry_run_said_is_recorded_as_it_was(
     assert "six==1.17.0" in _freeze(venv)
     (record,) = journal.records(venv)
     assert record.change == "add 1 package (the dry run said: no package change)"
+
+
+def test_a_snapshot_left_without_its_record_does_not_block_the_next_change(
+    tmp_path: Path,
+) -> None:
+    """envguard stopped between writing a change's snapshot and its record: the next
+    guarded change (or undo) is recorded under the next number, not refused."""
+    venv = tmp_path / ".venv"
+    first = journal.begin(venv, "{}", command=("pip", "install", "six"), allowed=(), planned="")
+    journal.finish(venv, first, change="add 1 package", exit_code=0)
+    (journal.folder(venv) / "0002.json").write_text("{}")  # its record never written
+    record = journal.begin(venv, "{}", command=("pip", "install", "x"), allowed=(), planned="")
+    assert [r.number for r in journal.records(venv)] == [record.number, 1]
+    assert record.number == 3

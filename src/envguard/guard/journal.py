@@ -22,6 +22,7 @@ RECORD_VERSION = 1
 KEEP = 20
 SIZE_CAP = 256 << 20
 _RECORD = re.compile(r"^(\d{4,9})\.record\.json$")
+_NUMBERED = re.compile(r"^(\d{4,9})\.(?:record\.)?json$")
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,12 @@ def begin(
     """Record the venv as it is (``snapshot_text``) before ``command`` changes it."""
     where = folder(venv)
     where.mkdir(exist_ok=True)
-    number = max((r.number for r in records(venv)), default=0) + 1
+    # Past a snapshot whose record was never written (envguard stopped between the two):
+    # its number is not taken again, or every later change would be refused.
+    taken = [r.number for r in records(venv)]  # a damaged record is named first
+    with os.scandir(where) as scan:
+        found = [_NUMBERED.match(entry.name) for entry in scan]
+    number = max([*taken, *(int(m.group(1)) for m in found if m)], default=0) + 1
     record = Record(
         number=number,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
