@@ -362,14 +362,7 @@ def test_an_install_that_does_more_than_its_dry_run_said_is_recorded_as_it_was(
     """The record is measured on the venv after the install, also when the dry run said
     nothing would change (an installer reading stdin, a resolver that differs at run time)."""
     venv, wh = stack
-    fake = tmp_path / "fakebin" / "uv"
-    fake.parent.mkdir()
-    fake.write_text(
-        "#!/bin/sh\n"
-        'case " $* " in *" --dry-run "*) echo \'{"changes": []}\'; exit 0;; esac\n'
-        f'exec {UV} "$@"\n'
-    )
-    fake.chmod(0o755)
+    fake = _uv_whose_dry_run_says_nothing(tmp_path)
     code, out, err = guard(
         venv, "--", str(fake), "pip", "install", "--no-index", "--find-links", str(wh), "six"
     )
@@ -392,3 +385,53 @@ def test_a_snapshot_left_without_its_record_does_not_block_the_next_change(
     record = journal.begin(venv, "{}", command=("pip", "install", "x"), allowed=(), planned="")
     assert [r.number for r in journal.records(venv)] == [record.number, 1]
     assert record.number == 3
+
+
+def test_a_reinstall_of_another_build_of_the_same_version_is_measured(
+    stack: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Same name, same version, other files (a local rebuild): the versions agree, the
+    RECORD fingerprint does not, and the record says what happened."""
+    from envguard.testing import make_wheel
+
+    venv, _ = stack
+    other = tmp_path / "other-build"
+    make_wheel(other, "numpy", "2.1.0", files={"numpy/__init__.py": "PATCHED = True\n"})
+    fake = _uv_whose_dry_run_says_nothing(tmp_path)
+    argv = [str(fake), "pip", "install", "--no-index", "--find-links", str(other)]
+    code, _, err = guard(venv, "--", *argv, "--reinstall", "numpy==2.1.0")
+    assert code == 0, err
+    (record,) = journal.records(venv)
+    assert record.change.endswith("(the dry run said: no package change)"), record.change
+
+
+def test_an_install_whose_measurement_is_interrupted_still_ends_its_record(
+    stack: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from envguard import api
+    from envguard.api import guarding
+
+    venv, wh = stack
+
+    def interrupted(*_: object) -> str:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(guarding, "_measured_change", interrupted)
+    options = api.GuardOptions(venv=venv)
+    with pytest.raises(KeyboardInterrupt):
+        api.guard([UV, "pip", "install", "--no-index", "--find-links", str(wh), "six"], options)
+    (record,) = journal.records(venv)
+    assert (record.change, record.exit_code) == ("not measured; see envguard diff", 0)
+
+
+def _uv_whose_dry_run_says_nothing(tmp_path: Path) -> Path:
+    """A uv whose dry run reports no change and which then installs for real."""
+    fake = tmp_path / "fakebin" / "uv"
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case " $* " in *" --dry-run "*) echo \'{"changes": []}\'; exit 0;; esac\n'
+        f'exec {UV} "$@"\n'
+    )
+    fake.chmod(0o755)
+    return fake

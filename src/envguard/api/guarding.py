@@ -303,7 +303,11 @@ def guard(
     if signum is not None:
         journal.finish(where, record, change="interrupted; not measured", exit_code=code)
         raise Interrupted(signum)
-    change = _measured_change(seen, where)
+    try:
+        change = _measured_change(seen, where)
+    except BaseException:  # installed, not measured: the record still ends
+        journal.finish(where, record, change="not measured; see envguard diff", exit_code=code)
+        raise
     done = journal.finish(where, record, change=change, exit_code=code)
     journal.collect(where, keep=opts.keep)
     set_interrupt_hint(None)
@@ -323,7 +327,7 @@ def _measured_change(seen: Preview, where: Path) -> str:
 
     rules = load_policy()
     doc = snapshot_document(python=where / "bin" / "python", name="guard")
-    if seen.live is None and _versions(doc) == _versions(json.loads(seen.live_text)):
+    if seen.live is None and _builds(doc) == _builds(json.loads(seen.live_text)):
         return "no package change"
     after = document.typed(doc)
     pinned = protection_files.gpu_pins([(p.name, p.version) for p in after.packages], rules=rules)
@@ -337,6 +341,16 @@ def _measured_change(seen: Preview, where: Path) -> str:
 
 def _versions(doc: Document) -> dict[str, str]:
     return {str(p["name"]): str(p["version"]) for p in doc["packages"] if not p.get("shadowed")}
+
+
+def _builds(doc: Document) -> dict[str, tuple[str, str]]:
+    """Each package's version and RECORD fingerprint: a reinstall of another build of the
+    same version moves the second."""
+    return {
+        str(p["name"]): (str(p["version"]), str(p.get("fingerprint")))
+        for p in doc["packages"]
+        if not p.get("shadowed")
+    }
 
 
 def history(*, venv: str | Path | None = None) -> list[Record]:
@@ -446,10 +460,10 @@ def undo(
                 where, begun[0][0], change="interrupted; see envguard diff", exit_code=130
             )
         raise
-    except BaseException:  # the rebuild swaps a venv in only once all of it worked
+    except BaseException:
         started.cancel()
-        if begun:
-            journal.discard(where, begun[0][0])
+        if begun:  # past the point of the swap: whether it happened, diff says
+            journal.finish(where, begun[0][0], change="failed; see envguard diff", exit_code=1)
         raise
     record, doc = begun[0]
     try:

@@ -142,11 +142,6 @@ def finish(venv: Path, record: Record, *, change: str, exit_code: int) -> Record
     return done
 
 
-def discard(venv: Path, record: Record) -> None:
-    """Remove a record whose change did not happen (a failed undo: the venv is as it was)."""
-    _remove(folder(venv), record)
-
-
 def _remove(where: Path, record: Record) -> None:
     for name in (record.snapshot_name, f"{record.number:04d}.record.json"):
         with contextlib.suppress(FileNotFoundError):
