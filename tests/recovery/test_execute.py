@@ -173,6 +173,15 @@ def test_failed_install_leaves_old_venv_byte_for_byte(
     assert not list(in_tmp.glob(".venv.envguard-*"))
 
 
+def _running(pid: int) -> bool:
+    """Alive and not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_killed_rebuild_leaves_venv_intact(
     good: Path, in_tmp: Path, tmp_path: Path, wheelhouse: Path, torch_index: str, sig: int
@@ -182,8 +191,10 @@ def test_killed_rebuild_leaves_venv_intact(
     marker = tmp_path / "sync-started"
     slow_uv = tmp_path / "slow-uv"
     real = run([sys.executable, "-c", "import uv; print(uv.find_uv_bin())"]).stdout.strip()
+    child = tmp_path / "uv-child.pid"  # what uv starts (a build backend): ended with it
     slow_uv.write_text(
-        f'#!/bin/sh\nif [ "$2" = sync ]; then touch {marker}; sleep 30; fi\nexec {real} "$@"\n'
+        f'#!/bin/sh\nif [ "$2" = sync ]; then sleep 30 & echo $! > {child}; touch {marker};'
+        f' wait; fi\nexec {real} "$@"\n'
     )
     slow_uv.chmod(0o755)
     env = {**os.environ, "ENVGUARD_UV": str(slow_uv)}
@@ -215,6 +226,11 @@ def test_killed_rebuild_leaves_venv_intact(
     if sig == signal.SIGTERM:
         assert proc.returncode == 143 and "interrupted" in err and "not touched" in err
         assert not list(in_tmp.glob(".venv.envguard-build-*"))
+        pid = int(child.read_text())
+        deadline = time.monotonic() + 10
+        while _running(pid):
+            assert time.monotonic() < deadline, f"uv's child {pid} outlived the rebuild"
+            time.sleep(0.05)
     else:
         # A SIGKILL cannot be caught: the next rebuild removes what it left.
         assert list(in_tmp.glob(".venv.envguard-build-*"))

@@ -23,10 +23,13 @@ from envguard.compare.models import Drift, Severity
 from envguard.errors import ActionError, StoppedError, UsageError
 from envguard.lifecycle import (
     Interrupted,
+    end_chain,
+    forget,
     raise_if_signalled,
     set_interrupt_hint,
     signals_deferred,
     signals_handled,
+    start_child,
 )
 from envguard.recovery.outcome import Outcome
 from envguard.recovery.plan import Plan, RunStep, SwapStep, VerifyStep
@@ -151,27 +154,29 @@ def run_step(step: RunStep, *, on_line: Callable[[str], None] | None = None) -> 
     tail: list[str] = []
     env = {k: v for k, v in os.environ.items() if k not in step.unset_env}
     started = trace.command(step.purpose, step.argv)
-    with subprocess.Popen(
+    # In a session of its own: an interrupt ends uv and what it started (a build backend).
+    proc = start_child(
         list(step.argv),
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        text=True,
         stdin=subprocess.DEVNULL,
-    ) as proc:
-        try:
-            assert proc.stdout is not None
+    )
+    try:
+        assert proc.stdout is not None
+        with proc.stdout:
             for raw in proc.stdout:
-                line = raw.rstrip()
+                line = raw.decode("utf-8", "replace").rstrip()
                 if line:
                     tail = [*tail[-19:], line]
                     if on_line is not None:
                         on_line(line)
-            proc.wait()
-        except BaseException:
-            proc.kill()
-            proc.wait()
-            raise
+        proc.wait()
+    except BaseException:
+        end_chain(proc)
+        raise
+    finally:
+        forget(proc.pid)
     raise_if_signalled()  # an interrupt whose exception CPython lost: stop before the next step
     trace.done(step.purpose, started)
     if proc.returncode != 0:
