@@ -1,0 +1,94 @@
+"""The field corpus: real venvs and uv projects built from the package registry.
+
+Every test under tests/field/ carries the ``field`` marker (added here), which the quick
+suite leaves out (pyproject's addopts); ``pytest -m field`` runs it, and .ci/run does after
+the quick suite. The packages come through uv's cache kept outside the clone
+(``$ENVGUARD_FIELD_CACHE``, default ``~/.cache/envguard-field``): the first run downloads a
+few GB, later runs link from it. A registry that cannot be reached skips the corpus with
+one line.
+
+The shared cache is never edited by a test: an edit through uv's hardlinks would reach
+every later member. Tests that edit through hardlinks build their venv from a cache of
+their own (``private_cache``). A member whose files do not hash to their RECORD when it is
+built (a cache left half-written, or edited by hand) has its packages dropped from the
+cache and is built again.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from field.corpus import CACHE, HERE, NETWORK_WORDS, UV, Corpus, uv_env
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.field)
+
+
+@pytest.fixture(scope="session")
+def registry() -> None:
+    """Skip the corpus, in one line, when the package registry cannot be reached."""
+    try:
+        done = subprocess.run(
+            [UV, "pip", "compile", "--no-header", "--no-cache", "-"],
+            input="six\n",
+            env=uv_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.skip("field corpus: the package registry did not answer in 60 s")
+    if done.returncode != 0:
+        line = next((ln for ln in done.stderr.splitlines() if ln.strip()), "no answer")
+        if any(word in done.stderr.lower() for word in NETWORK_WORDS):
+            pytest.skip(f"field corpus: the package registry cannot be reached ({line[:160]})")
+        raise AssertionError(f"uv could not resolve six:\n{done.stderr}")
+
+
+def _same_device(a: Path, b: Path) -> bool:
+    return a.stat().st_dev == b.stat().st_dev
+
+
+@pytest.fixture(scope="session")
+def corpus(registry: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Corpus]:
+    """The members, built on first use into a folder on the cache's filesystem (uv links
+    only within one), removed at the end of the session."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    base = tmp_path_factory.mktemp("corpus")
+    if not _same_device(base, CACHE):
+        base = CACHE / "runs" / f"{os.getpid()}"
+        base.mkdir(parents=True, exist_ok=True)
+    yield Corpus(base)
+    if base.parent == CACHE / "runs":
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def field_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """The corpus's uv settings for envguard under test, run from ``tmp_path`` (a git work
+    tree, so a snapshot records a repo): the registry reachable, the corpus's cache."""
+    for key, value in uv_env().items():
+        if key.startswith("UV_"):
+            monkeypatch.setenv(key, value)
+    monkeypatch.delenv("UV_OFFLINE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    return tmp_path
+
+
+@pytest.fixture
+def private_cache(tmp_path: Path) -> Iterator[Path]:
+    """A uv cache of this test's own, on the corpus's filesystem, for edits through links."""
+    where = CACHE / "private" / f"{os.getpid()}-{tmp_path.name}"
+    where.mkdir(parents=True, exist_ok=True)
+    yield where
+    shutil.rmtree(where, ignore_errors=True)

@@ -1,0 +1,235 @@
+"""The field corpus's members and helpers; the fixtures are in conftest.py."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from envguard.tools import find_uv
+
+UV = find_uv()
+HERE = Path(__file__).parent
+CACHE = Path(
+    os.environ.get("ENVGUARD_FIELD_CACHE") or Path.home() / ".cache" / "envguard-field"
+).expanduser()
+# The machine's own folder of wheels (torch's CPU build for this Python lies there).
+MACHINE_WHEELS = Path("/opt/wheels")
+# Seconds one uv install may take: a cold cache downloads a few GB.
+INSTALL_TIMEOUT = 1200
+
+
+def uv_env(cache: Path | None = None, **extra: str) -> dict[str, str]:
+    """The environment a corpus uv runs in: the registry on, no user config, the corpus's
+    cache (or ``cache``), and this machine's pip settings out of the way."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PIP_", "UV_", "VIRTUAL_ENV", "CONDA_"))
+    }
+    env.update(
+        UV_CACHE_DIR=str(cache or CACHE / "uv"),
+        UV_NO_CONFIG="1",
+        UV_PYTHON_DOWNLOADS="never",
+        UV_LINK_MODE="hardlink",
+        NO_COLOR="1",
+    )
+    env.update(extra)
+    return env
+
+
+def uv(
+    *argv: str,
+    env: dict[str, str] | None = None,
+    timeout: float = INSTALL_TIMEOUT,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run uv; a failure raises with uv's own words."""
+    done = subprocess.run(
+        [UV, *argv],
+        env=env or uv_env(),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"uv {' '.join(argv)} failed ({done.returncode}):\n{done.stderr}")
+    return done
+
+
+NETWORK_WORDS = (
+    "network",
+    "connect",
+    "dns",
+    "resolve host",
+    "timed out",
+    "timeout",
+    "tls",
+    "certificate",
+    "failed to fetch",
+    "request failed",
+    "offline",
+    "unreachable",
+)
+
+
+@dataclass
+class Member:
+    """One venv of the corpus."""
+
+    name: str
+    venv: Path
+    reqs: tuple[str, ...]
+    installer: str  # "uv" (hardlinks into the corpus cache) or "pip" (copies)
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
+
+    @property
+    def site(self) -> Path:
+        return next((self.venv / "lib").glob("python3*/site-packages"))
+
+
+def record_mismatches(site: Path, only: set[str] | None = None) -> list[str]:
+    """Every installed file whose bytes differ from its RECORD, hashed (not a quick rule):
+    the oracle the repair tests and the corpus check use."""
+    bad: list[str] = []
+    for record in sorted(site.glob("*.dist-info/RECORD")):
+        dist = record.parent.name.rsplit("-", 1)[0].lower().replace("_", "-")
+        if only is not None and dist not in only:
+            continue
+        for line in record.read_text().splitlines():
+            parts = line.rsplit(",", 2)
+            if len(parts) != 3 or not parts[1] or parts[0].startswith(("..", "/")):
+                continue
+            path, digest, _ = parts
+            algorithm, _, expected = digest.partition("=")
+            target = site / path
+            try:
+                h = hashlib.new(algorithm)
+                with open(target, "rb") as f:
+                    for block in iter(lambda: f.read(1 << 20), b""):
+                        h.update(block)
+            except OSError:
+                bad.append(f"{path} (missing)")
+                continue
+            import base64
+
+            got = base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode()
+            if got != expected:
+                bad.append(path)
+    return bad
+
+
+class Corpus:
+    """Members built on first use, once per session, into ``root``."""
+
+    SPECS: dict[str, tuple[str, tuple[str, ...]]] = {
+        # name: (installer, requirements)
+        "torch-cpu": ("uv-machine", ("torch==2.13.0+cpu",)),
+        "torch-cuda": ("uv", ("torch==2.14.1",)),
+        "torch-cuda-pip": ("pip", ("torch==2.14.1",)),
+        "nccl-12-then-13": ("uv-seq", ("nvidia-nccl-cu12", "nvidia-nccl-cu13")),
+        "nccl-13-then-12": ("uv-seq", ("nvidia-nccl-cu13", "nvidia-nccl-cu12")),
+        "opencv-both": ("uv-seq", ("opencv-python", "opencv-python-headless")),
+        "sglang": ("uv", ("torch==2.14.1", "sglang")),
+    }
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.built: dict[str, Member] = {}
+
+    def __call__(self, name: str) -> Member:
+        member = self.built.get(name)
+        if member is None:
+            member = self.built[name] = self._build(name)
+        return member
+
+    def _build(self, name: str) -> Member:
+        kind, reqs = self.SPECS[name]
+        venv = self.root / name
+        started = time.monotonic()
+        member = Member(name, venv, reqs, "pip" if kind == "pip" else "uv")
+        for attempt in (1, 2):
+            shutil.rmtree(venv, ignore_errors=True)
+            uv("venv", "--quiet", "--python", sys.executable, str(venv))
+            self._install(kind, venv, reqs)
+            bad = record_mismatches(member.site)
+            if not bad or kind == "pip":
+                break
+            if attempt == 2:
+                raise AssertionError(f"{name}: built twice, files still differ: {bad[:5]}")
+            # A cache entry that is not its wheel (half-written, or edited through a link):
+            # drop the packages that carry the bad files and build again.
+            dists = sorted(
+                {d.parent.name.rsplit("-", 1)[0] for d in member.site.glob("*.dist-info/RECORD")}
+            )
+            member.notes.append(f"cache entries rebuilt: {len(bad)} files differed")
+            uv("cache", "clean", *dists)
+        member.seconds = time.monotonic() - started
+        return member
+
+    def _install(self, kind: str, venv: Path, reqs: tuple[str, ...]) -> None:
+        python = str(venv / "bin" / "python")
+        if kind == "pip":
+            uv("pip", "install", "--quiet", "--python", python, "pip")
+            env = {k: v for k, v in uv_env().items() if not k.startswith("UV_")}
+            env["PIP_CACHE_DIR"] = str(CACHE / "pip")
+            env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+            env["PIP_CONFIG_FILE"] = os.devnull
+            subprocess.run(
+                [python, "-m", "pip", "install", "--quiet", *reqs],
+                env=env,
+                check=True,
+                timeout=INSTALL_TIMEOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        elif kind == "uv-machine":
+            uv(
+                "pip",
+                "install",
+                "--quiet",
+                "--python",
+                python,
+                "--find-links",
+                str(MACHINE_WHEELS),
+                *reqs,
+            )
+        elif kind == "uv-seq":
+            for req in reqs:
+                uv("pip", "install", "--quiet", "--python", python, req)
+        else:
+            uv("pip", "install", "--quiet", "--python", python, *reqs)
+
+
+def envguard(
+    *argv: str, cwd: Path | None = None, timeout: float = 600, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The envguard command as a user runs it (a real process)."""
+    return subprocess.run(
+        [sys.executable, "-m", "envguard", *argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def load_json(text: str) -> dict[str, object]:
+    with contextlib.suppress(json.JSONDecodeError):
+        return json.loads(text)  # type: ignore[no-any-return]
+    raise AssertionError(f"not JSON: {text[:500]}")
