@@ -51,6 +51,26 @@ def test_a_healthy_unchanged_library_is_no_drift() -> None:
     assert found((cudart,), (cudart,)) == []
 
 
+def test_a_copy_bundled_by_another_package_is_not_held_to_its_version() -> None:
+    """triton 3.8.0 bundles CUPTI 13 and 12: its version says nothing of theirs (every
+    PyPI CUDA torch venv was red on its own snapshot). A change of the copy's bytes is still
+    named."""
+    cupti = nccl(
+        name="libcupti.so.13",
+        path="triton/backends/nvidia/lib/cupti-blackwell/libcupti.so.13",
+        dist="triton",
+        metadata_version="3.8.0",
+        soname="libcupti.so.13",
+        embedded_version="13",
+        version_source="soname",
+        loader_pick=None,
+    )
+    assert found((cupti,), (cupti,)) == []
+    assert found((), (cupti,)) == []
+    moved = found((cupti,), (cupti.model_copy(update={"embedded_version": "12"}),))
+    assert [(k, s) for k, s, _ in moved] == [("changed", "critical")]
+
+
 def test_the_file_contradicting_its_metadata_is_critical() -> None:
     clobbered = nccl(
         embedded_version="2.28.9+cuda12.9",

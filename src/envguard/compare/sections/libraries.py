@@ -14,6 +14,7 @@ import shlex
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from envguard.compare.sections.base import Section
@@ -35,9 +36,19 @@ def agrees(embedded: str, metadata: str) -> bool:
     return theirs[: len(ours)] == ours
 
 
+def describes(dist: str) -> bool:
+    """Whether a distribution's version is the version of the libraries it ships. NVIDIA's
+    library wheels (nvidia-nccl-cu13 2.30.7 ships NCCL 2.30.7) are versioned by their
+    library; a package that bundles a copy (triton 3.8.0 ships CUPTI 13 and 12, torch its
+    own libc10_cuda) is versioned by itself, and its number says nothing of the copy's."""
+    return canonicalize_name(dist).startswith("nvidia-")
+
+
 def mismatch(lib: Library) -> str | None:
     """ "libnccl.so.2: nvidia-nccl-cu13 says 2.30.7, the file says 2.28.9", or None."""
     if lib.dist is None or lib.metadata_version is None or lib.embedded_version is None:
+        return None
+    if not describes(lib.dist):
         return None
     if agrees(lib.embedded_version, lib.metadata_version):
         return None
