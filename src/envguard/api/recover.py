@@ -3,8 +3,10 @@ rebuild(), export(), and run_then() for the command run after a rebuild."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -55,7 +57,7 @@ def _planned(
     sources: Sources | None,
     skip_editables: bool,
     base_python: str | None,
-) -> tuple[Snapshot, Plan]:
+) -> tuple[Snapshot, Plan, Damage]:
     from envguard.recovery.execute import build_paths
     from envguard.recovery.plan import PlanOptions, plan
 
@@ -65,7 +67,7 @@ def _planned(
     if in_place and not target.is_dir():
         raise UsageError(f"--venv {venv}: no such venv to sync in place")
     build, workdir = build_paths(target)
-    reinstall = _damaged(snap, target) if in_place else ()
+    damage = _damaged(snap, target)
     options = PlanOptions(
         venv=target,
         snapshot_ref=str(path),
@@ -77,34 +79,81 @@ def _planned(
         workdir=workdir,
         skip_editables=skip_editables,
         base_python=base_python,
-        reinstall=reinstall,
+        reinstall=damage.reinstall if in_place else (),
+        from_wheels=damage.from_wheels,
     )
-    return snap, plan(snap, options)
+    planned = plan(snap, options)
+    if damage.notes:
+        planned = planned.model_copy(update={"warnings": planned.warnings + damage.notes})
+    return snap, planned, damage
 
 
-def _damaged(snap: Snapshot, venv: Path) -> tuple[str, ...]:
+@dataclass(frozen=True)
+class Damage:
+    """What a venv's installed files say the rebuild must put back, and how."""
+
+    # Missing files or another package's bytes: a reinstall from uv's cache brings them back.
+    reinstall: tuple[str, ...] = ()
+    # Edited files: uv's unpacked cache may hold the edit (its installs are hardlinks), so
+    # these come from their wheels, not from the cache.
+    from_wheels: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def _damaged(snap: Snapshot, venv: Path) -> Damage:
     """The packages of ``venv`` at the snapshot's version whose installed files are not
-    what they installed (a sync in place keeps them, as their version matches)."""
+    what they installed (a sync keeps them, as their version matches; a fresh venv built
+    from uv's cache would link the edited bytes again)."""
     from envguard.recovery.plan import check_name
     from envguard.snapshots.capture import capture_snapshot
     from envguard.snapshots.live import Recorded, request_like
 
     python = venv / "bin" / "python"
     if not python.exists():
-        return ()
+        return Damage()
     live = capture_snapshot(request_like(Recorded.of(snap), python=python)).package_map()
-    out = []
+    reinstall, from_wheels, notes = [], [], []
     for name, pkg in sorted(snap.package_map().items()):
         now = live.get(name)
         if now is None or now.version != pkg.version or now.on_disk is None:
             continue
         found, good = now.on_disk, pkg.on_disk
         kept = (good.modified, good.missing, good.clobbered) if good is not None else ((),) * 3
-        if (found.modified or found.missing or found.clobbered) and (
-            (found.modified, found.missing, found.clobbered) != kept  # the good run's own edits
-        ):
-            out.append(check_name(name, f"package {name!r}"))
-    return tuple(out)
+        if (found.modified, found.missing, found.clobbered) == kept:
+            continue  # the good run's own edits, or nothing
+        key = check_name(name, f"package {name!r}")
+        if found.modified:
+            from_wheels.append(key)
+            note = _cache_note(now.display_name, Path(now.location), found.modified)
+            if note is not None:
+                notes.append(note)
+        elif found.missing or found.clobbered:
+            reinstall.append(key)
+    return Damage(tuple(reinstall), tuple(from_wheels), tuple(notes))
+
+
+def _cache_note(name: str, site: Path, modified: tuple[str, ...]) -> str | None:
+    """Said when an edited file has other links: uv installs by hardlinking its unpacked
+    cache, so the edit is in that cache and in every venv linked to it."""
+    from envguard.recovery.plan import safe_label
+
+    linked = []
+    for rel in modified:
+        with contextlib.suppress(OSError):
+            links = (site / rel).lstat().st_nlink
+            if links > 1:
+                linked.append((rel, links))
+    if not linked:
+        return None
+    rel, links = linked[0]
+    more = f" and {len(linked) - 1} more" if len(linked) > 1 else ""
+    return (
+        f"{safe_label(name)}: the edit of {safe_label(rel)}{more} is in uv's cache too (the"
+        f" file has {links} links: uv's unpacked wheel and every venv built from it); this"
+        f" rebuild takes {safe_label(name)} from its wheel. Venvs already linked keep the"
+        f" edit; `uv cache clean {safe_label(name)}` drops the entry for later installs"
+        " (that cache is shared by every venv uv built with it)"
+    )
 
 
 def plan_rebuild(
@@ -147,7 +196,7 @@ def rebuild(
     ``before_swap`` runs once the new venv is verified, before the swap."""
     from envguard.recovery.execute import check_target, execute, not_restored, remove_stale
 
-    snap, the_plan = _planned(
+    snap, the_plan, damage = _planned(
         good,
         venv=venv,
         in_place=in_place,
@@ -171,7 +220,7 @@ def rebuild(
             on_line=on_line,
             before_swap=before_swap,
         )
-        outcome.notes[:0] = cleaned
+        outcome.notes[:0] = [*cleaned, *damage.notes]
         if protected:
             # Before anything else: an interrupt from here on finds the new venv protected.
             with signals_deferred():

@@ -255,7 +255,7 @@ def _restore_packages(
         name=str(venv),
         status="restored",
         detail=f"rebuilt ({why}): {outcome.packages} packages",
-        verified="packages, installed files and interpreter re-measured: they match",
+        verified="packages and interpreter re-measured, every installed file hashed: they match",
         kept=kept,
     ), outcome.live
 

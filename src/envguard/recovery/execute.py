@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -234,7 +234,11 @@ def verify(
     from envguard.snapshots.capture import capture_snapshot
     from envguard.snapshots.live import Recorded, request_like
 
-    live = capture_snapshot(request_like(Recorded.of(snapshot), python=python))
+    # Every installed file hashed, not the quick rule: the rule that missed the damage must
+    # not be the one that calls the repair good (an edit uv's cache carried into the new
+    # venv has an mtime no later than its fresh RECORD's).
+    request = replace(request_like(Recorded.of(snapshot), python=python), verify="deep")
+    live = capture_snapshot(request)
     policy = only_sections(Policy(ignore_packages=tuple(sorted(ignore))), sections)
     drift = diff(snapshot, live, policy)
     # Built from source here (VCS, local dir): bytes differ between builds, so only a

@@ -93,6 +93,9 @@ class PlanOptions:
     # In place: packages whose installed files are not what they installed (edited,
     # missing, another package's bytes), reinstalled by the sync though their version is.
     reinstall: tuple[str, ...] = ()
+    # Packages found edited: taken from their wheels (uv --no-cache), never from uv's
+    # unpacked cache, which holds the edit when the venv's files were links to it.
+    from_wheels: tuple[str, ...] = ()
 
 
 class RunStep(Model):
@@ -402,6 +405,11 @@ def plan(snapshot: Snapshot, options: PlanOptions) -> Plan:
         source = variant_args(sources, variant, found.variants[variant])
         where = "--find-links" if "--no-index" in source else variant_index(sources, variant)
         names = ", ".join(_names(found.variants[variant]))
+        edited = [
+            n
+            for n in _names(found.variants[variant])
+            if canonicalize_name(n) in options.from_wheels
+        ]
         steps.append(
             RunStep(
                 kind="install",
@@ -415,11 +423,45 @@ def plan(snapshot: Snapshot, options: PlanOptions) -> Plan:
                     "--python",
                     python_path,
                     "--no-deps",
+                    *_from_wheels(edited),
                     *source,
                     "-r",
                     path,
                 ),
                 unset_env=INDEX_VARIABLES,
+            )
+        )
+    edited_pins = [
+        line for line in found.base if canonicalize_name(_names([line])[0]) in options.from_wheels
+    ]
+    if edited_pins:
+        path = str(workdir / "from-wheels.txt")
+        files.append(
+            PlanFile(
+                path=path,
+                content=requirements_text(
+                    edited_pins, header="envguard rebuild: packages found edited"
+                ),
+            )
+        )
+        names = ", ".join(_names(edited_pins))
+        steps.append(
+            RunStep(
+                kind="install",
+                purpose=f"install {names} from their wheels, not from uv's unpacked cache"
+                " (found edited: the cache may hold the edit)",
+                argv=(
+                    uv,
+                    "pip",
+                    "install",
+                    "--python",
+                    python_path,
+                    "--no-deps",
+                    *_from_wheels(_names(edited_pins)),
+                    *index_args(sources),
+                    "-r",
+                    path,
+                ),
             )
         )
     steps.append(
@@ -438,7 +480,7 @@ def plan(snapshot: Snapshot, options: PlanOptions) -> Plan:
             ),
         )
     )
-    steps += owner_steps(snapshot, every_pin, uv, python_path, sources)
+    steps += owner_steps(snapshot, every_pin, uv, python_path, sources, options.from_wheels)
     steps.append(
         VerifyStep(
             purpose="verify packages, installed files and the interpreter against the snapshot",
@@ -470,8 +512,21 @@ def plan(snapshot: Snapshot, options: PlanOptions) -> Plan:
     )
 
 
+def _from_wheels(names: Sequence[str]) -> list[str]:
+    """uv's options that reinstall ``names`` from their wheels: --no-cache reads each wheel
+    into a cache of its own for this call (uv's shared one is neither read nor changed)."""
+    if not names:
+        return []
+    return ["--no-cache", *(a for name in names for a in ("--reinstall-package", name))]
+
+
 def owner_steps(
-    snapshot: Snapshot, pins: list[str], uv: str, python: str, sources: Sources
+    snapshot: Snapshot,
+    pins: list[str],
+    uv: str,
+    python: str,
+    sources: Sources,
+    from_wheels: Sequence[str] = (),
 ) -> list[RunStep]:
     """One reinstall per distribution whose bytes the snapshot found on a path that two
     distributions claim, after everything else: the last one installed owns the file, as
@@ -506,6 +561,7 @@ def owner_steps(
                     "--no-deps",
                     "--reinstall-package",
                     str(canonicalize_name(owner)),
+                    *(["--no-cache"] if canonicalize_name(owner) in from_wheels else []),
                     *index_args(sources),
                     pin,
                 ),

@@ -5,7 +5,8 @@ Two kinds of finding. What the live side says of itself: a file whose embedded v
 not its distribution's (a clobbered libnccl.so.2), a wheel's library that torch will not
 load because the loader finds another copy first. And what moved from the good snapshot:
 the version inside a file, the copy torch loads. A finding the good snapshot already had
-is a warning (it ran well so), a new one critical.
+is info (the good run ran so: an untouched venv matches its own snapshot), a new one
+critical.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
                 lib.path,
                 expected=None if old is None else _facts(old, kind),
                 actual=_facts(lib, kind),
-                severity=Severity.warning if known else Severity.critical,
+                severity=Severity.info if known else Severity.critical,
                 message=message + (" (as in the good snapshot)" if known else ""),
             )
     if not e.libraries:

@@ -6,10 +6,19 @@ claim with different contents (clashes) and whose copy is on disk; files at the 
 site-packages that no RECORD claims (a stray ``.pth`` runs code at every start-up).
 
 ``quick`` (the default) looks at the files that run (``.py``, shared libraries, ``.pth``):
-one ``lstat`` each, compared with RECORD's size; a file of the right size written after the
-distribution was installed (its mtime later than RECORD's) is hashed. ``deep`` hashes every
-file RECORD lists. Nothing is followed out of site-packages: rows naming ``..`` or an
-absolute path are skipped, and nothing below a folder that is a symlink is read.
+one ``lstat`` each, compared with RECORD's size. A file of the right size is hashed when
+anything on disk says it may have been written after its wheel was unpacked:
+- its mtime is later than RECORD's (written after the install);
+- its mtime is later than its ``.dist-info``'s METADATA and WHEEL (a wheel's own metadata
+  comes last in its archive, so an installer that unpacks it writes them last). uv links
+  installed files to its unpacked cache: an edit in place through one venv edits the cache,
+  and a venv built later from it gets the edited file with an older mtime than its own,
+  freshly written RECORD, but never older than the unpack;
+- it has one link and its ctime is later than RECORD's (an edit whose mtime was put back;
+  a file with several links is left out: every new link to it moves its ctime).
+``deep`` hashes every file RECORD lists. Nothing is followed out of site-packages: rows
+naming ``..`` or an absolute path are skipped, and nothing below a folder that is a symlink
+is read.
 """
 
 # ruff: noqa: UP006, UP035, UP045, B905
@@ -173,6 +182,8 @@ class _Site:
         # paths claimed twice or more: (path, hash, size, dist index) per claim
         self.claims: Dict[str, List[Tuple[str, str, str, int]]] = {}
         self.installed: Dict[int, int] = {}  # dist index -> RECORD's mtime_ns
+        # dist index -> the latest mtime_ns of METADATA and WHEEL: when the wheel was unpacked
+        self.unpacked: Dict[int, int] = {}
         self.rows: Dict[int, List[Tuple[str, str, str]]] = {}
         self.by_path: Dict[int, Dict[str, Tuple[str, str, str]]] = {}  # see _row_of()
         self.folders: Dict[str, Optional[int]] = {}  # folder -> its mtime_ns; None: not safe
@@ -263,6 +274,7 @@ def _read_record(
             % (dist["name"], dist["version"], unreadable)
         )
     site.installed[index] = installed
+    site.unpacked[index] = _unpacked(os.path.join(site.site, dist["metadata_dir"]), installed)
     site.rows[index] = rows
     owner = site.owner
     paths = [row[0] for row in rows]
@@ -274,6 +286,18 @@ def _read_record(
     owner.update(dict.fromkeys(paths, index))
     for path in site.claims.keys() & set(paths):  # the first claimant stays the owner key
         owner[path] = site.claims[path][0][3]
+
+
+def _unpacked(metadata_dir: str, installed: int) -> int:
+    """When the wheel's files were unpacked: the latest mtime of its METADATA and WHEEL, never
+    later than RECORD's (``installed``)."""
+    latest = -1
+    for name in ("METADATA", "WHEEL"):
+        try:
+            latest = max(latest, os.lstat(os.path.join(metadata_dir, name)).st_mtime_ns)
+        except OSError:
+            pass
+    return installed if latest < 0 else min(latest, installed)
 
 
 def _row_of(site: _Site, index: int) -> Dict[str, Tuple[str, str, str]]:
@@ -400,6 +424,7 @@ def _check_dist(
     budget: _Budget,
 ) -> Dict[str, Any]:
     installed = site.installed[index]
+    unpacked = site.unpacked[index]
     modified: List[str] = []
     missing: List[str] = []
     base = site.site + "/"
@@ -432,7 +457,11 @@ def _check_dist(
         for row, st in zip(rows, stats)
         if st is not None
         and (
-            deep or st.st_mtime_ns > installed or str(st.st_size) != row[2] or st.st_mode >> 12 != 8
+            deep
+            or st.st_mtime_ns > unpacked
+            or (st.st_nlink == 1 and st.st_ctime_ns > installed)
+            or str(st.st_size) != row[2]
+            or st.st_mode >> 12 != 8
         )
     ]
     cache = site.cache
