@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -233,3 +234,37 @@ def load_json(text: str) -> dict[str, object]:
     with contextlib.suppress(json.JSONDecodeError):
         return json.loads(text)  # type: ignore[no-any-return]
     raise AssertionError(f"not JSON: {text[:500]}")
+
+
+def rebuilt_torch(cuda: str) -> Path:
+    """The machine's CPU torch wheel as if rebuilt for CUDA ``cuda``: the same version and
+    file name, torch/version.py saying ``cuda = '<cuda>'`` and RECORD hashing it, the rest
+    the real bytes. Kept in the corpus cache; written whole or not at all."""
+    source = next(MACHINE_WHEELS.glob("torch-2.13.0+cpu-*.whl"))
+    folder = CACHE / "built" / f"torch-cuda{cuda}"
+    wheel = folder / source.name
+    if wheel.is_file():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / (source.name + ".partial")
+    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(partial, "w", zipfile.ZIP_STORED) as zout:
+        record_name = next(n for n in zin.namelist() if n.endswith(".dist-info/RECORD"))
+        version = zin.read("torch/version.py").replace(
+            b"cuda: Optional[str] = None", f"cuda: Optional[str] = '{cuda}'".encode()
+        )
+        digest = base64.urlsafe_b64encode(hashlib.sha256(version).digest()).rstrip(b"=")
+        rows = []
+        for line in zin.read(record_name).decode().splitlines():
+            if line.startswith("torch/version.py,"):
+                line = f"torch/version.py,sha256={digest.decode()},{len(version)}"
+            rows.append(line)
+        for info in zin.infolist():
+            if info.filename == "torch/version.py":
+                zout.writestr(info.filename, version)
+            elif info.filename == record_name:
+                zout.writestr(info.filename, "\n".join(rows) + "\n")
+            else:
+                with zin.open(info) as src, zout.open(info.filename, "w", force_zip64=True) as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+    os.replace(partial, wheel)
+    return folder

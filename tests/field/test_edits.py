@@ -108,3 +108,29 @@ def test_a_venv_built_later_from_a_cache_holding_an_edit_is_named(
     snap = load_json((field_env / "snapshots" / "later.json").read_text())
     packages = {p["name"]: p for p in snap["packages"]}  # type: ignore[union-attr]
     assert packages["six"]["on_disk"]["modified"] == ["six.py"]
+
+
+def test_a_removed_file_a_stray_pth_and_a_clobbered_library_are_named(
+    field_env: Path, private_cache: Path
+) -> None:
+    """The rest of I2 on real wheels: a file of markupsafe removed, a .pth nobody installed
+    (it runs at every start-up), and NVIDIA's cu12 NCCL written over cu13's libnccl.so.2."""
+    env = uv_env(private_cache)
+    venv = _venv(field_env / "a", env)
+    python = str(venv / "bin" / "python")
+    uv("pip", "install", "--quiet", "--python", python, "nvidia-nccl-cu13", env=env)
+    taken = envguard("snapshot", "--name", "good", "--python", python, env=env)
+    assert taken.returncode == 0, taken.stderr
+    site = _site(venv)
+    (site / "markupsafe" / "_native.py").unlink(missing_ok=True)
+    gone = "markupsafe/__init__.py"
+    (site / gone).unlink()
+    (site / "zz-patch.pth").write_text("import os\n")
+    uv("pip", "install", "--quiet", "--python", python, "nvidia-nccl-cu12", env=env)
+
+    code, err, report = _drift(venv, env)
+    text = " ".join(_named(report))
+    assert code == 1, err
+    assert gone in text, text
+    assert "zz-patch.pth" in text, text
+    assert "libnccl.so.2" in text and "nvidia-nccl-cu12" in text, text
