@@ -111,15 +111,24 @@ def record_mismatches(site: Path, only: set[str] | None = None) -> dict[str, lis
     """Distribution -> its installed files whose bytes differ from its RECORD, every file
     hashed (not a quick rule): the oracle the repair tests and the corpus's own check use."""
     bad: dict[str, list[str]] = {}
+    records: dict[str, list[list[str]]] = {}
+    claims: dict[str, int] = {}
     for record in sorted(site.glob("*.dist-info/RECORD")):
         dist = canonicalize_name(record.parent.name.removesuffix(".dist-info").rsplit("-", 1)[0])
+        with open(record, newline="") as f:
+            records[dist] = list(csv.reader(f))
+        for row in records[dist]:
+            if row:
+                claims[row[0]] = claims.get(row[0], 0) + 1
+    for dist, rows in records.items():
         if only is not None and dist not in only:
             continue
-        with open(record, newline="") as f:
-            rows = list(csv.reader(f))
         for row in rows:
             if len(row) != 3 or not row[1] or row[0].startswith(("..", "/")):
                 continue
+            if claims.get(row[0], 0) > 1:
+                continue  # claimed twice (flashinfer-python and torch-c-dlpack-ext both
+                # ship build_backend.py): the last install owns it; envguard's clashes
             path, digest = row[0], row[1]
             algorithm, _, expected = digest.partition("=")
             try:
