@@ -73,7 +73,7 @@ def corpus(registry: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 
 @pytest.fixture
-def field_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+def field_env(registry: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """The corpus's uv settings for envguard under test, run from ``tmp_path`` (a git work
     tree, so a snapshot records a repo): the registry reachable, the corpus's cache."""
     for key, value in uv_env().items():
