@@ -39,6 +39,7 @@ def uv_env(cache: Path | None = None, **extra: str) -> dict[str, str]:
         for k, v in os.environ.items()
         if not k.startswith(("PIP_", "UV_", "VIRTUAL_ENV", "CONDA_"))
     }
+    env["PATH"] = os.pathsep.join([os.path.dirname(UV), env.get("PATH", os.defpath)])
     env.update(
         UV_CACHE_DIR=str(cache or CACHE / "uv"),
         UV_NO_CONFIG="1",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from field.corpus import envguard, load_json, record_mismatches, uv, uv_env
+from field.corpus import MACHINE_WHEELS, envguard, load_json, record_mismatches, uv, uv_env
 
 PINS = ("six==1.17.0", "markupsafe==3.0.2")
 EDITED = {"six", "markupsafe"}
@@ -56,9 +56,17 @@ def _drift(venv: Path, env: dict[str, str]) -> tuple[int, str, dict[str, object]
     return done.returncode, done.stderr, load_json(done.stdout)
 
 
+REPAIRS = {
+    "restore": ("restore", "good", "--execute", "--venv"),
+    "rebuild": ("rebuild", "good", "--execute", "--venv"),
+    "rebuild-in-place": ("rebuild", "good", "--execute", "--in-place", "--venv"),
+}
+
+
+@pytest.mark.parametrize("repair", sorted(REPAIRS))
 @pytest.mark.parametrize("link_mode", ["hardlink", "copy"])
-def test_an_edit_in_place_is_named_and_restore_takes_it_from_the_wheel(
-    link_mode: str, field_env: Path, private_cache: Path
+def test_an_edit_in_place_is_named_and_the_repair_takes_it_from_the_wheel(
+    link_mode: str, repair: str, field_env: Path, private_cache: Path
 ) -> None:
     env = uv_env(private_cache, UV_LINK_MODE=link_mode)
     venv = _venv(field_env / "a", env)
@@ -73,7 +81,7 @@ def test_an_edit_in_place_is_named_and_restore_takes_it_from_the_wheel(
     assert code == 1, err
     assert "six.py" in text and so.name in text, text
 
-    restored = envguard("restore", "good", "--execute", "--venv", str(venv), env=env)
+    restored = envguard(*REPAIRS[repair], str(venv), env=env)
     out = restored.stdout + restored.stderr
     assert restored.returncode == 0, out
     assert ("uv's cache" in out) == linked, out  # told when the cache held the edit
@@ -134,3 +142,59 @@ def test_a_removed_file_a_stray_pth_and_a_clobbered_library_are_named(
     assert gone in text, text
     assert "zz-patch.pth" in text, text
     assert "libnccl.so.2" in text and "nvidia-nccl-cu12" in text, text
+
+
+def test_undo_after_a_guarded_install_leaves_every_file_as_its_wheel(
+    field_env: Path, private_cache: Path
+) -> None:
+    env = uv_env(private_cache)
+    venv = _venv(field_env / ".venv", env)
+    python = str(venv / "bin" / "python")
+    taken = envguard("snapshot", "--name", "good", "--python", python, env=env)
+    assert taken.returncode == 0, taken.stderr
+    install = ("uv", "pip", "install", "six==1.16.0", "markupsafe==2.1.5")
+    guarded = envguard("guard", "--venv", str(venv), "--fail-on", "never", "--", *install, env=env)
+    assert guarded.returncode == 0, guarded.stdout + guarded.stderr
+    undone = envguard("undo", "--venv", str(venv), env=env)
+    assert undone.returncode == 0, undone.stdout + undone.stderr
+    assert record_mismatches(_site(venv), EDITED) == {}
+    code, err, report = _drift(venv, env)
+    assert code == 0, (err, report)
+
+
+def test_an_edit_of_torch_through_uv_links_is_repaired_from_the_wheel(
+    field_env: Path, private_cache: Path
+) -> None:
+    """The same on torch's own files (the machine's CPU wheel, unpacked into a cache of
+    this test's): torch/version.py and a byte of libtorch_cpu.so edited through the links."""
+    env = uv_env(private_cache)
+    venv = field_env / ".venv"
+    python = str(venv / "bin" / "python")
+    links = ("--find-links", str(MACHINE_WHEELS))
+    uv("venv", "--quiet", "--python", sys.executable, str(venv), env=env)
+    uv("pip", "install", "--quiet", "--python", python, *links, "torch==2.13.0+cpu", env=env)
+    taken = envguard("snapshot", "--name", "good", "--python", python, env=env)
+    assert taken.returncode == 0, taken.stderr
+    site = _site(venv)
+    py, so = site / "torch" / "version.py", site / "torch" / "lib" / "libtorch_cpu.so"
+    assert py.stat().st_nlink > 1 and so.stat().st_nlink > 1
+    with open(py, "r+b") as f:
+        text = f.read()
+        f.seek(0)
+        f.write(text.replace(b"debug = False", b"debug = True "))
+    with open(so, "r+b") as f:
+        f.seek(os.path.getsize(so) // 3)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+    code, err, report = _drift(venv, env)
+    text = " ".join(_named(report))
+    assert code == 1, err
+    assert "torch/version.py" in text and "libtorch_cpu.so" in text, text
+
+    restored = envguard("restore", "good", "--execute", "--venv", str(venv), *links, env=env)
+    out = restored.stdout + restored.stderr
+    assert restored.returncode == 0, out
+    assert "uv's cache" in out, out
+    assert record_mismatches(_site(venv), {"torch"}) == {}

@@ -98,7 +98,7 @@ def guard(
         str,
         typer.Option(
             help="Refuse when a change to what is installed reaches: critical, warning,"
-            " info, none.",
+            " info, never.",
             metavar="LEVEL",
         ),
     ] = "critical",
