@@ -1,11 +1,12 @@
 """What checking installed files against RECORD costs the probe: off, quick (the default)
 and deep, side by side in one run, on a venv of real distributions.
 
-    .venv/bin/python bench/truth.py [--python VENV_OR_PYTHON] [--repeats 9]
+    .venv/bin/python bench/truth.py [--python VENV_OR_PYTHON] [--repeats 9] [--cold]
 
 Each mode runs the probe exactly as `envguard snapshot` sends it (the same payload, stdin,
 ``python -I -S -``), round-robin, with the distribution cache warm (one unmeasured run per
-mode first); CPU is the probe process's user+system time, wall its elapsed time. Default
+mode first; ``--cold``: an empty one for every run, as at the first snapshot after an
+install); CPU is the probe process's user+system time, wall its elapsed time. Default
 venv: the cached field-like fixture (bench/fixtures.real_venv). A report, not a test: it
 always exits 0.
 """
@@ -14,10 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,14 +35,25 @@ def _python(where: str) -> str:
     return str(path / "bin" / "python") if path.is_dir() else str(path)
 
 
-def run_probe(python: str, mode: str) -> tuple[float, float, dict[str, object]]:
-    """(cpu seconds, wall seconds, report) of one probe run in ``mode``."""
+def run_probe(python: str, mode: str, cold: bool = False) -> tuple[float, float, dict[str, object]]:
+    """(cpu seconds, wall seconds, report) of one probe run in ``mode``; ``cold``: with an
+    empty distribution cache."""
     payload = probe_payload({"verify": mode, "git": False, "files": [], "caches": []})
+    env = dict(os.environ)
+    scratch = tempfile.mkdtemp(prefix="envguard-truth-") if cold else None
+    if scratch is not None:
+        env["XDG_CACHE_HOME"] = scratch
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(
-        [python, "-I", "-S", "-"], input=payload.encode(), capture_output=True, check=False
+        [python, "-I", "-S", "-"],
+        input=payload.encode(),
+        capture_output=True,
+        check=False,
+        env=env,
     )
+    if scratch is not None:
+        shutil.rmtree(scratch, ignore_errors=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
@@ -68,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", help="the venv or interpreter measured")
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--cold", action="store_true", help="an empty cache for every run")
     args = parser.parse_args(argv)
     if args.python:
         python = _python(args.python)
@@ -83,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{mode}: {summary(run_probe(python, mode)[2])}")
     for _ in range(args.repeats):
         for mode in modes:
-            c, w, _report = run_probe(python, mode)
+            c, w, _report = run_probe(python, mode, args.cold)
             cpu[mode].append(c)
             wall[mode].append(w)
     base = statistics.median(cpu[modes[0]])
