@@ -159,8 +159,9 @@ class Corpus:
         "sglang": ("uv", ("torch==2.14.1", "sglang")),
     }
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, cache: Path | None = None) -> None:
         self.root = root
+        self.env = uv_env(cache)
         self.built: dict[str, Member] = {}
 
     def __call__(self, name: str) -> Member:
@@ -176,7 +177,7 @@ class Corpus:
         member = Member(name, venv, reqs, "pip" if kind == "pip" else "uv")
         for attempt in (1, 2):
             shutil.rmtree(venv, ignore_errors=True)
-            uv("venv", "--quiet", "--python", sys.executable, str(venv))
+            uv("venv", "--quiet", "--python", sys.executable, str(venv), env=self.env)
             self._install(kind, venv, reqs)
             bad = record_mismatches(member.site)
             # pip copies from wheels it keeps zipped; a later install over an earlier one
@@ -188,15 +189,15 @@ class Corpus:
             # A cache entry that is not its wheel (half-written, or edited through a link):
             # drop the packages that carry the bad files and build again.
             member.notes.append(f"cache entries rebuilt: {sorted(bad)}")
-            uv("cache", "clean", *sorted(bad))
+            uv("cache", "clean", *sorted(bad), env=self.env)
         member.seconds = time.monotonic() - started
         return member
 
     def _install(self, kind: str, venv: Path, reqs: tuple[str, ...]) -> None:
         python = str(venv / "bin" / "python")
         if kind == "pip":
-            uv("pip", "install", "--quiet", "--python", python, "pip")
-            env = {k: v for k, v in uv_env().items() if not k.startswith("UV_")}
+            uv("pip", "install", "--quiet", "--python", python, "pip", env=self.env)
+            env = {k: v for k, v in self.env.items() if not k.startswith("UV_")}
             env["PIP_CACHE_DIR"] = str(CACHE / "pip")
             env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
             env["PIP_CONFIG_FILE"] = os.devnull
@@ -217,12 +218,13 @@ class Corpus:
                 "--find-links",
                 str(MACHINE_WHEELS),
                 *reqs,
+                env=self.env,
             )
         elif kind == "uv-seq":
             for req in reqs:
-                uv("pip", "install", "--quiet", "--python", python, req)
+                uv("pip", "install", "--quiet", "--python", python, req, env=self.env)
         else:
-            uv("pip", "install", "--quiet", "--python", python, *reqs)
+            uv("pip", "install", "--quiet", "--python", python, *reqs, env=self.env)
 
 
 def envguard(
