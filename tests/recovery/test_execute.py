@@ -123,6 +123,23 @@ def test_fresh_rebuild_restores_polluted_venv(
     assert not list(in_tmp.glob(".venv.envguard-plan-*"))
 
 
+def test_a_fresh_rebuild_replaces_a_venv_whose_python_does_not_start(
+    good: Path, in_tmp: Path, wheelhouse: Path, torch_index: str
+) -> None:
+    """The old venv's installed files are read first (edits uv's cache may hold); a venv
+    that cannot be measured is what a rebuild is for, so it is said and the build goes on."""
+    python = good / "bin" / "python"
+    python.unlink()
+    python.write_text("#!/bin/sh\nexit 1\n")
+    python.chmod(0o755)
+    code, out, err = invoke(
+        "rebuild", "good", "--venv", str(good), "--execute", *offline_args(wheelhouse, torch_index)
+    )
+    assert code == 0, out + err
+    assert "installed files were not read" in out + err
+    assert uv_freeze(good) == snapshot_pairs(in_tmp)
+
+
 def test_in_place_removes_pollution(
     good: Path, in_tmp: Path, wheelhouse: Path, torch_index: str
 ) -> None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 from envguard.api._shared import with_wheelhouse
 from envguard.api.capture import load, newest
 from envguard.api.compare import load_policy
-from envguard.errors import StoppedError, UsageError
+from envguard.errors import EnvguardError, StoppedError, UsageError
 from envguard.guard import protect as protection
 from envguard.lifecycle import signals_deferred
 from envguard.recovery.sources import Sources
@@ -67,7 +67,14 @@ def _planned(
     if in_place and not target.is_dir():
         raise UsageError(f"--venv {venv}: no such venv to sync in place")
     build, workdir = build_paths(target)
-    damage = _damaged(snap, target)
+    try:
+        damage = _damaged(snap, target)
+    except EnvguardError as exc:
+        if in_place:
+            raise
+        # A fresh build replaces a venv that may not even start (what a rebuild is for):
+        # its edits cannot be read, so nothing is known to be in uv's cache.
+        damage = Damage(notes=(f"the old venv's installed files were not read ({exc.message})",))
     options = PlanOptions(
         venv=target,
         snapshot_ref=str(path),
