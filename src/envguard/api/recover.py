@@ -57,7 +57,7 @@ def _planned(
     sources: Sources | None,
     skip_editables: bool,
     base_python: str | None,
-) -> tuple[Snapshot, Plan, Damage]:
+) -> tuple[Snapshot, Plan, _Damage]:
     from envguard.recovery.execute import build_paths
     from envguard.recovery.plan import PlanOptions, plan
 
@@ -74,7 +74,7 @@ def _planned(
             raise
         # A fresh build replaces a venv that may not even start (what a rebuild is for):
         # its edits cannot be read, so nothing is known to be in uv's cache.
-        damage = Damage(notes=(f"the old venv's installed files were not read ({exc.message})",))
+        damage = _Damage(notes=(f"the old venv's installed files were not read ({exc.message})",))
     options = PlanOptions(
         venv=target,
         snapshot_ref=str(path),
@@ -96,7 +96,7 @@ def _planned(
 
 
 @dataclass(frozen=True)
-class Damage:
+class _Damage:
     """What a venv's installed files say the rebuild must put back, and how."""
 
     # Missing files or another package's bytes: a reinstall from uv's cache brings them back.
@@ -107,7 +107,7 @@ class Damage:
     notes: tuple[str, ...] = ()
 
 
-def _damaged(snap: Snapshot, venv: Path) -> Damage:
+def _damaged(snap: Snapshot, venv: Path) -> _Damage:
     """The packages of ``venv`` at the snapshot's version whose installed files are not
     what they installed (a sync keeps them, as their version matches; a fresh venv built
     from uv's cache would link the edited bytes again)."""
@@ -117,7 +117,7 @@ def _damaged(snap: Snapshot, venv: Path) -> Damage:
 
     python = venv / "bin" / "python"
     if not python.exists():
-        return Damage()
+        return _Damage()
     live = capture_snapshot(request_like(Recorded.of(snap), python=python)).package_map()
     reinstall, from_wheels, notes = [], [], []
     for name, pkg in sorted(snap.package_map().items()):
@@ -136,7 +136,7 @@ def _damaged(snap: Snapshot, venv: Path) -> Damage:
                 notes.append(note)
         elif found.missing or found.clobbered:
             reinstall.append(key)
-    return Damage(tuple(reinstall), tuple(from_wheels), tuple(notes))
+    return _Damage(tuple(reinstall), tuple(from_wheels), tuple(notes))
 
 
 def _cache_note(name: str, site: Path, modified: tuple[str, ...]) -> str | None:
