@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from envguard.lifecycle import parent_of, processes
 from field.corpus import UV, envguard, uv, uv_env
 
 # envguard processes alive at once, at most: the guard, its early probe, its snapshot probe.
@@ -45,15 +46,10 @@ class Watched:
 def _children() -> dict[int, list[int]]:
     """Each live process's children (Linux /proc), by parent pid."""
     out: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        out.setdefault(int(fields[1]), []).append(int(name))
+    for pid in processes():
+        parent = parent_of(pid)
+        if parent is not None:
+            out.setdefault(parent, []).append(pid)
     return out
 
 

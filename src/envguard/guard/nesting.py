@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from envguard.errors import UsageError
+from envguard.lifecycle import parent_of
 
 # The shim (protect.py) and the hook (hook.py) spell it out: they run without envguard.
 MARKER = "ENVGUARD_GUARD_DEPTH"
@@ -66,16 +67,14 @@ def guards_above(pid: int) -> int:
     """The `envguard guard` processes among ``pid`` and those above it (0 without /proc)."""
     count = 0
     for _ in range(_ANCESTORS):
-        if pid <= 1:
+        parent = parent_of(pid) if pid > 1 else None
+        if parent is None:
             break
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                argv = fh.read(1 << 16).split(b"\0")
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                parent = int(fh.read(4096).rsplit(b")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
+                count += is_guard(fh.read(1 << 16).split(b"\0"))
+        except OSError:
             break
-        count += is_guard(argv)
         pid = parent
     return count
 
