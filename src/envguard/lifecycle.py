@@ -359,25 +359,32 @@ def kill_adopted() -> None:
     me = os.getpid()
     with _RUNNING_LOCK:
         ours = set(_RUNNING)
-    try:
-        with os.scandir("/proc") as scan:
-            entries = [e.name for e in scan if e.name.isdigit()]
-    except OSError:
-        return
-    for name in entries:
-        pid = int(name)
+    for pid in processes():
         if pid in ours:
             continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 1 and int(fields[1]) == me and pid not in _STARTED:
+        if parent_of(pid) == me and pid not in _STARTED:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError, OSError):
                 os.waitpid(pid, 0)
+
+
+def processes() -> list[int]:
+    """Every live process's pid (Linux /proc); none where there is no /proc."""
+    try:
+        with os.scandir("/proc") as scan:
+            return [int(e.name) for e in scan if e.name.isdigit()]
+    except OSError:
+        return []
+
+
+def parent_of(pid: int) -> int | None:
+    """``pid``'s parent (Linux /proc); None when it is gone or there is no /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return int(fh.read(4096).rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def kill_strays(marker: bytes) -> None:

@@ -10,20 +10,54 @@ from envguard.errors import UsageError
 
 
 def find_uv() -> str:
-    """$ENVGUARD_UV, else the uv binary shipped with the `uv` package, else `uv` on PATH."""
+    """$ENVGUARD_UV, else the uv binary shipped with the `uv` package, else `uv` on PATH;
+    never the uv shim of a venv `envguard protect` guards (it would start the guard)."""
     override = os.environ.get("ENVGUARD_UV")
     if override:
         return override
     try:
         from uv import find_uv_bin
 
-        return find_uv_bin()
+        shipped = find_uv_bin()
+        if not is_protect_shim(shipped):
+            return shipped
     except (ImportError, FileNotFoundError):
         pass
-    found = shutil.which("uv")
+    found = which("uv")
     if found is None:
         raise UsageError("uv not found", hint="pip install uv, or put uv on PATH")
     return found
+
+
+# How protect's uv shim begins (guard/protect.py writes it): its docstring's first words.
+SHIM_MARK = b"envguard protect"
+
+
+def is_protect_shim(path: str) -> bool:
+    """``path`` is the uv shim `envguard protect` wrote into a venv: a script whose
+    opening says so (uv itself is a binary)."""
+    try:
+        with open(path, "rb") as fh:
+            return SHIM_MARK in fh.read(400)
+    except OSError:
+        return False
+
+
+def which(name: str, path: str | None = None) -> str | None:
+    """``name`` as shutil.which finds it on ``path`` (default $PATH), past protect's shims."""
+    if os.path.dirname(name):
+        found = shutil.which(name)
+        return found if found is not None and not is_protect_shim(found) else None
+    folders = (os.environ.get("PATH", os.defpath) if path is None else path).split(os.pathsep)
+    for folder in folders[:_MOST_FOLDERS]:
+        found = shutil.which(name, path=folder) if folder else None
+        if found is not None and not is_protect_shim(found):
+            return found
+    return None
+
+
+# PATH entries looked at, at most.
+_MOST_FOLDERS = 256
 
 
 # The first uv with every call envguard makes as envguard reads it: `uv export --format

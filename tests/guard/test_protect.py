@@ -80,7 +80,7 @@ def test_a_shim_edited_by_hand_is_found_and_said(tmp_path: Path) -> None:
     assert runner.invoke(app, ["protect", "--venv", str(venv)]).exit_code == 0
     assert runner.invoke(app, ["protect", "--check", "--venv", str(venv)]).exit_code == 0
     shim = venv / "bin" / "uv"
-    shim.write_text(shim.read_text().replace("ENVGUARD_GUARDING", "NOTHING"))
+    shim.write_text(shim.read_text().replace("ENVGUARD_GUARD_DEPTH", "NOTHING"))
     result = runner.invoke(app, ["protect", "--check", "--venv", str(venv)])
     assert result.exit_code == 1
     assert f"edited by hand: {shim}" in result.stdout

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal
 from envguard.api.capture import newest, snapshot_document, start_document
 from envguard.api.compare import load_policy
 from envguard.errors import StoppedError, UsageError
-from envguard.guard import journal
+from envguard.guard import journal, nesting
 from envguard.guard.command import (
     InstallCommand,
     check_files,
@@ -141,7 +141,8 @@ class GuardOptions:
 def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> Preview:
     """What ``argv`` (an install command; one string is split as shell words) would change
     in the venv, against the snapshot; nothing is changed. The installer's own dry run
-    says what it would do."""
+    says what it would do. Refused under another guard (guard/nesting.py)."""
+    nesting.check()  # first: a guard started by its own installer goes no further
     opts = options or GuardOptions()
     split = split_guarded(argv, shell=opts.shell) if isinstance(argv, str) else tuple(argv)
     command = parse(split)

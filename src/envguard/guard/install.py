@@ -11,11 +11,16 @@ from pathlib import Path
 
 from envguard.errors import UsageError
 from envguard.lifecycle import Interrupted, forget, signals_deferred, start_child
+from envguard.tools import find_uv, is_protect_shim, which
 
 
 def find_program(name: str, env: Mapping[str, str]) -> str:
-    """``name`` as the command would find it on its own PATH; UsageError when missing."""
+    """``name`` as the command would find it on its own PATH; UsageError when missing.
+    Never protect's uv shim: the guard runs the installer itself, and the shim would hand
+    it back to the guard (the uv PATH finds past it, else envguard's own)."""
     found = shutil.which(name, path=env.get("PATH"))
+    if found is not None and is_protect_shim(found):
+        found = which(os.path.basename(found), path=env.get("PATH")) or find_uv()
     if found is None:
         raise UsageError(f"{name}: not found on PATH (nor in the venv's bin/)")
     return found

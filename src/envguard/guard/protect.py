@@ -13,14 +13,15 @@ import hashlib
 import json
 import os
 import re
-import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envguard.errors import UsageError
+from envguard.guard import nesting
 from envguard.reading import SMALL_CAP, not_json_constant, read_text
+from envguard.tools import is_protect_shim, which
 
 if TYPE_CHECKING:
     from envguard.compare.policy import Policy
@@ -49,6 +50,10 @@ import os
 import sys
 
 REAL = {real!r}
+# What envguard guard runs itself goes to uv at once: a guard never starts itself again.
+depth = os.environ.get({marker!r}, "").strip()
+if depth.isdigit() and depth.isascii() and int(depth) > 0:
+    os.execv(REAL, [REAL, *sys.argv[1:]])
 VENV = {venv!r}
 ENVGUARD = {envguard!r}
 args = sys.argv[1:]
@@ -60,9 +65,8 @@ while i < len(args) and args[i].startswith("-"):
     i += 2 if args[i] in VALUED else 1
 word = args[i] if i < len(args) else ""
 changes = ("install", "uninstall", "sync")
-if os.environ.get("ENVGUARD_GUARDING") != VENV and (
-    (word == "pip" and any(a in changes for a in args[i + 1 :]))
-    or word in ("add", "remove", "sync")
+if word in ("add", "remove", "sync") or (
+    word == "pip" and any(a in changes for a in args[i + 1 :])
 ):
     os.execv(ENVGUARD[0], [*ENVGUARD, "guard", "--venv", VENV, "--", "uv", *args])
 os.execv(REAL, [REAL, *args])
@@ -102,10 +106,11 @@ def _hook_text(venv: Path, envguard: list[str]) -> str:
 
 
 def _real_uv(venv: Path, fallback: str) -> str:
-    """uv as PATH finds it outside the venv (the shim must not find itself)."""
+    """uv as PATH finds it outside the venv, never a shim of protect's (the shim must not
+    find itself, nor another protected venv's)."""
     bin_dir = str(venv / "bin")
     path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p != bin_dir)
-    return shutil.which("uv", path=path) or fallback
+    return which("uv", path=path) or fallback
 
 
 def constraints_text(pins: dict[str, str]) -> str:
@@ -193,7 +198,11 @@ def protect(
     else:
         real = _real_uv(venv, uv)
         texts[UV_SHIM] = _UV_SHIM.format(
-            python=venv / "bin" / "python", real=real, venv=str(venv), envguard=envguard
+            python=venv / "bin" / "python",
+            real=real,
+            marker=nesting.MARKER,
+            venv=str(venv),
+            envguard=envguard,
         )
     for rel, text in texts.items():
         _write(venv / rel, text, executable=rel == UV_SHIM)
@@ -406,8 +415,7 @@ def _recognised(venv: Path) -> Protection:
 
 def _is_shim(path: Path) -> bool:
     """``path`` is still protect's uv shim (edited, maybe): its opening says so."""
-    data = _read(path)
-    return data is not None and b"envguard protect" in data[:400]
+    return not path.is_symlink() and is_protect_shim(str(path))
 
 
 def _without_protect_line(venv: Path, data: bytes) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envguard.errors import UsageError
+from envguard.guard import nesting
 from envguard.guard.command import InstallCommand
 from envguard.lifecycle import end_chain, forget, start_child
 from envguard.reading import not_json_constant
@@ -289,13 +290,13 @@ def installer_env(venv: Path, base: Mapping[str, str]) -> dict[str, str]:
         # The guard decides what changes; protect's pins are for pip run without it.
         env["PIP_CONSTRAINT"] = held
     env["VIRTUAL_ENV"] = str(venv)
-    env[GUARDING] = str(venv)  # a protected venv's hooks let this install through
     env["PATH"] = str(venv / "bin") + os.pathsep + env.get("PATH", os.defpath)
     return env
 
 
 def project_env(base: Mapping[str, str], venv: Path | None) -> dict[str, str]:
-    """The user's environment without what would point an installer elsewhere; uv's project
+    """The user's environment without what would point an installer elsewhere, marked as
+    the guard's (protect's shim and hook let what runs in it through); uv's project
     commands sync ``venv`` (None: the project's own environment, as uv finds it, the
     user's UV_PROJECT_ENVIRONMENT included)."""
     env = {k: v for k, v in base.items() if k not in RETARGETING_VARIABLES}
@@ -303,10 +304,8 @@ def project_env(base: Mapping[str, str], venv: Path | None) -> dict[str, str]:
         env["UV_PROJECT_ENVIRONMENT"] = str(venv)
     elif base.get("UV_PROJECT_ENVIRONMENT"):
         env["UV_PROJECT_ENVIRONMENT"] = base["UV_PROJECT_ENVIRONMENT"]
-    return env
+    return nesting.marked(env, venv=venv)
 
-
-GUARDING = "ENVGUARD_GUARDING"
 
 # Variables that would point the installer somewhere else than the venv the dry run
 # previewed (as --python, --target, ... would): left out of its environment.

@@ -1,0 +1,168 @@
+"""A guard never runs inside a guard: what guard starts carries its depth marker, protect's
+shim and hook let it through at once, and a guard started under another anyway (the marker
+forged or lost) refuses in one line, exit 2."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from envguard.cli import app
+from envguard.guard import nesting, protect
+from envguard.guard.install import find_program
+from envguard.guard.resolve import installer_env, project_env
+from envguard.tools import which
+from factories import make_venv
+
+runner = CliRunner()
+GUARDED = ["uv", "pip", "install", "six"]
+
+
+def _script(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def protected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """(a venv protected with stand-ins that say what ran: ``guard ARGS`` for envguard,
+    ``real ARGS`` for uv, the folder of the stand-ins)."""
+    tools = tmp_path / "tools"
+    _script(tools / "uv", '#!/bin/sh\necho real "$@"\n')
+    fake = _script(tools / "fake-envguard", '#!/bin/sh\necho guard "$@"\n')
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}/usr/bin{os.pathsep}/bin")
+    protect.protect(venv, envguard=[str(fake)], uv="/nowhere/uv")
+    return venv, tools
+
+
+def _run(argv: list[str], venv: Path, tools: Path, **extra: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k != nesting.MARKER}
+    env.update(VIRTUAL_ENV=str(venv), PATH=f"{venv / 'bin'}{os.pathsep}{tools}", **extra)
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    return done.stdout + done.stderr
+
+
+def test_the_shim_runs_uv_at_once_under_a_guard(protected: tuple[Path, Path]) -> None:
+    venv, tools = protected
+    shim = str(venv / "bin" / "uv")
+    for args in (["add", "six"], ["sync", "--dry-run"], ["pip", "install", "six"]):
+        guarded = _run([shim, *args], venv, tools).strip()
+        assert guarded == f"guard guard --venv {venv} -- uv {' '.join(args)}"
+        assert _run([shim, *args], venv, tools, **{nesting.MARKER: "1"}).strip() == (
+            f"real {' '.join(args)}"
+        )
+    # Only a count of guards lets it through: an empty or a forged value does not.
+    for value in ("", "0", "yes", "-1"):
+        assert _run([shim, "add", "six"], venv, tools, **{nesting.MARKER: value}).startswith(
+            "guard "
+        )
+    assert _run([shim, "lock"], venv, tools).strip() == "real lock"
+
+
+def test_the_hook_lets_pip_through_under_a_guard(protected: tuple[Path, Path]) -> None:
+    venv, tools = protected
+    python = str(venv / "bin" / "python")
+    routed = _run([python, "-m", "pip", "install", "six"], venv, tools).strip()
+    assert routed == f"guard guard --venv {venv} -- python -m pip install six"
+    # Under a guard the venv's own pip runs (this venv has none: Python says so).
+    through = _run([python, "-m", "pip", "install", "six"], venv, tools, **{nesting.MARKER: "1"})
+    assert "No module named pip" in through and "guard" not in through
+
+
+def test_a_guard_under_a_guard_refuses_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    monkeypatch.setenv(nesting.MARKER, "1")
+    result = runner.invoke(app, ["guard", "--venv", str(venv), "--", *GUARDED])
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("error: envguard guard refused: it would run inside another")
+
+
+def test_a_guard_whose_marker_was_lost_on_the_way_still_refuses(tmp_path: Path) -> None:
+    """A program between the two guards dropped the marker: the process tree still says
+    that a guard runs above (a real chain: `envguard guard` starts the second guard)."""
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    outer = _script(
+        tmp_path / "bin" / "envguard",
+        f"#!{sys.executable}\n"
+        "import os, subprocess, sys\n"
+        f"env = {{k: v for k, v in os.environ.items() if k != {nesting.MARKER!r}}}\n"
+        "argv = [sys.executable, '-m', 'envguard', *sys.argv[1:]]\n"
+        "sys.exit(subprocess.run(argv, env=env, timeout=60).returncode)\n",
+    )
+    env = {k: v for k, v in os.environ.items() if k != nesting.MARKER}
+    done = subprocess.run(
+        [str(outer), "guard", "--venv", str(venv), "--", *GUARDED],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "would run inside another guard (depth 2, at most 1)" in done.stderr
+
+
+def test_what_the_guard_starts_carries_the_marker(tmp_path: Path) -> None:
+    venv = tmp_path / ".venv"
+    base = {"PATH": "/usr/bin", nesting.MARKER: "junk"}
+    for env in (installer_env(venv, base), project_env(base, venv), project_env(base, None)):
+        assert env[nesting.MARKER] == "1"
+    assert installer_env(venv, base)[nesting.LEGACY_MARKER] == str(venv)
+
+
+@pytest.mark.parametrize(
+    ("value", "depth"), [("1", 1), (" 2 ", 2), ("", 0), ("x", 0), ("-1", 0), ("²", 0)]
+)
+def test_the_marker_is_a_count(value: str, depth: int) -> None:
+    assert nesting.inherited({nesting.MARKER: value}) == depth
+
+
+@pytest.mark.parametrize(
+    ("argv", "guard"),
+    [
+        ([b"/v/bin/python", b"-m", b"envguard", b"guard", b"--venv", b"v"], True),
+        ([b"/usr/bin/envguard", b"-q", b"guard"], True),
+        ([b"/v/bin/python", b"/v/bin/envguard", b"guard", b"--", b"uv"], True),
+        ([b"/v/bin/python", b"-m", b"envguard", b"snapshot"], False),
+        ([b"/v/bin/python", b"-m", b"envguard", b"undo", b"guard"], False),
+        ([b"uv", b"pip", b"install", b"envguard"], False),
+        ([b"/home/u/.cache/envguard-field/uv/python", b"guard"], False),
+    ],
+)
+def test_a_guard_is_known_by_its_command_line(argv: list[bytes], guard: bool) -> None:
+    assert nesting.is_guard(argv) is guard
+
+
+def test_the_guard_never_runs_protects_shim_itself(protected: tuple[Path, Path]) -> None:
+    """The venv's bin first on PATH (active): its uv is the shim, the guard runs the uv
+    past it; a shim named by its path too."""
+    venv, tools = protected
+    env = {"PATH": f"{venv / 'bin'}{os.pathsep}{tools}"}
+    assert find_program("uv", env) == str(tools / "uv")
+    assert find_program(str(venv / "bin" / "uv"), env) == str(tools / "uv")
+    assert which("uv", path=env["PATH"]) == str(tools / "uv")
+    assert which("uv", path=str(venv / "bin")) is None
+
+
+def test_the_shim_and_the_hook_spell_the_marker_as_the_guard_sets_it(
+    protected: tuple[Path, Path],
+) -> None:
+    from envguard.guard import hook
+
+    venv, _ = protected
+    assert f'"{nesting.MARKER}"' in Path(hook.__file__).read_text()
+    assert repr(nesting.MARKER) in (venv / "bin" / "uv").read_text()
