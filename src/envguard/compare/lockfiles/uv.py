@@ -26,8 +26,10 @@ from envguard.compare.lockfiles.common import (
     reason,
 )
 from envguard.compare.lockfiles.pylock import read_pylock_text
+from envguard.compare.lockfiles.uvsettings import resolver_settings
 from envguard.compare.selection import Selection
 from envguard.errors import UsageError
+from envguard.tools import user_environ
 
 # uv's answer is a lock of at most a few thousand packages; past this it is not one.
 _EXPORT_CAP = 64 << 20
@@ -61,10 +63,13 @@ def read_uv_lock(
     data = parse_toml(text, where=where)
     if why_not is None:
         assert project is not None
+        settings = resolver_settings(project, user_environ())
         if scratch is None:
-            exported = _export(project, selection, where=where)
+            exported = _export(project, selection, where=where, settings=settings)
         else:
-            exported = _export_copy(project, text, selection, where=where, parent=scratch)
+            exported = _export_copy(
+                project, text, selection, where=where, parent=scratch, settings=settings
+            )
         pins = read_pylock_text(
             exported,
             where=f"{where} (as uv exports it)",
@@ -72,7 +77,11 @@ def read_uv_lock(
             env=env,
             selection=Selection(),
         )
-        stale, note = _freshness(project, where=where) if freshness and own else (None, None)
+        stale, note = (
+            _freshness(project, where=where, settings=settings)
+            if freshness and own
+            else (None, None)
+        )
         notes: tuple[str, ...] = () if note is None else (note,)
     else:
         try:
@@ -309,7 +318,13 @@ def _private_folder() -> Path | None:
 
 
 def _export_copy(
-    project: Path, text: str, selection: Selection, *, where: str, parent: Path
+    project: Path,
+    text: str,
+    selection: Selection,
+    *,
+    where: str,
+    parent: Path,
+    settings: dict[str, Any],
 ) -> str:
     """uv's export of ``text`` as the uv.lock of a scratch copy of ``project``: its
     pyproject.toml and those of the path packages the lock names inside it (workspace
@@ -343,7 +358,7 @@ def _export_copy(
                     f"{where}: a path package it names cannot be read ({exc.strerror or exc})"
                 ) from None
         (root / "uv.lock").write_text(text, encoding="utf-8")
-        return _export(root, selection, where=where)
+        return _export(root, selection, where=where, settings=settings)
 
 
 # What `uv lock --check --offline` says of a lock that no longer satisfies pyproject.toml:
@@ -359,11 +374,21 @@ _STALE_SIGNS = (
 _NO_VERDICT_SIGNS = ("Failed to build", "build-system.requires", "Failed to generate")
 
 
-def _freshness(project: Path, *, where: str) -> tuple[str | None, str | None]:
+def _freshness(
+    project: Path, *, where: str, settings: dict[str, Any]
+) -> tuple[str | None, str | None]:
     """Whether the project's uv.lock is out of date with its pyproject.toml, as uv itself
     decides (`uv lock --check`, offline): (why it is stale, None), (None, None) when it is
     up to date, (None, a note) when uv could not tell offline."""
-    proc = _run_uv(project, ["lock", "--check"], what="uv lock --check", where=where)
+    # --no-build: a stale lock makes uv re-resolve, and a path package with an in-tree
+    # build backend (`requires = []`) would run the project's code to read its metadata.
+    proc = _run_uv(
+        project,
+        ["lock", "--check", "--no-build"],
+        what="uv lock --check",
+        where=where,
+        settings=settings,
+    )
     if proc.returncode == 0:
         return None, None
     said = proc.stderr.decode("utf-8", "replace")
@@ -380,9 +405,11 @@ def _freshness(project: Path, *, where: str) -> tuple[str | None, str | None]:
     raise LockfileError(f"{where}: uv lock --check failed ({why})")
 
 
-def _export(project: Path, selection: Selection, *, where: str) -> str:
+def _export(project: Path, selection: Selection, *, where: str, settings: dict[str, Any]) -> str:
     args = ["export", "--frozen", "--format", "pylock.toml", "--no-header"]
-    proc = _run_uv(project, [*args, *selection.uv_args()], what="uv export", where=where)
+    proc = _run_uv(
+        project, [*args, *selection.uv_args()], what="uv export", where=where, settings=settings
+    )
     if proc.returncode != 0:
         said = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         first = next((line for line in said if line.startswith("error:")), said[0] if said else "")
@@ -400,45 +427,60 @@ def _export(project: Path, selection: Selection, *, where: str) -> str:
 
 
 def _run_uv(
-    project: Path, args: list[str], *, what: str, where: str
+    project: Path, args: list[str], *, what: str, where: str, settings: dict[str, Any]
 ) -> subprocess.CompletedProcess[bytes]:
-    """uv ``args`` on ``project``, offline, without its configuration or a shared cache."""
-    from envguard.tools import find_modern_uv, user_environ
+    """uv ``args`` on ``project``, offline, without a shared cache, with only the resolver
+    ``settings`` of its configuration (compare/lockfiles/uvsettings.py says why)."""
+    import tempfile
 
-    argv = [
-        find_modern_uv(),
-        *args[:1],
-        "--quiet",
-        # The project may come from a pull request: its uv.toml and [tool.uv] settings
-        # (cache-dir, indexes) are not uv's to follow here; default-groups still apply, and a
-        # throwaway cache keeps uv from writing anywhere a planted setting names.
-        "--no-config",
-        "--no-cache",
-        "--project",
-        str(project),
-        *args[1:],
-    ]
-    # Offline and without downloads: `--frozen` reads the lock and never resolves, and
-    # `lock --check` resolves only a lock that is already out of date.
-    env = {k: v for k, v in user_environ().items() if not k.startswith("VIRTUAL_ENV")}
-    env.update(UV_OFFLINE="1", UV_PYTHON_DOWNLOADS="never", UV_NO_PROGRESS="1")
-    from envguard import trace
+    from envguard.compare.lockfiles.uvsettings import settings_toml
+    from envguard.tools import find_modern_uv
 
-    started = trace.command(what, argv)
-    try:
-        proc = subprocess.run(
-            argv,
-            capture_output=True,
-            stdin=subprocess.DEVNULL,
-            cwd=project,  # uv writes path sources relative to its working directory
-            env=env,
-            timeout=_EXPORT_SECONDS,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise LockfileError(f"{where}: {what} took over {_EXPORT_SECONDS}s") from None
-    except OSError as exc:
-        raise LockfileError(f"{where}: cannot run uv ({exc.strerror or exc})") from None
+    with tempfile.TemporaryDirectory(prefix="uv-settings-", dir=_private_folder()) as folder:
+        config = Path(folder) / "uv.toml"
+        config.write_text(settings_toml(settings), encoding="utf-8")
+        argv = [
+            find_modern_uv(),
+            *args[:1],
+            "--quiet",
+            # The project may come from a pull request: of its uv.toml and [tool.uv], only
+            # the resolver settings reach uv (the file above); --no-config also keeps uv
+            # from running a .python-version path. A throwaway cache keeps uv from writing
+            # anywhere; offline, it reaches no index a setting names.
+            "--no-config",
+            "--config-file",
+            str(config),
+            "--no-cache",
+            "--offline",
+            "--project",
+            str(project),
+            *args[1:],
+        ]
+        # Without downloads: `--frozen` reads the lock and never resolves, and `lock
+        # --check` resolves only a lock that is already out of date.
+        env = {
+            k: v
+            for k, v in user_environ().items()
+            if not k.startswith("VIRTUAL_ENV") and k not in ("UV_CONFIG_FILE", "UV_NO_CONFIG")
+        }
+        env.update(UV_OFFLINE="1", UV_PYTHON_DOWNLOADS="never", UV_NO_PROGRESS="1")
+        from envguard import trace
+
+        started = trace.command(what, argv)
+        try:
+            proc = subprocess.run(
+                argv,
+                capture_output=True,
+                stdin=subprocess.DEVNULL,
+                cwd=project,  # uv writes path sources relative to its working directory
+                env=env,
+                timeout=_EXPORT_SECONDS,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise LockfileError(f"{where}: {what} took over {_EXPORT_SECONDS}s") from None
+        except OSError as exc:
+            raise LockfileError(f"{where}: cannot run uv ({exc.strerror or exc})") from None
     trace.done(what, started)
     return proc
 
