@@ -85,7 +85,7 @@ def read_uv_lock(
         notes: tuple[str, ...] = () if note is None else (note,)
     else:
         try:
-            pins = walk(data, where=where, base=project or Path.cwd(), env=env, selection=selection)
+            pins = walk(data, where=where, base=_base(path, project), env=env, selection=selection)
         except (TypeError, AttributeError, KeyError) as exc:  # a value of the wrong type
             raise LockfileError(
                 f"{where}: not a uv.lock envguard can read (a {type(exc).__name__} in its values)"
@@ -105,7 +105,7 @@ def read_uv_lock(
         exact=True,
         stale=stale,
         elsewhere=elsewhere,
-        aside=_aside(survey, elsewhere, base=project or Path.cwd(), lines=lines),
+        aside=_aside(survey, elsewhere, base=_base(path, project), lines=lines),
         requires=survey.requires,
     )
 
@@ -267,6 +267,14 @@ def _project_of(path: Path | None) -> Path | None:
         if (folder / ".git").exists():
             break
     return None
+
+
+def _base(path: Path | None, project: Path | None) -> Path:
+    """What the lock's relative paths are relative to: its own folder (uv writes them so),
+    else (stdin) the project found from the working directory, else that directory."""
+    if path is not None:
+        return path.parent.absolute()
+    return project or Path.cwd()
 
 
 def _at(pin: Pin, line: int | None) -> Pin:
@@ -515,17 +523,17 @@ def walk(
                 return cand
         return candidates[0] if candidates else None
 
-    roots = [
-        p
-        for p in packages
-        if isinstance(p.get("source"), dict)
-        and ("editable" in p["source"] or "virtual" in p["source"])
-        and (not selection.packages or canonicalize_name(p["name"]) in selection.packages)
-    ]
+    members = _members(data, packages)
+    roots, current = _roots(packages, members, selection)
     groups = _groups(base, selection, roots)
     pins: dict[str, Pin] = {}
     seen: set[tuple[str, str | None, tuple[str, ...]]] = set()
     stack: list[tuple[dict[str, Any], tuple[str, ...], bool]] = [(r, (), True) for r in roots]
+    if not current and not selection.packages:  # a root without a project: the manifest's
+        manifest = data.get("manifest")
+        listed = manifest.get("dependency-groups") if isinstance(manifest, dict) else None
+        top = {"name": "", "source": {"virtual": "."}, "dev-dependencies": listed or {}}
+        stack.append((top, (), True))
     while stack:
         pkg, extras, is_root = stack.pop()
         name = canonicalize_name(pkg["name"])
@@ -534,8 +542,13 @@ def walk(
             continue
         seen.add(key)
         source: dict[str, Any] = pkg["source"] if isinstance(pkg.get("source"), dict) else {}
-        if "virtual" not in source and not (is_root and selection.only_groups):
-            pins[name] = _uv_pin(name, pkg, source, base)
+        left_out = (
+            (is_root and selection.only_groups)
+            or (selection.no_install_project and name in current)
+            or (selection.no_install_workspace and name in members)
+        )
+        if "virtual" not in source and not left_out:
+            pins[name] = _uv_pin(name, pkg, source, base, editable=not selection.no_editable)
         optional = pkg.get("optional-dependencies")
         optional = optional if isinstance(optional, dict) else {}
         if is_root:
@@ -546,8 +559,7 @@ def walk(
         if is_root:
             dev = pkg.get("dev-dependencies")
             dev = dev if isinstance(dev, dict) else {}
-            for group in sorted(dev) if groups is None else groups:
-                edges += dev.get(group, [])
+            edges += _group_edges(dev, groups)
         for edge in edges:
             if not isinstance(edge, dict) or not isinstance(edge.get("name"), str):
                 raise LockfileError(f"{where}: {name}: a dependency has no name")
@@ -559,19 +571,75 @@ def walk(
     return pins
 
 
+def _members(data: dict[str, Any], packages: list[Any]) -> set[str]:
+    """The workspace's members: the lock's ``[manifest] members``, and every package it
+    installs editable or that is virtual (a single project's lock has no manifest)."""
+    manifest = data.get("manifest")
+    listed = manifest.get("members") if isinstance(manifest, dict) else None
+    found: set[str] = {canonicalize_name(m) for m in listed or () if isinstance(m, str)}
+    for pkg in packages:
+        source = pkg.get("source")
+        if isinstance(source, dict) and ("editable" in source or "virtual" in source):
+            found.add(canonicalize_name(pkg["name"]))
+    return found
+
+
+def _roots(
+    packages: list[dict[str, Any]], members: set[str], selection: Selection
+) -> tuple[list[dict[str, Any]], set[str]]:
+    """Where `uv sync` starts, and the current project(s) (what --no-install-project leaves
+    out): the --package members; every member for --all-packages; else the project at the
+    lock's own folder, or every member when that root is no project (a virtual workspace)."""
+    by_name: dict[str, dict[str, Any]] = {canonicalize_name(p["name"]): p for p in packages}
+    names: list[str]
+    current: set[str]
+    at_root: list[str] = [
+        n
+        for n, p in by_name.items()
+        if isinstance(p.get("source"), dict)
+        and "." in (p["source"].get("editable"), p["source"].get("virtual"))
+    ]
+    if selection.packages:
+        names = [canonicalize_name(n) for n in selection.packages]
+        current = set(names)
+    elif selection.all_packages:
+        names, current = sorted(members), set(at_root)
+    elif at_root:
+        names, current = at_root, set(at_root)
+    else:
+        names, current = sorted(members), set()
+    return [by_name[n] for n in names if n in by_name], current
+
+
+def _group_edges(tables: dict[str, Any], groups: list[str] | None) -> list[Any]:
+    """The edges of the chosen ``groups`` (None: all) of a ``dev-dependencies`` table."""
+    chosen = sorted(tables) if groups is None else groups
+    by_name = {canonicalize_name(g): e for g, e in tables.items()}
+    return [
+        e for g in dict.fromkeys(canonicalize_name(g) for g in chosen) for e in by_name.get(g, [])
+    ]
+
+
 def _groups(base: Path, selection: Selection, roots: list[dict[str, Any]]) -> list[str] | None:
-    """The dependency groups `uv sync` installs (None: all of them)."""
-    if selection.all_groups:
-        return None
+    """The dependency groups `uv sync` installs (None: all of them), less --no-group and
+    --no-dev."""
+    left_out: set[str] = {canonicalize_name(g) for g in selection.no_groups}
+    if selection.no_dev:
+        left_out.add("dev")
     if selection.only_groups:
         return list(selection.only_groups)
-    chosen = list(selection.groups)
-    if not selection.no_default_groups:
-        defaults = _default_groups(base)
-        if defaults is None:
+    if selection.all_groups:
+        chosen: list[str] | None = None
+    else:
+        chosen = list(selection.groups)
+        if not selection.no_default_groups:
+            defaults = _default_groups(base)
+            chosen = None if defaults is None else chosen + defaults
+    if chosen is None:
+        if not left_out:
             return None
-        chosen += defaults
-    return chosen
+        chosen = sorted({str(g) for r in roots for g in r.get("dev-dependencies") or {}})
+    return [g for g in chosen if canonicalize_name(g) not in left_out]
 
 
 def _default_groups(base: Path) -> list[str] | None:
@@ -595,12 +663,20 @@ def _default_groups(base: Path) -> list[str] | None:
     return ["dev"]
 
 
-def _uv_pin(name: str, pkg: dict[str, Any], source: dict[str, Any], base: Path) -> Pin:
+def _uv_pin(
+    name: str, pkg: dict[str, Any], source: dict[str, Any], base: Path, *, editable: bool = True
+) -> Pin:
     """A pin labelled as uv's own pylock export labels it, so a walked lock and an exported
-    one compare equal: ``git+URL@COMMIT`` for git, the archive URL for a url source."""
+    one compare equal: ``git+URL@COMMIT`` for git, the archive URL for a url source, the
+    file's or folder's ``file:`` URL for a path or directory source (``editable`` False:
+    an editable one too, as `uv sync --no-editable` installs it)."""
     version = pkg.get("version")
-    if "editable" in source:
+    if "editable" in source and editable:
         return Pin(name=name, editable=str((base / str(source["editable"])).resolve()))
+    for key, kind in (("editable", "directory"), ("directory", "directory"), ("path", "archive")):
+        if isinstance(source.get(key), str):
+            where = (base / source[key]).resolve()
+            return Pin(name=name, version=version, url=where.as_uri(), kind=kind)
     if "git" in source:
         url, _, commit = str(source["git"]).partition("#")
         url = url.split("?", 1)[0]
@@ -608,5 +684,5 @@ def _uv_pin(name: str, pkg: dict[str, Any], source: dict[str, Any], base: Path) 
             name=name, version=version, url=f"git+{url}@{commit}" if commit else f"git+{url}"
         )
     if "url" in source:
-        return Pin(name=name, version=version, url=str(source["url"]))
+        return Pin(name=name, version=version, url=str(source["url"]), kind="archive")
     return Pin(name=name, version=version)
