@@ -89,13 +89,13 @@ def drift_states(
     pyproject.write_text(text.replace("dependencies = [", 'dependencies = ["attrs", ', 1))
     agree(env, proj, project, "pyproject changed", *flags)
     pyproject.write_text(text)
-    must(env, proj, "pip", "install", "-q", "--python", venv, upgrade)
+    must(env, proj, "pip", "install", "-q", "--no-config", "--python", venv, upgrade)
     agree(env, proj, project, f"upgraded ({upgrade})", *flags)
     must(env, proj, "sync", "-q", "--locked", *flags)
-    must(env, proj, "pip", "uninstall", "-q", "--python", venv, remove)
+    must(env, proj, "pip", "uninstall", "-q", "--no-config", "--python", venv, remove)
     agree(env, proj, project, f"removed ({remove})", *flags)
     must(env, proj, "sync", "-q", "--locked", *flags)
-    must(env, proj, "pip", "install", "-q", "--python", venv, "attrs")
+    must(env, proj, "pip", "install", "-q", "--no-config", "--python", venv, "attrs")
     agree(env, proj, project, "added (attrs)", *flags)
     must(env, proj, "sync", "-q", "--locked", *flags)
 
@@ -143,7 +143,17 @@ def test_resolver_settings(
         pyproject.write_text(text.replace('"six", ', '"six", "attrs", '))
         agree(user_env, proj, label, "pyproject changed")
         pyproject.write_text(text)
-        must(user_env, proj, "pip", "install", "-q", "--python", str(proj / ".venv"), "idna==3.4")
+        must(
+            user_env,
+            proj,
+            "pip",
+            "install",
+            "-q",
+            "--no-config",
+            "--python",
+            str(proj / ".venv"),
+            "idna==3.4",
+        )
         agree(user_env, proj, label, "upgraded (idna 3.4)")
 
 
@@ -200,6 +210,7 @@ def served(tmp_path: Path) -> Iterator[Callable[[Path], str]]:
     yield url
     server.shutdown()
     thread.join()
+    server.server_close()
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -234,7 +245,18 @@ def test_direct_sources(
         ("idna", "idna==3.10", "path wheel reinstalled from the registry"),
         ("lib", str(tmp_path / "lib"), "editable reinstalled as a wheel"),
     ):
-        must(user_env, proj, "pip", "install", "-q", "--reinstall", "--python", venv, elsewhere)
+        must(
+            user_env,
+            proj,
+            "pip",
+            "install",
+            "-q",
+            "--no-config",
+            "--reinstall",
+            "--python",
+            venv,
+            elsewhere,
+        )
         uv_fails, gate_fails, failing = verdicts(user_env, proj, "sources", state)
         assert uv_fails and gate_fails, (state, failing)
         assert {(c["kind"], c["name"]) for c in failing} == {("source_differs", name)}

@@ -377,6 +377,7 @@ _STALE_SIGNS = (
     "network was disabled",
     "No solution found",
     "not found in the cache",
+    "Failed to download",  # a url source, fetched again only when re-resolving
 )
 # ...unless what failed was building a path package to read its metadata: no verdict then.
 _NO_VERDICT_SIGNS = ("Failed to build", "build-system.requires", "Failed to generate")
