@@ -82,22 +82,26 @@ def drift_states(
     env: dict[str, str], proj: Path, project: str, *flags: str, upgrade: str, remove: str
 ) -> None:
     """fresh, pyproject changed, a package upgraded, removed, one added: each agrees."""
-    venv = str(proj / ".venv")
     agree(env, proj, project, "fresh, synced", *flags)
     pyproject = proj / "pyproject.toml"
     text = pyproject.read_text()
     pyproject.write_text(text.replace("dependencies = [", 'dependencies = ["attrs", ', 1))
     agree(env, proj, project, "pyproject changed", *flags)
     pyproject.write_text(text)
-    must(env, proj, "pip", "install", "-q", "--no-config", "--python", venv, upgrade)
+    pip(env, proj, "install", upgrade)
     agree(env, proj, project, f"upgraded ({upgrade})", *flags)
     must(env, proj, "sync", "-q", "--locked", *flags)
-    must(env, proj, "pip", "uninstall", "-q", "--no-config", "--python", venv, remove)
+    pip(env, proj, "uninstall", remove)
     agree(env, proj, project, f"removed ({remove})", *flags)
     must(env, proj, "sync", "-q", "--locked", *flags)
-    must(env, proj, "pip", "install", "-q", "--no-config", "--python", venv, "attrs")
+    pip(env, proj, "install", "attrs")
     agree(env, proj, project, "added (attrs)", *flags)
     must(env, proj, "sync", "-q", "--locked", *flags)
+
+
+def pip(env: dict[str, str], proj: Path, command: str, *argv: str) -> None:
+    """Change the project's venv behind uv sync's back, as another tool would."""
+    must(env, proj, "pip", command, "-q", "--no-config", "--python", str(proj / ".venv"), *argv)
 
 
 def project(root: Path, body: str, *, deps: str, name: str = "app") -> Path:
@@ -134,27 +138,7 @@ def test_resolver_settings(
         (proj / "uv.toml").write_text(line)
     locked(user_env, proj)
     label = f"{setting} ({where})"
-    if setting == "exclude-newer":
-        drift_states(user_env, proj, label, upgrade="idna==3.10", remove="six")
-    else:
-        agree(user_env, proj, label, "fresh, synced")
-        pyproject = proj / "pyproject.toml"
-        text = pyproject.read_text()
-        pyproject.write_text(text.replace('"six", ', '"six", "attrs", '))
-        agree(user_env, proj, label, "pyproject changed")
-        pyproject.write_text(text)
-        must(
-            user_env,
-            proj,
-            "pip",
-            "install",
-            "-q",
-            "--no-config",
-            "--python",
-            str(proj / ".venv"),
-            "idna==3.4",
-        )
-        agree(user_env, proj, label, "upgraded (idna 3.4)")
+    drift_states(user_env, proj, label, upgrade="idna==3.4", remove="six")
 
 
 def test_a_workspace(user_env: dict[str, str], tmp_path: Path) -> None:
@@ -237,7 +221,6 @@ def test_direct_sources(
         deps='"lib", "six", "idna", "gitdep", "packaging"',
     )
     locked(user_env, proj)
-    venv = str(proj / ".venv")
     drift_states(user_env, proj, "sources", upgrade="packaging==23.2", remove="gitdep")
     for name, elsewhere, state in (
         ("six", "six==1.17.0", "url wheel reinstalled from the registry"),
@@ -245,18 +228,7 @@ def test_direct_sources(
         ("idna", "idna==3.10", "path wheel reinstalled from the registry"),
         ("lib", str(tmp_path / "lib"), "editable reinstalled as a wheel"),
     ):
-        must(
-            user_env,
-            proj,
-            "pip",
-            "install",
-            "-q",
-            "--no-config",
-            "--reinstall",
-            "--python",
-            venv,
-            elsewhere,
-        )
+        pip(user_env, proj, "install", "--reinstall", elsewhere)
         uv_fails, gate_fails, failing = verdicts(user_env, proj, "sources", state)
         assert uv_fails and gate_fails, (state, failing)
         assert {(c["kind"], c["name"]) for c in failing} == {("source_differs", name)}
