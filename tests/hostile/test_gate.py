@@ -183,3 +183,19 @@ def test_a_walked_lock_labels_sources_as_uv_exports_them(work: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads(proc.stdout)["changes"] == []
+
+
+def test_a_python_version_file_naming_a_program_is_never_run(work: Path) -> None:
+    """uv runs a `.python-version` path as an interpreter when it reads config; envguard
+    gives uv only the resolver settings (--no-config --config-file), so it never does."""
+    ran = work.parent / f"{work.name}-ran"
+    shutil.copy(DATA / "git-and-url.uv.lock", work / "uv.lock")
+    shutil.copy(DATA / "git-and-url.pyproject.toml", work / "pyproject.toml")
+    (work / "evilpy").write_text(f'#!/bin/sh\ntouch "{ran}"\nexec "{sys.executable}" "$@"\n')
+    (work / "evilpy").chmod(0o755)
+    (work / ".python-version").write_text("./evilpy\n")
+    (work / "uv.toml").write_text(
+        'python-preference = "only-system"\nkeyring-provider = "subprocess"\n'
+    )
+    check("--lock", "uv.lock")
+    assert not ran.exists()

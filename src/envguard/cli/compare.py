@@ -160,16 +160,50 @@ Package = Annotated[
     list[str] | None,
     typer.Option("--package", help="Only this workspace member (uv.lock; repeatable)."),
 ]
+NoGroup = Annotated[
+    list[str] | None,
+    typer.Option("--no-group", help="Leave out this dependency group (uv.lock; repeatable)."),
+]
+NoDev = Annotated[bool, typer.Option("--no-dev", help="Leave out group dev (uv.lock).")]
+AllPackages = Annotated[
+    bool, typer.Option("--all-packages", help="Every workspace member (uv.lock).")
+]
+NoInstallProject = Annotated[
+    bool,
+    typer.Option(
+        "--no-install-project", help="As `uv sync --no-install-project`: not the project itself."
+    ),
+]
+NoInstallWorkspace = Annotated[
+    bool,
+    typer.Option(
+        "--no-install-workspace",
+        help="As `uv sync --no-install-workspace`: no workspace member, the root included.",
+    ),
+]
+NoEditable = Annotated[
+    bool,
+    typer.Option(
+        "--no-editable", help="As `uv sync --no-editable`: path packages installed as built."
+    ),
+]
 
 
 def _selection(
     extra: list[str] | None,
     all_extras: bool,
+    *,
     group: list[str] | None,
     only_group: list[str] | None,
     no_default_groups: bool,
     all_groups: bool,
     package: list[str] | None,
+    no_group: list[str] | None,
+    no_dev: bool,
+    all_packages: bool,
+    no_install_project: bool,
+    no_install_workspace: bool,
+    no_editable: bool,
 ) -> "Selection":
     from envguard.compare.selection import Selection
 
@@ -181,6 +215,12 @@ def _selection(
         no_default_groups=no_default_groups,
         all_groups=all_groups,
         packages=tuple(package or ()),
+        no_groups=tuple(no_group or ()),
+        no_dev=no_dev,
+        all_packages=all_packages,
+        no_install_project=no_install_project,
+        no_install_workspace=no_install_workspace,
+        no_editable=no_editable,
     )
 
 
@@ -271,6 +311,12 @@ def diff(
     no_default_groups: NoDefaultGroups = False,
     all_groups: AllGroups = False,
     package: Package = None,
+    no_group: NoGroup = None,
+    no_dev: NoDev = False,
+    all_packages: AllPackages = False,
+    no_install_project: NoInstallProject = False,
+    no_install_workspace: NoInstallWorkspace = False,
+    no_editable: NoEditable = False,
     expand: Expand = False,
     timeout: Timeout = 120.0,
     deep: Deep = False,
@@ -280,7 +326,19 @@ def diff(
 
     policy = api.load_policy(fail_on=fail_on.value if fail_on else None, only=only or ())
     chosen = _selection(
-        extra, all_extras, group, only_group, no_default_groups, all_groups, package
+        extra,
+        all_extras,
+        group=group,
+        only_group=only_group,
+        no_default_groups=no_default_groups,
+        all_groups=all_groups,
+        package=package,
+        no_group=no_group,
+        no_dev=no_dev,
+        all_packages=all_packages,
+        no_install_project=no_install_project,
+        no_install_workspace=no_install_workspace,
+        no_editable=no_editable,
     )
     pair = _lock_pair(
         lock, snapshot_ref, policy=policy, selection=chosen, python=python, via=via, timeout=timeout
@@ -352,6 +410,12 @@ def check(
     no_default_groups: NoDefaultGroups = False,
     all_groups: AllGroups = False,
     package: Package = None,
+    no_group: NoGroup = None,
+    no_dev: NoDev = False,
+    all_packages: AllPackages = False,
+    no_install_project: NoInstallProject = False,
+    no_install_workspace: NoInstallWorkspace = False,
+    no_editable: NoEditable = False,
     inexact: Annotated[
         bool,
         typer.Option(
@@ -372,7 +436,19 @@ def check(
     if inexact:
         policy = replace(policy, inexact=True)
     chosen = _selection(
-        extra, all_extras, group, only_group, no_default_groups, all_groups, package
+        extra,
+        all_extras,
+        group=group,
+        only_group=only_group,
+        no_default_groups=no_default_groups,
+        all_groups=all_groups,
+        package=package,
+        no_group=no_group,
+        no_dev=no_dev,
+        all_packages=all_packages,
+        no_install_project=no_install_project,
+        no_install_workspace=no_install_workspace,
+        no_editable=no_editable,
     )
     if find_lock and not lock:
         lock = [str(api.find_lock())]

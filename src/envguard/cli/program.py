@@ -147,6 +147,7 @@ _METAVARS = {
     "extra": "EXTRA",
     "group": "GROUP",
     "only_group": "GROUP",
+    "no_group": "GROUP",
     "package": "NAME",
     "remote_uv": "PATH",
 }

@@ -4,7 +4,7 @@ lockfile reader."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 
@@ -20,14 +20,25 @@ class Selection:
     no_default_groups: bool = False
     all_groups: bool = False
     packages: tuple[str, ...] = ()
+    # uv.lock only, as `uv sync` takes them: groups left out (--no-group, --no-dev), the
+    # whole workspace (--all-packages), what of it is not installed (--no-install-project,
+    # --no-install-workspace), and path packages installed as built, not editable.
+    no_groups: tuple[str, ...] = ()
+    no_dev: bool = False
+    all_packages: bool = False
+    no_install_project: bool = False
+    no_install_workspace: bool = False
+    no_editable: bool = False
 
     def uv_args(self) -> list[str]:
-        """The same selection as `uv export` / `uv sync` flags."""
+        """The same selection as `uv export` flags (`--no-emit-project` where `uv sync`
+        says `--no-install-project`)."""
         args: list[str] = []
         for flag, values in (
             ("--extra", self.extras),
             ("--group", self.groups),
             ("--only-group", self.only_groups),
+            ("--no-group", self.no_groups),
             ("--package", self.packages),
         ):
             for value in values:
@@ -36,6 +47,11 @@ class Selection:
             ("--all-extras", self.all_extras),
             ("--no-default-groups", self.no_default_groups),
             ("--all-groups", self.all_groups),
+            ("--no-dev", self.no_dev),
+            ("--all-packages", self.all_packages),
+            ("--no-emit-project", self.no_install_project),
+            ("--no-emit-workspace", self.no_install_workspace),
+            ("--no-editable", self.no_editable),
         ):
             if on:
                 args.append(flag)
@@ -71,14 +87,11 @@ def narrowed(
     ]
     if not dropped:
         return selection, None
-    kept = Selection(
+    kept = replace(
+        selection,
         extras=tuple(e for e in selection.extras if canonicalize_name(e) in extras),
-        all_extras=selection.all_extras,
         groups=tuple(g for g in selection.groups if canonicalize_name(g) in groups),
         only_groups=tuple(g for g in selection.only_groups if canonicalize_name(g) in groups),
-        no_default_groups=selection.no_default_groups,
-        all_groups=selection.all_groups,
-        packages=selection.packages,
     )
     them = "it" if len(dropped) == 1 else "them"
     return kept, f"{where} has no {', '.join(dropped)}: read without {them}"

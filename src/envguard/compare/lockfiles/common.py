@@ -38,6 +38,9 @@ class Pin:
     # Where the lock installs it when not everywhere by default: "extra cpu", "group dev",
     # or an environment marker ("sys_platform == 'win32'"); read for a lock change.
     scope: tuple[str, ...] = ()
+    # What ``url`` names, where it is a direct source: "archive" (a wheel or sdist, by URL
+    # or path) or "directory" (a folder, installed not editable); None: an index or VCS.
+    kind: str | None = None
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from envguard.compare.models import ChangeGroup, Drift, Severity
 from envguard.compare.policy import Policy
 from envguard.compare.sections.packages import package_severity, torch_version
 from envguard.compare.verdict import lock_verdict, locks_verdict
-from envguard.redact import redact_text
+from envguard.redact import redact_text, redact_url
 from envguard.snapshots.models import Snapshot, Source
 
 
@@ -210,7 +210,32 @@ def _source_moved(source: Source, pin: Pin, *, side: str, lock: str) -> tuple[st
             wanted,
             f"{side} has it editable from {installed}, {lock} installs {wanted}",
         )
+    if pin.kind is not None and pin.url and not _same_place(source, pin.url, kind=pin.kind):
+        # `uv sync --check` reinstalls a direct source that came from anywhere else (the
+        # index, another file or URL): PEP 610's url is where it came from.
+        what = "folder" if pin.kind == "directory" else "archive"
+        label = source.url if source.kind in ("url", "dir") and source.url else source.kind
+        return (
+            pin.url,
+            f"{source.kind} {label}" if source.url else source.kind,
+            f"{lock} installs it from the {what} {pin.url}, {side} has it from {label}",
+        )
     return None
+
+
+def _same_place(source: Source, url: str, *, kind: str) -> bool:
+    """Whether an installed ``source`` came from the lock's archive or folder ``url``:
+    ``file:`` URLs compared as resolved paths, others as written (credentials left out)."""
+    import os
+
+    from envguard.snapshots.document import file_url_path
+
+    if source.kind != ("dir" if kind == "directory" else "url") or source.url is None:
+        return False
+    here = file_url_path(url)
+    if here is not None:
+        return source.path is not None and os.path.realpath(source.path) == os.path.realpath(here)
+    return source.url == redact_url(url)
 
 
 def _pinned_commit(url: str) -> str | None:

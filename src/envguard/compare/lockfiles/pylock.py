@@ -295,10 +295,12 @@ def _pin(name: str, package: Any, dist: Any, base: Path, line: int | None) -> Pi
         path = str((base / dist.path).resolve())
         if dist.editable:
             return Pin(name=name, editable=path, line=line)
-        return Pin(name=name, version=version, url=Path(path).as_uri(), line=line)
+        url = Path(path).as_uri()
+        return Pin(name=name, version=version, url=url, line=line, kind="directory")
     if isinstance(dist, PackageVcs):
         url = f"{dist.type}+{dist.url or dist.path}@{dist.commit_id}"
         return Pin(name=name, version=version, url=url, line=line)
-    if isinstance(dist, PackageArchive) and dist.url:
-        return Pin(name=name, version=version, url=dist.url, line=line)
+    if isinstance(dist, PackageArchive) and (dist.url or dist.path):
+        url = dist.url or (base / str(dist.path)).resolve().as_uri()
+        return Pin(name=name, version=version, url=url, line=line, kind="archive")
     return Pin(name=name, version=version, line=line)

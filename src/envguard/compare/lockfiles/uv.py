@@ -26,8 +26,10 @@ from envguard.compare.lockfiles.common import (
     reason,
 )
 from envguard.compare.lockfiles.pylock import read_pylock_text
+from envguard.compare.lockfiles.uvsettings import resolver_settings
 from envguard.compare.selection import Selection
 from envguard.errors import UsageError
+from envguard.tools import user_environ
 
 # uv's answer is a lock of at most a few thousand packages; past this it is not one.
 _EXPORT_CAP = 64 << 20
@@ -61,10 +63,13 @@ def read_uv_lock(
     data = parse_toml(text, where=where)
     if why_not is None:
         assert project is not None
+        settings = resolver_settings(project, user_environ())
         if scratch is None:
-            exported = _export(project, selection, where=where)
+            exported = _export(project, selection, where=where, settings=settings)
         else:
-            exported = _export_copy(project, text, selection, where=where, parent=scratch)
+            exported = _export_copy(
+                project, text, selection, where=where, parent=scratch, settings=settings
+            )
         pins = read_pylock_text(
             exported,
             where=f"{where} (as uv exports it)",
@@ -72,11 +77,15 @@ def read_uv_lock(
             env=env,
             selection=Selection(),
         )
-        stale, note = _freshness(project, where=where) if freshness and own else (None, None)
+        stale, note = (
+            _freshness(project, where=where, settings=settings)
+            if freshness and own
+            else (None, None)
+        )
         notes: tuple[str, ...] = () if note is None else (note,)
     else:
         try:
-            pins = walk(data, where=where, base=project or Path.cwd(), env=env, selection=selection)
+            pins = walk(data, where=where, base=_base(path, project), env=env, selection=selection)
         except (TypeError, AttributeError, KeyError) as exc:  # a value of the wrong type
             raise LockfileError(
                 f"{where}: not a uv.lock envguard can read (a {type(exc).__name__} in its values)"
@@ -96,7 +105,7 @@ def read_uv_lock(
         exact=True,
         stale=stale,
         elsewhere=elsewhere,
-        aside=_aside(survey, elsewhere, base=project or Path.cwd(), lines=lines),
+        aside=_aside(survey, elsewhere, base=_base(path, project), lines=lines),
         requires=survey.requires,
     )
 
@@ -260,6 +269,14 @@ def _project_of(path: Path | None) -> Path | None:
     return None
 
 
+def _base(path: Path | None, project: Path | None) -> Path:
+    """What the lock's relative paths are relative to: its own folder (uv writes them so),
+    else (stdin) the project found from the working directory, else that directory."""
+    if path is not None:
+        return path.parent.absolute()
+    return project or Path.cwd()
+
+
 def _at(pin: Pin, line: int | None) -> Pin:
     from dataclasses import replace
 
@@ -309,7 +326,13 @@ def _private_folder() -> Path | None:
 
 
 def _export_copy(
-    project: Path, text: str, selection: Selection, *, where: str, parent: Path
+    project: Path,
+    text: str,
+    selection: Selection,
+    *,
+    where: str,
+    parent: Path,
+    settings: dict[str, Any],
 ) -> str:
     """uv's export of ``text`` as the uv.lock of a scratch copy of ``project``: its
     pyproject.toml and those of the path packages the lock names inside it (workspace
@@ -343,7 +366,7 @@ def _export_copy(
                     f"{where}: a path package it names cannot be read ({exc.strerror or exc})"
                 ) from None
         (root / "uv.lock").write_text(text, encoding="utf-8")
-        return _export(root, selection, where=where)
+        return _export(root, selection, where=where, settings=settings)
 
 
 # What `uv lock --check --offline` says of a lock that no longer satisfies pyproject.toml:
@@ -354,16 +377,27 @@ _STALE_SIGNS = (
     "network was disabled",
     "No solution found",
     "not found in the cache",
+    "Failed to download",  # a url source, fetched again only when re-resolving
 )
 # ...unless what failed was building a path package to read its metadata: no verdict then.
 _NO_VERDICT_SIGNS = ("Failed to build", "build-system.requires", "Failed to generate")
 
 
-def _freshness(project: Path, *, where: str) -> tuple[str | None, str | None]:
+def _freshness(
+    project: Path, *, where: str, settings: dict[str, Any]
+) -> tuple[str | None, str | None]:
     """Whether the project's uv.lock is out of date with its pyproject.toml, as uv itself
     decides (`uv lock --check`, offline): (why it is stale, None), (None, None) when it is
     up to date, (None, a note) when uv could not tell offline."""
-    proc = _run_uv(project, ["lock", "--check"], what="uv lock --check", where=where)
+    # --no-build: a stale lock makes uv re-resolve, and a path package with an in-tree
+    # build backend (`requires = []`) would run the project's code to read its metadata.
+    proc = _run_uv(
+        project,
+        ["lock", "--check", "--no-build"],
+        what="uv lock --check",
+        where=where,
+        settings=settings,
+    )
     if proc.returncode == 0:
         return None, None
     said = proc.stderr.decode("utf-8", "replace")
@@ -380,9 +414,11 @@ def _freshness(project: Path, *, where: str) -> tuple[str | None, str | None]:
     raise LockfileError(f"{where}: uv lock --check failed ({why})")
 
 
-def _export(project: Path, selection: Selection, *, where: str) -> str:
+def _export(project: Path, selection: Selection, *, where: str, settings: dict[str, Any]) -> str:
     args = ["export", "--frozen", "--format", "pylock.toml", "--no-header"]
-    proc = _run_uv(project, [*args, *selection.uv_args()], what="uv export", where=where)
+    proc = _run_uv(
+        project, [*args, *selection.uv_args()], what="uv export", where=where, settings=settings
+    )
     if proc.returncode != 0:
         said = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         first = next((line for line in said if line.startswith("error:")), said[0] if said else "")
@@ -400,45 +436,60 @@ def _export(project: Path, selection: Selection, *, where: str) -> str:
 
 
 def _run_uv(
-    project: Path, args: list[str], *, what: str, where: str
+    project: Path, args: list[str], *, what: str, where: str, settings: dict[str, Any]
 ) -> subprocess.CompletedProcess[bytes]:
-    """uv ``args`` on ``project``, offline, without its configuration or a shared cache."""
-    from envguard.tools import find_modern_uv, user_environ
+    """uv ``args`` on ``project``, offline, without a shared cache, with only the resolver
+    ``settings`` of its configuration (compare/lockfiles/uvsettings.py says why)."""
+    import tempfile
 
-    argv = [
-        find_modern_uv(),
-        *args[:1],
-        "--quiet",
-        # The project may come from a pull request: its uv.toml and [tool.uv] settings
-        # (cache-dir, indexes) are not uv's to follow here; default-groups still apply, and a
-        # throwaway cache keeps uv from writing anywhere a planted setting names.
-        "--no-config",
-        "--no-cache",
-        "--project",
-        str(project),
-        *args[1:],
-    ]
-    # Offline and without downloads: `--frozen` reads the lock and never resolves, and
-    # `lock --check` resolves only a lock that is already out of date.
-    env = {k: v for k, v in user_environ().items() if not k.startswith("VIRTUAL_ENV")}
-    env.update(UV_OFFLINE="1", UV_PYTHON_DOWNLOADS="never", UV_NO_PROGRESS="1")
-    from envguard import trace
+    from envguard.compare.lockfiles.uvsettings import settings_toml
+    from envguard.tools import find_modern_uv
 
-    started = trace.command(what, argv)
-    try:
-        proc = subprocess.run(
-            argv,
-            capture_output=True,
-            stdin=subprocess.DEVNULL,
-            cwd=project,  # uv writes path sources relative to its working directory
-            env=env,
-            timeout=_EXPORT_SECONDS,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise LockfileError(f"{where}: {what} took over {_EXPORT_SECONDS}s") from None
-    except OSError as exc:
-        raise LockfileError(f"{where}: cannot run uv ({exc.strerror or exc})") from None
+    with tempfile.TemporaryDirectory(prefix="uv-settings-", dir=_private_folder()) as folder:
+        config = Path(folder) / "uv.toml"
+        config.write_text(settings_toml(settings), encoding="utf-8")
+        argv = [
+            find_modern_uv(),
+            *args[:1],
+            "--quiet",
+            # The project may come from a pull request: of its uv.toml and [tool.uv], only
+            # the resolver settings reach uv (the file above); --no-config also keeps uv
+            # from running a .python-version path. A throwaway cache keeps uv from writing
+            # anywhere; offline, it reaches no index a setting names.
+            "--no-config",
+            "--config-file",
+            str(config),
+            "--no-cache",
+            "--offline",
+            "--project",
+            str(project),
+            *args[1:],
+        ]
+        # Without downloads: `--frozen` reads the lock and never resolves, and `lock
+        # --check` resolves only a lock that is already out of date.
+        env = {
+            k: v
+            for k, v in user_environ().items()
+            if not k.startswith("VIRTUAL_ENV") and k not in ("UV_CONFIG_FILE", "UV_NO_CONFIG")
+        }
+        env.update(UV_OFFLINE="1", UV_PYTHON_DOWNLOADS="never", UV_NO_PROGRESS="1")
+        from envguard import trace
+
+        started = trace.command(what, argv)
+        try:
+            proc = subprocess.run(
+                argv,
+                capture_output=True,
+                stdin=subprocess.DEVNULL,
+                cwd=project,  # uv writes path sources relative to its working directory
+                env=env,
+                timeout=_EXPORT_SECONDS,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise LockfileError(f"{where}: {what} took over {_EXPORT_SECONDS}s") from None
+        except OSError as exc:
+            raise LockfileError(f"{where}: cannot run uv ({exc.strerror or exc})") from None
     trace.done(what, started)
     return proc
 
@@ -473,17 +524,17 @@ def walk(
                 return cand
         return candidates[0] if candidates else None
 
-    roots = [
-        p
-        for p in packages
-        if isinstance(p.get("source"), dict)
-        and ("editable" in p["source"] or "virtual" in p["source"])
-        and (not selection.packages or canonicalize_name(p["name"]) in selection.packages)
-    ]
+    members = _members(data, packages)
+    roots, current = _roots(packages, members, selection)
     groups = _groups(base, selection, roots)
     pins: dict[str, Pin] = {}
     seen: set[tuple[str, str | None, tuple[str, ...]]] = set()
     stack: list[tuple[dict[str, Any], tuple[str, ...], bool]] = [(r, (), True) for r in roots]
+    if not current and not selection.packages:  # a root without a project: the manifest's
+        manifest = data.get("manifest")
+        listed = manifest.get("dependency-groups") if isinstance(manifest, dict) else None
+        top = {"name": "", "source": {"virtual": "."}, "dev-dependencies": listed or {}}
+        stack.append((top, (), True))
     while stack:
         pkg, extras, is_root = stack.pop()
         name = canonicalize_name(pkg["name"])
@@ -492,8 +543,13 @@ def walk(
             continue
         seen.add(key)
         source: dict[str, Any] = pkg["source"] if isinstance(pkg.get("source"), dict) else {}
-        if "virtual" not in source and not (is_root and selection.only_groups):
-            pins[name] = _uv_pin(name, pkg, source, base)
+        left_out = (
+            (is_root and selection.only_groups)
+            or (selection.no_install_project and name in current)
+            or (selection.no_install_workspace and name in members)
+        )
+        if "virtual" not in source and not left_out:
+            pins[name] = _uv_pin(name, pkg, source, base, editable=not selection.no_editable)
         optional = pkg.get("optional-dependencies")
         optional = optional if isinstance(optional, dict) else {}
         if is_root:
@@ -504,8 +560,7 @@ def walk(
         if is_root:
             dev = pkg.get("dev-dependencies")
             dev = dev if isinstance(dev, dict) else {}
-            for group in sorted(dev) if groups is None else groups:
-                edges += dev.get(group, [])
+            edges += _group_edges(dev, groups)
         for edge in edges:
             if not isinstance(edge, dict) or not isinstance(edge.get("name"), str):
                 raise LockfileError(f"{where}: {name}: a dependency has no name")
@@ -517,19 +572,75 @@ def walk(
     return pins
 
 
+def _members(data: dict[str, Any], packages: list[Any]) -> set[str]:
+    """The workspace's members: the lock's ``[manifest] members``, and every package it
+    installs editable or that is virtual (a single project's lock has no manifest)."""
+    manifest = data.get("manifest")
+    listed = manifest.get("members") if isinstance(manifest, dict) else None
+    found: set[str] = {canonicalize_name(m) for m in listed or () if isinstance(m, str)}
+    for pkg in packages:
+        source = pkg.get("source")
+        if isinstance(source, dict) and ("editable" in source or "virtual" in source):
+            found.add(canonicalize_name(pkg["name"]))
+    return found
+
+
+def _roots(
+    packages: list[dict[str, Any]], members: set[str], selection: Selection
+) -> tuple[list[dict[str, Any]], set[str]]:
+    """Where `uv sync` starts, and the current project(s) (what --no-install-project leaves
+    out): the --package members; every member for --all-packages; else the project at the
+    lock's own folder, or every member when that root is no project (a virtual workspace)."""
+    by_name: dict[str, dict[str, Any]] = {canonicalize_name(p["name"]): p for p in packages}
+    names: list[str]
+    current: set[str]
+    at_root: list[str] = [
+        n
+        for n, p in by_name.items()
+        if isinstance(p.get("source"), dict)
+        and "." in (p["source"].get("editable"), p["source"].get("virtual"))
+    ]
+    if selection.packages:
+        names = [canonicalize_name(n) for n in selection.packages]
+        current = set(names)
+    elif selection.all_packages:
+        names, current = sorted(members), set(at_root)
+    elif at_root:
+        names, current = at_root, set(at_root)
+    else:
+        names, current = sorted(members), set()
+    return [by_name[n] for n in names if n in by_name], current
+
+
+def _group_edges(tables: dict[str, Any], groups: list[str] | None) -> list[Any]:
+    """The edges of the chosen ``groups`` (None: all) of a ``dev-dependencies`` table."""
+    chosen = sorted(tables) if groups is None else groups
+    by_name = {canonicalize_name(g): e for g, e in tables.items()}
+    return [
+        e for g in dict.fromkeys(canonicalize_name(g) for g in chosen) for e in by_name.get(g, [])
+    ]
+
+
 def _groups(base: Path, selection: Selection, roots: list[dict[str, Any]]) -> list[str] | None:
-    """The dependency groups `uv sync` installs (None: all of them)."""
-    if selection.all_groups:
-        return None
+    """The dependency groups `uv sync` installs (None: all of them), less --no-group and
+    --no-dev."""
+    left_out: set[str] = {canonicalize_name(g) for g in selection.no_groups}
+    if selection.no_dev:
+        left_out.add("dev")
     if selection.only_groups:
         return list(selection.only_groups)
-    chosen = list(selection.groups)
-    if not selection.no_default_groups:
-        defaults = _default_groups(base)
-        if defaults is None:
+    if selection.all_groups:
+        chosen: list[str] | None = None
+    else:
+        chosen = list(selection.groups)
+        if not selection.no_default_groups:
+            defaults = _default_groups(base)
+            chosen = None if defaults is None else chosen + defaults
+    if chosen is None:
+        if not left_out:
             return None
-        chosen += defaults
-    return chosen
+        chosen = sorted({str(g) for r in roots for g in r.get("dev-dependencies") or {}})
+    return [g for g in chosen if canonicalize_name(g) not in left_out]
 
 
 def _default_groups(base: Path) -> list[str] | None:
@@ -553,12 +664,20 @@ def _default_groups(base: Path) -> list[str] | None:
     return ["dev"]
 
 
-def _uv_pin(name: str, pkg: dict[str, Any], source: dict[str, Any], base: Path) -> Pin:
+def _uv_pin(
+    name: str, pkg: dict[str, Any], source: dict[str, Any], base: Path, *, editable: bool = True
+) -> Pin:
     """A pin labelled as uv's own pylock export labels it, so a walked lock and an exported
-    one compare equal: ``git+URL@COMMIT`` for git, the archive URL for a url source."""
+    one compare equal: ``git+URL@COMMIT`` for git, the archive URL for a url source, the
+    file's or folder's ``file:`` URL for a path or directory source (``editable`` False:
+    an editable one too, as `uv sync --no-editable` installs it)."""
     version = pkg.get("version")
-    if "editable" in source:
+    if "editable" in source and editable:
         return Pin(name=name, editable=str((base / str(source["editable"])).resolve()))
+    for key, kind in (("editable", "directory"), ("directory", "directory"), ("path", "archive")):
+        if isinstance(source.get(key), str):
+            where = (base / source[key]).resolve()
+            return Pin(name=name, version=version, url=where.as_uri(), kind=kind)
     if "git" in source:
         url, _, commit = str(source["git"]).partition("#")
         url = url.split("?", 1)[0]
@@ -566,5 +685,5 @@ def _uv_pin(name: str, pkg: dict[str, Any], source: dict[str, Any], base: Path) 
             name=name, version=version, url=f"git+{url}@{commit}" if commit else f"git+{url}"
         )
     if "url" in source:
-        return Pin(name=name, version=version, url=str(source["url"]))
+        return Pin(name=name, version=version, url=str(source["url"]), kind="archive")
     return Pin(name=name, version=version)
