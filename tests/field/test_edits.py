@@ -27,21 +27,28 @@ def _site(venv: Path) -> Path:
     return next((venv / "lib").glob("python3*/site-packages"))
 
 
-def _edit_in_place(venv: Path) -> tuple[Path, Path]:
+def _patch(py: Path, old: bytes, new: bytes, so: Path, at: float) -> None:
     """Same-size edits through the open file (the inode stays: an editor that saves in
-    place, open(p, "r+")): six.py's code and one byte of markupsafe's extension."""
-    site = _site(venv)
-    py = site / "six.py"
-    so = next((site / "markupsafe").glob("_speedups*.so"))
+    place, open(p, "r+")): ``old`` -> ``new`` in ``py``, and the byte of ``so`` at the
+    fraction ``at`` of its size flipped."""
+    assert len(old) == len(new)
     with open(py, "r+b") as f:
         text = f.read()
         f.seek(0)
-        f.write(text.replace(b'__version__ = "1.17.0"', b'__version__ = "1.17.9"'))
+        f.write(text.replace(old, new))
     with open(so, "r+b") as f:
-        f.seek(os.path.getsize(so) // 2)
+        f.seek(int(os.path.getsize(so) * at))
         byte = f.read(1)
         f.seek(-1, os.SEEK_CUR)
         f.write(bytes([byte[0] ^ 0xFF]))
+
+
+def _edit_in_place(venv: Path) -> tuple[Path, Path]:
+    """six.py's code and one byte of markupsafe's extension, edited in place."""
+    site = _site(venv)
+    py = site / "six.py"
+    so = next((site / "markupsafe").glob("_speedups*.so"))
+    _patch(py, b'__version__ = "1.17.0"', b'__version__ = "1.17.9"', so, 0.5)
     return py, so
 
 
@@ -178,15 +185,7 @@ def test_an_edit_of_torch_through_uv_links_is_repaired_from_the_wheel(
     site = _site(venv)
     py, so = site / "torch" / "version.py", site / "torch" / "lib" / "libtorch_cpu.so"
     assert py.stat().st_nlink > 1 and so.stat().st_nlink > 1
-    with open(py, "r+b") as f:
-        text = f.read()
-        f.seek(0)
-        f.write(text.replace(b"debug = False", b"debug = True "))
-    with open(so, "r+b") as f:
-        f.seek(os.path.getsize(so) // 3)
-        byte = f.read(1)
-        f.seek(-1, os.SEEK_CUR)
-        f.write(bytes([byte[0] ^ 0xFF]))
+    _patch(py, b"debug = False", b"debug = True ", so, 1 / 3)
 
     code, err, report = _drift(venv, env)
     text = " ".join(_named(report))
