@@ -582,3 +582,34 @@ def test_a_venv_that_cannot_be_locked_is_one_line(tmp_path: Path) -> None:
     (tmp_path / ".venv.envguard.lock").mkdir()  # a folder where the lock file goes
     with pytest.raises(ActionError, match="cannot lock it for the rebuild"), venv_lock(venv):
         pass
+
+
+def test_an_offline_repair_from_wheels_is_told_what_it_needs(tmp_path: Path) -> None:
+    """--offline reads only uv's cache, and a package found edited never comes from it:
+    the hint says so, not the PyTorch index's."""
+    from envguard.recovery.execute import step_failure
+    from envguard.recovery.plan import PlanOptions, RunStep, Sources, plan
+    from factories import package, snapshot
+
+    snap = snapshot([package("six", "1.17.0")])
+    the_plan = plan(
+        snap,
+        PlanOptions(
+            venv=tmp_path / "v",
+            snapshot_ref="good.json",
+            uv="uv",
+            sources=Sources(offline=True),
+            from_wheels=("six",),
+        ),
+    )
+    step = next(s for s in the_plan.steps if isinstance(s, RunStep) and "--no-cache" in s.argv)
+    tail = [
+        "  \u00d7 No solution found when resolving dependencies:",
+        "  ╰─▶ Because six was not found in the cache and you require six==1.17.0, we can"
+        " conclude that your requirements are unsatisfiable.",
+        "      hint: Packages were unavailable because the network was disabled.",
+    ]
+    error = step_failure(step, 1, tail)
+    assert error.hint is not None
+    assert "--find-links" in error.hint and "without --offline" in error.hint
+    assert "PyTorch" not in error.hint and "torch" not in error.hint

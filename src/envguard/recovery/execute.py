@@ -203,6 +203,14 @@ def step_failure(step: RunStep, code: int, tail: list[str], *, where: str = "") 
             if offline
             else "--base-python PATH picks another interpreter of that version"
         )
+    elif step.kind == "install" and "--no-cache" in step.argv and "--offline" in step.argv:
+        # Packages found edited come from their wheels: uv's cache may hold the edit, and
+        # --offline reads nothing else but local wheels.
+        hint = (
+            "the packages found edited are taken from their wheels, not from uv's cache"
+            " (it may hold the edit), and --offline reads only that cache: --find-links DIR"
+            " holding their wheels, or rebuild without --offline"
+        )
     elif step.kind == "install":
         hint = (
             "no network to the PyTorch index? --find-links WHEELHOUSE holding the torch"
