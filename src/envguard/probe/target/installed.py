@@ -469,13 +469,16 @@ def _check_dist(
         if not stat.S_ISREG(st.st_mode) or str(st.st_size) != size:
             modified.append(path)
             continue
+        # A file with several links is kept without its ctime, as the rule above leaves it
+        # out: every venv built from (or removed from) uv's cache moves the ctime of every
+        # file it links, and a verdict tied to it would have the same files hashed again.
         key = "%s\0%s\0%d,%d,%d,%d" % (
             base + path,
             digest,
             st.st_ino,
             st.st_size,
             st.st_mtime_ns,
-            st.st_ctime_ns,
+            st.st_ctime_ns if st.st_nlink == 1 else -1,
         )
         if cache is not None and not deep and cache.was_verified(key):
             continue
