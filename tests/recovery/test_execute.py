@@ -613,3 +613,22 @@ def test_an_offline_repair_from_wheels_is_told_what_it_needs(tmp_path: Path) -> 
     assert error.hint is not None
     assert "--find-links" in error.hint and "without --offline" in error.hint
     assert "PyTorch" not in error.hint and "torch" not in error.hint
+
+
+def test_a_verify_that_finds_an_edit_says_where_it_came_from() -> None:
+    """A new venv whose files differ from their RECORD got them from uv's cache (an edit
+    through a venv it had linked): each rebuild fails alike until that entry is dropped.
+    Names are labels, never shell text."""
+    from envguard.compare.models import Change, Severity
+    from envguard.recovery.execute import cache_hint
+
+    def change(kind: str, name: str) -> Change:
+        return Change(
+            section="installed", kind=kind, name=name, severity=Severity.warning, message="m"
+        )
+
+    assert cache_hint([change("missing", "six")]) is None
+    hint = cache_hint([change("modified_in_place", "six"), change("modified_in_place", "a;b\n")])
+    assert hint is not None and "`uv cache clean a_b_ six`" in hint
+    there = cache_hint([change("modified_in_place", "six")], there=" on gpu01")
+    assert there is not None and "`uv cache clean six` on gpu01" in there
