@@ -49,6 +49,21 @@ def test_a_healthy_unchanged_library_is_no_drift() -> None:
         loader_pick="nvidia/cu13/lib/libcudart.so.13",
     )
     assert found((cudart,), (cudart,)) == []
+    # CUDA 11's runtime SONAME is libcudart.so.11.0 whatever its 11.x: its major is what
+    # it says (every PyPI cu11 torch venv was red on its own snapshot).
+    cu11 = cudart.model_copy(
+        update={
+            "name": "libcudart.so.11.0",
+            "path": "nvidia/cuda_runtime/lib/libcudart.so.11.0",
+            "dist": "nvidia-cuda-runtime-cu11",
+            "metadata_version": "11.8.89",
+            "soname": "libcudart.so.11.0",
+            "embedded_version": "11.0",
+            "loader_pick": "nvidia/cuda_runtime/lib/libcudart.so.11.0",
+        }
+    )
+    assert found((cu11,), (cu11,)) == []
+    assert found((), (cu11.model_copy(update={"metadata_version": "12.8.90"}),)) != []
 
 
 def test_a_copy_bundled_by_another_package_is_not_held_to_its_version() -> None:

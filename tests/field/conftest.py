@@ -86,9 +86,10 @@ def field_env(registry: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
 
 
 @pytest.fixture
-def private_cache(tmp_path: Path) -> Iterator[Path]:
-    """A uv cache of this test's own, on the corpus's filesystem, for edits through links."""
-    where = CACHE / "private" / f"{os.getpid()}-{tmp_path.name}"
-    where.mkdir(parents=True, exist_ok=True)
+def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A uv cache of this test's own, for edits through links: on the filesystem of the
+    test's venvs (``tmp_path``, ``field_env``), as uv links only within one (across two it
+    copies, and the tests of edits through links fail); out of ``field_env``'s work tree."""
+    where = tmp_path_factory.mktemp("uv-cache")
     yield where
     shutil.rmtree(where, ignore_errors=True)

@@ -63,6 +63,20 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
+def _session(sid: int) -> list[int]:
+    """The live processes of session ``sid`` but its leader (``sid`` itself)."""
+    found = []
+    for pid in processes():
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                fields = fh.read().rpartition(b")")[2].split()
+        except OSError:
+            continue
+        if pid != sid and len(fields) > 3 and fields[3] == str(sid).encode():
+            found.append(pid)
+    return found
+
+
 def _is_envguard(pid: int) -> bool:
     """``pid`` runs envguard (`envguard ...`, `python -m envguard ...`, protect's shim as it
     becomes the guard); a path that only holds the word (the corpus's cache) is not."""
@@ -129,12 +143,16 @@ def watch(argv: list[str], *, env: dict[str, str], cwd: Path, timeout: float) ->
     finally:
         done.set()
         sampler.join()
-        _stop_tree(proc.pid)  # what the command left behind in the tree
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        if proc.returncode is None:
+        if proc.returncode is None:  # not reaped: its pid is still its own
+            _stop_tree(proc.pid)
             proc.kill()
         proc.communicate()
+        # What it left behind in its session (reparented, out of its tree). Never by its
+        # pid once reaped: another process may have it now; a session id is not given out
+        # again while a member of that session lives.
+        for pid in _session(proc.pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
     seconds = time.monotonic() - started
     if code is not None and code < 0 and seconds >= timeout:
         code = None  # killed by the watch

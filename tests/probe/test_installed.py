@@ -433,3 +433,85 @@ def test_a_snapshot_listing_more_than_the_probe_keeps_is_refused(
         assert result.exit_code == code, result.output
         assert "Traceback" not in result.output
     assert field in result.output
+
+
+def test_a_verdict_on_a_linked_file_outlives_a_new_link_to_it(
+    model_venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file with several links (uv's cache and the venvs built from it) whose mtime is
+    later than its METADATA (uv unpacks a local wheel's files in parallel; some wheels put
+    their .dist-info first) is hashed once: each venv built or removed from the same cache
+    moves its ctime, and the quick rule leaves a linked file's ctime out, so must the kept
+    verdict (every such run hashed the wheel's files again)."""
+    from envguard.probe.payload import local_package
+
+    target = local_package()
+    site = _site(model_venv)
+    later = time.time() + 5
+    elsewhere = tmp_path / "links"
+    elsewhere.mkdir()
+    for path in (site / "modeling").iterdir():
+        _own_copy(path)
+        os.utime(path, (later, later))
+        os.link(path, elsewhere / path.name)  # uv's cache
+
+    hashed: list[str] = []
+    digest = target.installed._digest
+
+    def counting(path: str, algorithm: str) -> str | None:
+        hashed.append(path)
+        return digest(path, algorithm)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(target.installed, "_digest", counting)
+
+    def check() -> dict[str, object]:
+        cache = target.distcache.DistCache(str(tmp_path / "cache"), [str(site)], code="t", quiet=0)
+        warnings: list[str] = []
+        packages = target.dists.scan_packages([str(site)], warnings, cache)
+        target.installed.check_installed(packages, "quick", warnings, cache)
+        cache.save()
+        (found,) = [p["on_disk"] for p in packages if p["name"] == "modeling"]
+        return found  # type: ignore[no-any-return]
+
+    assert check()["modified"] == [] and hashed
+    hashed.clear()
+    for path in elsewhere.iterdir():  # another venv links the same files: their ctime moves
+        os.link(path, tmp_path / ("again-" + path.name))
+    assert check()["modified"] == [] and hashed == []
+
+
+def test_a_venv_copied_with_its_times_is_not_hashed_whole(
+    model_venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A container image's layers (tar), cp -a, rsync -a, chown -R: every file's ctime moves,
+    RECORD's too, the mtimes stay. The ctime rule compares with the copy (RECORD's ctime),
+    not with the install: nothing is hashed. An edit afterwards still moves the mtime."""
+    from envguard.probe.payload import local_package
+
+    target = local_package()
+    site = _site(model_venv)
+    hour_ago = time.time() - 3600  # built an hour ago, copied here now
+    for path in [*(site / "modeling").iterdir(), *site.glob("modeling-*.dist-info/*")]:
+        _own_copy(path)
+        os.utime(path, (hour_ago, hour_ago))
+
+    hashed: list[str] = []
+    digest = target.installed._digest
+
+    def counting(path: str, algorithm: str) -> str | None:
+        hashed.append(path)
+        return digest(path, algorithm)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(target.installed, "_digest", counting)
+
+    def check() -> dict[str, object]:
+        warnings: list[str] = []
+        packages = target.dists.scan_packages([str(site)], warnings, None)
+        target.installed.check_installed(packages, "quick", warnings, None)
+        (found,) = [p["on_disk"] for p in packages if p["name"] == "modeling"]
+        return found  # type: ignore[no-any-return]
+
+    assert check()["modified"] == [] and hashed == []
+    llama = site / "modeling" / "llama.py"
+    llama.write_text(llama.read_text().replace("x * 2", "x * 3"))
+    assert check()["modified"] == ["modeling/llama.py"]

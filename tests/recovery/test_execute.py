@@ -582,3 +582,53 @@ def test_a_venv_that_cannot_be_locked_is_one_line(tmp_path: Path) -> None:
     (tmp_path / ".venv.envguard.lock").mkdir()  # a folder where the lock file goes
     with pytest.raises(ActionError, match="cannot lock it for the rebuild"), venv_lock(venv):
         pass
+
+
+def test_an_offline_repair_from_wheels_is_told_what_it_needs(tmp_path: Path) -> None:
+    """--offline reads only uv's cache, and a package found edited never comes from it:
+    the hint says so, not the PyTorch index's."""
+    from envguard.recovery.execute import step_failure
+    from envguard.recovery.plan import PlanOptions, RunStep, Sources, plan
+    from factories import package, snapshot
+
+    snap = snapshot([package("six", "1.17.0")])
+    the_plan = plan(
+        snap,
+        PlanOptions(
+            venv=tmp_path / "v",
+            snapshot_ref="good.json",
+            uv="uv",
+            sources=Sources(offline=True),
+            from_wheels=("six",),
+        ),
+    )
+    step = next(s for s in the_plan.steps if isinstance(s, RunStep) and "--no-cache" in s.argv)
+    tail = [
+        "  \u00d7 No solution found when resolving dependencies:",
+        "  ╰─▶ Because six was not found in the cache and you require six==1.17.0, we can"
+        " conclude that your requirements are unsatisfiable.",
+        "      hint: Packages were unavailable because the network was disabled.",
+    ]
+    error = step_failure(step, 1, tail)
+    assert error.hint is not None
+    assert "--find-links" in error.hint and "without --offline" in error.hint
+    assert "PyTorch" not in error.hint and "torch" not in error.hint
+
+
+def test_a_verify_that_finds_an_edit_says_where_it_came_from() -> None:
+    """A new venv whose files differ from their RECORD got them from uv's cache (an edit
+    through a venv it had linked): each rebuild fails alike until that entry is dropped.
+    Names are labels, never shell text."""
+    from envguard.compare.models import Change, Severity
+    from envguard.recovery.execute import cache_hint
+
+    def change(kind: str, name: str) -> Change:
+        return Change(
+            section="installed", kind=kind, name=name, severity=Severity.warning, message="m"
+        )
+
+    assert cache_hint([change("missing", "six")]) is None
+    hint = cache_hint([change("modified_in_place", "six"), change("modified_in_place", "a;b\n")])
+    assert hint is not None and "`uv cache clean a_b_ six`" in hint
+    there = cache_hint([change("modified_in_place", "six")], there=" on gpu01")
+    assert there is not None and "`uv cache clean six` on gpu01" in there

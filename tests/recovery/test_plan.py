@@ -172,3 +172,29 @@ def test_shell_script_is_valid_bash(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     text = script.read_text()
     assert "env -u UV_INDEX" in text and "--no-deps" in text  # the variant step stays pinned
+
+
+@pytest.mark.parametrize(
+    ("source", "line"),
+    [
+        (Source(), "demo==1.0"),
+        (Source(kind="editable", path="/src/demo"), "-e file:///src/demo"),
+        (Source(kind="dir", path="/src/demo"), "demo @ file:///src/demo"),
+    ],
+)
+def test_a_package_found_edited_is_taken_from_its_wheel_whatever_its_source(
+    tmp_path: Path, source: Source, line: str
+) -> None:
+    """An editable's line names no package (``-e file:///...``): it is still the one the
+    from-wheels step reinstalls, in place and fresh."""
+    snap = snapshot([package("demo", "1.0", source=source), package("numpy", "1.26.4")])
+    for in_place in (True, False):
+        p = plan(
+            snap, options(tmp_path, in_place=in_place, check_paths=False, from_wheels=("demo",))
+        )
+        steps = [s for s in p.steps if isinstance(s, RunStep) and "--no-cache" in s.argv]
+        assert len(steps) == 1, p.steps
+        argv = steps[0].argv
+        assert argv[argv.index("--reinstall-package") + 1] == "demo"
+        wheels = next(f for f in p.files if f.path.endswith("from-wheels.txt"))
+        assert line in wheels.content.splitlines() and "numpy" not in wheels.content

@@ -14,12 +14,12 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from envguard.compare.models import Drift, Severity
+from envguard.compare.models import Change, Drift, Severity
 from envguard.errors import ActionError, StoppedError, UsageError
 from envguard.lifecycle import (
     Interrupted,
@@ -32,7 +32,7 @@ from envguard.lifecycle import (
     start_child,
 )
 from envguard.recovery.outcome import Outcome
-from envguard.recovery.plan import Plan, RunStep, SwapStep, VerifyStep
+from envguard.recovery.plan import Plan, RunStep, SwapStep, VerifyStep, safe_label
 from envguard.snapshots.models import Snapshot
 
 BUILD_MARK = ".envguard-build-"
@@ -203,6 +203,14 @@ def step_failure(step: RunStep, code: int, tail: list[str], *, where: str = "") 
             if offline
             else "--base-python PATH picks another interpreter of that version"
         )
+    elif step.kind == "install" and "--no-cache" in step.argv and "--offline" in step.argv:
+        # Packages found edited come from their wheels: uv's cache may hold the edit, and
+        # --offline reads nothing else but local wheels.
+        hint = (
+            "the packages found edited are taken from their wheels, not from uv's cache"
+            " (it may hold the edit), and --offline reads only that cache: --find-links DIR"
+            " holding their wheels, or rebuild without --offline"
+        )
     elif step.kind == "install":
         hint = (
             "no network to the PyTorch index? --find-links WHEELHOUSE holding the torch"
@@ -218,6 +226,22 @@ def step_failure(step: RunStep, code: int, tail: list[str], *, where: str = "") 
             else None
         )
     return ActionError(f"step '{step.purpose}' failed{where} (exit {code}): {last}", hint=hint)
+
+
+def cache_hint(bad: Sequence[Change], *, there: str = "") -> str | None:
+    """When the verify of a new venv found files edited in place: uv linked them from its
+    cache, which holds the edit (made through a venv it had linked), and a rebuild from it
+    fails the same way each time; what drops it. None for any other failure."""
+    names = sorted({safe_label(c.name) for c in bad if c.kind == "modified_in_place"})
+    if not names:
+        return None
+    listed = " ".join(names[:20])
+    return (
+        f"files of {', '.join(names[:20])} differ from their RECORD in the new venv: uv's"
+        f" cache{there} may hold an edit (made through a venv uv linked to it);"
+        f" `uv cache clean {listed}`{there} drops it (for every venv built from that cache"
+        " later), then rebuild again"
+    )
 
 
 def verify(
@@ -519,7 +543,9 @@ def _run_steps(
             bad = [c for c in drift.changes if c.severity.rank > Severity.info.rank]
             if bad:
                 raise ActionError(
-                    f"step '{step.purpose}' failed: {len(bad)} differences, first: {bad[0].message}"
+                    f"step '{step.purpose}' failed: {len(bad)} differences,"
+                    f" first: {bad[0].message}",
+                    hint=cache_hint(bad),
                 )
         elif isinstance(step, SwapStep):
             assert state.build is not None and Path(step.build) == state.build

@@ -268,6 +268,8 @@ class Pins:
     skipped: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     count: int = 0
+    # line -> its package's canonical name (an editable's line, ``-e file:///...``, has none)
+    name_of: dict[str, str] = field(default_factory=dict)
 
 
 def pins(snapshot: Snapshot, *, skip_editables: bool = False, check_paths: bool = True) -> Pins:
@@ -286,6 +288,7 @@ def pins(snapshot: Snapshot, *, skip_editables: bool = False, check_paths: bool 
                     hint="restore the checkout there, or pass --skip-editables",
                 )
         line = requirement(pkg, where, out.warnings)
+        out.name_of[line] = canonicalize_name(pkg.name)
         variant = torch_variant(pkg, snapshot) if pkg.source.kind == "index" else None
         if variant is not None:
             out.variants.setdefault(variant, []).append(line)
@@ -431,9 +434,7 @@ def plan(snapshot: Snapshot, options: PlanOptions) -> Plan:
                 unset_env=INDEX_VARIABLES,
             )
         )
-    edited_pins = [
-        line for line in found.base if canonicalize_name(_names([line])[0]) in options.from_wheels
-    ]
+    edited_pins = [line for line in found.base if found.name_of[line] in options.from_wheels]
     if edited_pins:
         path = str(workdir / "from-wheels.txt")
         files.append(
@@ -444,7 +445,8 @@ def plan(snapshot: Snapshot, options: PlanOptions) -> Plan:
                 ),
             )
         )
-        names = ", ".join(_names(edited_pins))
+        edited_names = sorted(found.name_of[line] for line in edited_pins)
+        names = ", ".join(edited_names)
         steps.append(
             RunStep(
                 kind="install",
@@ -457,7 +459,7 @@ def plan(snapshot: Snapshot, options: PlanOptions) -> Plan:
                     "--python",
                     python_path,
                     "--no-deps",
-                    *_from_wheels(_names(edited_pins)),
+                    *_from_wheels(edited_names),
                     *index_args(sources),
                     "-r",
                     path,

@@ -51,7 +51,7 @@ def remote_rebuild(
     from envguard.compare.engine import diff as compute
     from envguard.compare.policy import Policy, only_sections
     from envguard.compare.severity import Severity
-    from envguard.recovery.execute import step_failure
+    from envguard.recovery.execute import cache_hint, step_failure
     from envguard.recovery.outcome import Outcome
     from envguard.recovery.plan import PlanOptions, RunStep, Sources, SwapStep, VerifyStep, plan
     from envguard.snapshots.capture import capture_snapshot
@@ -116,7 +116,8 @@ def remote_rebuild(
                 if bad:
                     raise ActionError(
                         f"step '{step.purpose}' failed: {len(bad)} differences,"
-                        f" first: {bad[0].message}"
+                        f" first: {bad[0].message}",
+                        hint=cache_hint(bad, there=f" on {target.label}"),
                     )
             elif isinstance(step, SwapStep):
                 done = _check(

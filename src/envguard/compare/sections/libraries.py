@@ -51,7 +51,12 @@ def mismatch(lib: Library) -> str | None:
         return None
     if not describes(lib.dist):
         return None
-    if agrees(lib.embedded_version, lib.metadata_version):
+    embedded = lib.embedded_version
+    if lib.version_source == "soname":
+        # A SONAME carries the major alone, sometimes with a fixed ".0": CUDA 11's
+        # libcudart.so.11.0 is the soname of every nvidia-cuda-runtime-cu11 11.x.
+        embedded = embedded.split(".", 1)[0]
+    if agrees(embedded, lib.metadata_version):
         return None
     also = f" (also claimed by {', '.join(lib.also_claimed_by)})" if lib.also_claimed_by else ""
     return (

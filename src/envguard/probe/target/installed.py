@@ -15,7 +15,13 @@ anything on disk says it may have been written after its wheel was unpacked:
   and a venv built later from it gets the edited file with an older mtime than its own,
   freshly written RECORD, but never older than the unpack;
 - it has one link and its ctime is later than RECORD's (an edit whose mtime was put back;
-  a file with several links is left out: every new link to it moves its ctime).
+  a file with several links is left out: every new link to it moves its ctime). A venv
+  copied with its times (a container image's layers, ``tar``, ``cp -a``, ``rsync -a``, a
+  ``chown -R``) has every ctime moved, RECORD's too: when RECORD's ctime is later than its
+  mtime (an install writes RECORD once), the copy's time (RECORD's ctime) plus COPY_SLACK_NS
+  for the files copied after it is what a file's ctime is compared with, not RECORD's mtime
+  (else every file of every venv in a container is hashed at each probe, the verdicts kept
+  outside the image).
 ``deep`` hashes every file RECORD lists. Nothing is followed out of site-packages: rows
 naming ``..`` or an absolute path are skipped, and nothing below a folder that is a symlink
 is read.
@@ -51,6 +57,11 @@ MAX_CLAIMANTS = 64
 # nor, in the quick check, once this many bytes were hashed in one run: said, not hung on.
 HASH_FILE_CAP = 4 << 30
 QUICK_HASH_BUDGET = 8 << 30
+# A RECORD whose ctime is later than its mtime by more than COPY_AFTER_NS was copied (or
+# its owner or mode changed) after the install; the files copied with it are given
+# COPY_SLACK_NS after it.
+COPY_AFTER_NS = 2 * 10**9
+COPY_SLACK_NS = 600 * 10**9
 # Suffixes of the files that run: what the quick check stats.
 _RUNS = (".py", ".so", ".pth", ".pyd", ".dylib")
 _SO_VERSIONED = re.compile(r"\.so(\.[0-9]+)+$")
@@ -184,6 +195,8 @@ class _Site:
         self.installed: Dict[int, int] = {}  # dist index -> RECORD's mtime_ns
         # dist index -> the latest mtime_ns of METADATA and WHEEL: when the wheel was unpacked
         self.unpacked: Dict[int, int] = {}
+        # dist index -> what a one-link file's ctime is compared with (see the docstring)
+        self.changed: Dict[int, int] = {}
         self.rows: Dict[int, List[Tuple[str, str, str]]] = {}
         self.by_path: Dict[int, Dict[str, Tuple[str, str, str]]] = {}  # see _row_of()
         self.folders: Dict[str, Optional[int]] = {}  # folder -> its mtime_ns; None: not safe
@@ -246,10 +259,11 @@ def _read_record(
     rows = _held_rows(held) if held is not None else None
     escaped = unreadable = 0
     if rows is not None and key is not None:
-        installed = int(key.rsplit("\0", 1)[1].split(",")[3])  # RECORD's mtime_ns
+        installed, record_ctime = map(int, key.rsplit("\0", 1)[1].split(",")[3:5])
     else:
         try:
-            installed = os.lstat(record_path).st_mtime_ns
+            st = os.lstat(record_path)
+            installed, record_ctime = st.st_mtime_ns, st.st_ctime_ns
             record = read_bytes(record_path, RECORD_CAP)
         except OSError:
             return  # said by the metadata scan: no RECORD, or unreadable
@@ -274,6 +288,9 @@ def _read_record(
             % (dist["name"], dist["version"], unreadable)
         )
     site.installed[index] = installed
+    site.changed[index] = (
+        record_ctime + COPY_SLACK_NS if record_ctime > installed + COPY_AFTER_NS else installed
+    )
     site.unpacked[index] = _unpacked(os.path.join(site.site, dist["metadata_dir"]), installed)
     site.rows[index] = rows
     owner = site.owner
@@ -423,8 +440,8 @@ def _check_dist(
     deep: bool,
     budget: _Budget,
 ) -> Dict[str, Any]:
-    installed = site.installed[index]
     unpacked = site.unpacked[index]
+    changed = site.changed[index]
     modified: List[str] = []
     missing: List[str] = []
     base = site.site + "/"
@@ -459,7 +476,7 @@ def _check_dist(
         and (
             deep
             or st.st_mtime_ns > unpacked
-            or (st.st_nlink == 1 and st.st_ctime_ns > installed)
+            or (st.st_nlink == 1 and st.st_ctime_ns > changed)
             or str(st.st_size) != row[2]
             or st.st_mode >> 12 != 8
         )
@@ -469,13 +486,16 @@ def _check_dist(
         if not stat.S_ISREG(st.st_mode) or str(st.st_size) != size:
             modified.append(path)
             continue
+        # A file with several links is kept without its ctime, as the rule above leaves it
+        # out: every venv built from (or removed from) uv's cache moves the ctime of every
+        # file it links, and a verdict tied to it would have the same files hashed again.
         key = "%s\0%s\0%d,%d,%d,%d" % (
             base + path,
             digest,
             st.st_ino,
             st.st_size,
             st.st_mtime_ns,
-            st.st_ctime_ns,
+            st.st_ctime_ns if st.st_nlink == 1 else -1,
         )
         if cache is not None and not deep and cache.was_verified(key):
             continue
