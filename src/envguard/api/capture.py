@@ -51,6 +51,18 @@ def snapshot(
     return finish_capture(started)
 
 
+def fit(
+    *,
+    python: str | Path | None = None,
+    via: str | Sequence[str] | None = None,
+    timeout: float | None = 120.0,
+) -> Snapshot:
+    """Measure the environment (as snapshot() does) for its fit: whether each compiled
+    extension that takes torch's or CUDA's symbols will load, from its files and the
+    libraries the loader will give it (``.fit`` of the result; nothing is imported)."""
+    return snapshot(python=python, via=via, timeout=timeout, command=("envguard", "fit"))
+
+
 def snapshot_document(
     *,
     python: str | Path | None = None,

@@ -99,6 +99,10 @@ def verdict(
     )
     if libraries:
         lines.append(_some([c.message for c in libraries], shown=1))
+    # An extension that cannot load, by its first: "cannot load: needs ...".
+    unfit = [c for c in changes if c.section == "fit" and c.severity.rank >= 3]
+    if unfit:
+        lines.append(_some([c.message for c in unfit], shown=1))
     files = [c.name for c in changes if c.section == "files"]
     if files:
         lines.append(

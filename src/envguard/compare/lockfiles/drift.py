@@ -9,6 +9,7 @@ from envguard.compare.engine import Collector, sort_changes
 from envguard.compare.lockfiles.common import LockRead, Pin
 from envguard.compare.models import ChangeGroup, Drift, Severity
 from envguard.compare.policy import Policy
+from envguard.compare.sections.fit import facts as fit_facts
 from envguard.compare.sections.packages import package_severity, torch_version
 from envguard.compare.verdict import lock_verdict, locks_verdict
 from envguard.redact import redact_text
@@ -159,7 +160,10 @@ def lock_drift(
                     severity=level,
                     message=f"{name}: {side} has commit {commit}, {lock} pins {pin.url}",
                 )
-    changes = sort_changes(b.changes)
+    # What the files say cannot load is drift whatever the lock pins: no lock knows it.
+    unfit = Collector(policy, section="fit")
+    fit_facts(unfit, snapshot)
+    changes = sort_changes([*b.changes, *unfit.changes])
     return Drift(
         changes=changes,
         metrics=dict(snapshot.metrics),

@@ -40,7 +40,7 @@ class ElfError(Exception):
     """Not a readable ELF shared library; the message says what is wrong."""
 
 
-def _pread(fd: int, size: int, offset: int, length: int) -> bytes:
+def read_exact(fd: int, size: int, offset: int, length: int) -> bytes:
     """Exactly ``size`` bytes at ``offset`` of a file of ``length`` bytes."""
     if offset < 0 or size < 0 or offset + size > length:
         raise ElfError("a header points past the end of the file")
@@ -73,7 +73,7 @@ def read_elf(path: str) -> Dict[str, Any]:
 
 
 def _read(fd: int, length: int) -> Dict[str, Any]:
-    ident = _pread(fd, 16, 0, length) if length >= 16 else b""
+    ident = read_exact(fd, 16, 0, length) if length >= 16 else b""
     if ident[:4] != _MAGIC:
         raise ElfError("not an ELF file")
     wide, order = ident[4], ident[5]
@@ -81,15 +81,15 @@ def _read(fd: int, length: int) -> Dict[str, Any]:
         raise ElfError("unknown ELF class or byte order")
     end = "<" if order == 1 else ">"
     if wide == 2:
-        header = struct.unpack(end + "HHIQQQIHHHHHH", _pread(fd, 48, 16, length))
+        header = struct.unpack(end + "HHIQQQIHHHHHH", read_exact(fd, 48, 16, length))
         ph_size, sh_size, dyn_fmt = 56, 64, end + "qQ"
     else:
-        header = struct.unpack(end + "HHIIIIIHHHHHH", _pread(fd, 36, 16, length))
+        header = struct.unpack(end + "HHIIIIIHHHHHH", read_exact(fd, 36, 16, length))
         ph_size, sh_size, dyn_fmt = 32, 40, end + "iI"
     _, machine, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum, shstrndx = header
     if phnum > _MAX_PHNUM or (phnum and phentsize != ph_size):
         raise ElfError("implausible program header table")
-    table = _pread(fd, phnum * ph_size, phoff, length)
+    table = read_exact(fd, phnum * ph_size, phoff, length)
     loads: List[Tuple[int, int, int]] = []  # (vaddr, filesz, offset)
     dynamic: Optional[Tuple[int, int]] = None
     for i in range(phnum):
@@ -114,7 +114,7 @@ def _read(fd: int, length: int) -> Dict[str, Any]:
         return out  # a static object: nothing to look up
     entry_size = struct.calcsize(dyn_fmt)
     count = min(dynamic[1] // entry_size, _MAX_DYN)
-    raw = _pread(fd, count * entry_size, dynamic[0], length)
+    raw = read_exact(fd, count * entry_size, dynamic[0], length)
     tags: List[Tuple[int, int]] = []
     for i in range(count):
         tag, value = struct.unpack_from(dyn_fmt, raw, i * entry_size)
@@ -162,7 +162,7 @@ def _rodata(
     if not shnum or shentsize != sh_size or shnum > _MAX_SHNUM or shstrndx >= shnum:
         return None
     try:
-        table = _pread(fd, shnum * sh_size, shoff, length)
+        table = read_exact(fd, shnum * sh_size, shoff, length)
     except ElfError:
         return None
     fmt = end + ("IIQQQQIIQQ" if wide == 2 else "IIIIIIIIII")
@@ -171,7 +171,7 @@ def _rodata(
     if names[5] > _MAX_SHSTRTAB:
         return None
     try:
-        strings = _pread(fd, names[5], names[4], length)
+        strings = read_exact(fd, names[5], names[4], length)
     except ElfError:
         return None
     for name, _, _, _, offset, size, _, _, _, _ in sections:
