@@ -119,8 +119,13 @@ class _Opened:
             if found is not None:
                 try:
                     answer = found.exports(name, version)
-                except (ElfError, OSError, struct.error, ValueError):
-                    answer = None
+                except (ElfError, OSError, struct.error, ValueError) as exc:
+                    self.warnings.append(
+                        "%s: its symbols cannot be looked up (%s); taken to export what is asked"
+                        % (where(path, self.sites), exc)
+                    )
+                    found.close()
+                    self.held[path] = None  # said once: not asked again
             self.exported[key] = answer
         return self.exported[key]
 

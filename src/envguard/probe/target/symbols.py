@@ -77,6 +77,7 @@ class Symbols:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self._gnu: Optional[Tuple[int, int, int, int, List[int], List[int], int]] = None
         self.fd = open_regular(path)
         try:
             self.length = os.fstat(self.fd).st_size
@@ -84,8 +85,6 @@ class Symbols:
         except BaseException:
             os.close(self.fd)
             raise
-        self._gnu: Optional[Tuple[int, int, int, int, List[int], List[int], int]] = None
-        self._sysv: Optional[Tuple[int, int, int]] = None
 
     def close(self) -> None:
         os.close(self.fd)
