@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from elflibs import EXT, c10, cc, extension, needs_gcc, torch_site
-from factories import load_target
+from factories import load_target, make_dist_info
 
 script = load_target()
 pytestmark = needs_gcc
@@ -106,3 +106,66 @@ def test_a_result_is_kept_under_the_stamps_and_read_again_when_one_moves(
 
 def _refused(path: str) -> Any:
     raise AssertionError(f"{path} read although nothing changed")
+
+
+def _linked(site: Path, rel: str, source: str, *link: Path) -> None:
+    """``rel`` in site-packages, built from ``source`` against ``link``, in a RECORD."""
+    cc(site / rel, source, link=link)
+    name = rel.replace("/", "_").replace(".", "_")
+    make_dist_info(site, name, "1.0", record=f"{rel},sha256=x,1\n")
+
+
+def test_the_drivers_library_absent_here_is_not_the_venvs_to_answer(tmp_path: Path) -> None:
+    """A build or CI machine has no libcuda.so.1: an extension that needs it (and calls
+    cuInit) is not called broken for that; the driver is the node's."""
+    site = tmp_path / "site"
+    torch_site(site, "c10_a")
+    driver = cc(
+        tmp_path / "drv" / "libcuda.so.1",
+        "int cuInit(int f) { return f; }\n",
+        soname="libcuda.so.1",
+    )
+    _linked(
+        site,
+        "kern/ops.abi3.so",
+        "int cuInit(int); int c10_a(void);\nint f(void) { return cuInit(0) + c10_a(); }\n",
+        site / "torch" / "lib" / "libc10.so",
+        driver,
+    )
+    shutil.rmtree(tmp_path / "drv")
+    found, warnings = fit(site)
+    assert found["checked"] == 2 and found["broken"] == [] and warnings == []
+
+
+def test_a_library_no_import_loads_is_left_to_the_package_that_opens_it(tmp_path: Path) -> None:
+    """torch-c-dlpack-ext ships an addon per torch release and opens the one that fits: a
+    lib*.so without PyInit_ is not an import target; with one it is."""
+    site = tmp_path / "site"
+    torch_site(site, "c10_a")
+    other = c10(tmp_path / "other" / "libc10.so", "c10_a", "c10_gone")
+    calls = "int c10_gone(void);\nint f(void) { return c10_gone(); }\n"
+    _linked(site, "addon/libaddon_torch24.so", calls, other)
+    _linked(site, "mod/libmod.so", calls + "void PyInit_libmod(void) {}\n", other)
+    found, _ = fit(site)
+    assert [e["path"] for e in found["broken"]] == ["mod/libmod.so"]
+
+
+def test_one_build_of_a_group_that_loads_is_enough(tmp_path: Path) -> None:
+    """x_cu12.abi3.so and x_cu13.abi3.so: the package opens the build for the CUDA it finds;
+    only a group with no build that loads is broken."""
+    site = tmp_path / "site"
+    torch_site(site, "c10_a")
+    c10_lib = site / "torch" / "lib" / "libc10.so"
+    runtime = cc(
+        tmp_path / "rt" / "libcudart.so.12",
+        "int cudaY(void) { return 0; }\n",
+        soname="libcudart.so.12",
+        version_script="libcudart.so.12 { global: *; };\n",
+    )
+    calls = "int c10_a(void);\nint f(void) { return c10_a(); }\n"
+    _linked(site, "saver_cu12.abi3.so", calls, c10_lib, runtime)
+    _linked(site, "saver_cu13.abi3.so", calls, c10_lib)
+    _linked(site, "lone_cu12.abi3.so", calls, c10_lib, runtime)
+    shutil.rmtree(tmp_path / "rt")
+    found, _ = fit(site)
+    assert [e["path"] for e in found["broken"]] == ["lone_cu12.abi3.so"]

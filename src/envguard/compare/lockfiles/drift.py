@@ -11,6 +11,7 @@ from envguard.compare.models import ChangeGroup, Drift, Severity
 from envguard.compare.policy import Policy
 from envguard.compare.sections.fit import facts as fit_facts
 from envguard.compare.sections.packages import package_severity, torch_version
+from envguard.compare.sections.siblings import facts as sibling_facts
 from envguard.compare.verdict import lock_verdict, locks_verdict
 from envguard.redact import redact_text
 from envguard.snapshots.models import Snapshot, Source
@@ -163,7 +164,9 @@ def lock_drift(
     # What the files say cannot load is drift whatever the lock pins: no lock knows it.
     unfit = Collector(policy, section="fit")
     fit_facts(unfit, snapshot)
-    changes = sort_changes([*b.changes, *unfit.changes])
+    split = Collector(policy, section="siblings")
+    sibling_facts(split, snapshot)
+    changes = sort_changes([*b.changes, *unfit.changes, *split.changes])
     return Drift(
         changes=changes,
         metrics=dict(snapshot.metrics),

@@ -17,6 +17,7 @@ from envguard.compare.sections import (
     libraries,
     packages,
     repos,
+    siblings,
     torch,
 )
 from envguard.compare.sections.base import Section
@@ -26,6 +27,7 @@ REGISTRY: tuple[Section, ...] = (
     torch.SECTION,
     libraries.SECTION,
     fit.SECTION,
+    siblings.SECTION,
     packages.SECTION,
     installed.SECTION,
     accelerator.SECTION,

@@ -18,6 +18,7 @@ extension and of every object in its scope: an unchanged venv reads no symbol ta
 from __future__ import annotations
 
 import os
+import re
 import struct
 import sys
 
@@ -36,6 +37,10 @@ if TYPE_CHECKING:
 
 # torch's own libraries, by file name prefix.
 _TORCH_LIBS = ("libc10", "libtorch", "libshm", "libcaffe2")
+# The NVIDIA driver's libraries: the node's, not the venv's (a build or CI machine has none);
+# their absence is the driver check's to weigh, and so are the symbols of their APIs.
+_DRIVER_LIBS = ("libcuda.so", "libnvidia-ml.so")
+
 # Extensions looked at, and objects in one extension's tree: past these, a warning.
 _MAX_EXTENSIONS = 2048
 _MAX_TREE = 512
@@ -44,6 +49,8 @@ _MAX_UNDEFINED = 100000
 # Names kept per entry; the rest are counted.
 _MAX_LISTED = 20
 _MAX_NAME = 300
+# A build tag in a file name: _cu12, -cu130, _cuda12, _cpu, _rocm6.4 before the suffix.
+_BUILD_TAG = re.compile(r"[_-](?:cu\d{2,3}|cuda\d{0,3}|cpu|rocm[\d.]*)(?=\.)")
 _BAD = set(chr(c) for c in range(0x20)) | set(chr(c) for c in range(0x7F, 0xA0))
 
 
@@ -259,6 +266,7 @@ def fit(
         for name, path in torch_tree.by_name.items():
             loaded.setdefault(name, path)
     opened = _Opened(warnings, sites)
+    fitting = set()  # variant groups with a build that loads
     try:
         for real, rel in wanted:
             if real == main_ext and torch_tree is not None:
@@ -286,10 +294,22 @@ def fit(
                 entry = dict(entry, path=rel, dist=owners.get(real))
                 entry["symbols_from"] = label if needs_torch else None
                 out["broken"].append(entry)
+            else:
+                fitting.add(_variants(rel))
     finally:
         opened.close()
-    out["broken"].sort(key=lambda e: e["path"])
+    out["broken"] = sorted(
+        (e for e in out["broken"] if _variants(e["path"]) not in fitting),
+        key=lambda e: e["path"],
+    )
     return out
+
+
+def _variants(rel: str) -> str:
+    """The group of builds ``rel`` is one of: its path less a build tag (x_cu12.abi3.so,
+    x_cu13.abi3.so and x.abi3.so are one group). A package that ships one build per CUDA
+    major opens the one that loads; the group fits when one of them does."""
+    return _BUILD_TAG.sub("", rel)
 
 
 def _torch_extension(torch_site: str, wanted: List[Tuple[str, str]]) -> Optional[str]:
@@ -320,6 +340,7 @@ def _check(
         "missing": [
             name if asker == real else "%s (needed by %s)" % (name, where(asker, opened.sites))
             for name, asker in tree.missing
+            if not name.startswith(_DRIVER_LIBS)
         ],
         "versions": [],
         "symbols": [],
@@ -328,6 +349,19 @@ def _check(
     own = reader.get(real)
     if own is None:
         return None
+    name = os.path.basename(real)
+    if name.startswith("lib"):
+        # A library, not a module: what import or torch.ops.load_library loads exports
+        # PyInit_<name> or is named as a module is; a lib*.so without it is opened by its
+        # package's own code, when it applies (an addon per torch release, a plugin per
+        # FFmpeg version), and is checked where an extension needs it.
+        module = name.split(".", 1)[0].encode("utf-8", "replace")
+        try:
+            exported = own.exports(b"PyInit_" + module, None)
+        except (ElfError, OSError, struct.error, ValueError):
+            exported = None
+        if exported is False:
+            return dict(entry, missing=[])
     try:
         needs = own.needs()
         undefined = own.undefined()
@@ -340,6 +374,7 @@ def _check(
         )
         undefined = []
     absent = set(m[0] for m in tree.missing)
+    driver = any(m.startswith(_DRIVER_LIBS) for m in absent)
     for file, versions in needs:
         name = file.decode("utf-8", "replace")
         found = tree.by_name.get(name)
@@ -354,12 +389,19 @@ def _check(
     for symbol, version, needed_from in undefined:
         if needed_from is not None and needed_from.decode("utf-8", "replace") in absent:
             continue  # its library is not found: said once, as that
+        if driver and _driver_api(symbol):
+            continue  # with no driver here its API cannot be looked for
         if not any(opened.exports(path, symbol, version) is not False for path in scope):
             missing.append(symbol + (b"@" + version if version else b""))
     missing.sort()
     entry["symbol_count"] = len(missing)
     entry["symbols"] = [_shown(m) for m in missing[:_MAX_LISTED]]
     return entry
+
+
+def _driver_api(symbol: bytes) -> bool:
+    """A symbol of the driver's APIs: cuInit, cuCtxGetCurrent, nvmlInit_v2."""
+    return (symbol.startswith(b"cu") and symbol[2:3].isupper()) or symbol.startswith(b"nvml")
 
 
 def _stamps(real: str, scope: List[str]) -> Optional[str]:
