@@ -72,7 +72,11 @@ def read_elf(path: str) -> Dict[str, Any]:
         os.close(fd)
 
 
-def _read(fd: int, length: int) -> Dict[str, Any]:
+def layout(fd: int, length: int) -> Dict[str, Any]:
+    """The ELF header and program headers of the open file ``fd`` (``length`` bytes):
+    {"wide": 1|2, "end": "<"|">", "header": the header's fields after e_ident, "loads":
+    [(vaddr, filesz, offset)] of PT_LOAD, "dynamic": (offset, size) of PT_DYNAMIC or None,
+    "sh_size", "dyn_fmt"}; ElfError for anything that is not one."""
     ident = read_exact(fd, 16, 0, length) if length >= 16 else b""
     if ident[:4] != _MAGIC:
         raise ElfError("not an ELF file")
@@ -86,7 +90,7 @@ def _read(fd: int, length: int) -> Dict[str, Any]:
     else:
         header = struct.unpack(end + "HHIIIIIHHHHHH", read_exact(fd, 36, 16, length))
         ph_size, sh_size, dyn_fmt = 32, 40, end + "iI"
-    _, machine, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum, shstrndx = header
+    phoff, phentsize, phnum = header[4], header[8], header[9]
     if phnum > _MAX_PHNUM or (phnum and phentsize != ph_size):
         raise ElfError("implausible program header table")
     table = read_exact(fd, phnum * ph_size, phoff, length)
@@ -102,6 +106,27 @@ def _read(fd: int, length: int) -> Dict[str, Any]:
             loads.append((vaddr, filesz, offset))
         elif kind == _PT_DYNAMIC:
             dynamic = (offset, filesz)
+    return {
+        "wide": wide,
+        "end": end,
+        "header": header,
+        "loads": loads,
+        "dynamic": dynamic,
+        "sh_size": sh_size,
+        "dyn_fmt": dyn_fmt,
+    }
+
+
+def _read(fd: int, length: int) -> Dict[str, Any]:
+    found = layout(fd, length)
+    wide, end, header = found["wide"], found["end"], found["header"]
+    loads, dynamic, sh_size, dyn_fmt = (
+        found["loads"],
+        found["dynamic"],
+        found["sh_size"],
+        found["dyn_fmt"],
+    )
+    _, machine, _, _, _, shoff, _, _, _, _, shentsize, shnum, shstrndx = header
     out: Dict[str, Any] = {
         "machine": "%d/%d" % (wide * 32, machine),
         "soname": None,

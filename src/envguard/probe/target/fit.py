@@ -25,8 +25,8 @@ import sys
 from .distcache import file_stamp
 from .elf import ElfError
 from .ldso import Loader, is_gpu, torch_loads
-from .libs import Reader
-from .reading import RECORD_CAP, UNSAFE_CHARS, read_bytes
+from .libs import Reader, kept_rows, where
+from .reading import UNSAFE_CHARS
 from .symbols import Symbols
 
 TYPE_CHECKING = False
@@ -69,32 +69,16 @@ def _shown(name: bytes) -> str:
     return text if len(text) <= _MAX_NAME else text[: _MAX_NAME - 3] + "..."
 
 
-def _record_sos(record: str, reader: Reader) -> List[str]:
-    """The .so paths RECORD lists inside site-packages (kept in the cache by its stamp)."""
-    key = "EXTENSIONS\0" + record
-    stamp = file_stamp(record)
-    held = reader.cache.lib(key, stamp) if reader.cache is not None else None
-    rows = held.get("rows") if held is not None else None
-    if type(rows) is list and all(type(r) is str for r in rows):
-        return rows
-    try:
-        text = read_bytes(record, RECORD_CAP).decode("utf-8", "replace")
-    except OSError:
-        return []
-    rows = []
-    for line in text.splitlines():
-        path = line.split(",", 1)[0]
-        name = path.rsplit("/", 1)[-1]
-        if not (name.endswith(".so") or ".so." in name):
-            continue
-        if path.startswith(("/", "../", "nvidia/", "torch/lib/")) or "/../" in path:
-            continue
-        if path.split("/", 1)[0].endswith(".libs"):
-            continue  # auditwheel's vendored copies: loaded as an extension's tree
-        rows.append(path)
-    if reader.cache is not None:
-        reader.cache.keep_lib(key, stamp, {"rows": rows})
-    return rows
+def _extension_row(path: str) -> bool:
+    """A RECORD row that may name an extension: a .so inside site-packages, not one of
+    torch's or NVIDIA's libraries nor auditwheel's vendored copies (``x.libs/``), which
+    are loaded as an extension's tree."""
+    name = path.rsplit("/", 1)[-1]
+    if not (name.endswith(".so") or ".so." in name):
+        return False
+    if path.startswith(("/", "../", "nvidia/", "torch/lib/")) or "/../" in path:
+        return False
+    return not path.split("/", 1)[0].endswith(".libs")
 
 
 class _Opened:
@@ -140,14 +124,6 @@ class _Opened:
         for held in self.held.values():
             if held is not None:
                 held.close()
-
-
-def where(path: str, sites: List[str]) -> str:
-    """``path`` relative to the site folder holding it, else as it is."""
-    for site in sites:
-        if path.startswith(site.rstrip("/") + "/"):
-            return path[len(site.rstrip("/")) + 1 :]
-    return path
 
 
 class _Tree:
@@ -209,7 +185,7 @@ def fit(
             continue
         site = dist["location"]
         record = os.path.join(site, dist["metadata_dir"], "RECORD")
-        for rel in _record_sos(record, reader):
+        for rel in kept_rows(reader, record, "EXTENSIONS", _extension_row):
             full = os.path.join(site, rel)
             real = os.path.realpath(full)
             if not real.startswith(site.rstrip("/") + "/") or not os.path.isfile(real):

@@ -18,15 +18,13 @@ from __future__ import annotations
 import os
 import struct
 
-from .elf import ElfError, read_exact
+from .elf import ElfError, layout, read_exact
 from .reading import open_regular
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Optional, Set, Tuple
 
-_MAGIC = b"\x7fELF"
-_PT_LOAD, _PT_DYNAMIC = 1, 2
 _DT_HASH, _DT_STRTAB, _DT_SYMTAB, _DT_STRSZ, _DT_SYMENT = 4, 5, 6, 10, 11
 _DT_GNU_HASH = 0x6FFFFEF5
 _DT_VERSYM, _DT_VERDEF, _DT_VERDEFNUM = 0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFD
@@ -35,7 +33,6 @@ _SHT_DYNSYM = 11
 _STB_GLOBAL, _STB_WEAK, _STB_GNU_UNIQUE = 1, 2, 10
 _VER_FLG_WEAK = 2
 _HIDDEN = 0x8000
-_MAX_PHNUM = 512
 _MAX_SHNUM = 4096
 _MAX_DYN = 8192
 # An extension's own tables, read whole: a real one has a few thousand symbols (flash-attn's
@@ -93,45 +90,16 @@ class Symbols:
         return read_exact(self.fd, size, offset, self.length)
 
     def _headers(self) -> None:
-        ident = self._read(16, 0) if self.length >= 16 else b""
-        if ident[:4] != _MAGIC:
-            raise ElfError("not an ELF file")
-        wide, order = ident[4], ident[5]
-        if wide not in (1, 2) or order not in (1, 2):
-            raise ElfError("unknown ELF class or byte order")
-        self.end = end = "<" if order == 1 else ">"
-        self.wide = wide
+        found = layout(self.fd, self.length)
+        self.wide, self.end = wide, end = found["wide"], found["end"]
         if wide == 2:
-            header = struct.unpack(end + "HHIQQQIHHHHHH", self._read(48, 16))
-            ph_size, sh_size, dyn_fmt = 56, 64, end + "qQ"
             self.sym_fmt, self.sym_size = end + "IBBHQQ", 24
         else:
-            header = struct.unpack(end + "HHIIIIIHHHHHH", self._read(36, 16))
-            ph_size, sh_size, dyn_fmt = 32, 40, end + "iI"
             self.sym_fmt, self.sym_size = end + "IIIBBH", 16
-        phoff, shoff, phentsize, phnum, shentsize, shnum = (
-            header[4],
-            header[5],
-            header[8],
-            header[9],
-            header[10],
-            header[11],
-        )
-        if phnum > _MAX_PHNUM or (phnum and phentsize != ph_size):
-            raise ElfError("implausible program header table")
-        table = self._read(phnum * ph_size, phoff)
-        self.loads: List[Tuple[int, int, int]] = []
-        dynamic = None
-        for i in range(phnum):
-            entry = table[i * ph_size : (i + 1) * ph_size]
-            if wide == 2:
-                kind, _, offset, vaddr, _, filesz, _, _ = struct.unpack(end + "IIQQQQQQ", entry)
-            else:
-                kind, offset, vaddr, _, filesz, _, _, _ = struct.unpack(end + "IIIIIIII", entry)
-            if kind == _PT_LOAD:
-                self.loads.append((vaddr, filesz, offset))
-            elif kind == _PT_DYNAMIC:
-                dynamic = (offset, filesz)
+        header, sh_size, dyn_fmt = found["header"], found["sh_size"], found["dyn_fmt"]
+        shoff, shentsize, shnum = header[5], header[10], header[11]
+        self.loads: List[Tuple[int, int, int]] = found["loads"]
+        dynamic = found["dynamic"]
         self.tags: Dict[int, int] = {}
         if dynamic is not None:
             entry_size = struct.calcsize(dyn_fmt)
