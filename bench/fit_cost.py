@@ -46,7 +46,9 @@ def main() -> int:
         warnings: list[str] = []
         packages = target.scan_packages([site], warnings)
         torch = target.torch_build(packages, warnings)
-        folder = tempfile.mkdtemp(prefix="envguard-fit-cost-")
+        # Under a private folder: the cache refuses one whose parent others can write (/tmp).
+        folder = str(Path(tempfile.mkdtemp(prefix="envguard-fit-cost-")) / "envguard" / "dists")
+        Path(folder).mkdir(parents=True, mode=0o700)
         primed = _cache(folder, site)  # one probe's worth, saved: what "warm" reads
         target.libraries([site], packages, torch, {}, [], primed)
         found = target.fit([site], packages, torch, {}, [], primed)

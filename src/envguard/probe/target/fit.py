@@ -179,6 +179,7 @@ def fit(
     reader = Reader(cache)
     loader = Loader(reader, environ, warnings)
     owners: Dict[str, str] = {}
+    folders: Dict[str, str] = {}  # folder -> its real path
     extensions: List[Tuple[str, str]] = []  # (real path, path relative to its site)
     for dist in packages:
         if not dist["metadata_dir"].endswith(".dist-info"):
@@ -186,9 +187,8 @@ def fit(
         site = dist["location"]
         record = os.path.join(site, dist["metadata_dir"], "RECORD")
         for rel in kept_rows(reader, record, "EXTENSIONS", _extension_row):
-            full = os.path.join(site, rel)
-            real = os.path.realpath(full)
-            if not real.startswith(site.rstrip("/") + "/") or not os.path.isfile(real):
+            real = _real(os.path.join(site, rel), folders)
+            if real is None or not real.startswith(site.rstrip("/") + "/"):
                 continue
             if real in owners:
                 continue
@@ -243,6 +243,7 @@ def fit(
             loaded.setdefault(name, path)
     opened = _Opened(warnings, sites)
     fitting = set()  # variant groups with a build that loads
+    stamped: Dict[str, Optional[str]] = {}
     try:
         for real, rel in wanted:
             if real == main_ext and torch_tree is not None:
@@ -260,12 +261,12 @@ def fit(
                 scope += [p for p in torch_tree.objects if p not in scope]
             scope += [p for p in glob if p not in scope]
             needs_torch = any(_torch_lib(n) for n in reader.read(real)["needed"])
-            entry = _kept(reader, real, scope, tree)
+            entry = _kept(reader, real, scope, tree, stamped)
             if entry is None:
                 entry = _check(real, tree, scope, opened, warnings, rel)
                 if entry is None:
                     continue
-                _keep(reader, real, scope, tree, entry)
+                _keep(reader, real, scope, tree, entry, stamped)
             if entry["missing"] or entry["versions"] or entry["symbol_count"]:
                 entry = dict(entry, path=rel, dist=owners.get(real))
                 entry["symbols_from"] = label if needs_torch else None
@@ -286,6 +287,26 @@ def _variants(rel: str) -> str:
     x_cu13.abi3.so and x.abi3.so are one group). A package that ships one build per CUDA
     major opens the one that loads; the group fits when one of them does."""
     return _BUILD_TAG.sub("", rel)
+
+
+def _real(path: str, folders: Dict[str, str]) -> Optional[str]:
+    """The real path of the regular file ``path`` (None: absent, or not a regular file),
+    its folder resolved once for all its files (realpath of each costs a stat per part)."""
+    import stat
+
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISLNK(mode):
+        real = os.path.realpath(path)
+        return real if os.path.isfile(real) else None
+    if not stat.S_ISREG(mode):
+        return None
+    folder, name = os.path.split(path)
+    if folder not in folders:
+        folders[folder] = os.path.realpath(folder)
+    return os.path.join(folders[folder], name)
 
 
 def _torch_extension(torch_site: str, wanted: List[Tuple[str, str]]) -> Optional[str]:
@@ -380,21 +401,27 @@ def _driver_api(symbol: bytes) -> bool:
     return (symbol.startswith(b"cu") and symbol[2:3].isupper()) or symbol.startswith(b"nvml")
 
 
-def _stamps(real: str, scope: List[str]) -> Optional[str]:
+def _stamps(real: str, scope: List[str], seen: Dict[str, Optional[str]]) -> Optional[str]:
+    """The stamps of ``real`` and its scope, joined; each file stamped once per probe
+    (``seen``): libstdc++ and torch's libraries are in every extension's scope."""
     out = []
     for path in [real, *scope]:
-        stamp = file_stamp(path)
+        if path not in seen:
+            seen[path] = file_stamp(path)
+        stamp = seen[path]
         if stamp is None:
             return None
         out.append(stamp)
     return ";".join(out)
 
 
-def _kept(reader: Reader, real: str, scope: List[str], tree: _Tree) -> Optional[Dict[str, Any]]:
+def _kept(
+    reader: Reader, real: str, scope: List[str], tree: _Tree, seen: Dict[str, Optional[str]]
+) -> Optional[Dict[str, Any]]:
     """The entry kept for ``real`` when neither it nor its scope changed."""
     if reader.cache is None:
         return None
-    held = reader.cache.lib("FIT\0" + real, _stamps(real, scope))
+    held = reader.cache.lib("FIT\0" + real, _stamps(real, scope, seen))
     if (
         held is None
         or held.get("scope") != scope
@@ -405,10 +432,17 @@ def _kept(reader: Reader, real: str, scope: List[str], tree: _Tree) -> Optional[
     return dict(entry) if entry is not None and _plausible(entry) else None
 
 
-def _keep(reader: Reader, real: str, scope: List[str], tree: _Tree, entry: Dict[str, Any]) -> None:
+def _keep(
+    reader: Reader,
+    real: str,
+    scope: List[str],
+    tree: _Tree,
+    entry: Dict[str, Any],
+    seen: Dict[str, Optional[str]],
+) -> None:
     if reader.cache is not None:
         record = {"scope": scope, "absent": [list(m) for m in tree.missing], "entry": entry}
-        reader.cache.keep_lib("FIT\0" + real, _stamps(real, scope), record)
+        reader.cache.keep_lib("FIT\0" + real, _stamps(real, scope, seen), record)
 
 
 def _plausible(entry: Any) -> bool:
