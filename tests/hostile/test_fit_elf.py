@@ -129,3 +129,14 @@ def test_random_bytes_end_in_an_answer_or_a_warning(site: Path, victim: str) -> 
         found, _ = fit(site)
         assert set(found) == {"checked", "broken"}
     assert time.monotonic() - started < 60
+
+
+def test_lookups_past_their_budget_are_a_warning_not_a_hang(
+    site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A library whose chains are all one would make every lookup walk it: each object's
+    reads are capped (here at 3), then it is taken to export, with a warning."""
+    monkeypatch.setitem(script.Symbols.__init__.__globals__, "_MAX_READS", 3)
+    found, warnings = fit(site)
+    assert found["broken"] == []
+    assert any("reads to look its symbols up" in w for w in warnings), warnings

@@ -45,7 +45,9 @@ _MAX_VERSIONS = 4096
 _MAX_BUCKETS = 1 << 22
 # Chain entries one lookup may walk: a chain with no end bit is a lying table.
 _MAX_CHAIN = 1 << 16
-_CHUNK = 64
+# Reads one object's lookups may make in all (chain entries, symbols, names): a table whose
+# chains are all one (every name hashed alike) is refused, not walked for minutes.
+_MAX_READS = 1 << 20
 _MAX_NAME = 4096
 
 
@@ -74,6 +76,7 @@ class Symbols:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self.reads = 0
         self._gnu: Optional[Tuple[int, int, int, int, List[int], List[int], int]] = None
         self.fd = open_regular(path)
         try:
@@ -87,6 +90,9 @@ class Symbols:
         os.close(self.fd)
 
     def _read(self, size: int, offset: int) -> bytes:
+        self.reads += 1
+        if self.reads > _MAX_READS:
+            raise ElfError("more than %d reads to look its symbols up" % _MAX_READS)
         return read_exact(self.fd, size, offset, self.length)
 
     def _headers(self) -> None:
