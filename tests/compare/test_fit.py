@@ -8,7 +8,7 @@ from envguard.compare.lockfiles.drift import lock_drift
 from envguard.compare.models import Severity
 from envguard.compare.policy import Policy
 from envguard.compare.sections.fit import cannot_load, restore_hint
-from envguard.snapshots.models import Fit, Unfit
+from envguard.snapshots.models import Fit, Snapshot, Unfit
 from factories import snapshot
 
 VISION = Unfit(
@@ -81,3 +81,39 @@ def test_the_restore_hint_says_which_build() -> None:
     (change,) = diff(snapshot(fit=Fit()), snap).changes
     hint = restore_hint(change, snap)
     assert hint is not None and "install the torchvision build made for torch 2.13.0+cpu" in hint
+
+
+def _node(driver: str | None, cuda: str | None) -> Snapshot:
+    from envguard.snapshots.models import Accelerator, TorchBuild
+
+    return snapshot(
+        accelerator=Accelerator(present=driver is not None, driver=driver),
+        torch=TorchBuild(version="2.14.1", cuda=cuda),
+        fit=Fit(),
+    )
+
+
+def test_a_driver_older_than_the_cuda_build_is_named() -> None:
+    from envguard.compare.sections.fit import driver_floor
+
+    said = driver_floor(_node("550.54.15", "13.0"))
+    assert said == (
+        "torch 2.14.1 is built for CUDA 13.0, which needs an NVIDIA driver >= 580; this node's"
+        ' is 550.54.15 ("driver version is insufficient")'
+    )
+    assert driver_floor(_node("580.82.07", "13.0")) is None
+    assert driver_floor(_node("550.54.15", "12.8")) is None  # 12.x runs on >= 525
+    assert driver_floor(_node("470.256.02", "12.8")) is not None
+    assert driver_floor(_node(None, "13.0")) is None  # no driver seen: a CPU or build node
+    assert driver_floor(_node("550.54.15", None)) is None  # a CPU torch
+
+
+def test_the_driver_floor_is_critical_when_new_info_when_the_good_run_had_it() -> None:
+    good, bad = _node("550.54.15", "12.8"), _node("550.54.15", "13.0")
+    drift = diff(good, bad)
+    assert [(c.kind, c.severity.value) for c in drift.changes if c.section == "fit"] == [
+        ("driver", "critical")
+    ]
+    assert any("needs an NVIDIA driver >= 580" in line for line in drift.verdict)
+    same = [(c.kind, c.severity.value) for c in diff(bad, bad).changes if c.section == "fit"]
+    assert same == [("driver", "info")]

@@ -4,13 +4,17 @@ snapshot.
 
 An extension that cannot load now and could in the good snapshot is critical; one the good
 snapshot already had broken the same way is info (the good run ran so: an untouched venv
-matches its own snapshot); one that loads again is info.
+matches its own snapshot); one that loads again is info. The same for the driver floor: the
+CUDA major torch is built for (and of the libcudart it loads) against the node's recorded
+driver, which must be at least the major's minimum ("driver version is insufficient").
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
+
+from packaging.version import InvalidVersion, Version
 
 from envguard.compare.sections.base import Section
 from envguard.compare.severity import Severity
@@ -52,6 +56,49 @@ def cannot_load(unfit: Unfit) -> str:
     return f"{unfit.path} cannot load: {why(unfit)}"
 
 
+# The oldest driver each CUDA major runs on (minor version compatibility, Linux): NVIDIA's
+# "CUDA Compatibility" guide, table "CUDA Toolkit 11.x, 12.x, and 13.x Driver Version Ranges".
+DRIVER_FLOORS = {11: "450.80.02", 12: "525", 13: "580"}
+
+
+def driver_floor(snap: Snapshot) -> str | None:
+    """ "torch 2.14.1 is built for CUDA 13.0, which needs an NVIDIA driver >= 580; this
+    node's is 550.54.15", or None (the driver is recorded and new enough, or unknown)."""
+    driver = snap.accelerator.driver
+    if driver is None:
+        return None  # no driver seen (a CPU node, a build machine): nothing to weigh
+    needs: list[tuple[int, str]] = []
+    if snap.torch is not None and snap.torch.cuda:
+        needs.append(
+            (
+                _major(snap.torch.cuda),
+                f"torch {snap.torch.version} is built for CUDA {snap.torch.cuda}",
+            )
+        )
+    for lib in snap.libraries:
+        soname = lib.soname or ""
+        if soname.startswith("libcudart.so.") and lib.loader_pick is not None:
+            needs.append(
+                (_major(soname.rsplit(".so.", 1)[1]), f"torch loads {soname} ({lib.loader_pick})")
+            )
+    for major, why in sorted(needs, key=lambda n: -n[0]):
+        floor = DRIVER_FLOORS.get(major)
+        try:
+            if floor is not None and Version(driver) < Version(floor):
+                return (
+                    f"{why}, which needs an NVIDIA driver >= {floor}; this node's is {driver}"
+                    ' ("driver version is insufficient")'
+                )
+        except InvalidVersion:
+            return None
+    return None
+
+
+def _major(version: str) -> int:
+    head = version.split(".", 1)[0]
+    return int(head) if head.isdigit() and len(head) < 4 else 0
+
+
 def facts(b: Collector, snap: Snapshot) -> None:
     """What cannot load in ``snap``, with no good snapshot to weigh it by (a lock check):
     each critical, a lock pins none of it."""
@@ -59,6 +106,17 @@ def facts(b: Collector, snap: Snapshot) -> None:
 
 
 def compare(b: Collector, e: Snapshot | None, a: Snapshot) -> None:
+    short = driver_floor(a)
+    if short is not None:
+        known = e is not None and driver_floor(e) == short
+        b.add(
+            "driver",
+            "driver",
+            expected=e.accelerator.driver if e is not None else None,
+            actual=a.accelerator.driver,
+            severity=Severity.info if known else Severity.critical,
+            message=short + (" (as in the good snapshot)" if known else ""),
+        )
     if a.fit is None:
         return  # the other side is a snapshot taken before the fit was recorded
     before = {u.path: u for u in e.fit.broken} if e is not None and e.fit is not None else {}
