@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from factories import make_dist_info
+
 GCC = shutil.which("gcc") or shutil.which("cc")
 needs_gcc = pytest.mark.skipif(
     GCC is None, reason="no gcc: these tests build real ELF shared libraries with it"
@@ -110,3 +112,73 @@ def elf_bytes(
     out[str_off : str_off + len(strings)] = strings
     out[dyn_off:total] = dynamic
     return bytes(out)
+
+
+# ---- a site-packages of extensions built against one torch and given another ------------
+
+EXT = "vision/_C.so"
+TORCH_C = "torch/_C.cpython-311-x86_64-linux-gnu.so"
+
+
+def cc(
+    out: Path,
+    source: str,
+    *,
+    soname: str | None = None,
+    link: tuple[Path, ...] = (),
+    runpath: str | None = None,
+    version_script: str | None = None,
+) -> Path:
+    """A shared object of C ``source``, linked against ``link`` (by file name)."""
+    assert GCC is not None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    src = out.parent / (out.name + ".c")
+    src.write_text(source)
+    argv = [GCC, "-shared", "-fPIC", "-o", str(out), str(src), "-Wl,--no-as-needed"]
+    if soname:
+        argv.append(f"-Wl,-soname,{soname}")
+    if version_script is not None:
+        script_path = out.parent / (out.name + ".map")
+        script_path.write_text(version_script)
+        argv.append(f"-Wl,--version-script,{script_path}")
+    for lib in link:
+        argv += [f"-L{lib.parent}", f"-l:{lib.name}"]
+    if runpath is not None:
+        argv += ["-Wl,--enable-new-dtags", f"-Wl,-rpath,{runpath}"]
+    subprocess.run(argv, check=True, capture_output=True)
+    src.unlink()
+    return out
+
+
+def c10(out: Path, *names: str, version: str | None = None) -> Path:
+    """A libc10.so defining ``names`` (at ``version`` when given)."""
+    source = "".join(f"int {n}(void) {{ return 1; }}\n" for n in names)
+    script_text = f"{version} {{ global: *; }};\n" if version else None
+    return cc(out, source, soname="libc10.so", version_script=script_text)
+
+
+def torch_site(site: Path, *names: str, version: str | None = None) -> None:
+    """A torch: torch/lib/libc10.so and torch/_C, which finds it by RUNPATH."""
+    lib = c10(site / "torch" / "lib" / "libc10.so", *names, version=version)
+    calls = " + ".join(f"{n}()" for n in names[:1]) or "0"
+    proto = "".join(f"int {n}(void);\n" for n in names[:1])
+    cc(
+        site / TORCH_C,
+        proto + f"int torch_init(void) {{ return {calls}; }}\n",
+        link=(lib,),
+        runpath="$ORIGIN/lib",
+    )
+    make_dist_info(site, "torch", "2.13.0+cpu", record=f"{TORCH_C},sha256=x,1\n")
+
+
+def extension(site: Path, built_against: Path, *calls: str, link: tuple[Path, ...] = ()) -> None:
+    """vision/_C.so calling ``calls``, linked against ``built_against`` (no RUNPATH: it
+    gets libc10.so from torch's import, as torchvision's extension does)."""
+    proto = "".join(f"int {n}(void);\n" for n in calls)
+    body = " + ".join(f"{n}()" for n in calls) or "0"
+    cc(
+        site / EXT,
+        proto + f"int vision_init(void) {{ return {body}; }}\n",
+        link=(built_against, *link),
+    )
+    make_dist_info(site, "vision", "0.29.1", record=f"{EXT},sha256=x,1\n")

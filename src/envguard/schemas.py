@@ -23,6 +23,7 @@ KINDS = (
     "history",
     "undo",
     "protect",
+    "fit",
 )
 
 
@@ -162,6 +163,32 @@ class LogDocument(TypedDict):
     snapshots: list[LoggedDocument]
 
 
+class UnfitDocument(TypedDict):
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    path: str
+    dist: str | None
+    message: str
+    missing: list[str]
+    versions: list[str]
+    symbols: list[str]
+    symbol_count: int
+    symbols_from: str | None
+
+
+class FitDocument(TypedDict):
+    """`envguard fit --format json`."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    schema: Literal["envguard.fit"]
+    schema_version: Literal[1]
+    loads: bool
+    checked: int
+    broken: list[UnfitDocument]
+    warnings: list[str]
+
+
 def schema(kind: str) -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of ``kind``: one of KINDS."""
     if kind == "snapshot":
@@ -193,6 +220,8 @@ def schema(kind: str) -> dict[str, Any]:
         from envguard.recovery.bisect import BisectReport
 
         found = TypeAdapter(BisectReport).json_schema(mode="serialization")
+    elif kind == "fit":
+        found = TypeAdapter(FitDocument).json_schema()
     elif kind in ("guard", "history", "undo", "protect"):
         from envguard.guard import report
 

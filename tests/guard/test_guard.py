@@ -435,3 +435,20 @@ def _uv_whose_dry_run_says_nothing(tmp_path: Path) -> Path:
     )
     fake.chmod(0o755)
     return fake
+
+
+def test_an_install_that_would_split_torch_and_torchvision_is_refused(
+    stack: tuple[Path, Path],
+) -> None:
+    """torchvision 0.29 (torch 2.14's) with --no-deps beside torch 2.13: no package of the
+    venv changes, the pair is left split (compare/sections/siblings.py)."""
+    venv, wh = stack
+    from envguard.testing import make_wheel
+
+    make_wheel(wh, "torchvision", "0.29.1", requires=["torch>=2.14.0"])
+    before = _freeze(venv)
+    code, out, err = guard(venv, *_install(wh, "--no-deps", "torchvision==0.29.1"))
+    assert code == 1, out + err
+    assert "torchvision 0.29.1 goes with torch 2.14, and torch 2.13.0+cpu is installed" in out
+    assert "refused (--fail-on critical)" in err and "--allow torch " in err
+    assert _freeze(venv) == before

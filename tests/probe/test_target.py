@@ -153,6 +153,19 @@ def test_accelerator_parses_nvidia_smi_and_nvcc() -> None:
     assert acc["gpus"] == ["NVIDIA H200", "NVIDIA H200"] and acc["nvcc"] == "12.8.93"
 
 
+def test_without_nvidia_smi_the_driver_is_read_from_the_kernel_module(tmp_path: Path) -> None:
+    """A fake /proc: the module's version line, as a node without nvidia-smi has it."""
+    version = tmp_path / "driver" / "nvidia" / "version"
+    version.parent.mkdir(parents=True)
+    version.write_text(
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n"
+        "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n"
+    )
+    acc = script.accelerator(None, None, str(tmp_path))
+    assert acc["driver"] == "550.54.15" and acc["source"] == "/proc/driver/nvidia/version"
+    assert script.accelerator(None, None, str(tmp_path / "none"))["driver"] is None
+
+
 @pytest.mark.parametrize(
     ("url", "expected"),
     [

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from envguard.api.capture import (
         check_writable,
         default_path,
+        fit,
         list_snapshots,
         load,
         newest,
@@ -63,6 +64,7 @@ _MODULES = {
     "capture": (
         "check_writable",
         "default_path",
+        "fit",
         "list_snapshots",
         "load",
         "newest",
@@ -110,6 +112,7 @@ __all__ = [
     "diff_locks",
     "export",
     "find_lock",
+    "fit",
     "fleet",
     "guard",
     "history",

@@ -51,6 +51,28 @@ def snapshot(
     return finish_capture(started)
 
 
+def fit(
+    *,
+    python: str | Path | None = None,
+    via: str | Sequence[str] | None = None,
+    timeout: float | None = 120.0,
+) -> Snapshot:
+    """Measure the environment (as snapshot() does) for its fit: whether each compiled
+    extension that takes torch's or CUDA's symbols will load, from its files and the
+    libraries the loader will give it (``.fit`` of the result; nothing is imported). The
+    repos, compile caches and installed files a snapshot also measures are left out."""
+    from dataclasses import replace
+
+    request = _snapshot_request(
+        python=python, name="fit", via=via, timeout=timeout, command=("envguard", "fit")
+    )
+    request = replace(request, default_caches=False, include_cwd_repo=False, verify="off")
+    started = start_capture(request)
+    from envguard.snapshots.capture import finish_capture
+
+    return finish_capture(started)
+
+
 def snapshot_document(
     *,
     python: str | Path | None = None,

@@ -305,6 +305,7 @@ class SchemaKind(str, Enum):
     history = "history"
     undo = "undo"
     protect = "protect"
+    fit = "fit"
 
 
 @app.command()

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from envguard.cli.program import Deep, app, console, data_out, quiet
+from envguard.cli.program import Deep, OutputFormat, app, console, data_out, quiet
 
 if TYPE_CHECKING:
     from envguard.compare.models import Drift
@@ -476,6 +476,35 @@ class FleetFormat(str, Enum):
     json = "json"
     markdown = "markdown"
     html = "html"
+
+
+@app.command()
+def fit(
+    python: Annotated[str | None, typer.Option(help="Measure this interpreter or venv.")] = None,
+    via: Annotated[
+        str | None, typer.Option(help="Measure through this command prefix ('ssh gpu01').")
+    ] = None,
+    format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.table,
+    timeout: Timeout = 120.0,
+) -> None:
+    """Will each compiled extension load: its libraries and symbols against torch's and
+    CUDA's, from the files. Exit 1 when one cannot."""
+    from envguard import api
+
+    snap = api.fit(python=python, via=via, timeout=timeout)
+    found = snap.fit
+    if found is None:  # a probe always answers it; kept for the type
+        raise typer.Exit(2)
+    warnings = snap.warnings
+    if format is OutputFormat.json:
+        from envguard.render.json import fit_json
+
+        data_out().write(fit_json(found, warnings=warnings))
+    else:
+        from envguard.render.table import fit_table
+
+        fit_table(found, console(), warnings=warnings)
+    raise typer.Exit(1 if found.broken else 0)
 
 
 @app.command()

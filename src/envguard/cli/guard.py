@@ -157,7 +157,8 @@ def guard(
     if not done.ran:
         import shlex
 
-        names = sorted({c.name for c in done.preview.blocking})
+        # A split pair (siblings) is named "torch torchvision": allowing its first unblocks it.
+        names = sorted({c.name.split(" ", 1)[0] for c in done.preview.blocking})
         typer.echo(
             printable(f"refused (--fail-on {fail_on}): nothing was installed or removed"),
             err=True,

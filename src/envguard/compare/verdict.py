@@ -99,6 +99,12 @@ def verdict(
     )
     if libraries:
         lines.append(_some([c.message for c in libraries], shown=1))
+    # An extension that cannot load, and a pair that moves together left split: the first
+    # of each in its own words.
+    for section in ("fit", "siblings"):
+        found = [c.message for c in changes if c.section == section and c.severity.rank >= 3]
+        if found:
+            lines.append(_some(found, shown=1))
     files = [c.name for c in changes if c.section == "files"]
     if files:
         lines.append(

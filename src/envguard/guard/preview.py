@@ -91,8 +91,8 @@ def _torch_build(version: str | None) -> TorchBuild | None:
 
 
 def blocking(drift: Drift, policy: Policy, *, allowed: Iterable[str]) -> list[Change]:
-    """The changes that stop the install: to what was there, at ``policy.fail_on`` or
-    above, and not allowed by name."""
+    """The changes that stop the install: to what was there, or a pair of packages that
+    move together left split, at ``policy.fail_on`` or above, and not allowed by name."""
     from packaging.utils import canonicalize_name
 
     level = policy.fail_on
@@ -102,10 +102,12 @@ def blocking(drift: Drift, policy: Policy, *, allowed: Iterable[str]) -> list[Ch
     return [
         c
         for c in drift.changes
-        if c.section == "packages"
-        and c.kind in CHANGING
-        and c.severity.rank >= level.rank
-        and c.name not in allow
+        if c.severity.rank >= level.rank
+        and (
+            (c.section == "packages" and c.kind in CHANGING and c.name not in allow)
+            # A pair the install would leave split (siblings.py), unless one is allowed.
+            or (c.section == "siblings" and c.kind == "split" and not allow & set(c.name.split()))
+        )
     ]
 
 

@@ -22,7 +22,7 @@ from envguard.probe.spec import REPORT_SPEC
 from envguard.reading import UNSAFE_CHARS, not_json_constant
 
 # The version of probe/target/main.py this host sends; a report of another is refused.
-PROBE_VERSION = 5
+PROBE_VERSION = 6
 # A report larger than this is not a real environment's (271 real dists: about 0.3 MB).
 MAX_REPORT_BYTES = 64 << 20
 _CONTROL = re.compile("[" + UNSAFE_CHARS + "]")
@@ -151,6 +151,23 @@ class ReportLibrary(TypedDict):
     error: Line | None
 
 
+class ReportUnfit(TypedDict):
+    """A compiled extension that cannot load (probe/target/fit.py)."""
+
+    path: Line
+    dist: Line | None
+    missing: list[Line]
+    versions: list[Line]
+    symbols: list[Line]
+    symbol_count: int
+    symbols_from: Line | None
+
+
+class ReportFit(TypedDict):
+    checked: int
+    broken: list[ReportUnfit]
+
+
 class ProbeReport(TypedDict):
     """What probe/target/main.py prints."""
 
@@ -163,6 +180,7 @@ class ProbeReport(TypedDict):
     clashes: list[ReportClash] | None
     unowned: list[Line] | None
     libraries: list[ReportLibrary]
+    fit: ReportFit
     files: list[ReportFile]
     repos: list[ReportRepo]
     caches: list[ReportCache]

@@ -214,6 +214,44 @@ REPORT_SPEC: Any = (
                 frozenset([]),
             ),
         ),
+        "fit": (
+            "fields",
+            {
+                "checked": "int",
+                "broken": (
+                    "list",
+                    (
+                        "fields",
+                        {
+                            "path": "line",
+                            "dist": (
+                                "?",
+                                "line",
+                            ),
+                            "missing": (
+                                "list",
+                                "line",
+                            ),
+                            "versions": (
+                                "list",
+                                "line",
+                            ),
+                            "symbols": (
+                                "list",
+                                "line",
+                            ),
+                            "symbol_count": "int",
+                            "symbols_from": (
+                                "?",
+                                "line",
+                            ),
+                        },
+                        frozenset([]),
+                    ),
+                ),
+            },
+            frozenset([]),
+        ),
         "files": (
             "list",
             (

@@ -9,6 +9,7 @@ from envguard.compare.models import Drift, FleetReport
 
 if TYPE_CHECKING:
     from envguard.snapshots.history import Entry
+    from envguard.snapshots.models import Fit
     from envguard.snapshots.store import Listed
 
 
@@ -21,6 +22,7 @@ DRIFT_SCHEMA_VERSION = 1
 FLEET_SCHEMA_VERSION = 1
 LIST_SCHEMA_VERSION = 1
 LOG_SCHEMA_VERSION = 1
+FIT_SCHEMA_VERSION = 1
 
 
 def _dumps(doc: object, entries: int) -> str:
@@ -130,3 +132,21 @@ def log_json(entries: list[Entry]) -> str:
         )
     doc = {"schema": "envguard.log", "schema_version": LOG_SCHEMA_VERSION, "snapshots": rows}
     return _dumps(doc, len(rows))
+
+
+def fit_json(fit: Fit, *, warnings: tuple[str, ...] = ()) -> str:
+    """`envguard fit --format json`: each extension that cannot load, and why."""
+    from envguard.compare.sections.fit import cannot_load
+
+    broken = [
+        {**unfit.model_dump(mode="json"), "message": cannot_load(unfit)} for unfit in fit.broken
+    ]
+    doc = {
+        "schema": "envguard.fit",
+        "schema_version": FIT_SCHEMA_VERSION,
+        "loads": not fit.broken,
+        "checked": fit.checked,
+        "broken": broken,
+        "warnings": list(warnings),
+    }
+    return _dumps(doc, len(broken))

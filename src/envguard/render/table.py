@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from envguard.compare.models import Drift, FleetReport
     from envguard.recovery.plan import Plan
     from envguard.snapshots.history import Entry
-    from envguard.snapshots.models import MetricValue, Snapshot
+    from envguard.snapshots.models import Fit, MetricValue, Snapshot
     from envguard.snapshots.store import Listed
 
 
@@ -310,3 +310,20 @@ def fleet_table(report: FleetReport, console: Console) -> None:
 
 # Rows of one kind listed before the rest are counted.
 _SHOWN = 10
+
+
+def fit_table(fit: Fit, console: Console, *, warnings: Sequence[str] = ()) -> None:
+    """One line per extension that cannot load, then the count; the warnings after."""
+    from envguard.compare.sections.fit import cannot_load
+
+    for unfit in fit.broken:
+        owner = f" [{unfit.dist}]" if unfit.dist else ""
+        console.print(Text(cannot_load(unfit) + owner), soft_wrap=True)
+    noun = "extension" if fit.checked == 1 else "extensions"
+    if fit.broken:
+        summary = f"{len(fit.broken)} of {fit.checked} {noun} that use torch or CUDA cannot load"
+    else:
+        summary = f"{fit.checked} {noun} that use torch or CUDA: all load"
+    console.print(Text(summary))
+    for warning in warnings[:10]:
+        console.print(Text(f"warning: {warning}"), soft_wrap=True)

@@ -279,6 +279,7 @@ def from_report(report: ProbeReport, request: CaptureRequest) -> Document:
         "warnings": [redact_text(w) for w in report["warnings"]],
         "clashes": report.get("clashes"),
         "unowned": report.get("unowned"),
+        "fit": report.get("fit"),
     }
 
 

@@ -177,6 +177,31 @@ class Library(Model):
     error: Line | None = None
 
 
+class Unfit(Model):
+    """A compiled extension that cannot load, from its files (probe/target/fit.py): the
+    libraries the loader will not find, the versions and symbols its libraries lack."""
+
+    path: Line
+    dist: Line | None = None
+    # DT_NEEDED names the loader finds nowhere ("libX.so (needed by lib/libY.so)" deeper).
+    missing: tuple[Line, ...] = Field(default=(), max_length=64)
+    # Version needs a library found does not define ("GLIBCXX_3.4.32 (libstdc++.so.6)").
+    versions: tuple[Line, ...] = Field(default=(), max_length=64)
+    # Undefined symbols no object in its scope exports (the first 20; symbol_count all).
+    symbols: tuple[Line, ...] = Field(default=(), max_length=20)
+    symbol_count: int = 0
+    # Whose exports they were looked for in ("torch 2.13.0+cpu"), when it needs torch's.
+    symbols_from: Line | None = None
+
+
+class Fit(Model):
+    """The fit check: how many extensions that take torch's or CUDA's symbols were looked
+    at, and those that cannot load."""
+
+    checked: int = 0
+    broken: tuple[Unfit, ...] = Field(default=(), max_length=2048)
+
+
 class Accelerator(Model):
     present: bool = False
     driver: str | None = None
@@ -274,6 +299,8 @@ class Snapshot(Model):
     clashes: Annotated[tuple[Clash, ...] | None, Since(2), Field(max_length=1000)] = None
     # Files that run (.py, .pth, .so) at the top of site-packages that no RECORD claims.
     unowned: Annotated[tuple[Line, ...] | None, Since(2), Field(max_length=200)] = None
+    # Compiled extensions that cannot load; None: not checked (an older snapshot).
+    fit: Annotated[Fit | None, Since(3)] = None
 
     @field_serializer("schema_minor")
     def _written_now(self, minor: int) -> int:

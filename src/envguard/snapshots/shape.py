@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from envguard.snapshots.models import Snapshot
 
 # The largest Since(minor) of any field: what a file written now is.
-SCHEMA_MINOR = 2
+SCHEMA_MINOR = 3
 
 _KEYS_Snapshot = frozenset(
     [
@@ -45,9 +45,12 @@ _KEYS_Snapshot = frozenset(
         "warnings",
         "clashes",
         "unowned",
+        "fit",
     ]
 )
-_REQUIRED_Snapshot = _KEYS_Snapshot - frozenset(["schema_minor", "libraries", "clashes", "unowned"])
+_REQUIRED_Snapshot = _KEYS_Snapshot - frozenset(
+    ["schema_minor", "libraries", "clashes", "unowned", "fit"]
+)
 _KEYS_Interpreter = frozenset(
     [
         "version",
@@ -119,6 +122,10 @@ _REQUIRED_Cache = _KEYS_Cache - frozenset(["error"])
 _KEYS_CacheArchive = frozenset(["sha256", "files", "bytes", "compressed"])
 _KEYS_Clash = frozenset(["path", "claimants", "owner"])
 _KEYS_Claimant = frozenset(["name", "version"])
+_KEYS_Fit = frozenset(["checked", "broken"])
+_KEYS_Unfit = frozenset(
+    ["path", "dist", "missing", "versions", "symbols", "symbol_count", "symbols_from"]
+)
 
 # Every model's fields: what a reader knows (store.py reads past the rest of a newer
 # minor version's file).
@@ -137,6 +144,8 @@ FIELDS: dict[str, frozenset[str]] = {
     "CacheArchive": _KEYS_CacheArchive,
     "Clash": _KEYS_Clash,
     "Claimant": _KEYS_Claimant,
+    "Fit": _KEYS_Fit,
+    "Unfit": _KEYS_Unfit,
 }
 # Where a model nests another: model -> field -> the nested model.
 NESTED: dict[str, dict[str, str]] = {
@@ -150,10 +159,12 @@ NESTED: dict[str, dict[str, str]] = {
         "files": "FileDigest",
         "caches": "Cache",
         "clashes": "Clash",
+        "fit": "Fit",
     },
     "Package": {"source": "Source", "on_disk": "OnDisk"},
     "Cache": {"archive": "CacheArchive"},
     "Clash": {"claimants": "Claimant"},
+    "Fit": {"broken": "Unfit"},
 }
 SNAPSHOT_KEYS = _KEYS_Snapshot
 # What only a live side carries (Field(exclude=True)), by the snapshot's field.
@@ -233,6 +244,7 @@ def _fits_Snapshot(d: Any) -> bool:
                 )
             )
         )
+        and ("fit" not in d or (d["fit"] is None or _fits_Fit(d["fit"])))
         and _c.one_entry_per_package(d)
     )
 
@@ -456,6 +468,45 @@ def _fits_Claimant(d: Any) -> bool:
     )
 
 
+def _fits_Fit(d: Any) -> bool:
+    return (
+        type(d) is dict
+        and d.keys() == _KEYS_Fit
+        and (type(d["checked"]) is int)
+        and (
+            type(d["broken"]) is list
+            and len(d["broken"]) <= 2048
+            and all(_fits_Unfit(x0) for x0 in d["broken"])
+        )
+    )
+
+
+def _fits_Unfit(d: Any) -> bool:
+    return (
+        type(d) is dict
+        and d.keys() == _KEYS_Unfit
+        and (_c.line(d["path"]))
+        and (d["dist"] is None or _c.line(d["dist"]))
+        and (
+            type(d["missing"]) is list
+            and len(d["missing"]) <= 64
+            and all(_c.line(x0) for x0 in d["missing"])
+        )
+        and (
+            type(d["versions"]) is list
+            and len(d["versions"]) <= 64
+            and all(_c.line(x0) for x0 in d["versions"])
+        )
+        and (
+            type(d["symbols"]) is list
+            and len(d["symbols"]) <= 20
+            and all(_c.line(x0) for x0 in d["symbols"])
+        )
+        and (type(d["symbol_count"]) is int)
+        and (d["symbols_from"] is None or _c.line(d["symbols_from"]))
+    )
+
+
 def _built_Snapshot(d: Any, m: Any) -> Any:
     v = {
         **d,
@@ -480,6 +531,8 @@ def _built_Snapshot(d: Any, m: Any) -> Any:
         )
     if "unowned" in d:
         v["unowned"] = None if d["unowned"] is None else tuple(d["unowned"])
+    if "fit" in d:
+        v["fit"] = None if d["fit"] is None else _built_Fit(d["fit"], m)
     return m.Snapshot.model_construct(**v)
 
 
@@ -550,3 +603,20 @@ def _built_Clash(d: Any, m: Any) -> Any:
 
 def _built_Claimant(d: Any, m: Any) -> Any:
     return m.Claimant.model_construct(**d)
+
+
+def _built_Fit(d: Any, m: Any) -> Any:
+    return m.Fit.model_construct(
+        **{**d, "broken": tuple(_built_Unfit(x0, m) for x0 in d["broken"])}
+    )
+
+
+def _built_Unfit(d: Any, m: Any) -> Any:
+    return m.Unfit.model_construct(
+        **{
+            **d,
+            "missing": tuple(d["missing"]),
+            "versions": tuple(d["versions"]),
+            "symbols": tuple(d["symbols"]),
+        }
+    )

@@ -9,7 +9,9 @@ from envguard.compare.engine import Collector, sort_changes
 from envguard.compare.lockfiles.common import LockRead, Pin
 from envguard.compare.models import ChangeGroup, Drift, Severity
 from envguard.compare.policy import Policy
+from envguard.compare.sections.fit import facts as fit_facts
 from envguard.compare.sections.packages import package_severity, torch_version
+from envguard.compare.sections.siblings import facts as sibling_facts
 from envguard.compare.verdict import lock_verdict, locks_verdict
 from envguard.redact import redact_text, redact_url
 from envguard.snapshots.models import Snapshot, Source
@@ -159,7 +161,12 @@ def lock_drift(
                     severity=level,
                     message=f"{name}: {side} has commit {commit}, {lock} pins {pin.url}",
                 )
-    changes = sort_changes(b.changes)
+    # What the files say cannot load is drift whatever the lock pins: no lock knows it.
+    unfit = Collector(policy, section="fit")
+    fit_facts(unfit, snapshot)
+    split = Collector(policy, section="siblings")
+    sibling_facts(split, snapshot)
+    changes = sort_changes([*b.changes, *unfit.changes, *split.changes])
     return Drift(
         changes=changes,
         metrics=dict(snapshot.metrics),

@@ -11,11 +11,13 @@ from envguard.compare.sections import (
     caches,
     env,
     files,
+    fit,
     installed,
     interpreter,
     libraries,
     packages,
     repos,
+    siblings,
     torch,
 )
 from envguard.compare.sections.base import Section
@@ -24,6 +26,8 @@ REGISTRY: tuple[Section, ...] = (
     interpreter.SECTION,
     torch.SECTION,
     libraries.SECTION,
+    fit.SECTION,
+    siblings.SECTION,
     packages.SECTION,
     installed.SECTION,
     accelerator.SECTION,

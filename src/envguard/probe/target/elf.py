@@ -40,7 +40,7 @@ class ElfError(Exception):
     """Not a readable ELF shared library; the message says what is wrong."""
 
 
-def _pread(fd: int, size: int, offset: int, length: int) -> bytes:
+def read_exact(fd: int, size: int, offset: int, length: int) -> bytes:
     """Exactly ``size`` bytes at ``offset`` of a file of ``length`` bytes."""
     if offset < 0 or size < 0 or offset + size > length:
         raise ElfError("a header points past the end of the file")
@@ -72,8 +72,12 @@ def read_elf(path: str) -> Dict[str, Any]:
         os.close(fd)
 
 
-def _read(fd: int, length: int) -> Dict[str, Any]:
-    ident = _pread(fd, 16, 0, length) if length >= 16 else b""
+def layout(fd: int, length: int) -> Dict[str, Any]:
+    """The ELF header and program headers of the open file ``fd`` (``length`` bytes):
+    {"wide": 1|2, "end": "<"|">", "header": the header's fields after e_ident, "loads":
+    [(vaddr, filesz, offset)] of PT_LOAD, "dynamic": (offset, size) of PT_DYNAMIC or None,
+    "sh_size", "dyn_fmt"}; ElfError for anything that is not one."""
+    ident = read_exact(fd, 16, 0, length) if length >= 16 else b""
     if ident[:4] != _MAGIC:
         raise ElfError("not an ELF file")
     wide, order = ident[4], ident[5]
@@ -81,15 +85,15 @@ def _read(fd: int, length: int) -> Dict[str, Any]:
         raise ElfError("unknown ELF class or byte order")
     end = "<" if order == 1 else ">"
     if wide == 2:
-        header = struct.unpack(end + "HHIQQQIHHHHHH", _pread(fd, 48, 16, length))
+        header = struct.unpack(end + "HHIQQQIHHHHHH", read_exact(fd, 48, 16, length))
         ph_size, sh_size, dyn_fmt = 56, 64, end + "qQ"
     else:
-        header = struct.unpack(end + "HHIIIIIHHHHHH", _pread(fd, 36, 16, length))
+        header = struct.unpack(end + "HHIIIIIHHHHHH", read_exact(fd, 36, 16, length))
         ph_size, sh_size, dyn_fmt = 32, 40, end + "iI"
-    _, machine, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum, shstrndx = header
+    phoff, phentsize, phnum = header[4], header[8], header[9]
     if phnum > _MAX_PHNUM or (phnum and phentsize != ph_size):
         raise ElfError("implausible program header table")
-    table = _pread(fd, phnum * ph_size, phoff, length)
+    table = read_exact(fd, phnum * ph_size, phoff, length)
     loads: List[Tuple[int, int, int]] = []  # (vaddr, filesz, offset)
     dynamic: Optional[Tuple[int, int]] = None
     for i in range(phnum):
@@ -102,6 +106,27 @@ def _read(fd: int, length: int) -> Dict[str, Any]:
             loads.append((vaddr, filesz, offset))
         elif kind == _PT_DYNAMIC:
             dynamic = (offset, filesz)
+    return {
+        "wide": wide,
+        "end": end,
+        "header": header,
+        "loads": loads,
+        "dynamic": dynamic,
+        "sh_size": sh_size,
+        "dyn_fmt": dyn_fmt,
+    }
+
+
+def _read(fd: int, length: int) -> Dict[str, Any]:
+    found = layout(fd, length)
+    wide, end, header = found["wide"], found["end"], found["header"]
+    loads, dynamic, sh_size, dyn_fmt = (
+        found["loads"],
+        found["dynamic"],
+        found["sh_size"],
+        found["dyn_fmt"],
+    )
+    _, machine, _, _, _, shoff, _, _, _, _, shentsize, shnum, shstrndx = header
     out: Dict[str, Any] = {
         "machine": "%d/%d" % (wide * 32, machine),
         "soname": None,
@@ -114,7 +139,7 @@ def _read(fd: int, length: int) -> Dict[str, Any]:
         return out  # a static object: nothing to look up
     entry_size = struct.calcsize(dyn_fmt)
     count = min(dynamic[1] // entry_size, _MAX_DYN)
-    raw = _pread(fd, count * entry_size, dynamic[0], length)
+    raw = read_exact(fd, count * entry_size, dynamic[0], length)
     tags: List[Tuple[int, int]] = []
     for i in range(count):
         tag, value = struct.unpack_from(dyn_fmt, raw, i * entry_size)
@@ -162,7 +187,7 @@ def _rodata(
     if not shnum or shentsize != sh_size or shnum > _MAX_SHNUM or shstrndx >= shnum:
         return None
     try:
-        table = _pread(fd, shnum * sh_size, shoff, length)
+        table = read_exact(fd, shnum * sh_size, shoff, length)
     except ElfError:
         return None
     fmt = end + ("IIQQQQIIQQ" if wide == 2 else "IIIIIIIIII")
@@ -171,7 +196,7 @@ def _rodata(
     if names[5] > _MAX_SHSTRTAB:
         return None
     try:
-        strings = _pread(fd, names[5], names[4], length)
+        strings = read_exact(fd, names[5], names[4], length)
     except ElfError:
         return None
     for name, _, _, _, offset, size, _, _, _, _ in sections:

@@ -146,6 +146,7 @@ class Loader:
         value = environ.get("LD_LIBRARY_PATH", "")
         self.ld_path = [d for d in value.replace(";", ":").split(":") if d.startswith("/")]
         self._cache: Optional[LdCache] = None
+        self._found: Dict[Tuple[Any, ...], Optional[Tuple[str, str]]] = {}
         arch = sysconfig.get_config_var("MULTIARCH")
         self.defaults = ["/lib/%s" % arch, "/usr/lib/%s" % arch] if arch else []
         self.defaults += ["/lib64", "/usr/lib64", "/lib", "/usr/lib"]
@@ -170,6 +171,13 @@ class Loader:
             return self.loaded[name]
         asker = self.reader.read(by)
         origin = os.path.dirname(by)
+        # The search depends only on these: many extensions ask for libstdc++ alike.
+        key = (name, asker["rpath"], asker["runpath"], origin, asker["machine"])
+        if key not in self._found:
+            self._found[key] = self._search(name, asker, origin)
+        return self._found[key]
+
+    def _search(self, name: str, asker: Dict[str, Any], origin: str) -> Optional[Tuple[str, str]]:
         tried: List[Tuple[str, str]] = []
         if asker["rpath"] and not asker["runpath"]:
             tried += [(d, "RPATH") for d in _expand(asker["rpath"], origin)]

@@ -32,7 +32,7 @@ from .reading import RECORD_CAP, UNSAFE_CHARS, read_bytes, read_open
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional, Tuple
+    from typing import Any, Callable, Dict, List, Optional, Tuple
 
     from .distcache import DistCache
 
@@ -208,7 +208,6 @@ def _claims(
 ) -> Dict[Tuple[str, str], List[Dict[str, Any]]]:
     """(site, relative path) -> the distributions whose RECORD lists it. Only the RECORDs of
     distributions that ship GPU libraries are read, each at most once (kept by its stamp)."""
-    from .distcache import file_stamp
 
     out: Dict[Tuple[str, str], List[Dict[str, Any]]] = {}
     for dist in packages:
@@ -219,31 +218,35 @@ def _claims(
         ):
             continue
         record = os.path.join(site, dist["metadata_dir"], "RECORD")
-        key = "RECORD\0" + record
-        stamp = file_stamp(record)
-        held = reader.cache.lib(key, stamp) if reader.cache is not None else None
-        rows = held.get("rows") if held is not None else None
-        if type(rows) is not list or not all(type(r) is str for r in rows):
-            rows = _record_libs(record)
-            if reader.cache is not None:
-                reader.cache.keep_lib(key, stamp, {"rows": rows})
-        for row in rows:
+        for row in kept_rows(reader, record, "RECORD", _gpu_lib):
             if row in paths:
                 out.setdefault((site, row), []).append(dist)
     return out
 
 
-def _record_libs(record: str) -> List[str]:
-    """The library paths RECORD lists (a quoted row is no library of ours)."""
+def _gpu_lib(path: str) -> bool:
+    """A RECORD row that names a GPU library file (a quoted row is no library of ours)."""
+    return ".so" in path and bool(LIB_NAME.match(path.rsplit("/", 1)[-1]))
+
+
+def kept_rows(reader: Reader, record: str, kind: str, choose: Callable[[str], bool]) -> List[str]:
+    """The paths RECORD lists that ``choose`` keeps, kept in the cache under ``kind`` and
+    RECORD's stamp: an unchanged RECORD is not read again."""
+    from .distcache import file_stamp
+
+    key = kind + "\0" + record
+    stamp = file_stamp(record)
+    held = reader.cache.lib(key, stamp) if reader.cache is not None else None
+    rows = held.get("rows") if held is not None else None
+    if type(rows) is list and all(type(r) is str for r in rows):
+        return rows
     try:
         text = read_bytes(record, RECORD_CAP).decode("utf-8", "replace")
     except OSError:
         return []
-    rows = []
-    for line in text.splitlines():
-        path = line.split(",", 1)[0]
-        if ".so" in path and LIB_NAME.match(path.rsplit("/", 1)[-1]):
-            rows.append(path)
+    rows = [path for path in (line.split(",", 1)[0] for line in text.splitlines()) if choose(path)]
+    if reader.cache is not None:
+        reader.cache.keep_lib(key, stamp, {"rows": rows})
     return rows
 
 
@@ -269,7 +272,7 @@ def _agrees(embedded: str, metadata: str) -> bool:
     return bool(ours) and _release(metadata)[: len(ours)] == ours
 
 
-def _where(path: str, sites: List[str]) -> str:
+def where(path: str, sites: List[str]) -> str:
     """``path`` relative to the site folder holding it, else as it is."""
     for site in sites:
         if path.startswith(site.rstrip("/") + "/"):
@@ -370,7 +373,7 @@ def _add_mapped(
     for soname, path in sorted(found.items()):
         known = [e for e in entries if (e["soname"] or e["name"]) == soname]
         for entry in known:
-            entry["mapped"] = _where(path, sites)
+            entry["mapped"] = where(path, sites)
         if not known:
             entry = _blank(soname, path)
             entry["soname"], entry["mapped"] = soname, path
@@ -440,6 +443,6 @@ def _entry(
         entry["also_claimed_by"] = ["%s %s" % (d["name"], d["version"]) for d in claimants[1:]]
     pick = picks.get(entry["soname"] or "")
     if pick is not None:
-        entry["loader_pick"], entry["loader_pick_why"] = _where(pick[0], sites), pick[1]
+        entry["loader_pick"], entry["loader_pick_why"] = where(pick[0], sites), pick[1]
         entry["loader_pick_version"] = reader.version(pick[0])[0]
     return entry

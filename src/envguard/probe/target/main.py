@@ -18,6 +18,7 @@ from .confine import OUTSIDE, roots_for
 from .distcache import QUIET_SECONDS, DistCache, cache_path
 from .dists import scan_packages, site_dirs
 from .env import capture_env
+from .fit import fit
 from .gitrepos import probe_repos
 from .installed import Checking
 from .libs import libraries
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from typing import Any, Dict, List
 
 # Bumped when the report's shape changes; the host checks it (envguard/probe/report.py).
-PROBE_VERSION = 5
+PROBE_VERSION = 6
 
 
 def probe(args: Dict[str, Any]) -> Dict[str, Any]:
@@ -55,6 +56,7 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
     pid = args.get("pid")
     pid = pid if type(pid) is int and pid > 0 else None
     libs = libraries(sites, packages, torch, environ, warnings, cached, pid)
+    fits = fit(sites, packages, torch, environ, warnings, cached)
     caches = []
     own = default_caches(environ)
     # Paths named by a snapshot (not by the user) are read only under these roots.
@@ -98,6 +100,7 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
         "clashes": on_disk["clashes"],
         "unowned": on_disk["unowned"],
         "libraries": libs,
+        "fit": fits,
         "files": hash_files(args.get("files", []), roots),
         "repos": repos,
         "caches": caches,

@@ -172,8 +172,9 @@ def finish_tool(started: Optional[Tuple[int, int]], timeout: float = 15.0) -> Op
     return b"".join(chunks).decode("utf-8", "replace")
 
 
-def accelerator(smi: Optional[str], nvcc: Optional[str]) -> Dict[str, Any]:
-    """GPUs and driver from nvidia-smi's CSV (else the kernel module), and nvcc's release."""
+def accelerator(smi: Optional[str], nvcc: Optional[str], proc: str = "/proc") -> Dict[str, Any]:
+    """GPUs and driver from nvidia-smi's CSV (else the kernel module's file under ``proc``),
+    and nvcc's release."""
     gpus: List[str] = []
     driver = None
     source = None
@@ -185,7 +186,7 @@ def accelerator(smi: Optional[str], nvcc: Optional[str]) -> Dict[str, Any]:
                 driver = driver or parts[1]
         source = "nvidia-smi" if gpus else None
     if driver is None:
-        text = read_text("/proc/driver/nvidia/version")
+        text = read_text(proc + "/driver/nvidia/version")
         match = re.search(r"Kernel Module(?: for [\w]+)?\s+([0-9][0-9.]+)", text or "")
         if match:
             driver, source = match.group(1), "/proc/driver/nvidia/version"
