@@ -182,6 +182,17 @@ def test_a_hostile_triton_tree_gives_a_note_not_a_hang(tmp_path: Path) -> None:
     assert key["digest"] is None and "entries" in key["error"]
 
 
+def test_packages_nested_too_deep_are_not_walked(tmp_path: Path) -> None:
+    dist = make_triton(tmp_path)
+    deep = tmp_path / "triton/language"
+    for i in range(script.TRITON_DEPTH + 2):
+        deep = deep / f"p{i}"
+        deep.mkdir()
+        (deep / "__init__.py").write_text("")
+    key = script.triton_key([dist], [])
+    assert key["digest"] is None and "nested over" in key["error"]
+
+
 def test_a_linked_triton_folder_is_not_followed(tmp_path: Path) -> None:
     real = tmp_path / "real"
     dist = make_triton(real)
@@ -217,8 +228,15 @@ def test_a_compiler_that_hangs_is_given_up_on(tmp_path: Path) -> None:
     output = script.finish_tool(script.start_tool([str(tool), "--version"]), timeout=1.0)
     assert time.monotonic() - started < 5
     assert script.compiler("slow-cxx", str(tool), output)["error"] == (
-        "--version gave no answer in time"
+        "no answer to --version (it failed, or took over 5 s)"
     )
+
+
+def test_what_a_compiler_prints_is_one_safe_line() -> None:
+    record = script.compiler("g++\u202e", "/usr/bin/g++", "gcc\x1b[31m 12\u2028evil\n")
+    assert record["name"] == "g++?"
+    assert record["version"] == "gcc?[31m 12"  # U+2028 ends a line
+    assert len(script.compiler("x" * 5000, None, None)["name"]) == 255
 
 
 def test_capabilities_from_nvidia_smi() -> None:
@@ -288,6 +306,15 @@ def test_cache_builds_read_from_fx_graph_entries(tmp_path: Path) -> None:
     }
     assert builds[1]["torch"] == "2.12.0" and builds[1]["entries"] == 1
     assert script.cache_builds(str(tmp_path / "nothing"), []) == []
+
+
+def test_a_hostile_entry_gives_safe_lines(tmp_path: Path) -> None:
+    data = entry_bytes().replace(b"'g++'", "'g++\u202e\u2066x'".encode())
+    data = data.replace(b"2.13.0+cpu", b"2.13.0\x1b[2J")
+    put_entry(tmp_path, "fabc", data)
+    (build,) = script.cache_builds(str(tmp_path), [])
+    assert build["cxx"] == "g++??x"
+    assert build["torch"] is None  # not a version: not read
 
 
 def test_a_gpu_entry_names_its_device_and_triton(tmp_path: Path) -> None:

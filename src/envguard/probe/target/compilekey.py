@@ -25,6 +25,8 @@ import stat
 import sys
 import time
 
+from .reading import UNSAFE_CHARS
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional, Tuple
@@ -50,6 +52,9 @@ _OPEN_FLAGS = (
     | getattr(os, "O_CLOEXEC", 0)
 )
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+# Packages nest a few levels in triton; a tree nested deeper is not triton's.
+TRITON_DEPTH = 32
+_UNSAFE = re.compile("[" + UNSAFE_CHARS + "]")
 
 _TORCH_VERSION = re.compile(rb"\n# torch version: ([0-9A-Za-z.+_-]{1,64})\n")
 _TORCH_GIT = re.compile(rb"\n# torch git version: ([0-9a-f]{7,64})\n")
@@ -60,6 +65,12 @@ _TRITON = re.compile(rb"\] system_info\[version\]: \{[^}]{0,200}?'triton': '([^'
 _CXX = re.compile(
     rb"\] inductor_config\[cpp\.cxx\]: \((?:None|'[^']{0,255}'), '([^'\x00-\x1f\x7f]{1,255})'\)"
 )
+
+
+def line(text: Optional[str], cap: int = 255) -> Optional[str]:
+    """``text`` as one line of at most ``cap`` characters a report may carry: what a
+    compiler prints, a variable, or bytes of a cache entry are not to be trusted."""
+    return None if text is None else _UNSAFE.sub("?", text)[:cap]
 
 
 def compiler_name(environ: Dict[str, str]) -> str:
@@ -85,15 +96,15 @@ def compiler(name: str, path: Optional[str], output: Optional[str]) -> Dict[str,
     if path is None:
         error = "not found on PATH"
     elif first is None:
-        error = "--version gave no answer in time"
-    return {"name": name, "path": path, "version": first and first[:200], "error": error}
+        error = "no answer to --version (it failed, or took over 5 s)"
+    return {"name": line(name), "path": line(path, 4096), "version": line(first), "error": error}
 
 
 def capabilities(output: Optional[str]) -> List[str]:
     """Compute capabilities from nvidia-smi's ``compute_cap`` column ("9.0"), per GPU."""
     out = []
-    for line in (output or "").splitlines():
-        value = line.strip()
+    for row in (output or "").splitlines():
+        value = row.strip()
         if re.match(r"^[0-9]{1,3}\.[0-9]{1,3}$", value):
             out.append(value)
     return out
@@ -172,8 +183,10 @@ class _Walk:
                 return base + suffix
         return None
 
-    def modules(self, path: str) -> List[str]:
+    def modules(self, path: str, depth: int = 0) -> List[str]:
         """The origin of each module, depth first, in walk_packages' order."""
+        if depth > TRITON_DEPTH:
+            raise _Unreadable("%s: packages nested over %d deep" % (path, TRITON_DEPTH))
         out: List[str] = []
         seen = set()
         for filename in self._listdir(path):
@@ -202,7 +215,7 @@ class _Walk:
                 raise _Unreadable("over %d modules" % TRITON_MODULES)
             out.append(origin)
             if package:
-                out.extend(self.modules(full))
+                out.extend(self.modules(full, depth + 1))
         return out
 
 
@@ -308,14 +321,14 @@ def mounts() -> List[Tuple[str, str]]:
 def parse_mountinfo(raw: bytes) -> List[Tuple[str, str]]:
     """(mount point, file system type) of each line of a mountinfo file, longest first."""
     out = []
-    for line in raw.decode("utf-8", "replace").splitlines():
-        head, sep, tail = line.partition(" - ")
+    for row in raw.decode("utf-8", "replace").splitlines():
+        head, sep, tail = row.partition(" - ")
         fields = head.split(" ")
         kind = tail.split(" ")[0]
         if not sep or len(fields) < 5 or not kind:
             continue
         point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
-        out.append((point, kind))
+        out.append((point, line(kind, 64) or "?"))
     out.sort(key=lambda m: len(m[0]), reverse=True)
     return out
 
@@ -325,7 +338,7 @@ def filesystem(path: str, table: List[Tuple[str, str]]) -> Optional[str]:
     full = os.path.realpath(path)
     for point, kind in table:
         if full == point or full.startswith(point.rstrip("/") + "/"):
-            return kind[:64]
+            return kind
     return None
 
 
@@ -333,7 +346,7 @@ def filesystem(path: str, table: List[Tuple[str, str]]) -> Optional[str]:
 
 
 def _text(raw: Optional[bytes]) -> Optional[str]:
-    return None if raw is None else raw.decode("utf-8", "replace")
+    return None if raw is None else line(raw.decode("utf-8", "replace"))
 
 
 def _entry_build(data: bytes) -> Dict[str, Any]:
