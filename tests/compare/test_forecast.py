@@ -35,6 +35,18 @@ def build(**changes: Any) -> CacheBuild:
     return CacheBuild(**data)
 
 
+def _cache(kind: str, path: str, files: int, fs: str, builds: tuple[CacheBuild, ...]) -> Cache:
+    return Cache(
+        kind=kind,
+        path=path,
+        exists=files > 0,
+        bytes=1000 * files,
+        files=files,
+        fs=fs,
+        builds=builds if files else (),
+    )
+
+
 def env(
     *,
     torch: str = "2.13.0+cpu",
@@ -71,23 +83,8 @@ def env(
         ),
         env=variables or {},
         caches=(
-            Cache(
-                kind="inductor",
-                path=INDUCTOR,
-                exists=inductor_files > 0,
-                bytes=1000 * inductor_files,
-                files=inductor_files,
-                fs=fs,
-                builds=builds if inductor_files else (),
-            ),
-            Cache(
-                kind="triton",
-                path=TRITON_DIR,
-                exists=triton_files > 0,
-                bytes=1000 * triton_files,
-                files=triton_files,
-                fs=fs,
-            ),
+            _cache("inductor", INDUCTOR, inductor_files, fs, builds),
+            _cache("triton", TRITON_DIR, triton_files, fs, ()),
         ),
     )
 

@@ -4,10 +4,8 @@ a warm-up after the restore, bounded, and says how long it took."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,26 +15,15 @@ import pytest
 
 from envguard.recovery.restore import will_hit
 from envguard.snapshots.models import Cache, CacheBuild, CompileKey, Compiler, TorchBuild
+from factories import envguard_cli as envguard
 from factories import snapshot
 
-ENVGUARD = [sys.executable, "-m", "envguard"]
 ENTRY = (
     b"\x8c\x1btorch._inductor.output_code\x94\n# torch version: 2.13.0+cpu\n"
     b"# torch git version: cf30153c4c131c8164ee7798e5022d810682e2cb\n\x94"
     b"\x8cV[c7zj4qytmety6keurs3hsh5wn7foxp3dqx4kym2ucszzcb2ngrf]"
     b" inductor_config[cpp.cxx]: (None, 'g++')\x94"
 )
-
-
-def envguard(*args: str | Path, cwd: Path, env: dict[str, str]) -> Any:
-    return subprocess.run(
-        [*ENVGUARD, *map(str, args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200", **env},
-    )
 
 
 def _snap(cxx: str = "g++", torch: str = "2.13.0+cpu", builds: tuple[CacheBuild, ...] = ()) -> Any:
