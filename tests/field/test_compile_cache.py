@@ -157,15 +157,28 @@ def test_the_forecast_agrees_with_torchs_counters(field_env: Path) -> None:
     tmp = field_env
     env = uv_env()
     pythons: dict[str, Path] = {}
-    for name, links in (("base", MACHINE_WHEELS), ("cuda-build", rebuilt_torch("13.0"))):
+    venvs = (
+        ("base", MACHINE_WHEELS, ()),
+        ("cuda-build", rebuilt_torch("13.0"), ()),
+        # triton from the registry beside the CPU torch: no GPU, so not in the graph key
+        ("triton", MACHINE_WHEELS, ("triton==3.8.0",)),
+        # copies, not links into the corpus's cache: one of its files is edited below
+        ("edited", MACHINE_WHEELS, ("--link-mode=copy",)),
+    )
+    for name, links, more in venvs:
         venv = tmp / f"venv-{name}"
         uv("venv", "--quiet", "--python", sys.executable, str(venv), env=env)
         python = venv / "bin" / "python"
         uv(
             "pip", "install", "--quiet", "--python", str(python), "--find-links", str(links),
-            "torch==2.13.0+cpu", env=env,
+            "torch==2.13.0+cpu", *more, env=env,
         )  # fmt: skip
         pythons[name] = python
+    site = next((tmp / "venv-edited" / "lib").glob("python3*/site-packages"))
+    edited = site / "torch" / "_tensor_str.py"
+    assert edited.stat().st_nlink == 1  # a copy of its own
+    with edited.open("a") as f:
+        f.write("# edited in place\n")
     script = tmp / "compile_once.py"
     script.write_text(COMPILE)
 
@@ -211,6 +224,8 @@ def test_the_forecast_agrees_with_torchs_counters(field_env: Path) -> None:
         Case(
             "torch-build", "the torch build (2.13.0+cpu rebuilt for CUDA 13.0)", venv="cuda-build"
         ),
+        Case("torch-edit", "a torch source file edited in place", venv="edited"),
+        Case("triton", "triton 3.8.0 added, no GPU", venv="triton"),
     ]
     with ThreadPoolExecutor(max_workers=2) as pool:
         done = list(
@@ -222,5 +237,6 @@ def test_the_forecast_agrees_with_torchs_counters(field_env: Path) -> None:
     print(f"\n{table}(all in {time.monotonic() - started:.0f} s)")
     if os.environ.get("ENVGUARD_COMPILE_TABLE"):
         Path(os.environ["ENVGUARD_COMPILE_TABLE"]).write_text(table)
-    assert [c.forecast for c in done] == ["hit", "miss", "rebuild", "miss", "hit", "miss"], table
+    forecasts = [c.forecast for c in done]
+    assert forecasts == ["hit", "miss", "rebuild", "miss", "hit", "miss", "miss", "hit"], table
     assert all(_agrees(c) for c in done), table

@@ -97,20 +97,23 @@ def _richness(cache: Cache) -> tuple[bool, bool]:
     return cache.archive is not None, cache.kind != USER_CACHE
 
 
+# What each verdict says of the cache, after its name.
+_SAID = {"miss": "will miss", "rebuild": "will hit, then rebuild", "may-miss": "may miss"}
+
+
 def _forecast(b: Collector, ec: Cache, ac: Cache | None, e: Snapshot, a: Snapshot) -> None:
     """Whether the compile cache will be used (compare/forecast.py): the ingredients of
     its key that changed, entries built for another torch, a folder on a network fs."""
     label = f"{ec.kind} cache {ec.path}"
     if ec.files and (ec.kind in DEFAULT_KINDS or ec.builds):
         for r in forecast("triton" if ec.kind == "triton" else "inductor", e, a):
-            said = {"miss": "will miss", "rebuild": "will hit, then rebuild", "may-miss": ""}
             b.add(
                 KINDS[r.verdict],
                 f"{ec.path}: {r.ingredient}",
                 expected=r.expected,
                 actual=r.actual,
                 severity=I if r.verdict == "may-miss" else W,
-                message=f"{label} {said[r.verdict] or 'may miss'}: {r.why}",
+                message=f"{label} {_SAID[r.verdict]}: {r.why}",
             )
     if ac is None or not ac.exists:
         return
