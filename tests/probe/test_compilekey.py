@@ -365,3 +365,32 @@ def test_the_real_report_holds_the_key_ingredients() -> None:
     assert report["compile"]["cxx"]["name"] == script.compiler_name(dict(os.environ))
     assert report["compile"]["triton"] is None  # no triton in envguard's own venv
     assert report["caches"] == []  # default_caches off: the cache records are tested above
+
+
+def test_the_default_cache_folders_resolve_as_torch_and_triton_do(tmp_path: Path) -> None:
+    me = script.user()
+    assert dict(script.default_caches({"HOME": "/home/me"}))["inductor"] == (
+        f"/tmp/torchinductor_{me}"
+    )
+    # tempfile.gettempdir(): $TMPDIR when it is a folder (a cluster's job scratch)
+    found = dict(script.default_caches({"TMPDIR": str(tmp_path), "TRITON_HOME": "/scratch/t"}))
+    assert found == {
+        "inductor": str(tmp_path / f"torchinductor_{me}"),
+        "triton": "/scratch/t/.triton/cache",
+    }
+    assert dict(script.default_caches({"TMPDIR": str(tmp_path / "gone")}))["inductor"] == (
+        f"/tmp/torchinductor_{me}"
+    )
+    named = {"TORCHINDUCTOR_CACHE_DIR": "/c/i", "TRITON_CACHE_DIR": "/c/t", "TMPDIR": "/x"}
+    assert script.default_caches(named) == [("inductor", "/c/i"), ("triton", "/c/t")]
+
+
+def test_a_slow_cache_is_left_after_its_time_with_a_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(3):
+        put_entry(tmp_path, f"fk{i}", entry_bytes())
+    monkeypatch.setitem(script.cache_builds.__globals__, "ENTRIES_SECONDS", -1.0)
+    warnings: list[str] = []
+    assert script.cache_builds(str(tmp_path), warnings) == []
+    assert len(warnings) == 1 and "stopped after 0 entries (limits: 100000, -1s)" in warnings[0]
