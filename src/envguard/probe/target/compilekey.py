@@ -36,6 +36,8 @@ TRITON_NAMES = ("triton", "pytorch-triton", "pytorch-triton-rocm", "pytorch-trit
 # the tree is not triton's (or is hostile) and the digest is not computed.
 TRITON_MODULES = 5000
 TRITON_FILE_CAP = 64 << 20
+# libtriton is half a GB (3.8.0): hashed only when it is not as its RECORD says.
+LIBTRITON_CAP = 1 << 30
 TRITON_SECONDS = 5.0
 # An inductor cache holds one FX graph entry per compiled graph (tens to thousands):
 # this many are read, each up to the cap, within the time; the rest are counted, or not.
@@ -117,7 +119,7 @@ class _Unreadable(Exception):
     pass
 
 
-def _file_sha256(path: str) -> str:
+def _file_sha256(path: str, cap: int = TRITON_FILE_CAP) -> str:
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except OSError as exc:
@@ -126,8 +128,8 @@ def _file_sha256(path: str) -> str:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise _Unreadable("%s: not a regular file" % path)
-        if st.st_size > TRITON_FILE_CAP:
-            raise _Unreadable("%s: larger than %d bytes" % (path, TRITON_FILE_CAP))
+        if st.st_size > cap:
+            raise _Unreadable("%s: larger than %d bytes" % (path, cap))
         digest = hashlib.sha256()
         while True:
             block = os.read(fd, 1 << 20)
@@ -290,14 +292,16 @@ def _triton_digest(root: str, dist: Dict[str, Any]) -> Tuple[str, int]:
 
     ext = (sysconfig.get_config_var("EXT_SUFFIX") or ".so").split(".")[-1]
     lib = "triton/_C/libtriton.%s" % ext
-    recorded = _record_sha256(dist.get("metadata_dir") or "", lib)
+    # metadata_dir: the .dist-info folder's name in its site-packages (or a path)
+    info = os.path.join(dist["location"], dist.get("metadata_dir") or "")
+    recorded = _record_sha256(info, lib)
     try:
         size = os.lstat(os.path.join(dist["location"], lib)).st_size
     except OSError:
         raise _Unreadable("%s: missing" % lib) from None
     if recorded is None or recorded[1] != size:
         # Not as its RECORD says: hashed here, as triton would (bounded by the file cap).
-        contents.append(_file_sha256(os.path.join(dist["location"], lib)))
+        contents.append(_file_sha256(os.path.join(dist["location"], lib), LIBTRITON_CAP))
     else:
         contents.append(recorded[0])
     contents += [_file_sha256(p) for p in walk.modules(os.path.join(root, "language"))]
