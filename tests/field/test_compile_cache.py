@@ -179,6 +179,18 @@ def test_the_forecast_agrees_with_torchs_counters(field_env: Path) -> None:
     assert edited.stat().st_nlink == 1  # a copy of its own
     with edited.open("a") as f:
         f.write("# edited in place\n")
+    # triton's key as envguard reads it (no import) is triton's own, hashed
+    taken = envguard(
+        "snapshot", "--python", str(pythons["triton"]), "-o", str(tmp / "triton-key.json"), env=env
+    )
+    assert taken.returncode == 0, taken.stderr
+    digest = load_json((tmp / "triton-key.json").read_text())["compile"]["triton"]["digest"]  # type: ignore[index]
+    code = "import hashlib; from triton.runtime.cache import triton_key as k;"
+    code += " print(hashlib.sha256(k().encode()).hexdigest())"
+    own = subprocess.run(
+        [str(pythons["triton"]), "-I", "-c", code], capture_output=True, text=True, check=True
+    )
+    assert digest == own.stdout.strip()
     script = tmp / "compile_once.py"
     script.write_text(COMPILE)
 
