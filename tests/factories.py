@@ -346,15 +346,18 @@ def real_report() -> dict[str, Any]:
     return copy
 
 
-def envguard_cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """`envguard ARGS` as a real subprocess of this interpreter, without colour."""
+def envguard_cli(
+    *args: str | Path, cwd: Path, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`envguard ARGS` as a real subprocess of this interpreter, without colour (``env``:
+    variables set on top of this process's)."""
     return subprocess.run(
         [sys.executable, "-m", "envguard", *map(str, args)],
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"},
+        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200", **(env or {})},
         check=False,
     )
 

@@ -154,3 +154,21 @@ def test_an_annotation_points_at_the_lockfile_from_the_workspace_root(
                     severity=Severity.warning, file="uv.lock", line=12)  # fmt: skip
     out = drift_github(Drift(changes=(change,)), workspace=str(tmp_path))
     assert "file=proj/uv.lock,line=12," in out
+
+
+def test_show_names_the_compile_key_ingredients() -> None:
+    from envguard.render.table import compile_label
+    from envguard.snapshots.models import CompileKey, Compiler, TritonKey
+
+    key = CompileKey(
+        cxx=Compiler(name="g++", version="g++ (Debian 12.2.0-14) 12.2.0"),
+        triton=TritonKey(version="3.8.0", digest="ba4da488a3fd" + "0" * 52),
+        capabilities=("9.0", "9.0"),
+    )
+    assert compile_label(key) == (
+        "C++ g++ (g++ (Debian 12.2.0-14) 12.2.0), triton 3.8.0 key ba4da488a3fd,"
+        " compute capability 9.0"
+    )
+    missing = CompileKey(cxx=Compiler(name="clang++", error="not found on PATH"))
+    assert compile_label(missing) == "C++ clang++ (not found on PATH)"
+    assert compile_label(CompileKey()) == "-"

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     )
     from envguard.api.hosts import fleet, probe_payload, restore_hosts, snapshot_hosts
     from envguard.api.records import keep, log
-    from envguard.api.recover import export, plan_rebuild, rebuild, run_then, sources
+    from envguard.api.recover import export, plan_rebuild, rebuild, run_then, sources, warm
     from envguard.api.restoration import RestoreOptions, restore, restore_env
 
 # Each module and the names it exports.
@@ -92,7 +92,7 @@ _MODULES = {
     ),
     "hosts": ("fleet", "probe_payload", "restore_hosts", "snapshot_hosts"),
     "records": ("keep", "log"),
-    "recover": ("export", "plan_rebuild", "rebuild", "run_then", "sources"),
+    "recover": ("export", "plan_rebuild", "rebuild", "run_then", "sources", "warm"),
     "restoration": ("RestoreOptions", "restore", "restore_env"),
 }
 _HOME = {name: module for module, names in _MODULES.items() for name in names}
@@ -143,6 +143,7 @@ __all__ = [
     "start_document",
     "undo",
     "unprotect",
+    "warm",
 ]
 
 

@@ -21,7 +21,7 @@ from envguard.snapshots import store
 from envguard.tools import find_modern_uv
 
 if TYPE_CHECKING:
-    from envguard.recovery.outcome import Outcome
+    from envguard.recovery.outcome import Outcome, Warmup
     from envguard.recovery.plan import Plan
     from envguard.snapshots.models import Snapshot
 
@@ -292,3 +292,17 @@ def run_then(
     from envguard.recovery.execute import run_then as run
 
     run(tuple(argv), Path(venv), env=env or {})
+
+
+def warm(
+    argv: Sequence[str],
+    venv: str | Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout: float,
+) -> Warmup:
+    """Run a warm-up command (after a restore) as run_then does, for at most ``timeout``
+    seconds; its wall time and exit code."""
+    from envguard.recovery.execute import run_warm
+
+    return run_warm(tuple(argv), Path(venv), env=env or {}, timeout=timeout)

@@ -255,16 +255,27 @@ def restore(
             " with --via)."
         ),
     ] = None,
+    warm: Annotated[
+        str | None,
+        typer.Option(
+            help="Afterwards run CMD (a warm-up compile) as --then does, and say how long it took."
+        ),
+    ] = None,
+    warm_timeout: Annotated[
+        float, typer.Option(help="Seconds --warm may take before it is stopped.")
+    ] = 3600.0,
 ) -> None:
     """Bring back everything the snapshot knows: packages, repos, files, caches, variables."""
     from envguard import api
     from envguard.tools import split_command
 
     then_argv = split_command(then, option="--then") if then else None
-    if then_argv and via:
-        raise typer.BadParameter(
-            "--then runs on this host; run it there yourself", param_hint="--then"
-        )
+    warm_argv = split_command(warm, option="--warm") if warm else None
+    for argv, option in ((then_argv, "--then"), (warm_argv, "--warm")):
+        if argv and via:
+            raise typer.BadParameter(
+                f"{option} runs on this host; run it there yourself", param_hint=option
+            )
     sources = _sources(
         index_url, extra_index_url, find_links, offline, no_index, torch_index, remote=bool(via)
     )
@@ -318,6 +329,15 @@ def restore(
     if then_argv and execute:
         typer.echo(f"running: {shlex.join(then_argv)}")
         api.run_then(then_argv, venv or Path(".venv"), env=api.restore_env(snapshot_ref))
+    if warm_argv and execute:
+        from envguard.render.text import warmup_line
+
+        typer.echo(f"warming up: {shlex.join(warm_argv)}")
+        env = api.restore_env(snapshot_ref)
+        done = api.warm(warm_argv, venv or Path(".venv"), env=env, timeout=warm_timeout)
+        typer.echo(warmup_line(done))
+        if done.code != 0:
+            raise typer.Exit(1)
 
 
 def _restore_fleet(results: list[tuple[str, Any]], format: RestoreFormat) -> None:

@@ -192,7 +192,16 @@ def _plural(kind: str, n: int) -> str:
     return words.get(kind, kind.replace("_", " "))
 
 
-_CACHE_WORDS = {"cold": "cold", "missing": "cold (deleted)", "shrunk": "shrunk"}
+_CACHE_WORDS = {
+    "cold": "cold",
+    "missing": "cold (deleted)",
+    "shrunk": "shrunk",
+    "will-miss": "will miss",
+    "may-miss": "may miss",
+    "rebuild": "will rebuild its kernels",
+    "stale": "stale",
+    "network-fs": "on a network file system",
+}
 
 
 def _cache_label(change: Change) -> str:

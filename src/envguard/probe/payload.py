@@ -28,6 +28,7 @@ TARGET_MODULES = (
     "dists",
     "installed",
     "torchbuild",
+    "compilekey",
     "elf",
     "symbols",
     "ldso",

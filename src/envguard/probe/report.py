@@ -22,7 +22,7 @@ from envguard.probe.spec import REPORT_SPEC
 from envguard.reading import UNSAFE_CHARS, not_json_constant
 
 # The version of probe/target/main.py this host sends; a report of another is refused.
-PROBE_VERSION = 6
+PROBE_VERSION = 7
 # A report larger than this is not a real environment's (271 real dists: about 0.3 MB).
 MAX_REPORT_BYTES = 64 << 20
 _CONTROL = re.compile("[" + UNSAFE_CHARS + "]")
@@ -112,6 +112,19 @@ class ReportRepo(TypedDict):
     error: Line | None
 
 
+class ReportCacheBuild(TypedDict):
+    """Who built an inductor cache's FX graph entries (probe/target/compilekey.py)."""
+
+    torch: Line | None
+    git_version: Line | None
+    torch_key: Line | None
+    system: Line | None
+    cxx: Line | None
+    device: Line | None
+    triton: Line | None
+    entries: int
+
+
 class ReportCache(TypedDict):
     kind: Line
     path: Line
@@ -122,6 +135,30 @@ class ReportCache(TypedDict):
     newest_mtime: float | None
     unreadable_dirs: int
     error: Line | None
+    fs: Line | None
+    builds: list[ReportCacheBuild]
+
+
+class ReportCompiler(TypedDict):
+    name: Line
+    path: Line | None
+    version: Line | None
+    error: Line | None
+
+
+class ReportTriton(TypedDict):
+    version: Line
+    digest: Line | None
+    files: int
+    error: Line | None
+
+
+class ReportCompile(TypedDict):
+    """What torch.compile's cache keys are made of, beyond torch and Python."""
+
+    cxx: ReportCompiler
+    triton: ReportTriton | None
+    capabilities: list[Line]
 
 
 class ReportAccelerator(TypedDict):
@@ -186,6 +223,7 @@ class ProbeReport(TypedDict):
     caches: list[ReportCache]
     env: dict[Line, Text]
     accelerator: ReportAccelerator
+    compile: ReportCompile
     warnings: list[Text]
 
 

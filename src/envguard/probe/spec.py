@@ -330,6 +330,48 @@ REPORT_SPEC: Any = (
                         "?",
                         "line",
                     ),
+                    "fs": (
+                        "?",
+                        "line",
+                    ),
+                    "builds": (
+                        "list",
+                        (
+                            "fields",
+                            {
+                                "torch": (
+                                    "?",
+                                    "line",
+                                ),
+                                "git_version": (
+                                    "?",
+                                    "line",
+                                ),
+                                "torch_key": (
+                                    "?",
+                                    "line",
+                                ),
+                                "system": (
+                                    "?",
+                                    "line",
+                                ),
+                                "cxx": (
+                                    "?",
+                                    "line",
+                                ),
+                                "device": (
+                                    "?",
+                                    "line",
+                                ),
+                                "triton": (
+                                    "?",
+                                    "line",
+                                ),
+                                "entries": "int",
+                            },
+                            frozenset([]),
+                        ),
+                    ),
                 },
                 frozenset([]),
             ),
@@ -357,6 +399,54 @@ REPORT_SPEC: Any = (
                 ),
                 "source": (
                     "?",
+                    "line",
+                ),
+            },
+            frozenset([]),
+        ),
+        "compile": (
+            "fields",
+            {
+                "cxx": (
+                    "fields",
+                    {
+                        "name": "line",
+                        "path": (
+                            "?",
+                            "line",
+                        ),
+                        "version": (
+                            "?",
+                            "line",
+                        ),
+                        "error": (
+                            "?",
+                            "line",
+                        ),
+                    },
+                    frozenset([]),
+                ),
+                "triton": (
+                    "?",
+                    (
+                        "fields",
+                        {
+                            "version": "line",
+                            "digest": (
+                                "?",
+                                "line",
+                            ),
+                            "files": "int",
+                            "error": (
+                                "?",
+                                "line",
+                            ),
+                        },
+                        frozenset([]),
+                    ),
+                ),
+                "capabilities": (
+                    "list",
                     "line",
                 ),
             },

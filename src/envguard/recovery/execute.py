@@ -31,7 +31,7 @@ from envguard.lifecycle import (
     signals_handled,
     start_child,
 )
-from envguard.recovery.outcome import Outcome
+from envguard.recovery.outcome import Outcome, Warmup
 from envguard.recovery.plan import Plan, RunStep, SwapStep, VerifyStep, safe_label
 from envguard.snapshots.models import Snapshot
 
@@ -597,20 +597,45 @@ def not_restored(snapshot: Snapshot, live: Snapshot) -> list[str]:
     return restore_hints(rest.changes, snapshot)
 
 
-def run_then(argv: tuple[str, ...], venv: Path, *, env: Mapping[str, str] | None = None) -> None:
-    """Run the user's --then command with ``venv`` active and ``env`` set; ActionError when
-    it fails."""
+def _user_env(venv: Path, env: Mapping[str, str] | None) -> dict[str, str]:
+    """The user's environment with ``venv`` active and the recorded variables set."""
     from envguard.tools import user_environ
 
-    env = {
+    return {
         **user_environ(),
         **(env or {}),
         "VIRTUAL_ENV": str(venv),
         "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
     }
+
+
+def run_then(argv: tuple[str, ...], venv: Path, *, env: Mapping[str, str] | None = None) -> None:
+    """Run the user's --then command with ``venv`` active and ``env`` set; ActionError when
+    it fails."""
     try:
-        code = subprocess.run(list(argv), env=env, check=False).returncode
+        code = subprocess.run(list(argv), env=_user_env(venv, env), check=False).returncode
     except OSError as exc:
         raise ActionError(f"--then {argv[0]}: cannot run it ({exc.strerror})") from None
     if code != 0:
         raise ActionError(f"--then command exited {code} (the rebuilt venv is in place)")
+
+
+def run_warm(
+    argv: tuple[str, ...], venv: Path, *, env: Mapping[str, str] | None = None, timeout: float
+) -> Warmup:
+    """Run the user's --warm command (a warm-up compile) as --then does, its output shown,
+    for at most ``timeout`` seconds (then its whole process group is stopped); timed."""
+    import time
+
+    started = time.monotonic()
+    try:
+        proc = start_child(list(argv), env=_user_env(venv, env))
+    except OSError as exc:
+        raise ActionError(f"--warm {argv[0]}: cannot run it ({exc.strerror})") from None
+    try:
+        code: int | None = proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        end_chain(proc, grace=1.0)
+        code = None
+    forget(proc.pid)  # an interrupt above leaves it registered: kill_running() ends it
+    return Warmup(tuple(argv), round(time.monotonic() - started, 1), code, timeout)

@@ -28,6 +28,17 @@ class Outcome:
     not_restored: list[str] = field(default_factory=list)  # repos, files, caches
 
 
+@dataclass(frozen=True)
+class Warmup:
+    """What a `restore --warm` command took: its wall seconds and exit code (None: it was
+    stopped at the timeout)."""
+
+    argv: tuple[str, ...]
+    seconds: float
+    code: int | None
+    timeout: float
+
+
 Status = Literal["planned", "restored", "already", "refused", "failed", "skipped"]
 Kind = Literal["packages", "repo", "file", "cache", "env"]
 

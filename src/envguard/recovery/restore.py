@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from envguard.compare.sections.caches import one_per_folder
+from envguard.compare.forecast import forecast, stale
+from envguard.compare.sections.caches import DEFAULT_KINDS, one_per_folder
 from envguard.confine import OUTSIDE
 from envguard.errors import ActionError, EnvguardError
 from envguard.recovery.outcome import Item
@@ -310,6 +311,26 @@ def stack_difference(snap: Snapshot, live: Snapshot, *, machine_only: bool = Fal
     return None
 
 
+def will_hit(cache: Cache, snap: Snapshot, live: Snapshot) -> str | None:
+    """Whether a cache kept in ``snap`` will be used in ``live`` (compare/forecast.py), in
+    words; None for a folder that is no compile cache envguard knows the key of."""
+    if cache.kind not in DEFAULT_KINDS and not cache.builds:
+        return None
+    reasons = forecast("triton" if cache.kind == "triton" else "inductor", snap, live)
+    misses = [r.why for r in reasons if r.verdict == "miss"]
+    why = stale(cache, live)  # the kept entries' own word, when no ingredient says more
+    if misses or why:
+        return f"it will miss here: {'; '.join(misses or [str(why)])}"
+    for verdict, said in (
+        ("rebuild", "it will hit, then rebuild its C++ kernels"),
+        ("may-miss", "it may miss here"),
+    ):
+        found = [r.why for r in reasons if r.verdict == verdict]
+        if found:
+            return f"{said}: {'; '.join(found)}"
+    return "it will hit: nothing in its key changed"
+
+
 def restore_caches(ctx: Context, stack_live: Snapshot, *, rebuild_pending: bool) -> list[Item]:
     """Each kept compile cache put back (extracted beside, renamed in), only on the exact
     stack it was compiled for (in a plan whose packages are still to be rebuilt: the GPU
@@ -343,12 +364,15 @@ def _restore_cache(
             status="refused",
             detail=f"{cache.path}: compiled for another stack ({differs})",
         )
+    # Whether it will be used once back: known now, or once the packages match.
+    hit = None if rebuild_pending else will_hit(cache, ctx.snap, stack_live)
+    hit = f"; {hit}" if hit else ""
     if now.exists and (now.files, now.bytes) == (archive.files, archive.bytes):
         return Item(
             kind="cache",
             name=name,
             status="already",
-            detail=f"{cache.path}: {archive.files} files, {archive.bytes} bytes, as kept",
+            detail=f"{cache.path}: {archive.files} files, {archive.bytes} bytes, as kept{hit}",
         )
     found = ctx.blobs.path(archive.sha256)
     if not found.is_file():  # its hash is checked as it is unpacked: one read of it
@@ -364,7 +388,8 @@ def _restore_cache(
             name=name,
             status="planned",
             detail=f"unpack {archive.files} files into {cache.path}"
-            + (" once the packages match (the stack is checked then)" if rebuild_pending else ""),
+            + (" once the packages match (the stack is checked then)" if rebuild_pending else "")
+            + hit,
         )
     ctx.status(f"restoring {cache.path}")
     try:
@@ -392,7 +417,7 @@ def _restore_cache(
         kind="cache",
         name=name,
         status="restored",
-        detail=f"{cache.path}: {answer['files']} files, {answer['bytes']} bytes",
+        detail=f"{cache.path}: {answer['files']} files, {answer['bytes']} bytes{hit}",
         verified=f"archive sha256 {archive.sha256[:16]}..., file count and bytes",
         kept=answer.get("displaced"),
     )

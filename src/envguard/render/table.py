@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from envguard.compare.models import Drift, FleetReport
     from envguard.recovery.plan import Plan
     from envguard.snapshots.history import Entry
-    from envguard.snapshots.models import Fit, MetricValue, Snapshot
+    from envguard.snapshots.models import CompileKey, Fit, MetricValue, Snapshot
     from envguard.snapshots.store import Listed
 
 
@@ -91,6 +91,20 @@ def metrics_label(metrics: dict[str, MetricValue]) -> str:
     return ", ".join(f"{k}={v}" for k, v in redact_metrics(metrics).items()) or "-"
 
 
+def compile_label(key: CompileKey) -> str:
+    """``C++ g++ (gcc 12.2.0), triton 3.8.0 key ba4da488a3fd, compute capability 9.0``:
+    what torch.compile's cache keys hold beyond torch, Python and the variables."""
+    parts = []
+    if key.cxx is not None:
+        parts.append(f"C++ {key.cxx.name} ({key.cxx.version or key.cxx.error or 'no version'})")
+    if key.triton is not None:
+        digest = key.triton.digest[:12] if key.triton.digest else "not computed"
+        parts.append(f"triton {key.triton.version} key {digest}")
+    if key.capabilities:
+        parts.append(f"compute capability {', '.join(sorted(set(key.capabilities)))}")
+    return ", ".join(parts) or "-"
+
+
 def show_snapshot(snap: Snapshot, console: Console) -> None:
     """The rich summary printed by `envguard show`."""
     i = snap.interpreter
@@ -118,6 +132,8 @@ def show_snapshot(snap: Snapshot, console: Console) -> None:
         else (f"driver {a.driver}" if a.driver else "none")
     )
     _row(head, "accelerator", accel + (f", nvcc {a.nvcc}" if a.nvcc else ""))
+    if snap.compile is not None:
+        _row(head, "compile", compile_label(snap.compile))
     _row(head, "metrics", metrics_label(snap.metrics))
     if snap.note:
         from envguard.redact import redact_text

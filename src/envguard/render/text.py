@@ -21,7 +21,7 @@ if TYPE_CHECKING:
         FleetReport,
         FleetValue,
     )
-    from envguard.recovery.outcome import Item, Outcome, RestoreReport
+    from envguard.recovery.outcome import Item, Outcome, RestoreReport, Warmup
     from envguard.snapshots.document import Document
 
 
@@ -253,6 +253,13 @@ def restore_report(report: RestoreReport) -> str:
     elif not report.ok:
         lines.append("some items were not restored (see above); the others were")
     return "\n".join(lines)
+
+
+def warmup_line(done: Warmup) -> str:
+    """``warm-up: 4.3 s (exit 0)``: what `restore --warm CMD` took."""
+    if done.code is None:
+        return f"warm-up: stopped after {done.seconds:g} s (--warm-timeout {done.timeout:g})"
+    return f"warm-up: {done.seconds:g} s (exit {done.code})"
 
 
 def _what(item: Item) -> str:

@@ -228,6 +228,8 @@ def _caches(raw: list[ReportCache]) -> list[Document]:
             "files": c["files"],
             "newest_mtime": c["newest_mtime"],
             "archive": None,
+            "fs": c["fs"],
+            "builds": sorted(c["builds"], key=lambda b: (-b["entries"], str(b["torch"]))),
         }
         if c.get("error"):
             cache["error"] = c["error"]
@@ -280,6 +282,7 @@ def from_report(report: ProbeReport, request: CaptureRequest) -> Document:
         "clashes": report.get("clashes"),
         "unowned": report.get("unowned"),
         "fit": report.get("fit"),
+        "compile": report["compile"],
     }
 
 

@@ -232,6 +232,36 @@ Sha256 = Annotated[str, StringConstraints(pattern="^[0-9a-f]{64}$")]
 FileMode = Annotated[StrictInt, Field(ge=0, le=0o7777)]
 
 
+class Compiler(Model):
+    """The C++ compiler torch inductor calls ($CXX, else g++) and the first line of
+    its --version."""
+
+    name: Line
+    path: Line | None = None
+    version: Line | None = None
+    error: Line | None = None
+
+
+class TritonKey(Model):
+    """triton's version and the sha256 of its triton_key(), computed from the same
+    files without importing triton."""
+
+    version: VersionText
+    digest: Sha256 | None = None
+    files: int = 0
+    error: Line | None = None
+
+
+class CompileKey(Model):
+    """What torch.compile's cache keys are made of, beyond torch, Python and the
+    variables (recorded in their own sections)."""
+
+    cxx: Compiler | None = None
+    triton: TritonKey | None = None
+    # Each GPU's compute capability ("9.0"); () without one.
+    capabilities: tuple[Line, ...] = ()
+
+
 class FileDigest(Model):
     path: str
     sha256: Sha256 | None = None
@@ -259,6 +289,22 @@ class CacheArchive(Model):
     compressed: int
 
 
+class CacheBuild(Model):
+    """Who built some of an inductor cache's FX graph entries, as the entries say
+    (probe/target/compilekey.py): torch's version and git hash, the hashes the entries'
+    keys hold of torch's sources (torch_key) and of the system (device, triton), the
+    compiler inductor's config named, the GPU, and the sha256 of triton's key."""
+
+    torch: VersionText | None = None
+    git_version: Line | None = None
+    torch_key: Line | None = None
+    system: Line | None = None
+    cxx: Line | None = None
+    device: Line | None = None
+    triton: Line | None = None
+    entries: int = 0
+
+
 class Cache(Model):
     kind: str
     path: str
@@ -268,6 +314,10 @@ class Cache(Model):
     files: int = 0
     newest_mtime: float | None = None
     archive: CacheArchive | None = None
+    # The file system the folder lies on (/proc/self/mountinfo's type: ext4, nfs4, ...).
+    fs: Annotated[Line | None, Since(4)] = None
+    # Who built its FX graph entries (an inductor cache); () when it holds none.
+    builds: Annotated[tuple[CacheBuild, ...], Since(4), Field(max_length=20)] = ()
     # Why a live cache was not walked (see FileDigest.error). Never written.
     error: Line | None = Field(default=None, exclude=True)
 
@@ -301,6 +351,8 @@ class Snapshot(Model):
     unowned: Annotated[tuple[Line, ...] | None, Since(2), Field(max_length=200)] = None
     # Compiled extensions that cannot load; None: not checked (an older snapshot).
     fit: Annotated[Fit | None, Since(3)] = None
+    # torch.compile's key ingredients; None: not recorded (a snapshot before minor 3).
+    compile: Annotated[CompileKey | None, Since(4)] = None
 
     @field_serializer("schema_minor")
     def _written_now(self, minor: int) -> int:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from envguard.snapshots.models import Snapshot
 
 # The largest Since(minor) of any field: what a file written now is.
-SCHEMA_MINOR = 3
+SCHEMA_MINOR = 4
 
 _KEYS_Snapshot = frozenset(
     [
@@ -46,10 +46,11 @@ _KEYS_Snapshot = frozenset(
         "clashes",
         "unowned",
         "fit",
+        "compile",
     ]
 )
 _REQUIRED_Snapshot = _KEYS_Snapshot - frozenset(
-    ["schema_minor", "libraries", "clashes", "unowned", "fit"]
+    ["schema_minor", "libraries", "clashes", "unowned", "fit", "compile"]
 )
 _KEYS_Interpreter = frozenset(
     [
@@ -116,16 +117,34 @@ _KEYS_FileDigest = frozenset(
 )
 _REQUIRED_FileDigest = _KEYS_FileDigest - frozenset(["read_from", "error", "mode"])
 _KEYS_Cache = frozenset(
-    ["kind", "path", "exists", "readable", "bytes", "files", "newest_mtime", "archive", "error"]
+    [
+        "kind",
+        "path",
+        "exists",
+        "readable",
+        "bytes",
+        "files",
+        "newest_mtime",
+        "archive",
+        "fs",
+        "builds",
+        "error",
+    ]
 )
-_REQUIRED_Cache = _KEYS_Cache - frozenset(["error"])
+_REQUIRED_Cache = _KEYS_Cache - frozenset(["fs", "builds", "error"])
 _KEYS_CacheArchive = frozenset(["sha256", "files", "bytes", "compressed"])
+_KEYS_CacheBuild = frozenset(
+    ["torch", "git_version", "torch_key", "system", "cxx", "device", "triton", "entries"]
+)
 _KEYS_Clash = frozenset(["path", "claimants", "owner"])
 _KEYS_Claimant = frozenset(["name", "version"])
 _KEYS_Fit = frozenset(["checked", "broken"])
 _KEYS_Unfit = frozenset(
     ["path", "dist", "missing", "versions", "symbols", "symbol_count", "symbols_from"]
 )
+_KEYS_CompileKey = frozenset(["cxx", "triton", "capabilities"])
+_KEYS_Compiler = frozenset(["name", "path", "version", "error"])
+_KEYS_TritonKey = frozenset(["version", "digest", "files", "error"])
 
 # Every model's fields: what a reader knows (store.py reads past the rest of a newer
 # minor version's file).
@@ -142,10 +161,14 @@ FIELDS: dict[str, frozenset[str]] = {
     "FileDigest": _KEYS_FileDigest,
     "Cache": _KEYS_Cache,
     "CacheArchive": _KEYS_CacheArchive,
+    "CacheBuild": _KEYS_CacheBuild,
     "Clash": _KEYS_Clash,
     "Claimant": _KEYS_Claimant,
     "Fit": _KEYS_Fit,
     "Unfit": _KEYS_Unfit,
+    "CompileKey": _KEYS_CompileKey,
+    "Compiler": _KEYS_Compiler,
+    "TritonKey": _KEYS_TritonKey,
 }
 # Where a model nests another: model -> field -> the nested model.
 NESTED: dict[str, dict[str, str]] = {
@@ -160,11 +183,13 @@ NESTED: dict[str, dict[str, str]] = {
         "caches": "Cache",
         "clashes": "Clash",
         "fit": "Fit",
+        "compile": "CompileKey",
     },
     "Package": {"source": "Source", "on_disk": "OnDisk"},
-    "Cache": {"archive": "CacheArchive"},
+    "Cache": {"archive": "CacheArchive", "builds": "CacheBuild"},
     "Clash": {"claimants": "Claimant"},
     "Fit": {"broken": "Unfit"},
+    "CompileKey": {"cxx": "Compiler", "triton": "TritonKey"},
 }
 SNAPSHOT_KEYS = _KEYS_Snapshot
 # What only a live side carries (Field(exclude=True)), by the snapshot's field.
@@ -245,6 +270,7 @@ def _fits_Snapshot(d: Any) -> bool:
             )
         )
         and ("fit" not in d or (d["fit"] is None or _fits_Fit(d["fit"])))
+        and ("compile" not in d or (d["compile"] is None or _fits_CompileKey(d["compile"])))
         and _c.one_entry_per_package(d)
     )
 
@@ -430,6 +456,15 @@ def _fits_Cache(d: Any) -> bool:
         and (type(d["files"]) is int)
         and (d["newest_mtime"] is None or _c.finite_float(d["newest_mtime"]))
         and (d["archive"] is None or _fits_CacheArchive(d["archive"]))
+        and ("fs" not in d or (d["fs"] is None or _c.line(d["fs"])))
+        and (
+            "builds" not in d
+            or (
+                type(d["builds"]) is list
+                and len(d["builds"]) <= 20
+                and all(_fits_CacheBuild(x0) for x0 in d["builds"])
+            )
+        )
         and ("error" not in d or (d["error"] is None or _c.line(d["error"])))
     )
 
@@ -442,6 +477,21 @@ def _fits_CacheArchive(d: Any) -> bool:
         and (type(d["files"]) is int)
         and (type(d["bytes"]) is int)
         and (type(d["compressed"]) is int)
+    )
+
+
+def _fits_CacheBuild(d: Any) -> bool:
+    return (
+        type(d) is dict
+        and d.keys() == _KEYS_CacheBuild
+        and (d["torch"] is None or _c.bounded(d["torch"], 256))
+        and (d["git_version"] is None or _c.line(d["git_version"]))
+        and (d["torch_key"] is None or _c.line(d["torch_key"]))
+        and (d["system"] is None or _c.line(d["system"]))
+        and (d["cxx"] is None or _c.line(d["cxx"]))
+        and (d["device"] is None or _c.line(d["device"]))
+        and (d["triton"] is None or _c.line(d["triton"]))
+        and (type(d["entries"]) is int)
     )
 
 
@@ -507,6 +557,38 @@ def _fits_Unfit(d: Any) -> bool:
     )
 
 
+def _fits_CompileKey(d: Any) -> bool:
+    return (
+        type(d) is dict
+        and d.keys() == _KEYS_CompileKey
+        and (d["cxx"] is None or _fits_Compiler(d["cxx"]))
+        and (d["triton"] is None or _fits_TritonKey(d["triton"]))
+        and (type(d["capabilities"]) is list and all(_c.line(x0) for x0 in d["capabilities"]))
+    )
+
+
+def _fits_Compiler(d: Any) -> bool:
+    return (
+        type(d) is dict
+        and d.keys() == _KEYS_Compiler
+        and (_c.line(d["name"]))
+        and (d["path"] is None or _c.line(d["path"]))
+        and (d["version"] is None or _c.line(d["version"]))
+        and (d["error"] is None or _c.line(d["error"]))
+    )
+
+
+def _fits_TritonKey(d: Any) -> bool:
+    return (
+        type(d) is dict
+        and d.keys() == _KEYS_TritonKey
+        and (_c.bounded(d["version"], 256))
+        and (d["digest"] is None or _c.matches(d["digest"], _PATTERN_0))
+        and (type(d["files"]) is int)
+        and (d["error"] is None or _c.line(d["error"]))
+    )
+
+
 def _built_Snapshot(d: Any, m: Any) -> Any:
     v = {
         **d,
@@ -533,6 +615,8 @@ def _built_Snapshot(d: Any, m: Any) -> Any:
         v["unowned"] = None if d["unowned"] is None else tuple(d["unowned"])
     if "fit" in d:
         v["fit"] = None if d["fit"] is None else _built_Fit(d["fit"], m)
+    if "compile" in d:
+        v["compile"] = None if d["compile"] is None else _built_CompileKey(d["compile"], m)
     return m.Snapshot.model_construct(**v)
 
 
@@ -586,13 +670,18 @@ def _built_FileDigest(d: Any, m: Any) -> Any:
 
 
 def _built_Cache(d: Any, m: Any) -> Any:
-    return m.Cache.model_construct(
-        **{**d, "archive": (None if d["archive"] is None else _built_CacheArchive(d["archive"], m))}
-    )
+    v = {**d, "archive": (None if d["archive"] is None else _built_CacheArchive(d["archive"], m))}
+    if "builds" in d:
+        v["builds"] = tuple(_built_CacheBuild(x0, m) for x0 in d["builds"])
+    return m.Cache.model_construct(**v)
 
 
 def _built_CacheArchive(d: Any, m: Any) -> Any:
     return m.CacheArchive.model_construct(**d)
+
+
+def _built_CacheBuild(d: Any, m: Any) -> Any:
+    return m.CacheBuild.model_construct(**d)
 
 
 def _built_Clash(d: Any, m: Any) -> Any:
@@ -620,3 +709,22 @@ def _built_Unfit(d: Any, m: Any) -> Any:
             "symbols": tuple(d["symbols"]),
         }
     )
+
+
+def _built_CompileKey(d: Any, m: Any) -> Any:
+    return m.CompileKey.model_construct(
+        **{
+            **d,
+            "cxx": (None if d["cxx"] is None else _built_Compiler(d["cxx"], m)),
+            "triton": (None if d["triton"] is None else _built_TritonKey(d["triton"], m)),
+            "capabilities": tuple(d["capabilities"]),
+        }
+    )
+
+
+def _built_Compiler(d: Any, m: Any) -> Any:
+    return m.Compiler.model_construct(**d)
+
+
+def _built_TritonKey(d: Any, m: Any) -> Any:
+    return m.TritonKey.model_construct(**d)

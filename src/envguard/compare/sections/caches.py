@@ -1,4 +1,5 @@
-"""Compile caches (torch inductor, triton, --cache): cold, shrunk, unreadable."""
+"""Compile caches (torch inductor, triton, --cache): cold, shrunk, unreadable, and
+whether they will be used (will miss, stale, on a network file system)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import posixpath
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
+from envguard.compare.forecast import KINDS, forecast, networked, stale
 from envguard.compare.sections.base import Section
 from envguard.compare.severity import Severity
 from envguard.snapshots.request import USER_CACHE
@@ -95,10 +97,56 @@ def _richness(cache: Cache) -> tuple[bool, bool]:
     return cache.archive is not None, cache.kind != USER_CACHE
 
 
+# What each verdict says of the cache, after its name.
+_SAID = {"miss": "will miss", "rebuild": "will hit, then rebuild", "may-miss": "may miss"}
+
+
+def _forecast(b: Collector, ec: Cache, ac: Cache | None, e: Snapshot, a: Snapshot) -> None:
+    """Whether the compile cache will be used (compare/forecast.py): the ingredients of
+    its key that changed, entries built for another torch, a folder on a network fs."""
+    label = f"{ec.kind} cache {ec.path}"
+    if ec.files and (ec.kind in DEFAULT_KINDS or ec.builds):
+        for r in forecast("triton" if ec.kind == "triton" else "inductor", e, a):
+            b.add(
+                KINDS[r.verdict],
+                f"{ec.path}: {r.ingredient}",
+                expected=r.expected,
+                actual=r.actual,
+                severity=I if r.verdict == "may-miss" else W,
+                message=f"{label} {_SAID[r.verdict]}: {r.why}",
+            )
+    if ac is None or not ac.exists:
+        return
+    why = stale(ac, a) if ac.files else None
+    if why:
+        b.add(
+            "stale",
+            ac.path,
+            expected="entries for this torch",
+            actual="stale",
+            # Already so in the good snapshot: said, not drift.
+            severity=I if stale(ec, e) else W,
+            message=f"{label} is stale: {why}; every graph will miss",
+        )
+    if networked(ac.fs):
+        b.add(
+            "network-fs",
+            ac.path,
+            expected=ec.fs,
+            actual=ac.fs,
+            severity=I if networked(ec.fs) else W,
+            message=f"{label} is on {ac.fs}, a network file system: a cache shared between"
+            " nodes there is a known source of races (its writers rename and lock files,"
+            " which are not atomic across nodes)",
+        )
+
+
 def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
     actual = {(c.kind, c.path): c for c in a.caches}
     for ec in one_per_folder(e.caches):
-        _cache(b, ec, actual.get((ec.kind, ec.path)))
+        ac = actual.get((ec.kind, ec.path))
+        _cache(b, ec, ac)
+        _forecast(b, ec, ac, e, a)
 
 
 def identity(snap: Snapshot) -> Iterator[tuple[str, str]]:

@@ -14,6 +14,16 @@ import json
 import os
 import sys
 
+from .compilekey import (
+    cache_builds,
+    capabilities,
+    compiler,
+    compiler_name,
+    compiler_path,
+    filesystem,
+    mounts,
+    triton_key,
+)
 from .confine import OUTSIDE, roots_for
 from .distcache import QUIET_SECONDS, DistCache, cache_path
 from .dists import scan_packages, site_dirs
@@ -31,7 +41,7 @@ if TYPE_CHECKING:
     from typing import Any, Dict, List
 
 # Bumped when the report's shape changes; the host checks it (envguard/probe/report.py).
-PROBE_VERSION = 6
+PROBE_VERSION = 7
 
 
 def probe(args: Dict[str, Any]) -> Dict[str, Any]:
@@ -41,6 +51,11 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
     # Slow external tools run while the file system is read.
     smi = start_tool(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
     nvcc = start_tool(["nvcc", "--version"])
+    caps = start_tool(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"])
+    # The compiler torch inductor would call, named by this environment (never a snapshot).
+    cxx_name = compiler_name(environ)
+    cxx_path = compiler_path(cxx_name, environ)
+    cxx = start_tool([cxx_path, "--version"]) if cxx_path else None
     warnings: List[str] = []
     sites = site_dirs()
     cached = DistCache(
@@ -69,6 +84,7 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
     # A snapshot's own list is measured as written: an older file may hold a folder twice,
     # and each of its entries needs its live record.
     folders = set()
+    table = mounts()
     for kind, path in wanted:
         full = os.path.abspath(os.path.expanduser(path))
         if capture:
@@ -76,12 +92,17 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
             if folder in folders:
                 continue
             folders.add(folder)
+        builds = []
         if roots.admits(full, cache=True):
             cache = walk_tree(full, warnings)
+            if cache["exists"]:
+                builds = cache_builds(full, warnings)
         else:
             cache = not_walked(full)
             cache["error"] = OUTSIDE + " (--allow PATH reads it)"
         cache["kind"] = kind
+        cache["fs"] = filesystem(full, table)
+        cache["builds"] = builds
         if cache["unreadable_dirs"]:
             warnings.append(
                 "%s: %d unreadable entries not counted" % (cache["path"], cache["unreadable_dirs"])
@@ -106,6 +127,11 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
         "caches": caches,
         "env": capture_env(environ) if args.get("env", True) else {},
         "accelerator": accelerator(finish_tool(smi), finish_tool(nvcc)),
+        "compile": {
+            "cxx": compiler(cxx_name, cxx_path, finish_tool(cxx, timeout=5.0)),
+            "triton": triton_key(packages, warnings),
+            "capabilities": capabilities(finish_tool(caps)),
+        },
         "warnings": warnings,
     }
 

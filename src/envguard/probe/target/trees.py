@@ -120,12 +120,21 @@ def not_walked(root: str) -> Dict[str, Any]:
 
 
 def default_caches(environ: Dict[str, str]) -> List[Tuple[str, str]]:
-    """torch inductor's and triton's cache directories, as they resolve them."""
-    inductor = environ.get("TORCHINDUCTOR_CACHE_DIR") or os.path.join(
-        "/tmp", "torchinductor_" + user()
-    )
+    """torch inductor's and triton's cache directories, as they resolve them: inductor's
+    $TORCHINDUCTOR_CACHE_DIR, else torchinductor_<user> in tempfile.gettempdir()'s folder
+    ($TMPDIR, $TEMP or $TMP when a folder, else /tmp); triton's $TRITON_CACHE_DIR, else
+    .triton/cache in $TRITON_HOME, else in the home folder."""
+    inductor = environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if not inductor:
+        temp = next(
+            (environ[k] for k in ("TMPDIR", "TEMP", "TMP") if os.path.isdir(environ.get(k) or "")),
+            "/tmp",
+        )
+        # torch's default_cache_dir() replaces what a file name cannot hold
+        name = "torchinductor_" + "".join("_" if c in '\\/:*?"<>|' else c for c in user())
+        inductor = os.path.join(os.path.abspath(temp), name)
     triton = environ.get("TRITON_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".triton", "cache"
+        environ.get("TRITON_HOME") or os.path.expanduser("~"), ".triton", "cache"
     )
     return [("inductor", inductor), ("triton", triton)]
 
