@@ -11,28 +11,10 @@ from typing import Any
 
 import pytest
 
-from elflibs import EXT, cc, needs_gcc, torch_site
-from factories import load_target, make_dist_info
+from elflibs import CUBIN, EXT, PTX, entry, fatbin, fatbin_extension, needs_gcc, torch_site
+from factories import load_target
 
 script = load_target()
-
-PTX, CUBIN = 1, 2
-
-
-def entry(kind: int, arch: int, payload: int = 24, *, size: int | None = None) -> bytes:
-    """One fatbin entry: a 64-byte header (kind, header size, payload size, arch at byte 28)
-    and ``payload`` bytes; ``size`` overrides the payload size the header claims."""
-    claimed = payload if size is None else size
-    head = struct.pack(
-        "<HHIQIIHHIIIQQQ", kind, 0x101, 64, claimed, 0, 0, 0, 0, arch, 0, 0, 0x11, 0, 0
-    )
-    return head + b"\xab" * payload
-
-
-def fatbin(*entries: bytes, fat_size: int | None = None) -> bytes:
-    body = b"".join(entries)
-    claimed = len(body) if fat_size is None else fat_size
-    return struct.pack("<IHHQ", 0xBA55ED50, 1, 16, claimed) + body
 
 
 def elf_with(section: bytes, name: bytes = b".nv_fatbin") -> bytes:
@@ -109,24 +91,13 @@ def test_a_zero_size_entry_loop_is_bounded(tmp_path: Path) -> None:
         archs(tmp_path, section)
 
 
-def _vision(site: Path, blob: Path) -> None:
-    """vision/_C.so, calling torch's c10_a, with ``blob`` as its .nv_fatbin section."""
-    source = (
-        "int c10_a(void);\nint vision_init(void) { return c10_a(); }\n"
-        f'__asm__(".section .nv_fatbin,\\"a\\"\\n.incbin \\"{blob}\\"\\n.previous");\n'
-    )
-    cc(site / EXT, source, link=(site / "torch" / "lib" / "libc10.so",))
-    if not (site / "vision-0.29.1.dist-info").exists():
-        make_dist_info(site, "vision", "0.29.1", record=f"{EXT},sha256=x,1\n")
-
-
 @needs_gcc
 def test_the_fit_records_an_extensions_archs_and_warns_on_a_lying_one(tmp_path: Path) -> None:
     site = tmp_path / "site"
     torch_site(site, "c10_a")
     blob = tmp_path / "fatbin.bin"
     blob.write_bytes(fatbin(entry(CUBIN, 75), entry(CUBIN, 86), entry(PTX, 86)))
-    _vision(site, blob)
+    fatbin_extension(site, blob)
     warnings: list[str] = []
     packages = script.scan_packages([str(site)], warnings)
     found = script.fit([str(site)], packages, None, {}, warnings, None)
@@ -136,7 +107,7 @@ def test_the_fit_records_an_extensions_archs_and_warns_on_a_lying_one(tmp_path: 
     ]
     # The same section, its entry claiming more than the fat binary holds.
     blob.write_bytes(fatbin(entry(CUBIN, 75, size=1 << 40)))
-    _vision(site, blob)
+    fatbin_extension(site, blob)
     warnings = []
     found = script.fit([str(site)], packages, None, {}, warnings, None)
     assert found["archs"] == []
@@ -169,7 +140,7 @@ def test_archs_are_kept_under_the_files_stamp(
     torch_site(site, "c10_a")
     blob = tmp_path / "fatbin.bin"
     blob.write_bytes(fatbin(entry(CUBIN, 90)))
-    _vision(site, blob)
+    fatbin_extension(site, blob)
     folder = tmp_path / "cache"
 
     def fit() -> Any:
@@ -191,5 +162,5 @@ def test_archs_are_kept_under_the_files_stamp(
     # The extension rebuilt: read again.
     monkeypatch.setitem(script.fit.__globals__, "gpu_archs", real)
     blob.write_bytes(fatbin(entry(CUBIN, 100)))
-    _vision(site, blob)
+    fatbin_extension(site, blob)
     assert [a["cubins"] for a in fit()] == [[100]]
