@@ -182,3 +182,34 @@ def extension(site: Path, built_against: Path, *calls: str, link: tuple[Path, ..
         link=(built_against, *link),
     )
     make_dist_info(site, "vision", "0.29.1", record=f"{EXT},sha256=x,1\n")
+
+
+# CUDA fat binaries (probe/target/fatbin.py): a .nv_fatbin section's bytes.
+PTX, CUBIN = 1, 2
+
+
+def entry(kind: int, arch: int, payload: int = 24, *, size: int | None = None) -> bytes:
+    """One fatbin entry: a 64-byte header (kind, header size, payload size, arch at byte 28)
+    and ``payload`` bytes; ``size`` overrides the payload size the header claims."""
+    claimed = payload if size is None else size
+    head = struct.pack(
+        "<HHIQIIHHIIIQQQ", kind, 0x101, 64, claimed, 0, 0, 0, 0, arch, 0, 0, 0x11, 0, 0
+    )
+    return head + b"\xab" * payload
+
+
+def fatbin(*entries: bytes, fat_size: int | None = None) -> bytes:
+    body = b"".join(entries)
+    claimed = len(body) if fat_size is None else fat_size
+    return struct.pack("<IHHQ", 0xBA55ED50, 1, 16, claimed) + body
+
+
+def fatbin_extension(site: Path, blob: Path) -> None:
+    """vision/_C.so, calling torch's c10_a, with ``blob`` as its .nv_fatbin section."""
+    source = (
+        "int c10_a(void);\nint vision_init(void) { return c10_a(); }\n"
+        f'__asm__(".section .nv_fatbin,\\"a\\"\\n.incbin \\"{blob}\\"\\n.previous");\n'
+    )
+    cc(site / EXT, source, link=(site / "torch" / "lib" / "libc10.so",))
+    if not (site / "vision-0.29.1.dist-info").exists():
+        make_dist_info(site, "vision", "0.29.1", record=f"{EXT},sha256=x,1\n")

@@ -186,6 +186,8 @@ class FitDocument(TypedDict):
     loads: bool
     checked: int
     broken: list[UnfitDocument]
+    # "x.so has no kernel for sm_90 (...)": an extension with no kernel for this node's GPU.
+    no_kernel: list[str]
     warnings: list[str]
 
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
-from elflibs import c10, extension, needs_gcc, torch_site
+from elflibs import CUBIN, c10, entry, extension, fatbin, fatbin_extension, needs_gcc, torch_site
 from envguard.cli import app
 from factories import make_venv
 
@@ -61,3 +63,37 @@ def test_fit_as_a_process_exit_codes(tmp_path: Path) -> None:
         [*command, str(tmp_path / "nowhere")], capture_output=True, text=True, check=False
     )
     assert done.returncode == 2 and done.stderr.startswith("error: ")
+
+
+def test_fit_names_an_extension_with_no_kernel_for_the_gpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node whose nvidia-smi says 9.0, an extension built for sm_75 and sm_86 only."""
+    venv = tmp_path / "venv"
+    make_venv(venv)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    torch_site(site, "c10_a")
+    blob = tmp_path / "fatbin.bin"
+    blob.write_bytes(fatbin(entry(CUBIN, 75), entry(CUBIN, 86)))
+    fatbin_extension(site, blob)
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    smi = tools / "nvidia-smi"
+    smi.write_text(
+        '#!/bin/sh\ncase "$*" in\n  *compute_cap*) echo 9.0 ;;\n'
+        "  *) echo 'NVIDIA H100 80GB HBM3, 580.82.07' ;;\nesac\n"
+    )
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    said = "vision/_C.so has no kernel for sm_90 (built for sm_75, sm_86; no PTX to JIT)"
+    result = runner.invoke(app, ["fit", "--python", str(venv)])
+    assert result.exit_code == 1, result.output
+    assert said in result.stdout
+    assert "2 extensions that use torch or CUDA: all load; 1 with no kernel" in result.stdout
+    result = runner.invoke(app, ["fit", "--python", str(venv), "--format", "json"])
+    doc = json.loads(result.stdout)
+    assert result.exit_code == 1 and doc["loads"] is False and doc["no_kernel"] == [said]
+    # An sm_86 GPU runs it.
+    smi.write_text(smi.read_text().replace("9.0", "8.6"))
+    result = runner.invoke(app, ["fit", "--python", str(venv)])
+    assert result.exit_code == 0, result.output

@@ -117,3 +117,43 @@ def test_the_driver_floor_is_critical_when_new_info_when_the_good_run_had_it() -
     assert any("needs an NVIDIA driver >= 580" in line for line in drift.verdict)
     same = [(c.kind, c.severity.value) for c in diff(bad, bad).changes if c.section == "fit"]
     assert same == [("driver", "info")]
+
+
+def _gpu(*caps: str, cubins: tuple[int, ...] = (75, 80, 86), ptx: tuple[int, ...] = ()) -> Snapshot:
+    from envguard.snapshots.models import CompileKey, GpuArchs
+
+    archs = GpuArchs(path="vision/_C.so", dist="vision 1.0", cubins=cubins, ptx=ptx)
+    return snapshot(compile=CompileKey(capabilities=caps), fit=Fit(checked=1, archs=(archs,)))
+
+
+def test_a_gpu_without_a_kernel_is_named_by_nvidias_rules() -> None:
+    from envguard.compare.sections.fit import no_kernel
+
+    assert no_kernel(_gpu("9.0")) == [
+        (
+            "vision/_C.so",
+            "vision/_C.so has no kernel for sm_90 (built for sm_75, sm_80, sm_86; no PTX to JIT)",
+        )
+    ]
+    # A cubin runs on its major at a minor at least its own: sm_86 on 8.9, not sm_86 on 8.0.
+    assert no_kernel(_gpu("8.9", "7.5", "8.6")) == []
+    assert no_kernel(_gpu("8.0", cubins=(86,)))[0][1].startswith("vision/_C.so has no kernel")
+    # PTX for an arch at most the GPU's is JIT-compiled; newer PTX is not.
+    assert no_kernel(_gpu("9.0", "12.0", ptx=(86,))) == []
+    (said,) = no_kernel(_gpu("7.0", "8.0", ptx=(90,), cubins=()))
+    assert said[1] == (
+        "vision/_C.so has no kernel for sm_70 and sm_80 (no cubin; PTX only for compute_90,"
+        " newer than the GPU)"
+    )
+    # No GPU recorded, or a capability that is not one: nothing judged.
+    assert no_kernel(_gpu()) == [] and no_kernel(_gpu("n/a")) == []
+
+
+def test_no_kernel_is_critical_when_new_info_when_the_good_run_had_it() -> None:
+    def kinds(good: Snapshot, live: Snapshot) -> list[tuple[str, str]]:
+        changes = diff(good, live).changes
+        return [(c.kind, c.severity.value) for c in changes if c.section == "fit"]
+
+    assert kinds(_gpu("8.6"), _gpu("9.0")) == [("arch", "critical")]
+    assert kinds(_gpu("9.0"), _gpu("9.0")) == [("arch", "info")]
+    assert kinds(_gpu("9.0"), _gpu("8.6")) == []

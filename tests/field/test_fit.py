@@ -81,3 +81,36 @@ def test_an_untouched_member_fits(name: str, corpus: Corpus, field_env: Path) ->
     assert done.returncode == 0, done.stderr
     if name.startswith("torch"):
         assert doc["checked"] >= 1  # torch/_C at least
+
+
+def test_real_fatbins_are_read_and_held_to_the_gpu(corpus: Corpus, field_env: Path) -> None:
+    """torch 2.14.1 and torchvision 0.29.1 (CUDA 13) from the registry: torchvision's
+    fatbins name the archs the wheel was built for, and a GPU outside them is named."""
+    from envguard import api
+    from envguard.compare.sections.fit import no_kernel
+    from envguard.snapshots.models import CompileKey
+
+    venv = corpus.root / "vision-archs"  # on the cache's filesystem: uv links, not copies
+    uv("venv", "--quiet", "--python", sys.executable, str(venv), env=corpus.env)
+    py = str(venv / "bin" / "python")
+    uv("pip", "install", "--quiet", "--python", py, "torch==2.14.1", "torchvision==0.29.1")
+    snap = api.fit(python=py)
+    assert snap.fit is not None and snap.fit.broken == ()
+    archs = {a.path: a for a in snap.fit.archs}
+    vision = archs["torchvision/_C_stable.so"]
+    assert vision.dist == "torchvision 0.29.1"
+    # The archs cuobjdump lists for this wheel: cubins up to sm_120, PTX for compute_120.
+    assert vision.cubins == (75, 80, 86, 90, 100, 120)
+    assert vision.ptx == (120,)
+
+    def on(*caps: str) -> dict[str, str]:
+        update = {"compile": CompileKey(capabilities=caps)}
+        return dict(no_kernel(snap.model_copy(update=update)))
+
+    # No GPU recorded: nothing judged. An H100, an L4 (8.9: sm_86 runs), a B300 (10.3).
+    assert on() == {} and on("9.0", "8.9", "10.3", "12.1") == {}
+    assert on("7.0")["torchvision/_C_stable.so"] == (
+        "torchvision/_C_stable.so has no kernel for sm_70 (built for sm_75, sm_80, sm_86,"
+        " sm_90, sm_100, sm_120; PTX only for compute_120, newer than the GPU)"
+    )
+    assert "torchvision/_C_stable.so" in on("9.0", "11.0")

@@ -29,7 +29,7 @@ def test_an_extension_built_for_this_torch_fits(tmp_path: Path) -> None:
     torch_site(site, "c10_a", "c10_b")
     extension(site, site / "torch" / "lib" / "libc10.so", "c10_a", "c10_b")
     found, warnings = fit(site)
-    assert found == {"checked": 2, "broken": []}
+    assert found == {"checked": 2, "broken": [], "archs": []}
     assert warnings == []
 
 

@@ -53,7 +53,10 @@ def test_every_field_added_after_1_0_says_since_when_and_the_minor_follows() -> 
     found = 0
     for model in _models(Snapshot):
         if model.__name__ not in FIELDS_1_0:
-            continue  # a model added since 1.0: the field that holds it says since when
+            # A model added since 1.0: the field that holds it says since when; a field
+            # added to it later says its own (Fit.archs).
+            found = max([found, *(_since(info) for info in model.model_fields.values())])
+            continue
         old = set(FIELDS_1_0[model.__name__].split())
         for name, info in model.model_fields.items():
             since = _since(info)

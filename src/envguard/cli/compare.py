@@ -488,23 +488,26 @@ def fit(
     timeout: Timeout = 120.0,
 ) -> None:
     """Will each compiled extension load: its libraries and symbols against torch's and
-    CUDA's, from the files. Exit 1 when one cannot."""
+    CUDA's, and its GPU archs against this node's GPU, from the files. Exit 1 when one
+    cannot."""
     from envguard import api
+    from envguard.compare.sections.fit import no_kernel
 
     snap = api.fit(python=python, via=via, timeout=timeout)
     found = snap.fit
     if found is None:  # a probe always answers it; kept for the type
         raise typer.Exit(2)
     warnings = snap.warnings
+    gpu = [message for _, message in no_kernel(snap)]
     if format is OutputFormat.json:
         from envguard.render.json import fit_json
 
-        data_out().write(fit_json(found, warnings=warnings))
+        data_out().write(fit_json(found, warnings=warnings, no_kernel=gpu))
     else:
         from envguard.render.table import fit_table
 
-        fit_table(found, console(), warnings=warnings)
-    raise typer.Exit(1 if found.broken else 0)
+        fit_table(found, console(), warnings=warnings, no_kernel=gpu)
+    raise typer.Exit(1 if found.broken or gpu else 0)
 
 
 @app.command()

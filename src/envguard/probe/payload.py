@@ -30,6 +30,7 @@ TARGET_MODULES = (
     "torchbuild",
     "compilekey",
     "elf",
+    "fatbin",
     "symbols",
     "ldso",
     "libs",

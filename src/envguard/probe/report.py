@@ -22,7 +22,7 @@ from envguard.probe.spec import REPORT_SPEC
 from envguard.reading import UNSAFE_CHARS, not_json_constant
 
 # The version of probe/target/main.py this host sends; a report of another is refused.
-PROBE_VERSION = 7
+PROBE_VERSION = 8
 # A report larger than this is not a real environment's (271 real dists: about 0.3 MB).
 MAX_REPORT_BYTES = 64 << 20
 _CONTROL = re.compile("[" + UNSAFE_CHARS + "]")
@@ -200,9 +200,19 @@ class ReportUnfit(TypedDict):
     symbols_from: Line | None
 
 
+class ReportArchs(TypedDict):
+    """The GPU archs in an extension's fatbin (probe/target/fatbin.py)."""
+
+    path: Line
+    dist: Line | None
+    cubins: list[int]
+    ptx: list[int]
+
+
 class ReportFit(TypedDict):
     checked: int
     broken: list[ReportUnfit]
+    archs: list[ReportArchs]
 
 
 class ProbeReport(TypedDict):

@@ -249,6 +249,28 @@ REPORT_SPEC: Any = (
                         frozenset([]),
                     ),
                 ),
+                "archs": (
+                    "list",
+                    (
+                        "fields",
+                        {
+                            "path": "line",
+                            "dist": (
+                                "?",
+                                "line",
+                            ),
+                            "cubins": (
+                                "list",
+                                "int",
+                            ),
+                            "ptx": (
+                                "list",
+                                "int",
+                            ),
+                        },
+                        frozenset([]),
+                    ),
+                ),
             },
             frozenset([]),
         ),

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 from envguard.compare.models import Drift, FleetReport
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from envguard.snapshots.history import Entry
     from envguard.snapshots.models import Fit
     from envguard.snapshots.store import Listed
@@ -134,8 +136,9 @@ def log_json(entries: list[Entry]) -> str:
     return _dumps(doc, len(rows))
 
 
-def fit_json(fit: Fit, *, warnings: tuple[str, ...] = ()) -> str:
-    """`envguard fit --format json`: each extension that cannot load, and why."""
+def fit_json(fit: Fit, *, warnings: tuple[str, ...] = (), no_kernel: Sequence[str] = ()) -> str:
+    """`envguard fit --format json`: each extension that cannot load, and why; each with no
+    kernel for this node's GPU (``no_kernel``)."""
     from envguard.compare.sections.fit import cannot_load
 
     broken = [
@@ -144,9 +147,10 @@ def fit_json(fit: Fit, *, warnings: tuple[str, ...] = ()) -> str:
     doc = {
         "schema": "envguard.fit",
         "schema_version": FIT_SCHEMA_VERSION,
-        "loads": not fit.broken,
+        "loads": not fit.broken and not no_kernel,
         "checked": fit.checked,
         "broken": broken,
+        "no_kernel": list(no_kernel),
         "warnings": list(warnings),
     }
     return _dumps(doc, len(broken))

@@ -328,18 +328,29 @@ def fleet_table(report: FleetReport, console: Console) -> None:
 _SHOWN = 10
 
 
-def fit_table(fit: Fit, console: Console, *, warnings: Sequence[str] = ()) -> None:
-    """One line per extension that cannot load, then the count; the warnings after."""
+def fit_table(
+    fit: Fit,
+    console: Console,
+    *,
+    warnings: Sequence[str] = (),
+    no_kernel: Sequence[str] = (),
+) -> None:
+    """One line per extension that cannot load, then one per extension with no kernel for
+    this node's GPU (``no_kernel``), then the count; the warnings after."""
     from envguard.compare.sections.fit import cannot_load
 
     for unfit in fit.broken:
         owner = f" [{unfit.dist}]" if unfit.dist else ""
         console.print(Text(cannot_load(unfit) + owner), soft_wrap=True)
+    for message in no_kernel:
+        console.print(Text(message), soft_wrap=True)
     noun = "extension" if fit.checked == 1 else "extensions"
     if fit.broken:
         summary = f"{len(fit.broken)} of {fit.checked} {noun} that use torch or CUDA cannot load"
     else:
         summary = f"{fit.checked} {noun} that use torch or CUDA: all load"
+    if no_kernel:
+        summary += f"; {len(no_kernel)} with no kernel for this node's GPU"
     console.print(Text(summary))
     for warning in warnings[:10]:
         console.print(Text(f"warning: {warning}"), soft_wrap=True)

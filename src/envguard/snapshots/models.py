@@ -194,12 +194,24 @@ class Unfit(Model):
     symbols_from: Line | None = None
 
 
+class GpuArchs(Model):
+    """The sm archs in a loadable extension's fatbin (probe/target/fatbin.py): 86 is sm_86."""
+
+    path: Line
+    dist: Line | None = None
+    # Archs with a cubin (runs on the same major, minor at least its own).
+    cubins: tuple[int, ...] = Field(default=(), max_length=1000)
+    # Archs with PTX (JIT-compiled on any GPU at least its arch).
+    ptx: tuple[int, ...] = Field(default=(), max_length=1000)
+
+
 class Fit(Model):
     """The fit check: how many extensions that take torch's or CUDA's symbols were looked
-    at, and those that cannot load."""
+    at, those that cannot load, and the GPU archs of those that carry a fatbin."""
 
     checked: int = 0
     broken: tuple[Unfit, ...] = Field(default=(), max_length=2048)
+    archs: Annotated[tuple[GpuArchs, ...], Since(5), Field(max_length=2048)] = ()
 
 
 class Accelerator(Model):

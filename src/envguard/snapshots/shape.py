@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from envguard.snapshots.models import Snapshot
 
 # The largest Since(minor) of any field: what a file written now is.
-SCHEMA_MINOR = 4
+SCHEMA_MINOR = 5
 
 _KEYS_Snapshot = frozenset(
     [
@@ -138,10 +138,12 @@ _KEYS_CacheBuild = frozenset(
 )
 _KEYS_Clash = frozenset(["path", "claimants", "owner"])
 _KEYS_Claimant = frozenset(["name", "version"])
-_KEYS_Fit = frozenset(["checked", "broken"])
+_KEYS_Fit = frozenset(["checked", "broken", "archs"])
+_REQUIRED_Fit = _KEYS_Fit - frozenset(["archs"])
 _KEYS_Unfit = frozenset(
     ["path", "dist", "missing", "versions", "symbols", "symbol_count", "symbols_from"]
 )
+_KEYS_GpuArchs = frozenset(["path", "dist", "cubins", "ptx"])
 _KEYS_CompileKey = frozenset(["cxx", "triton", "capabilities"])
 _KEYS_Compiler = frozenset(["name", "path", "version", "error"])
 _KEYS_TritonKey = frozenset(["version", "digest", "files", "error"])
@@ -166,6 +168,7 @@ FIELDS: dict[str, frozenset[str]] = {
     "Claimant": _KEYS_Claimant,
     "Fit": _KEYS_Fit,
     "Unfit": _KEYS_Unfit,
+    "GpuArchs": _KEYS_GpuArchs,
     "CompileKey": _KEYS_CompileKey,
     "Compiler": _KEYS_Compiler,
     "TritonKey": _KEYS_TritonKey,
@@ -188,7 +191,7 @@ NESTED: dict[str, dict[str, str]] = {
     "Package": {"source": "Source", "on_disk": "OnDisk"},
     "Cache": {"archive": "CacheArchive", "builds": "CacheBuild"},
     "Clash": {"claimants": "Claimant"},
-    "Fit": {"broken": "Unfit"},
+    "Fit": {"broken": "Unfit", "archs": "GpuArchs"},
     "CompileKey": {"cxx": "Compiler", "triton": "TritonKey"},
 }
 SNAPSHOT_KEYS = _KEYS_Snapshot
@@ -521,12 +524,20 @@ def _fits_Claimant(d: Any) -> bool:
 def _fits_Fit(d: Any) -> bool:
     return (
         type(d) is dict
-        and d.keys() == _KEYS_Fit
+        and _REQUIRED_Fit <= d.keys() <= _KEYS_Fit
         and (type(d["checked"]) is int)
         and (
             type(d["broken"]) is list
             and len(d["broken"]) <= 2048
             and all(_fits_Unfit(x0) for x0 in d["broken"])
+        )
+        and (
+            "archs" not in d
+            or (
+                type(d["archs"]) is list
+                and len(d["archs"]) <= 2048
+                and all(_fits_GpuArchs(x0) for x0 in d["archs"])
+            )
         )
     )
 
@@ -554,6 +565,25 @@ def _fits_Unfit(d: Any) -> bool:
         )
         and (type(d["symbol_count"]) is int)
         and (d["symbols_from"] is None or _c.line(d["symbols_from"]))
+    )
+
+
+def _fits_GpuArchs(d: Any) -> bool:
+    return (
+        type(d) is dict
+        and d.keys() == _KEYS_GpuArchs
+        and (_c.line(d["path"]))
+        and (d["dist"] is None or _c.line(d["dist"]))
+        and (
+            type(d["cubins"]) is list
+            and len(d["cubins"]) <= 1000
+            and all(type(x0) is int for x0 in d["cubins"])
+        )
+        and (
+            type(d["ptx"]) is list
+            and len(d["ptx"]) <= 1000
+            and all(type(x0) is int for x0 in d["ptx"])
+        )
     )
 
 
@@ -695,9 +725,10 @@ def _built_Claimant(d: Any, m: Any) -> Any:
 
 
 def _built_Fit(d: Any, m: Any) -> Any:
-    return m.Fit.model_construct(
-        **{**d, "broken": tuple(_built_Unfit(x0, m) for x0 in d["broken"])}
-    )
+    v = {**d, "broken": tuple(_built_Unfit(x0, m) for x0 in d["broken"])}
+    if "archs" in d:
+        v["archs"] = tuple(_built_GpuArchs(x0, m) for x0 in d["archs"])
+    return m.Fit.model_construct(**v)
 
 
 def _built_Unfit(d: Any, m: Any) -> Any:
@@ -709,6 +740,10 @@ def _built_Unfit(d: Any, m: Any) -> Any:
             "symbols": tuple(d["symbols"]),
         }
     )
+
+
+def _built_GpuArchs(d: Any, m: Any) -> Any:
+    return m.GpuArchs.model_construct(**{**d, "cubins": tuple(d["cubins"]), "ptx": tuple(d["ptx"])})
 
 
 def _built_CompileKey(d: Any, m: Any) -> Any:

@@ -7,6 +7,8 @@ snapshot already had broken the same way is info (the good run ran so: an untouc
 matches its own snapshot); one that loads again is info. The same for the driver floor: the
 CUDA major torch is built for (and of the libcudart it loads) against the node's recorded
 driver, which must be at least the major's minimum ("driver version is insufficient").
+And the GPU archs: each loadable extension's fatbin against each GPU's recorded compute
+capability ("no kernel image is available for execution on the device").
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from envguard.compare.severity import Severity
 if TYPE_CHECKING:
     from envguard.compare.engine import Collector
     from envguard.compare.models import Change
-    from envguard.snapshots.models import Snapshot, Unfit
+    from envguard.snapshots.models import GpuArchs, Snapshot, Unfit
 
 
 def _listed(names: tuple[str, ...]) -> str:
@@ -99,6 +101,54 @@ def _major(version: str) -> int:
     return int(head) if head.isdigit() and len(head) < 4 else 0
 
 
+def _sm(arch: int) -> tuple[int, int]:
+    """86 -> (8, 6); 120 -> (12, 0): the fatbin's arch as (major, minor)."""
+    return divmod(arch, 10)
+
+
+def runs_on(archs: GpuArchs, capability: tuple[int, int]) -> bool:
+    """Whether a kernel of ``archs`` runs on a GPU of ``capability`` (NVIDIA's CUDA C++
+    Programming Guide, "Binary Compatibility" and "PTX Compatibility"): a cubin for X.y
+    runs on X.z for z >= y only; PTX for an arch at most the GPU's is JIT-compiled."""
+    major, minor = capability
+    if any(_sm(c)[0] == major and _sm(c)[1] <= minor for c in archs.cubins):
+        return True
+    return any(_sm(p) <= capability for p in archs.ptx)
+
+
+def _capability(text: str) -> tuple[int, int] | None:
+    head, _, tail = text.partition(".")
+    if head.isdigit() and tail.isdigit() and len(head) < 4 and len(tail) < 2:
+        return (int(head), int(tail))
+    return None
+
+
+def _names(prefix: str, archs: tuple[int, ...]) -> str:
+    return ", ".join(f"{prefix}_{a}" for a in archs)
+
+
+def no_kernel(snap: Snapshot) -> list[tuple[str, str]]:
+    """(path, "X.so has no kernel for sm_90 (built for sm_75, sm_80, sm_86; no PTX to
+    JIT)") for each extension with no kernel for one of the recorded GPUs; [] where no
+    compute capability or no fatbin is recorded."""
+    if snap.fit is None or snap.compile is None:
+        return []
+    caps = sorted({c for c in map(_capability, snap.compile.capabilities) if c is not None})
+    out = []
+    for archs in snap.fit.archs:
+        lacking = [cap for cap in caps if not runs_on(archs, cap)]
+        if not lacking:
+            continue
+        sms = " and ".join(f"sm_{major}{minor}" for major, minor in lacking)
+        built = f"built for {_names('sm', archs.cubins)}" if archs.cubins else "no cubin"
+        if not archs.ptx:
+            jit = "no PTX to JIT"
+        else:
+            jit = f"PTX only for {_names('compute', archs.ptx)}, newer than the GPU"
+        out.append((archs.path, f"{archs.path} has no kernel for {sms} ({built}; {jit})"))
+    return out
+
+
 def facts(b: Collector, snap: Snapshot) -> None:
     """What cannot load in ``snap``, with no good snapshot to weigh it by (a lock check):
     each critical, a lock pins none of it."""
@@ -116,6 +166,17 @@ def compare(b: Collector, e: Snapshot | None, a: Snapshot) -> None:
             actual=a.accelerator.driver,
             severity=Severity.info if known else Severity.critical,
             message=short + (" (as in the good snapshot)" if known else ""),
+        )
+    before_arch = dict(no_kernel(e)) if e is not None else {}
+    for path, message in no_kernel(a):
+        known = before_arch.get(path) == message
+        b.add(
+            "arch",
+            path,
+            expected=before_arch.get(path),
+            actual=message,
+            severity=Severity.info if known else Severity.critical,
+            message=message + (" (as in the good snapshot)" if known else ""),
         )
     if a.fit is None:
         return  # the other side is a snapshot taken before the fit was recorded

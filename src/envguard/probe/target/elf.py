@@ -184,14 +184,42 @@ def _rodata(
 ) -> Optional[Tuple[int, int]]:
     """(offset, size) of the .rodata section, or None (no section headers: a stripped
     or damaged table is not an error, the version is then unknown)."""
+    table = (shoff, shnum, shentsize, shstrndx)
+    return _section(fd, length, table, wide=wide, end=end, sh_size=sh_size, name=b".rodata")
+
+
+def find_section(fd: int, length: int, name: bytes) -> Optional[Tuple[int, int]]:
+    """(offset, size) of the section ``name`` of the open ELF file ``fd`` (``length``
+    bytes), inside the file; None where it has none or no readable section table."""
+    found = layout(fd, length)
+    header = found["header"]
+    table = (header[5], header[11], header[10], header[12])
+    return _section(
+        fd, length, table, wide=found["wide"], end=found["end"], sh_size=found["sh_size"], name=name
+    )
+
+
+def _section(
+    fd: int,
+    length: int,
+    table: Tuple[int, int, int, int],
+    *,
+    wide: int,
+    end: str,
+    sh_size: int,
+    name: bytes,
+) -> Optional[Tuple[int, int]]:
+    """(offset, size) of the section ``name``; ``table``: (shoff, shnum, shentsize,
+    shstrndx) from the ELF header."""
+    shoff, shnum, shentsize, shstrndx = table
     if not shnum or shentsize != sh_size or shnum > _MAX_SHNUM or shstrndx >= shnum:
         return None
     try:
-        table = read_exact(fd, shnum * sh_size, shoff, length)
+        raw = read_exact(fd, shnum * sh_size, shoff, length)
     except ElfError:
         return None
     fmt = end + ("IIQQQQIIQQ" if wide == 2 else "IIIIIIIIII")
-    sections = [struct.unpack_from(fmt, table, i * sh_size) for i in range(shnum)]
+    sections = [struct.unpack_from(fmt, raw, i * sh_size) for i in range(shnum)]
     names = sections[shstrndx]
     if names[5] > _MAX_SHSTRTAB:
         return None
@@ -199,8 +227,9 @@ def _rodata(
         strings = read_exact(fd, names[5], names[4], length)
     except ElfError:
         return None
-    for name, _, _, _, offset, size, _, _, _, _ in sections:
-        if strings[name : name + 8] == b".rodata\0" and offset + size <= length:
+    wanted = name + b"\0"
+    for at, _, _, _, offset, size, _, _, _, _ in sections:
+        if strings[at : at + len(wanted)] == wanted and offset + size <= length:
             return (offset, size)
     return None
 

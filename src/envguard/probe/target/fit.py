@@ -24,6 +24,7 @@ import sys
 
 from .distcache import file_stamp
 from .elf import ElfError
+from .fatbin import gpu_archs
 from .ldso import Loader, is_gpu, torch_loads
 from .libs import Reader, kept_rows, where
 from .reading import UNSAFE_CHARS
@@ -175,7 +176,8 @@ def fit(
     cache: Optional[DistCache] = None,
 ) -> Dict[str, Any]:
     """{"checked": extensions looked at, "broken": one entry per extension that cannot
-    load}; see the module docstring."""
+    load, "archs": the GPU archs of each that loads and carries a fatbin}; see the module
+    docstring."""
     reader = Reader(cache)
     loader = Loader(reader, environ, warnings)
     owners: Dict[str, str] = {}
@@ -209,7 +211,7 @@ def fit(
             continue
         if any(_torch_lib(n) or _cuda_lib(n) for n in read["needed"]):
             wanted.append((real, rel))
-    out: Dict[str, Any] = {"checked": len(wanted), "broken": []}
+    out: Dict[str, Any] = {"checked": len(wanted), "broken": [], "archs": []}
     if not wanted:
         return out
     torch_dist = next((p for p in packages if p["name"] == "torch" and not p["shadowed"]), None)
@@ -279,7 +281,46 @@ def fit(
         (e for e in out["broken"] if _variants(e["path"]) not in fitting),
         key=lambda e: e["path"],
     )
+    unfit = set(e["path"] for e in out["broken"])
+    for real, rel in wanted:
+        if rel not in unfit:
+            archs = _archs(reader, real, rel, warnings)
+            if archs is not None:
+                out["archs"].append(dict(archs, path=rel, dist=owners.get(real)))
+    out["archs"].sort(key=lambda e: e["path"])
     return out
+
+
+def _archs(reader: Reader, real: str, rel: str, warnings: List[str]) -> Optional[Dict[str, Any]]:
+    """{"cubins", "ptx"} of the fatbin of ``real`` (None: it has none, or it cannot be read,
+    which is said), kept in the distribution cache under its stamp."""
+    stamp = file_stamp(real)
+    if reader.cache is not None:
+        held = reader.cache.lib("ARCHS\0" + real, stamp)
+        if held is not None and _plausible_archs(held.get("archs")):
+            archs: Optional[Dict[str, Any]] = held["archs"]
+            return archs
+    try:
+        archs = gpu_archs(real)
+    except (ElfError, OSError, struct.error, ValueError) as exc:
+        warnings.append(
+            "%s: its fatbin cannot be read (%s); its GPU archs not checked" % (rel, exc)
+        )
+        return None
+    if reader.cache is not None:
+        reader.cache.keep_lib("ARCHS\0" + real, stamp, {"archs": archs})
+    return archs
+
+
+def _plausible_archs(archs: Any) -> bool:
+    """A kept record has the shape gpu_archs() makes."""
+    if archs is None:
+        return True
+    return (
+        type(archs) is dict
+        and set(archs) == {"cubins", "ptx"}
+        and all(type(v) is list and all(type(x) is int for x in v) for v in archs.values())
+    )
 
 
 def _variants(rel: str) -> str:

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from typing import Any, Dict, List
 
 # Bumped when the report's shape changes; the host checks it (envguard/probe/report.py).
-PROBE_VERSION = 7
+PROBE_VERSION = 8
 
 
 def probe(args: Dict[str, Any]) -> Dict[str, Any]:
