@@ -1,7 +1,7 @@
 """The fit check's own cost (probe/target/fit.py) on given venvs, beside the library scan it
 builds on, each step in-process as the probe runs it:
 
-    .venv/bin/python bench/fit_cost.py /tmp/fc-warm [VENV ...]
+    .venv/bin/python bench/fit_cost.py VENV [VENV ...]
 
 "cold": no distribution cache (every ELF header and symbol table read); "warm": the cache a
 previous probe left (an unchanged venv, the usual case). Steps run round-robin, the median

@@ -58,6 +58,28 @@ class Collector:
             )
         )
 
+    def finding(
+        self,
+        kind: str,
+        name: str,
+        *,
+        message: str,
+        known: bool,
+        expected: object = None,
+        actual: object = None,
+    ) -> None:
+        """A fact of the live side that may not load or run (a library, an extension, a
+        split pair): critical when new, info when the good snapshot already had it (the
+        good run ran so, and an untouched venv must match its own snapshot)."""
+        self.add(
+            kind,
+            name,
+            expected=expected,
+            actual=actual,
+            severity=Severity.info if known else Severity.critical,
+            message=message + (" (as in the good snapshot)" if known else ""),
+        )
+
 
 def sort_changes(changes: Iterable[Change]) -> tuple[Change, ...]:
     """Critical first, then by section order and name: stable, deterministic output."""

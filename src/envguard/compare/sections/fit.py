@@ -159,24 +159,24 @@ def compare(b: Collector, e: Snapshot | None, a: Snapshot) -> None:
     short = driver_floor(a)
     if short is not None:
         known = e is not None and driver_floor(e) == short
-        b.add(
+        b.finding(
             "driver",
             "driver",
             expected=e.accelerator.driver if e is not None else None,
             actual=a.accelerator.driver,
-            severity=Severity.info if known else Severity.critical,
-            message=short + (" (as in the good snapshot)" if known else ""),
+            message=short,
+            known=known,
         )
     before_arch = dict(no_kernel(e)) if e is not None else {}
     for path, message in no_kernel(a):
         known = before_arch.get(path) == message
-        b.add(
+        b.finding(
             "arch",
             path,
             expected=before_arch.get(path),
             actual=message,
-            severity=Severity.info if known else Severity.critical,
-            message=message + (" (as in the good snapshot)" if known else ""),
+            message=message,
+            known=known,
         )
     if a.fit is None:
         return  # the other side is a snapshot taken before the fit was recorded
@@ -185,13 +185,13 @@ def compare(b: Collector, e: Snapshot | None, a: Snapshot) -> None:
     for path, unfit in sorted(after.items()):
         old = before.get(path)
         known = old is not None and why(old) == why(unfit)
-        b.add(
+        b.finding(
             "unfit",
             path,
             expected=None if old is None else why(old),
             actual=why(unfit),
-            severity=Severity.info if known else Severity.critical,
-            message=cannot_load(unfit) + (" (as in the good snapshot)" if known else ""),
+            message=cannot_load(unfit),
+            known=known,
         )
     if e is None or e.fit is None:
         return

@@ -91,13 +91,13 @@ def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
             if message is None:
                 continue
             known = old is not None and said(old) == message
-            b.add(
+            b.finding(
                 kind,
                 lib.path,
                 expected=None if old is None else _facts(old, kind),
                 actual=_facts(lib, kind),
-                severity=Severity.info if known else Severity.critical,
-                message=message + (" (as in the good snapshot)" if known else ""),
+                message=message,
+                known=known,
             )
     if not e.libraries:
         return  # a snapshot taken before libraries were recorded: nothing to compare with

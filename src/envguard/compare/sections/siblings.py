@@ -129,13 +129,13 @@ def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
     before, after = splits(e), splits(a)
     for key, message in sorted(after.items()):
         known = before.get(key) == message
-        b.add(
+        b.finding(
             "split",
             key,
             expected=before.get(key),
             actual=message,
-            severity=Severity.info if known else Severity.critical,
-            message=message + (" (as in the good snapshot)" if known else ""),
+            message=message,
+            known=known,
         )
     for key in sorted(before.keys() - after.keys()):
         b.add(
