@@ -152,6 +152,7 @@ def _typer_help(columns: str) -> str:
     ).stdout  # fmt: skip
 
 
+@pytest.mark.version_pinned("help_screen.TEXT is the text the newest typer writes")
 def test_the_stored_help_screen_is_typers() -> None:
     """`envguard --help` is written without loading typer; it must be what typer writes. If
     this fails after a change to a command, regenerate help_screen.TEXT (see its comment)."""
