@@ -16,32 +16,45 @@ Usage: envguard [OPTIONS] COMMAND [ARGS]...
 
   Snapshot, diff and rebuild ML training environments.
 
+  Before a relaunch, diff is for a person (a report to read) and check is for
+  CI (the same comparison as a gate: an exit code, annotations, a lockfile).
+
 Options:
   --version      Show the version.
   -q, --quiet    Only errors and requested data (--format json, --out -).
   -v, --verbose  Also say what runs (probe, uv) and how long.
   --help         Show this message and exit.
 
-Commands:
+After a good run:
   snapshot       Record the whole environment after a good run.
   show           Summarise one snapshot.
-  log            Snapshots in time order, with their metrics and what...
+  log            Snapshots in time order, with metrics and what changed.
   list           Snapshots in snapshots/, newest first.
-  schema         Print the JSON Schema of a snapshot file or of a...
-  diff           What drifted since the known-good snapshot, worst first.
-  check          The CI gate: fail when the environment or a lockfile...
-  fit            Will each compiled extension load: its libraries and...
-  fleet          Compare many hosts' snapshots: group identical ones,...
-  probe-payload  Print the probe as one Python script for a cluster's own...
-  gate           Stop a job before it starts unless every node runs one...
-  rebuild        Recreate the snapshot's environment with uv: plan,...
-  export         Write the snapshot as a pinned requirements.txt or a PEP...
-  restore        Bring back everything the snapshot knows: packages,...
-  bisect         Find which drifted change breaks the run, or show it is...
-  guard          Preview an install as drift; refuse it, or run it and...
+
+Before a relaunch:
+  diff           What drifted since a snapshot, worst first, for a person.
+  fit            Whether each extension using torch or CUDA can load.
+
+Before an install:
+  guard          Preview an install as drift; refuse it or run it.
   history        The guarded changes of a venv, newest first.
-  undo           Bring the venv back to before a guarded change (atomic...
   protect        Route later pip and uv installs in the venv through guard.
+
+After an incident:
+  rebuild        Recreate the snapshot's packages with uv, atomically.
+  restore        Bring back everything the snapshot knows, each verified.
+  bisect         Find which drifted change or commit breaks the run.
+  undo           Bring the venv back to before a guarded change.
+
+Gates: CI and the cluster:
+  check          The CI gate: drift from a snapshot or a lockfile fails it.
+  fleet          Compare many hosts' snapshots; name the odd ones out.
+  probe-payload  Print the probe as one script for a cluster's fan-out.
+  gate           Stop a job unless every node runs one environment.
+
+Files for other tools:
+  schema         Print the JSON Schema of a snapshot or of a JSON output.
+  export         Write a snapshot as pinned requirements.txt or pylock.toml.
 """
 
 

@@ -4,6 +4,7 @@ that its later pip and uv installs go through guard() by themselves."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -232,6 +233,7 @@ def _judged(
         recorded = baseline.package_map()
         moved = installed.keys() ^ recorded.keys()
         moved |= {n for n, p in recorded.items() if n in installed and installed[n] != p.version}
+        moved -= seen.resolution.touched()  # what the install changes is its own, not before
         if moved:
             notes.append(
                 f"the venv already differs from {seen.against} in {len(moved)} package"
@@ -242,7 +244,9 @@ def _judged(
         seen,
         drift=drift,
         blocking=blocking(drift, rules, allowed=allow),
-        headline=headline(drift, lead=f"this {seen.command.action} would"),
+        headline=headline(
+            drift, lead=f"this {seen.command.action} would", removes=seen.resolution.removals()
+        ),
         live=live,
         notes=notes,
     )
@@ -415,6 +419,13 @@ def undo(
 
     where = _venv_path(venv)
     found = journal.records(where)
+    if not found:  # an install nobody guarded: a snapshot is the way back
+        raise UsageError(
+            f"nothing to undo: {where} has no guarded change recorded",
+            hint=f"envguard restore SNAPSHOT --venv {shlex.quote(str(where))} brings back a"
+            " snapshot (envguard list names them); envguard guard -- ... records the next"
+            " install",
+        )
     if steps < 1 or steps > len(found):
         raise UsageError(
             f"undo {steps}: the venv has {len(found)} guarded change"

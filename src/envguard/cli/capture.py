@@ -7,7 +7,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from envguard.cli.program import Deep, OutputFormat, app, console, data_out, fail, quiet
+from envguard.cli.program import (
+    AFTER_A_GOOD_RUN,
+    FILES,
+    Deep,
+    OutputFormat,
+    app,
+    console,
+    data_out,
+    fail,
+    quiet,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -15,7 +25,7 @@ if TYPE_CHECKING:
     from envguard.snapshots.hosts import HostResult
 
 
-@app.command()
+@app.command(rich_help_panel=AFTER_A_GOOD_RUN)
 def snapshot(
     python: Annotated[
         str | None,
@@ -221,7 +231,7 @@ def _report_hosts(results: "list[HostResult]", *, out: str | None) -> None:
         )
 
 
-@app.command()
+@app.command(rich_help_panel=AFTER_A_GOOD_RUN)
 def show(
     snapshot_ref: Annotated[
         str | None,
@@ -249,14 +259,17 @@ class LogFormat(str, Enum):
     json = "json"
 
 
-@app.command()
+@app.command(rich_help_panel=AFTER_A_GOOD_RUN)
 def log(
     metric: Annotated[
         str | None, typer.Option(help="Follow this metric: its value and a bar per run.")
     ] = None,
     format: Annotated[LogFormat, typer.Option("--format")] = LogFormat.table,
 ) -> None:
-    """Snapshots in time order, with their metrics and what changed since the one before."""
+    """Snapshots in time order, with metrics and what changed.
+
+    Each run's metrics (--metric: a bar per run) and what changed since the one before.
+    """
     from envguard import api
 
     entries = api.log()
@@ -274,7 +287,7 @@ def log(
         log_table(entries, console(), metric=metric)
 
 
-@app.command("list")
+@app.command("list", rich_help_panel=AFTER_A_GOOD_RUN)
 def list_(
     format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.table,
 ) -> None:
@@ -308,11 +321,21 @@ class SchemaKind(str, Enum):
     fit = "fit"
 
 
-@app.command()
+@app.command(rich_help_panel=FILES)
 def schema(
-    kind: Annotated[SchemaKind, typer.Argument(help="Which document.")],
+    kind: Annotated[
+        SchemaKind,
+        typer.Argument(
+            metavar="KIND",
+            help="Which document: " + ", ".join(k.value for k in SchemaKind) + ".",
+            show_choices=False,
+        ),
+    ],
 ) -> None:
-    """Print the JSON Schema of a snapshot file or of a --format json document."""
+    """Print the JSON Schema of a snapshot or of a JSON output.
+
+    A snapshot file, or the document a command prints with --format json.
+    """
     from envguard.schemas import schema_text
 
     data_out().write(schema_text(kind.value))

@@ -7,7 +7,16 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from envguard.cli.program import Deep, OutputFormat, app, console, data_out, quiet
+from envguard.cli.program import (
+    BEFORE_A_RELAUNCH,
+    GATES,
+    Deep,
+    OutputFormat,
+    app,
+    console,
+    data_out,
+    quiet,
+)
 
 if TYPE_CHECKING:
     from envguard.compare.models import Drift
@@ -277,7 +286,7 @@ Only = Annotated[list[str] | None, typer.Option(help="Compare only this section 
 Timeout = Annotated[float, typer.Option(help="Seconds allowed per call through --via.")]
 
 
-@app.command()
+@app.command(rich_help_panel=BEFORE_A_RELAUNCH)
 def diff(
     snapshot_ref: Annotated[
         str | None,
@@ -321,7 +330,11 @@ def diff(
     timeout: Timeout = 120.0,
     deep: Deep = False,
 ) -> None:
-    """What drifted since the known-good snapshot, worst first. Exit 1 on drift."""
+    """What drifted since a snapshot, worst first, for a person.
+
+    A verdict to read in ten seconds, then the details; exit 1 on drift. In CI, check is
+    the same comparison as a gate.
+    """
     from envguard import api
 
     policy = api.load_policy(fail_on=fail_on.value if fail_on else None, only=only or ())
@@ -371,7 +384,7 @@ def diff(
     _exit(drift, policy)
 
 
-@app.command()
+@app.command(rich_help_panel=GATES)
 def check(
     snapshot_ref: Annotated[
         str | None,
@@ -427,7 +440,11 @@ def check(
     expand: Expand = False,
     timeout: Timeout = 120.0,
 ) -> None:
-    """The CI gate: fail when the environment or a lockfile drifted. Exit 1 on drift."""
+    """The CI gate: drift from a snapshot or a lockfile fails it.
+
+    Exit 1 on drift; under GitHub Actions, annotations on the lockfile line. diff is the
+    same comparison for a person to read.
+    """
     from dataclasses import replace
 
     from envguard import api
@@ -478,7 +495,7 @@ class FleetFormat(str, Enum):
     html = "html"
 
 
-@app.command()
+@app.command(rich_help_panel=BEFORE_A_RELAUNCH)
 def fit(
     python: Annotated[str | None, typer.Option(help="Measure this interpreter or venv.")] = None,
     via: Annotated[
@@ -487,9 +504,11 @@ def fit(
     format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.table,
     timeout: Timeout = 120.0,
 ) -> None:
-    """Will each compiled extension load: its libraries and symbols against torch's and
-    CUDA's, and its GPU archs against this node's GPU, from the files. Exit 1 when one
-    cannot."""
+    """Whether each extension using torch or CUDA can load.
+
+    Its libraries and symbols against torch's and CUDA's, and its GPU archs against this
+    node's GPU, from the files. Exit 1 when one cannot.
+    """
     from envguard import api
     from envguard.compare.sections.fit import no_kernel
 
@@ -510,7 +529,7 @@ def fit(
     raise typer.Exit(1 if found.broken or gpu else 0)
 
 
-@app.command()
+@app.command(rich_help_panel=GATES)
 def fleet(
     refs: Annotated[
         list[str],
@@ -529,7 +548,11 @@ def fleet(
     ] = None,
     format: Annotated[FleetFormat, typer.Option("--format")] = FleetFormat.table,
 ) -> None:
-    """Compare many hosts' snapshots: group identical ones, name the odd ones out."""
+    """Compare many hosts' snapshots; name the odd ones out.
+
+    Identical environments are grouped; a node that failed is a row, exit 1 when hosts
+    differ.
+    """
     from envguard import api
 
     report = api.fleet(refs, baseline=baseline, hosts=hosts)
@@ -552,7 +575,7 @@ def fleet(
     raise typer.Exit(0 if report.agree else 1)
 
 
-@app.command("probe-payload")
+@app.command("probe-payload", rich_help_panel=GATES)
 def probe_payload(
     file: Annotated[
         list[str] | None, typer.Option(help="A file to hash on each node (repeatable).")
@@ -561,7 +584,10 @@ def probe_payload(
         list[str] | None, typer.Option(help="A cache directory to measure (repeatable).")
     ] = None,
 ) -> None:
-    """Print the probe as one Python script for a cluster's own fan-out (srun, clush)."""
+    """Print the probe as one script for a cluster's fan-out.
+
+    srun, clush, pdsh or Ansible run it on each node; it needs only Python there.
+    """
     from envguard import api
 
     data_out().write(api.probe_payload(files=file or (), caches=cache or ()))

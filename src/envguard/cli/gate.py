@@ -6,10 +6,10 @@ from typing import Annotated
 
 import typer
 
-from envguard.cli.program import app, fail, quiet
+from envguard.cli.program import GATES, app, fail, quiet
 
 
-@app.command(context_settings={"allow_interspersed_args": False})
+@app.command(context_settings={"allow_interspersed_args": False}, rich_help_panel=GATES)
 def gate(
     command: Annotated[
         list[str] | None,
@@ -39,7 +39,10 @@ def gate(
         ),
     ] = None,
 ) -> None:
-    """Stop a job before it starts unless every node runs one environment. Exit 1 if not."""
+    """Stop a job unless every node runs one environment.
+
+    Before the job starts, on the launcher line; exit 1 if the nodes differ.
+    """
     from envguard import distributed
 
     if torchrun and not command:

@@ -5,7 +5,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from envguard.cli.program import OutputFormat, app, console, data_out, quiet
+from envguard.cli.program import (
+    AFTER_AN_INCIDENT,
+    BEFORE_AN_INSTALL,
+    OutputFormat,
+    app,
+    console,
+    data_out,
+    quiet,
+)
 from envguard.cli.restore import (
     ExtraIndexUrl,
     FindLinks,
@@ -77,6 +85,7 @@ def _show(seen: "Preview") -> None:
 
 @app.command(
     context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True},
+    rich_help_panel=BEFORE_AN_INSTALL,
 )
 def guard(
     words: Annotated[
@@ -124,7 +133,10 @@ def guard(
         ),
     ] = OutputFormat.table,
 ) -> None:
-    """Preview an install as drift; refuse it, or run it and record it."""
+    """Preview an install as drift; refuse it or run it.
+
+    A run is recorded, so that undo can bring the venv back.
+    """
     from envguard import api
     from envguard.render.text import printable
 
@@ -174,7 +186,7 @@ def guard(
     raise typer.Exit(done.exit_code or 0)
 
 
-@app.command()
+@app.command(rich_help_panel=BEFORE_AN_INSTALL)
 def history(venv: Venv = None, format: Format = OutputFormat.table) -> None:
     """The guarded changes of a venv, newest first."""
     from envguard import api
@@ -201,7 +213,7 @@ def history(venv: Venv = None, format: Format = OutputFormat.table) -> None:
         typer.echo(printable(f"       {record.change or record.planned}"))
 
 
-@app.command()
+@app.command(rich_help_panel=AFTER_AN_INCIDENT)
 def undo(
     steps: Annotated[
         int, typer.Argument(min=1, metavar="[N]", help="Go back before the Nth newest change.")
@@ -219,7 +231,10 @@ def undo(
     keep_backups: KeepBackups = 1,
     format: Format = OutputFormat.table,
 ) -> None:
-    """Bring the venv back to before a guarded change (atomic rebuild)."""
+    """Bring the venv back to before a guarded change.
+
+    An atomic rebuild. With no guarded change recorded, restore SNAPSHOT is the way back.
+    """
     from envguard import api
     from envguard.lifecycle import set_interrupt_hint
     from envguard.render.text import printable, rebuild_report
@@ -254,7 +269,7 @@ def undo(
     typer.echo(rebuild_report(done.outcome))
 
 
-@app.command()
+@app.command(rich_help_panel=BEFORE_AN_INSTALL)
 def protect(
     venv: Venv = None,
     off: Annotated[bool, typer.Option("--off", help="Remove every trace of it.")] = False,

@@ -7,7 +7,7 @@ tests/cli/test_lazy.py holds the lazy group to typer's own output.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -49,14 +49,9 @@ class LazyCommands(MutableMapping[str, Any]):
     def __len__(self) -> int:
         return len(self._infos)
 
-    def short_helps(self, width: int) -> list[tuple[str, str]]:
-        """(name, one-line help) of each visible command, cut as click cuts it."""
+    def short_helps(self, width: int) -> list[tuple[str, str, str | None]]:
+        """(name, one-line help, help panel) of each visible command, cut as click cuts it."""
         import inspect
-
-        try:
-            from typer._click.utils import make_default_short_help
-        except ImportError:  # typer before 0.26 depends on click instead of vendoring it
-            from click.utils import make_default_short_help  # type: ignore[import-not-found,no-redef,unused-ignore]
 
         visible = [(n, i) for n, i in self._infos.items() if i is not None and not i.hidden]
         if not visible:
@@ -68,9 +63,22 @@ class LazyCommands(MutableMapping[str, Any]):
                 text = inspect.cleandoc(info.short_help)
             else:
                 doc = inspect.cleandoc(info.help) if info.help else inspect.getdoc(info.callback)
-                text = make_default_short_help(doc, limit) if doc else ""
-            rows.append((name, text.strip()))
+                text = _short_help(doc, limit) if doc else ""
+            rows.append((name, text.strip(), _panel(info.rich_help_panel)))
         return rows
+
+
+def _short_help(doc: str, limit: int) -> str:
+    try:
+        from typer._click.utils import make_default_short_help
+    except ImportError:  # typer before 0.26 depends on click instead of vendoring it
+        from click.utils import make_default_short_help  # type: ignore[import-not-found,no-redef,unused-ignore]
+    return make_default_short_help(doc, limit)
+
+
+def _panel(value: object) -> str | None:
+    """A command's help panel: typer keeps an unset one as a ``DefaultPlaceholder``."""
+    return value if isinstance(value, str) else None
 
 
 def lazy_group(app: typer.Typer) -> Any:
@@ -100,13 +108,41 @@ def lazy_group(app: typer.Typer) -> Any:
     return group
 
 
-def format_commands_lazily(commands: object, formatter: Any) -> bool:
-    """Write --help's command list from the definitions, as click writes it, without
-    building a command; False when ``commands`` is not lazy (click then writes it)."""
+def format_commands_lazily(commands: object, formatter: Any, *, panels: tuple[str, ...]) -> bool:
+    """Write --help's command list from the definitions, without building a command; False
+    when ``commands`` is not lazy (the caller then writes it from the built commands)."""
     if not isinstance(commands, LazyCommands):
         return False
-    rows = commands.short_helps(formatter.width)
-    if rows:
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
+    write_commands(commands.short_helps(formatter.width), formatter, panels=panels)
     return True
+
+
+def built_short_helps(commands: Mapping[str, Any], width: int) -> list[tuple[str, str, str | None]]:
+    """:meth:`LazyCommands.short_helps` for commands already built (typer's own group)."""
+    visible = [(n, c) for n, c in commands.items() if not c.hidden]
+    if not visible:
+        return []
+    limit = width - 6 - max(len(n) for n, _ in visible)
+    return [
+        (n, c.get_short_help_str(limit), _panel(getattr(c, "rich_help_panel", None)))
+        for n, c in visible
+    ]
+
+
+def write_commands(
+    rows: list[tuple[str, str, str | None]], formatter: Any, *, panels: tuple[str, ...]
+) -> None:
+    """The command list as click writes it, one section a help panel (in ``panels``' order,
+    then "Commands" for those with none), every section's descriptions in one column."""
+    if not rows:
+        return
+    widest = min(max(len(name) for name, _, _ in rows), 30)  # click's col_max
+    order = [*panels, *sorted({p for _, _, p in rows if p and p not in panels})]
+    sections = [(title, [r for r in rows if r[2] == title]) for title in order]
+    sections.append(("Commands", [r for r in rows if r[2] is None]))
+    for title, members in sections:
+        if not members:
+            continue
+        spacing = 2 + widest - min(max(len(name) for name, _, _ in members), 30)
+        with formatter.section(title):
+            formatter.write_dl([(name, text) for name, text, _ in members], col_spacing=spacing)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO
 import typer
 from typer.core import TyperGroup
 
-from envguard.cli.lazy import format_commands_lazily, lazy_group
+from envguard.cli.lazy import built_short_helps, format_commands_lazily, lazy_group, write_commands
 from envguard.errors import EnvguardError, UsageError
 from envguard.lifecycle import (
     Interrupted,
@@ -89,8 +89,9 @@ class _Group(TyperGroup):
         return list(self.commands)  # names only: nothing is built to list them
 
     def format_commands(self, ctx: "Context", formatter: Any) -> None:
-        if not format_commands_lazily(self.commands, formatter):
-            super().format_commands(ctx, formatter)
+        if not format_commands_lazily(self.commands, formatter, panels=PANELS):
+            rows = built_short_helps(self.commands, formatter.width)
+            write_commands(rows, formatter, panels=PANELS)
 
     def invoke(self, ctx: "Context") -> object:
         try:
@@ -203,9 +204,24 @@ def _exit_interrupted(signum: int) -> NoReturn:
         sys.exit(done.exit_code)
 
 
+# The root --help lists the commands by the moment a user reaches for them (each command
+# names its panel: typer's rich_help_panel), in the order a user meets these moments.
+AFTER_A_GOOD_RUN = "After a good run"
+BEFORE_A_RELAUNCH = "Before a relaunch"
+BEFORE_AN_INSTALL = "Before an install"
+AFTER_AN_INCIDENT = "After an incident"
+GATES = "Gates: CI and the cluster"
+FILES = "Files for other tools"
+PANELS = (AFTER_A_GOOD_RUN, BEFORE_A_RELAUNCH, BEFORE_AN_INSTALL, AFTER_AN_INCIDENT, GATES, FILES)
+
+HELP = """Snapshot, diff and rebuild ML training environments.
+
+Before a relaunch, diff is for a person (a report to read) and check is for CI (the same
+comparison as a gate: an exit code, annotations, a lockfile)."""
+
 app = typer.Typer(
     cls=_Group,
-    help="Snapshot, diff and rebuild ML training environments.",
+    help=HELP,
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode=None,
@@ -239,7 +255,6 @@ def _root(
         typer.Option("--verbose", "-v", help="Also say what runs (probe, uv) and how long."),
     ] = False,
 ) -> None:
-    """Snapshot, diff and rebuild ML training environments."""
     _loudness(quiet=quiet, verbose=verbose)
     if not _LISTENING:
         from envguard import notices

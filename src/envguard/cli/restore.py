@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from envguard.cli.program import app, console, data_out
+from envguard.cli.program import AFTER_AN_INCIDENT, FILES, app, console, data_out
 from envguard.lifecycle import set_interrupt_hint
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def _sources(
     return replace(sources, find_links=tuple(find_links or ())) if remote else sources
 
 
-@app.command()
+@app.command(rich_help_panel=AFTER_AN_INCIDENT)
 def rebuild(
     snapshot_ref: Annotated[
         str | None, typer.Argument(metavar="[SNAPSHOT]", help="[default: newest in snapshots/]")
@@ -96,7 +96,10 @@ def rebuild(
         str | None, typer.Option(help="After a successful swap, run CMD with the new venv active.")
     ] = None,
 ) -> None:
-    """Recreate the snapshot's environment with uv: plan, build, verify, swap."""
+    """Recreate the snapshot's packages with uv, atomically.
+
+    Plan, build beside the venv, verify, swap; --execute runs the plan.
+    """
     from envguard import api
     from envguard.tools import split_command
 
@@ -145,7 +148,7 @@ def rebuild(
         api.run_then(then_argv, outcome.venv)
 
 
-@app.command()
+@app.command(rich_help_panel=FILES)
 def export(
     snapshot_ref: Annotated[str, typer.Argument(metavar="SNAPSHOT", help="Path or name.")],
     format: Annotated[ExportFormat, typer.Option("--format")] = ExportFormat.requirements,
@@ -159,7 +162,10 @@ def export(
     torch_index: TorchIndex = None,
     force: Annotated[bool, typer.Option(help="Overwrite --output.")] = False,
 ) -> None:
-    """Write the snapshot as a pinned requirements.txt or a PEP 751 pylock.toml."""
+    """Write a snapshot as pinned requirements.txt or pylock.toml.
+
+    pylock.toml is PEP 751's lockfile.
+    """
     from envguard import api
 
     sources = _sources(index_url, extra_index_url, find_links, offline, no_index, torch_index)
@@ -182,7 +188,7 @@ class RestoreFormat(str, Enum):
     json = "json"
 
 
-@app.command()
+@app.command(rich_help_panel=AFTER_AN_INCIDENT)
 def restore(
     snapshot_ref: Annotated[
         str | None, typer.Argument(metavar="[SNAPSHOT]", help="[default: newest in snapshots/]")
@@ -265,7 +271,10 @@ def restore(
         float, typer.Option(help="Seconds --warm may take before it is stopped.")
     ] = 3600.0,
 ) -> None:
-    """Bring back everything the snapshot knows: packages, repos, files, caches, variables."""
+    """Bring back everything the snapshot knows, each verified.
+
+    Packages, repos, tracked files, compile caches and variables, in order.
+    """
     from envguard import api
     from envguard.tools import split_command
 
@@ -365,7 +374,7 @@ def _restore_fleet(results: list[tuple[str, Any]], format: RestoreFormat) -> Non
         raise typer.Exit(1)
 
 
-@app.command()
+@app.command(rich_help_panel=AFTER_AN_INCIDENT)
 def bisect(
     good: Annotated[str, typer.Argument(metavar="GOOD", help="The good snapshot.")],
     run: Annotated[str, typer.Option(help="The check: good when it exits 0 (or by --metric).")],
@@ -407,7 +416,10 @@ def bisect(
     no_index: NoIndex = False,
     torch_index: TorchIndex = None,
 ) -> None:
-    """Find which drifted change breaks the run, or show it is not the environment."""
+    """Find which drifted change or commit breaks the run.
+
+    Or show that the environment is not the cause.
+    """
     from envguard import api
     from envguard.render.text import printable
 

@@ -83,9 +83,18 @@ def _read(path: Path) -> Record:
         if not all(isinstance(v, str) and not _unsafe(v) for v in lines.values()):
             raise ValueError("planned or change is not one line")
     except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        # The hint never has the history deleted: a record this envguard cannot read may be
+        # a newer envguard's, and the snapshot beside it still brings the venv back.
+        match = _RECORD.match(path.name)
+        beside = path.with_name(f"{match.group(1)}.json") if match else None
+        way_back = (
+            f"the venv as it was before that change: envguard restore {beside} --venv DIR"
+            if beside is not None and beside.is_file()
+            else "envguard restore SNAPSHOT --venv DIR brings back a snapshot"
+        )
         raise UsageError(
             f"{path}: a damaged guard record ({exc})",
-            hint=f"delete it; the other records in {path.parent} still work",
+            hint=f"{way_back}; an envguard newer than this one may read it",
         ) from None
     return Record(
         number=number,
@@ -117,6 +126,7 @@ def begin(
     """Record the venv as it is (``snapshot_text``) before ``command`` changes it."""
     where = folder(venv)
     where.mkdir(exist_ok=True)
+    _ignored_by_git(where)
     # Past a snapshot whose record was never written (envguard stopped between the two):
     # its number is not taken again, or every later change would be refused.
     taken = [r.number for r in records(venv)]  # a damaged record is named first
@@ -133,6 +143,19 @@ def begin(
     write_atomic(where / record.snapshot_name, snapshot_text, force=False)
     _write(where, record, force=False)
     return record
+
+
+def _ignored_by_git(where: Path) -> None:
+    """A ``.gitignore`` of ``*`` in the history folder (as uv writes in a venv): a venv kept
+    in a work tree keeps its history out of `git stash --include-untracked`, `git add -A`
+    and `git clean -fd`. Never written through a link; one already there is left alone."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(where / ".gitignore", flags, 0o644)
+    except OSError:  # there already (or not writable: the records themselves will say)
+        return
+    with os.fdopen(fd, "w") as fh:
+        fh.write("# written by envguard guard: the undo history is not source\n*\n")
 
 
 def finish(venv: Path, record: Record, *, change: str, exit_code: int) -> Record:

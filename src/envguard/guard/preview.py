@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from envguard.compare.models import Change, Drift, primary_changes
@@ -111,12 +111,15 @@ def blocking(drift: Drift, policy: Policy, *, allowed: Iterable[str]) -> list[Ch
     ]
 
 
-def headline(drift: Drift, *, lead: str) -> str:
+def headline(drift: Drift, *, lead: str, removes: Mapping[str, str] | None = None) -> str:
     """``this install would change torch 2.13.0+cpu -> 2.14.1 (critical, pulled in by
     sglang), add 172 packages, downgrade 5`` (``lead``: "this install would"), or that it
-    changes no package."""
+    changes no package. ``removes`` (name: version) is what the installer itself says it
+    removes: each is named, whatever the drift from the snapshot says (a package the good
+    snapshot never had is no drift, but the user still loses it)."""
     by_name = primary_changes(drift.changes)
-    if not by_name:
+    removes = dict(removes or {})
+    if not by_name and not removes:
         return f"{lead} change no package".strip() if lead else "no package change"
     # The GPU stack's changes by name, torch and changed versions before removals.
     named = sorted(
@@ -126,7 +129,14 @@ def headline(drift: Drift, *, lead: str) -> str:
     parts = [_named(c) for c in named[:3]]
     if len(named) > 3:
         parts.append(f"{len(named) - 3} more of the GPU stack")
-    counted = Counter(c.kind for c in by_name.values() if c not in named)
+    for change in named:
+        if change.kind == "removed":
+            removes.pop(change.name, None)  # named above, with why
+    counted = Counter(
+        c.kind
+        for c in by_name.values()
+        if c not in named and not (c.kind == "removed" and c.name in removes)
+    )
     for kind, verb in (
         ("added", "add"),
         ("upgraded", "upgrade"),
@@ -139,6 +149,8 @@ def headline(drift: Drift, *, lead: str) -> str:
         n = counted.get(kind, 0)
         if n:
             parts.append(f"{verb} {n} package{'s' if n != 1 else ''}")
+    if removes:
+        parts.append("remove " + ", ".join(f"{n} {v}" for n, v in sorted(removes.items())))
     return f"{lead} {', '.join(parts)}".strip()
 
 

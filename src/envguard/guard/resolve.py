@@ -45,6 +45,11 @@ class Resolution:
     def touched(self) -> set[str]:
         return set(self.removed) | {p.name for p in self.installed}
 
+    def removals(self) -> dict[str, str]:
+        """What goes and is not put back (``removed`` also holds what an upgrade replaces)."""
+        put_back = {p.name for p in self.installed}
+        return {n: v for n, v in self.removed.items() if n not in put_back}
+
 
 def dry_run_argv(command: InstallCommand, *, venv: Path, uv: str) -> list[str]:
     """The installer's own preview of ``command`` for the venv at ``venv``."""

@@ -87,6 +87,10 @@ def identity(snap: Snapshot) -> Iterator[tuple[str, str]]:
         yield f"repo {repo.path}", state
 
 
+# A pathspec that leaves every snapshots/ folder of the work tree out of a stash.
+KEEP_SNAPSHOTS = ":(exclude,glob)**/snapshots/**"
+
+
 def restore_hint(change: Change, snapshot: Snapshot) -> str | None:
     q = shlex.quote
     if change.kind == "head_moved" and change.expected:
@@ -94,9 +98,12 @@ def restore_hint(change: Change, snapshot: Snapshot) -> str | None:
             f"{change.message}; to restore: git -C {q(change.name)} checkout {q(change.expected)}"
         )
     if change.kind in ("dirty", "dirty_differently"):
+        # What makes a repo dirty is its tracked changes (untracked files do not): the stash
+        # takes those alone, and never snapshots/ or an untracked guard history, which the
+        # next `diff` or `undo` needs (--include-untracked would take both away).
         return (
-            f"{change.message}; to set them aside: git -C {q(change.name)} stash"
-            " push --include-untracked"
+            f"{change.message}; to set them aside (snapshots/ and untracked files stay):"
+            f" git -C {q(change.name)} stash push -- . {q(KEEP_SNAPSHOTS)}"
         )
     return change.message
 
