@@ -213,6 +213,8 @@ def save(
                 return save(named, force=False)
             except store.TargetExists:
                 continue
+    if path is None:
+        store.default_folder()  # snapshots/ made or opened, never followed
     target = store.default_path(name) if path is None else Path(path)
     if "{host}" in str(target):
         from envguard.snapshots.hosts import check_host  # threads: off the start-up path
