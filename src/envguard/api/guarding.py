@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from envguard import inuse
 from envguard.api.capture import newest, snapshot_document, start_document
 from envguard.api.compare import load_policy
 from envguard.errors import StoppedError, UsageError
@@ -23,6 +24,7 @@ from envguard.guard.command import (
 from envguard.guard.install import check_program, find_program, run_install
 from envguard.guard.resolve import DryRun, Resolution, installer_env, project_env
 from envguard.guard.resolve import start as start_dry_run
+from envguard.inuse import REFUSE, InUse
 from envguard.lifecycle import Interrupted, set_interrupt_hint
 from envguard.snapshots import document, store
 from envguard.snapshots.capture import finish_document
@@ -126,7 +128,8 @@ class GuardOptions:
     hold it to [default: the newest in snapshots/, else the venv as it is]; ``fail_on``:
     refuse when a change to what is installed reaches it; ``allow``: packages the install
     may change; ``timeout``: seconds for the dry run; ``shell``: split a one-string command
-    holding shell syntax; ``keep``: records kept; ``policy``: instead of pyproject's."""
+    holding shell syntax; ``keep``: records kept; ``policy``: instead of pyproject's;
+    ``in_use``: what to do when processes run from the venv (refuse, wait, or go on)."""
 
     venv: str | Path | None = None
     against: str | Path | None = None
@@ -136,6 +139,7 @@ class GuardOptions:
     shell: bool = False
     keep: int = journal.KEEP
     policy: Policy | None = None
+    in_use: InUse = REFUSE
 
 
 def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> Preview:
@@ -288,6 +292,7 @@ def guard(
     if seen.blocking:
         return Guarded(preview=seen)
     where = seen.venv
+    inuse.check(where, opts.in_use, action="the install")
     record = journal.begin(
         where,
         seen.live_text,
@@ -403,6 +408,7 @@ def undo(
     sources: Sources | None = None,
     in_place: bool = False,
     keep_backups: int = 1,
+    in_use: InUse = REFUSE,
     status: Callable[[str], None] = lambda _: None,
     on_line: Callable[[str], None] | None = None,
 ) -> Undone:
@@ -450,6 +456,7 @@ def undo(
             in_place=in_place,
             sources=sources,
             keep_backups=keep_backups,
+            in_use=in_use,
             status=status,
             on_line=on_line,
             before_swap=record_it,

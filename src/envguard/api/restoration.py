@@ -16,6 +16,7 @@ from envguard.api.recover import rebuild
 from envguard.compare.policy import Policy, only_sections
 from envguard.compare.severity import Severity
 from envguard.errors import EnvguardError, StoppedError, UsageError
+from envguard.inuse import REFUSE, InUse
 from envguard.lifecycle import Interrupted
 from envguard.recovery.remote import remote_rebuild
 from envguard.snapshots import store as snapshots
@@ -50,6 +51,7 @@ class RestoreOptions:
     allow: Sequence[str | Path] = ()  # folders files and caches may also be written under
     timeout: float | None = 120.0  # seconds per call through via
     remote_uv: str | None = None  # with via: uv's path there
+    in_use: InUse = REFUSE  # processes running from the venv: refuse, wait, or go on
 
 
 def restore(
@@ -234,6 +236,7 @@ def _restore_packages(
                 base_python=options.base_python,
                 no_backup=options.no_backup,
                 keep_backups=options.keep_backups,
+                in_use=options.in_use,
                 status=status,
                 on_line=on_line,
             )
