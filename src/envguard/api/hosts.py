@@ -14,7 +14,7 @@ from envguard.api.restoration import RestoreOptions, restore
 from envguard.errors import EnvguardError, UsageError
 from envguard.lifecycle import kill_running
 from envguard.owned import own_folder
-from envguard.snapshots import store
+from envguard.snapshots import signing, store
 from envguard.snapshots.hosts import capture_hosts, host_names, prefix_for
 from envguard.tools import split_command
 
@@ -75,7 +75,7 @@ def snapshot_hosts(
     def done(result: HostResult) -> None:
         if result.snapshot is not None:
             path = path_for(result.host)
-            store.write_atomic(path, store.dumps(result.snapshot), force=force)
+            store.write_atomic(path, store.dumps(signing.signed(result.snapshot)), force=force)
             result.path = path
         if on_done is not None:
             on_done(result)
