@@ -159,7 +159,10 @@ def test_guard_refuses_to_install_under_a_running_job(venv: Path, tmp_path: Path
         refused = envguard_cli("guard", "--venv", venv, *install, cwd=tmp_path)
         assert refused.returncode == 1, refused.stderr
         first = refused.stderr.splitlines()[-2]
-        assert first.startswith(f"error: {venv}: in use by 1 process: pid {pid} (")
+        prefix = (
+            f"error: {venv}: in use by 1 process: pid {pid} (started as the venv's interpreter): "
+        )
+        assert first.startswith(prefix + f"{venv}/bin/python -c import sys")
         assert TOKEN not in refused.stderr
         assert "--wait SECONDS" in refused.stderr and "--force" in refused.stderr
         assert ("six", "1.17.0") not in uv_freeze(venv)
@@ -191,7 +194,7 @@ def test_undo_and_rebuild_refuse_before_building(venv: Path, tmp_path: Path) -> 
             refused = envguard_cli(*argv, cwd=tmp_path)
             assert refused.returncode == 1, (argv, refused.stdout, refused.stderr)
             said = refused.stderr + refused.stdout
-            assert f"in use by 1 process: pid {pid} (" in said, argv
+            assert f"in use by 1 process: pid {pid} (started as the venv's interpreter): " in said
             assert TOKEN not in said
             assert marker.is_file() and ("six", "1.17.0") in uv_freeze(venv)  # untouched
             built = [

@@ -100,8 +100,10 @@ def check(venv: Path, policy: InUse, *, action: str) -> None:
         if left <= 0:
             break
         time.sleep(min(0.5, left))
-    listed = "; ".join(f"pid {u.pid} ({u.command}; {u.how})" for u in found[:SHOWN])
-    more = f"; and {len(found) - SHOWN} more" if len(found) > SHOWN else ""
+    # The command last, then a space: nothing glued to a redacted value (the CLI redacts
+    # the line again, and a value runs to the next space).
+    listed = " | ".join(f"pid {u.pid} ({u.how}): {u.command}" for u in found[:SHOWN])
+    more = f" | and {len(found) - SHOWN} more" if len(found) > SHOWN else ""
     count = f"{len(found)} process{'es' if len(found) != 1 else ''}"
     waited = f" (waited {policy.wait:g} s)" if policy.wait else ""
     raise ActionError(
