@@ -187,6 +187,7 @@ def test_undo_and_rebuild_refuse_before_building(venv: Path, tmp_path: Path) -> 
     with job(venv) as pid:
         for argv in (
             ("undo", "--venv", venv, "--offline"),
+            ("undo", "--venv", venv, "--offline", "--in-place"),
             ("rebuild", snap, "--venv", venv, "--execute", "--offline"),
             ("rebuild", snap, "--venv", venv, "--execute", "--offline", "--in-place"),
             ("restore", snap, "--venv", venv, "--execute", "--offline"),
@@ -202,4 +203,5 @@ def test_undo_and_rebuild_refuse_before_building(venv: Path, tmp_path: Path) -> 
                 *tmp_path.glob(".venv.envguard-plan-*"),
             ]
             assert not built, argv  # refused before anything was built
+            assert len(journal.records(venv)) == 1  # and before anything was recorded
         os.kill(pid, 0)

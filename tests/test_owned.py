@@ -85,6 +85,24 @@ def test_a_planted_history_folder_stops_guard_before_the_install_and_undo(
         assert list(outside.iterdir()) == []  # nothing written through the link
 
 
+def test_guard_installs_nothing_when_its_history_folder_is_a_link(tmp_path: Path) -> None:
+    from envguard.testing import make_wheel
+    from factories import UV, uv_freeze
+
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    wh = tmp_path / "wh"
+    make_wheel(wh, "six", "1.17.0")
+    outside = tmp_path / "outside"
+    _plant(journal.folder(venv), "link", outside)
+    install = [UV, "pip", "install", "--no-index", "--find-links", str(wh), "six"]
+    result = runner.invoke(app, ["guard", "--venv", str(venv), "--", *install])
+    assert result.exit_code == 2, result.stderr
+    assert f"error: {journal.folder(venv)}: a symbolic link (to {outside})" in result.stderr
+    assert ("six", "1.17.0") not in uv_freeze(venv)
+    assert list(outside.iterdir()) == []
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_planted_snapshot_folder_is_never_written_or_read_through(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str

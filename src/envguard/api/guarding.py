@@ -428,6 +428,8 @@ def undo(
             hint="envguard history lists them",
         )
     target = found[steps - 1]
+    # Before anything is recorded: an --in-place undo records the venv before its sync.
+    inuse.check(where, in_use, action="the undo")
     path = journal.snapshot_path(where, target)
     # The venv as it is now, for the record that makes the undo undoable: probed while the
     # snapshot is read and the new venv is built, and taken before the swap.
