@@ -205,3 +205,15 @@ def test_undo_and_rebuild_refuse_before_building(venv: Path, tmp_path: Path) -> 
             assert not built, argv  # refused before anything was built
             assert len(journal.records(venv)) == 1  # and before anything was recorded
         os.kill(pid, 0)
+
+
+@pytest.mark.parametrize("wait", ["nan", "inf", "1e309", "-1"])
+def test_the_wait_option_takes_only_seconds(tmp_path: Path, wait: str) -> None:
+    from typer.testing import CliRunner
+
+    from envguard.cli import app
+
+    result = CliRunner().invoke(app, ["undo", "--venv", str(tmp_path), "--wait", wait])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error:") and "--wait" in result.stderr
+    assert "Traceback" not in result.stderr
