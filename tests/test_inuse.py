@@ -215,5 +215,6 @@ def test_the_wait_option_takes_only_seconds(tmp_path: Path, wait: str) -> None:
 
     result = CliRunner().invoke(app, ["undo", "--venv", str(tmp_path), "--wait", wait])
     assert result.exit_code == 2
-    assert result.stderr.startswith("error:") and "--wait" in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "--wait" in errors[0], result.stderr
     assert "Traceback" not in result.stderr
