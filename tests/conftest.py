@@ -58,6 +58,8 @@ def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPath
     monkeypatch.setenv("TRITON_CACHE_DIR", str(base / "no-triton-cache"))
     # The probe's RECORD fingerprint cache: per test session, never the machine's own.
     monkeypatch.setenv("XDG_CACHE_HOME", str(base / "xdg-cache"))
+    # The snapshot signing key (snapshots/signing.py): per session, never the user's own.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(base / "xdg-config"))
 
 
 @pytest.fixture(scope="session")

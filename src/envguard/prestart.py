@@ -18,7 +18,9 @@ _VALUED = {
     ),
     "diff": frozenset({"--python", "--format", "--fail-on", "--only"}),
     # guard and undo probe the venv (--venv, else $VIRTUAL_ENV, else ./.venv) first.
-    "guard": frozenset({"--venv", "--allow", "--fail-on", "--timeout", "--keep", "--format"}),
+    "guard": frozenset(
+        {"--venv", "--allow", "--fail-on", "--timeout", "--keep", "--format", "--wait"}
+    ),
     "undo": frozenset(
         {
             "--venv",
@@ -28,14 +30,17 @@ _VALUED = {
             "--torch-index",
             "--keep-backups",
             "--format",
+            "--wait",
         }
     ),
 }
 _FLAGS = {
     "snapshot": frozenset({"--force", "--no-force", "-q", "--quiet"}),
     "diff": frozenset({"--expand", "-q", "--quiet"}),
-    "guard": frozenset({"--preview", "--shell", "--no-shell", "-q", "--quiet"}),
-    "undo": frozenset({"--offline", "--no-index", "--in-place", "--no-in-place", "-q", "--quiet"}),
+    "guard": frozenset({"--preview", "--shell", "--no-shell", "--force", "-q", "--quiet"}),
+    "undo": frozenset(
+        {"--offline", "--no-index", "--in-place", "--no-in-place", "--force", "-q", "--quiet"}
+    ),
 }
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 
 from envguard.api._shared import capture_request, root_path
 from envguard.errors import EnvguardError, UsageError
-from envguard.snapshots import store
+from envguard.snapshots import signing, store
 from envguard.snapshots.request import start_capture, start_early
 
 if TYPE_CHECKING:
@@ -199,26 +199,31 @@ def save(
     *,
     force: bool = False,
     unique: bool = False,
+    sign: bool = False,
 ) -> Path:
     """Write ``snap`` (a Snapshot, or snapshot_document()'s document) atomically (default:
     snapshots/NAME.json; ``{host}`` in the path is the snapshot's host); never overwrites
     without ``force``. Returns the path written. ``unique`` (a default, timestamped name):
     a name taken meanwhile gets -2, -3, ... instead of an error, so two snapshots in one
-    second never collide."""
+    second never collide. ``sign``: signed with this user's key (snapshots/signing.py),
+    only for a snapshot this process measured: a signed one's variables are restored as
+    written, so signing one read from a file would vouch for whoever wrote that file."""
     name, host = (snap["name"], snap["host"]) if isinstance(snap, dict) else (snap.name, snap.host)
     if path is None and unique and not force:
         for n in range(1, 1000):
             named = snap if n == 1 else store.renamed(snap, f"{name}-{n}")
             try:
-                return save(named, force=False)
+                return save(named, force=False, sign=sign)
             except store.TargetExists:
                 continue
+    if path is None:
+        store.default_folder()  # snapshots/ made or opened, never followed
     target = store.default_path(name) if path is None else Path(path)
     if "{host}" in str(target):
         from envguard.snapshots.hosts import check_host  # threads: off the start-up path
 
         target = Path(str(target).replace("{host}", check_host(host, source="the snapshot's host")))
-    store.write_atomic(target, store.dumps(snap), force=force)
+    store.write_atomic(target, store.dumps(signing.signed(snap) if sign else snap), force=force)
     return target
 
 

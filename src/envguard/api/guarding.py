@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from envguard import inuse
 from envguard.api.capture import newest, snapshot_document, start_document
 from envguard.api.compare import load_policy
 from envguard.errors import StoppedError, UsageError
@@ -24,6 +25,7 @@ from envguard.guard.command import (
 from envguard.guard.install import check_program, find_program, run_install
 from envguard.guard.resolve import DryRun, Resolution, installer_env, project_env
 from envguard.guard.resolve import start as start_dry_run
+from envguard.inuse import REFUSE, InUse
 from envguard.lifecycle import Interrupted, set_interrupt_hint
 from envguard.snapshots import document, store
 from envguard.snapshots.capture import finish_document
@@ -127,7 +129,8 @@ class GuardOptions:
     hold it to [default: the newest in snapshots/, else the venv as it is]; ``fail_on``:
     refuse when a change to what is installed reaches it; ``allow``: packages the install
     may change; ``timeout``: seconds for the dry run; ``shell``: split a one-string command
-    holding shell syntax; ``keep``: records kept; ``policy``: instead of pyproject's."""
+    holding shell syntax; ``keep``: records kept; ``policy``: instead of pyproject's;
+    ``in_use``: what to do when processes run from the venv (refuse, wait, or go on)."""
 
     venv: str | Path | None = None
     against: str | Path | None = None
@@ -137,6 +140,7 @@ class GuardOptions:
     shell: bool = False
     keep: int = journal.KEEP
     policy: Policy | None = None
+    in_use: InUse = REFUSE
 
 
 def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> Preview:
@@ -292,6 +296,7 @@ def guard(
     if seen.blocking:
         return Guarded(preview=seen)
     where = seen.venv
+    inuse.check(where, opts.in_use, action="the install")
     record = journal.begin(
         where,
         seen.live_text,
@@ -407,6 +412,7 @@ def undo(
     sources: Sources | None = None,
     in_place: bool = False,
     keep_backups: int = 1,
+    in_use: InUse = REFUSE,
     status: Callable[[str], None] = lambda _: None,
     on_line: Callable[[str], None] | None = None,
 ) -> Undone:
@@ -433,6 +439,8 @@ def undo(
             hint="envguard history lists them",
         )
     target = found[steps - 1]
+    # Before anything is recorded: an --in-place undo records the venv before its sync.
+    inuse.check(where, in_use, action="the undo")
     path = journal.snapshot_path(where, target)
     # The venv as it is now, for the record that makes the undo undoable: probed while the
     # snapshot is read and the new venv is built, and taken before the swap.
@@ -461,6 +469,7 @@ def undo(
             in_place=in_place,
             sources=sources,
             keep_backups=keep_backups,
+            in_use=in_use,
             status=status,
             on_line=on_line,
             before_swap=record_it,

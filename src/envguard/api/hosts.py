@@ -13,7 +13,8 @@ from envguard.api.capture import load
 from envguard.api.restoration import RestoreOptions, restore
 from envguard.errors import EnvguardError, UsageError
 from envguard.lifecycle import kill_running
-from envguard.snapshots import store
+from envguard.owned import own_folder
+from envguard.snapshots import signing, store
 from envguard.snapshots.hosts import capture_hosts, host_names, prefix_for
 from envguard.tools import split_command
 
@@ -59,6 +60,9 @@ def snapshot_hosts(
         command=command,
     )
     target = Path(folder) if folder else store.default_path(request.name).with_suffix("")
+    if not folder:  # snapshots/ and snapshots/NAME/: envguard's own, never followed
+        store.default_folder()
+        own_folder(target, create=True)
 
     def path_for(host: str) -> Path:  # host names hold no "/": checked above
         if "{host}" in str(target):  # --out 'snaps/{host}.json', as the help says
@@ -71,7 +75,7 @@ def snapshot_hosts(
     def done(result: HostResult) -> None:
         if result.snapshot is not None:
             path = path_for(result.host)
-            store.write_atomic(path, store.dumps(result.snapshot), force=force)
+            store.write_atomic(path, store.dumps(signing.signed(result.snapshot)), force=force)
             result.path = path
         if on_done is not None:
             on_done(result)

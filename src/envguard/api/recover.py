@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from envguard import inuse
 from envguard.api._shared import with_wheelhouse
 from envguard.api.capture import load, newest
 from envguard.api.compare import load_policy
 from envguard.errors import EnvguardError, StoppedError, UsageError
 from envguard.guard import protect as protection
+from envguard.inuse import REFUSE, InUse
 from envguard.lifecycle import signals_deferred
 from envguard.recovery.sources import Sources
 from envguard.snapshots import store
@@ -193,6 +195,7 @@ def rebuild(
     base_python: str | None = None,
     no_backup: bool = False,
     keep_backups: int = 1,
+    in_use: InUse = REFUSE,
     status: Callable[[str], None] = lambda _: None,
     on_line: Callable[[str], None] | None = None,
     before_swap: Callable[[], None] | None = None,
@@ -200,7 +203,9 @@ def rebuild(
     """Recreate ``good``'s packages in ``venv``: build beside it, verify, swap atomically.
     The working venv is untouched unless every step succeeded. At most ``keep_backups``
     old venvs are kept (the newest); the build is refused when the disk lacks the room.
-    ``before_swap`` runs once the new venv is verified, before the swap."""
+    Refused while processes run from the venv (``in_use``: or wait, or go on), looked for
+    before anything is built and again right before the swap. ``before_swap`` runs once
+    the new venv is verified, before the swap."""
     from envguard.recovery.execute import check_target, execute, not_restored, remove_stale
 
     snap, the_plan, damage = _planned(
@@ -213,7 +218,14 @@ def rebuild(
     )
     target = Path(the_plan.venv)
     check_target(target, label=f"--venv {venv}")
+    inuse.check(target, in_use, action="the rebuild")
     protected = protection.status(target) is not None
+
+    def swapping() -> None:  # a job started during the build is seen as well
+        inuse.check(target, in_use, action="the rebuild")
+        if before_swap is not None:
+            before_swap()
+
     cleaned = remove_stale(target)
     skipped = frozenset(s.split(" ", 1)[0] for s in the_plan.skipped)
     try:
@@ -225,7 +237,7 @@ def rebuild(
             ignore=skipped,
             status=status,
             on_line=on_line,
-            before_swap=before_swap,
+            before_swap=swapping,
         )
         outcome.notes[:0] = [*cleaned, *damage.notes]
         if protected:

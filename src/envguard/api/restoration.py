@@ -10,14 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envguard.api._shared import load_snapshot, root_path, snapshot_path, target_for
-from envguard.api.capture import newest
+from envguard.api._shared import root_path, snapshot_path, target_for
 from envguard.api.recover import rebuild
 from envguard.compare.policy import Policy, only_sections
 from envguard.compare.severity import Severity
 from envguard.errors import EnvguardError, StoppedError, UsageError
+from envguard.inuse import REFUSE, InUse
 from envguard.lifecycle import Interrupted
 from envguard.recovery.remote import remote_rebuild
+from envguard.snapshots import signing
 from envguard.snapshots import store as snapshots
 from envguard.snapshots.blobs import Blobs, store_for
 from envguard.snapshots.live import measure_like
@@ -50,6 +51,7 @@ class RestoreOptions:
     allow: Sequence[str | Path] = ()  # folders files and caches may also be written under
     timeout: float | None = 120.0  # seconds per call through via
     remote_uv: str | None = None  # with via: uv's path there
+    in_use: InUse = REFUSE  # processes running from the venv: refuse, wait, or go on
 
 
 def restore(
@@ -116,6 +118,7 @@ def restore(
             str(path.absolute().parent),
             os.path.abspath(options.env_file or env_file_name(snap)),
         ],
+        trust=signing.trust(text),  # the bytes the models were read from
     )
     items: list[Item] = []
     notes: list[str] = []
@@ -234,6 +237,7 @@ def _restore_packages(
                 base_python=options.base_python,
                 no_backup=options.no_backup,
                 keep_backups=options.keep_backups,
+                in_use=options.in_use,
                 status=status,
                 on_line=on_line,
             )
@@ -261,7 +265,10 @@ def _restore_packages(
 
 
 def restore_env(good: str | Path | None = None) -> dict[str, str]:
-    """The variables a restore sets for --then: the snapshot's, less secrets and loaders."""
+    """The variables a restore sets for --then: the snapshot's, less secrets and (unless
+    signed with this user's key) loaders."""
     from envguard.recovery.restore import run_env
 
-    return run_env(load_snapshot(good if good is not None else newest()))
+    path = snapshot_path(good)
+    text = snapshots.read(path)
+    return run_env(snapshots.loads(text, source=str(path)), trust=signing.trust(text))

@@ -157,12 +157,13 @@ def snapshot(
     else:
         doc = api.snapshot_document(**measured)  # written as it is: no models to build
     _print_warnings(doc["warnings"])
+    from envguard.snapshots.signing import signed
     from envguard.snapshots.store import dumps
 
     if out == "-":
-        data_out().write(dumps(doc))
+        data_out().write(dumps(signed(doc)))
         return
-    written = api.save(doc, out, force=force, unique=name is None and out is None)
+    written = api.save(doc, out, force=force, unique=name is None and out is None, sign=True)
     from envguard.render.text import printable, snapshot_summary_line
 
     typer.echo(printable(f"wrote {written}: {snapshot_summary_line(doc)}"))

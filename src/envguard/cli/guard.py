@@ -17,12 +17,15 @@ from envguard.cli.program import (
 from envguard.cli.restore import (
     ExtraIndexUrl,
     FindLinks,
+    Force,
     IndexUrl,
     KeepBackups,
     NoIndex,
     Offline,
     TorchIndex,
+    Wait,
 )
+from envguard.inuse import InUse
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -126,6 +129,8 @@ def guard(
     keep: Annotated[
         int, typer.Option(min=1, help="Keep this many records of guarded changes (the newest).")
     ] = 20,
+    force: Force = False,
+    wait: Wait = 0.0,
     format: Annotated[
         OutputFormat,
         typer.Option(
@@ -150,6 +155,7 @@ def guard(
         timeout=timeout,
         shell=shell,
         keep=keep,
+        in_use=InUse(force=force, wait=wait),
     )
     if preview:
         seen = api.preview(command, options)
@@ -229,6 +235,8 @@ def undo(
         bool, typer.Option(help="uv pip sync straight into the venv (fastest, not atomic).")
     ] = False,
     keep_backups: KeepBackups = 1,
+    force: Force = False,
+    wait: Wait = 0.0,
     format: Format = OutputFormat.table,
 ) -> None:
     """Bring the venv back to before a guarded change.
@@ -255,6 +263,7 @@ def undo(
             sources=sources,
             in_place=in_place,
             keep_backups=keep_backups,
+            in_use=InUse(force=force, wait=wait),
             status=status.update,
             on_line=lambda line: err.print(f"  {line}", markup=False, style="dim"),
         )

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from envguard.cli.program import AFTER_AN_INCIDENT, FILES, app, console, data_out
+from envguard.inuse import MAX_WAIT, InUse
 from envguard.lifecycle import set_interrupt_hint
 
 if TYPE_CHECKING:
@@ -36,6 +37,19 @@ NoIndex = Annotated[bool, typer.Option(help="Passed to uv.")]
 TorchIndex = Annotated[str | None, typer.Option(help="PyTorch index base (a mirror).")]
 KeepBackups = Annotated[
     int, typer.Option(min=0, help="Keep this many envguard backups of the venv (the newest).")
+]
+# Processes running from the venv (envguard.inuse): the change is refused unless they end.
+Force = Annotated[
+    bool, typer.Option("--force", help="Change the venv even while processes run from it.")
+]
+Wait = Annotated[
+    float,
+    typer.Option(
+        min=0.0,
+        max=MAX_WAIT,
+        metavar="SECONDS",
+        help="Wait this long for processes running from the venv to end.",
+    ),
 ]
 
 
@@ -95,6 +109,8 @@ def rebuild(
     then: Annotated[
         str | None, typer.Option(help="After a successful swap, run CMD with the new venv active.")
     ] = None,
+    force: Force = False,
+    wait: Wait = 0.0,
 ) -> None:
     """Recreate the snapshot's packages with uv, atomically.
 
@@ -136,6 +152,7 @@ def rebuild(
             base_python=base_python,
             no_backup=no_backup,
             keep_backups=keep_backups,
+            in_use=InUse(force=force, wait=wait),
             status=status.update,
             on_line=lambda line: err.print(f"  {line}", markup=False, style="dim"),
         )
@@ -270,6 +287,8 @@ def restore(
     warm_timeout: Annotated[
         float, typer.Option(help="Seconds --warm may take before it is stopped.")
     ] = 3600.0,
+    force: Force = False,
+    wait: Wait = 0.0,
 ) -> None:
     """Bring back everything the snapshot knows, each verified.
 
@@ -305,6 +324,7 @@ def restore(
         allow=allow or (),
         timeout=timeout,
         remote_uv=remote_uv,
+        in_use=InUse(force=force, wait=wait),
     )
     if hosts is not None:
         if via is None:

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from envguard.errors import UsageError
+from envguard.owned import own_folder
 from envguard.reading import SMALL_CAP, UNSAFE_CHARS, not_json_constant, read_text
 from envguard.snapshots.store import write_atomic
 
@@ -50,10 +51,23 @@ def folder(venv: Path) -> Path:
     return venv.parent / f"{name}{MARK}"
 
 
+def opened(venv: Path, *, create: bool = False) -> Path | None:
+    """The venv's history folder once it is a real folder of this user's (owned.own_folder:
+    a link, a file or another user's folder is an error, never followed); None: none yet."""
+    return own_folder(folder(venv), create=create)
+
+
+def _made(venv: Path) -> Path:
+    where = opened(venv, create=True)
+    if where is None:  # removed between the mkdir and the open
+        raise UsageError(f"{folder(venv)}: removed while envguard opened it")
+    return where
+
+
 def records(venv: Path) -> list[Record]:
     """The venv's records, newest first; UsageError naming a damaged one."""
-    where = folder(venv)
-    if not where.is_dir():
+    where = opened(venv)
+    if where is None:
         return []
     with os.scandir(where) as scan:
         names = [entry.path for entry in scan if _RECORD.match(entry.name)]
@@ -124,8 +138,7 @@ def begin(
     planned: str,
 ) -> Record:
     """Record the venv as it is (``snapshot_text``) before ``command`` changes it."""
-    where = folder(venv)
-    where.mkdir(exist_ok=True)
+    where = _made(venv)
     _ignored_by_git(where)
     # Past a snapshot whose record was never written (envguard stopped between the two):
     # its number is not taken again, or every later change would be refused.
@@ -161,7 +174,7 @@ def _ignored_by_git(where: Path) -> None:
 def finish(venv: Path, record: Record, *, change: str, exit_code: int) -> Record:
     """The record with what the command did."""
     done = replace(record, change=change, exit_code=exit_code)
-    _write(folder(venv), done, force=True)
+    _write(_made(venv), done, force=True)
     return done
 
 
@@ -179,7 +192,7 @@ def _write(where: Path, record: Record, *, force: bool) -> None:
 
 
 def snapshot_path(venv: Path, record: Record) -> Path:
-    return folder(venv) / record.snapshot_name
+    return (opened(venv) or folder(venv)) / record.snapshot_name
 
 
 def collect(venv: Path, *, keep: int = KEEP, size_cap: int = SIZE_CAP) -> list[int]:

@@ -31,6 +31,7 @@ from envguard.lifecycle import (
     signals_handled,
     start_child,
 )
+from envguard.owned import fresh_place, own_folder
 from envguard.recovery.outcome import Outcome, Warmup
 from envguard.recovery.plan import Plan, RunStep, SwapStep, VerifyStep, safe_label
 from envguard.snapshots.models import Snapshot
@@ -100,6 +101,8 @@ def remove_stale(venv: Path) -> list[str]:
             )
             if displaced:  # never delete a venv we did not build: keep it as a backup
                 backup = venv.parent / f"{venv.name}.envguard-backup-recovered-{pid}"
+                if path.is_symlink() or os.path.lexists(backup):
+                    continue  # not ours to move, or its place taken: left for a person
                 path.rename(backup)
                 done.append(f"kept {backup}: a venv left by a rebuild killed during its swap")
             else:
@@ -522,7 +525,10 @@ def _run_steps(
     venv = Path(p.venv)
     try:
         for folder in sorted({Path(f.path).parent for f in p.files}):
-            folder.mkdir(parents=True, exist_ok=True)
+            if PLAN_MARK in folder.name:  # ours by name: opened, never followed
+                own_folder(folder, create=True)
+            else:
+                folder.mkdir(parents=True, exist_ok=True)
         for f in p.files:
             Path(f.path).write_text(f.content, encoding="utf-8")
     except OSError as exc:  # a full disk or read-only file system: nothing ran yet
@@ -563,7 +569,7 @@ def _run_steps(
                 set_interrupt_hint(_swapped(outcome))
         elif isinstance(step, RunStep):
             if step.kind == "venv" and state.build is not None:
-                state.build.mkdir(parents=True)  # ours from the first moment: marked
+                fresh_place(state.build).mkdir(parents=True)  # ours from the start: marked
                 (state.build / MARKER).touch()
             run_step(step, on_line=on_line)
 

@@ -24,6 +24,7 @@ from envguard.errors import ActionError, EnvguardError
 from envguard.recovery.outcome import Item
 from envguard.recovery.review import held
 from envguard.redact import REDACTED
+from envguard.snapshots.signing import UNSIGNED, Trust
 
 if TYPE_CHECKING:
     from envguard.probe.channel import Target
@@ -58,11 +59,18 @@ def _restorable(name: str, value: str | None = None) -> bool:
     return name.isascii() and (value is None or value.isprintable())
 
 
-def env_file_text(snap: Snapshot, live_env: dict[str, str]) -> tuple[str, list[str]]:
+def env_file_text(
+    snap: Snapshot, live_env: dict[str, str], *, trust: Trust = UNSIGNED
+) -> tuple[str, list[str]]:
     """The variables file (export/unset lines, values shell-quoted, names checked) and the
-    names left out because their values were redacted."""
+    names left out because their values were redacted. Code-loading variables are held
+    (commented out, with the reason) unless ``trust`` says this user's envguard signed it."""
     lines = [f"# envguard restore: the environment variables of snapshot {_safe(snap.name)}"]
     lines.append("# source it in the shell that runs training: . FILE")
+    if trust.signed:
+        lines.append(f"# {trust.why}: every variable is set as it was recorded")
+    else:
+        lines.append(f"# {trust.why}: variables that load code are held for review")
     left_out = []
     for name, value in sorted(snap.env.items()):
         if not _restorable(name, value):
@@ -72,7 +80,7 @@ def env_file_text(snap: Snapshot, live_env: dict[str, str]) -> tuple[str, list[s
             lines.append(f"# {name}: redacted in the snapshot; set it yourself")
             continue
         line = f"export {name}={shlex.quote(value)}"
-        why = held(name)
+        why = None if trust.signed else held(name)
         if why is not None:
             lines.append(f"# {name}: held for review: {why}")
             line = f"# review, then uncomment: {line}"
@@ -96,13 +104,13 @@ def env_file_name(snap: Snapshot) -> str:
     return f"{base}.env.sh"
 
 
-def run_env(snap: Snapshot) -> dict[str, str]:
+def run_env(snap: Snapshot, *, trust: Trust = UNSIGNED) -> dict[str, str]:
     """The variables a --then command or a bisect candidate gets from the snapshot (the
-    file's export lines): none that review.held() holds."""
+    file's export lines): none that review.held() holds, unless ``trust`` says signed."""
     return {
         n: v
         for n, v in snap.env.items()
-        if _restorable(n, v) and held(n) is None and REDACTED[:-1] not in v
+        if _restorable(n, v) and (trust.signed or held(n) is None) and REDACTED[:-1] not in v
     }
 
 
@@ -125,6 +133,7 @@ class Context:
         )
     )
     status: Callable[[str], None] = lambda _: None
+    trust: Trust = UNSIGNED  # whether this user's envguard signed the snapshot
 
 
 def _digests(answer: dict[str, object]) -> dict[str, str]:
@@ -544,7 +553,7 @@ def write_env_file(ctx: Context, path: str) -> Item:
     """The variables file, written through the target like any restored file."""
     import hashlib
 
-    text, left_out = env_file_text(ctx.snap, ctx.live.env)
+    text, left_out = env_file_text(ctx.snap, ctx.live.env, trust=ctx.trust)
     detail = f"{path}: source it ('. {shlex.quote(path)}')" + (
         f"; redacted, not written: {', '.join(left_out)}" if left_out else ""
     )

@@ -6,10 +6,11 @@ The one list (HELD) and its reasons. restore writes a held variable commented ou
 its reason on the line above, and neither `restore --then` nor a bisect candidate gets it
 (recovery.restore.env_file_text and run_env).
 
-Held whoever wrote the snapshot. A file's host and user fields and its owner were weighed
-as proof that it is the user's own, and refused: a forged snapshot in a pull request's
-checkout on a CI runner is owned by the runner's user, and host and user are plain strings
-a forger copies from any log that printed them.
+Held unless this user's envguard signed the snapshot (snapshots/signing.py: an HMAC under
+a key in the user's config folder). A file's host and user fields and its owner were
+weighed as proof that it is the user's own, and refused: a forged snapshot in a pull
+request's checkout on a CI runner is owned by the runner's user, and host and user are
+plain strings a forger copies from any log that printed them.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import IO
 
 from envguard.errors import ActionError
+from envguard.owned import own_folder
 
 STORE_DIR = ".store"
 _HEX = re.compile(r"^[0-9a-f]{64}$")
@@ -56,9 +57,10 @@ class Blobs:
     def write(self, fill: Callable[[IO[bytes]], object]) -> tuple[str, int]:
         """Store what ``fill`` writes; (its sha256, its size). Atomic: a blob is complete or
         absent, and one already there is kept as it is."""
-        folder = self.root / "sha256"
+        # .store and its sha256/ and sha256/ab/: envguard's own, opened, never followed.
+        own_folder(self.root, create=True)
+        folder = own_folder(self.root / "sha256", create=True) or self.root / "sha256"
         try:
-            folder.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".incoming-", dir=folder)
         except OSError as exc:
             raise ActionError(f"{self.root}: cannot write the store ({exc.strerror})") from None
@@ -72,7 +74,7 @@ class Blobs:
                     raise ActionError(why) from None
             sha = hashing.sha.hexdigest()
             final = self.path(sha)
-            final.parent.mkdir(exist_ok=True)
+            own_folder(final.parent, create=True)
             os.chmod(tmp, 0o400)  # kept content may be private: the owner reads it
             if final.is_file():
                 os.unlink(tmp)

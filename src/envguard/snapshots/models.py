@@ -365,6 +365,8 @@ class Snapshot(Model):
     fit: Annotated[Fit | None, Since(3)] = None
     # torch.compile's key ingredients; None: not recorded (a snapshot before minor 3).
     compile: Annotated[CompileKey | None, Since(4)] = None
+    # HMAC-SHA256 of the rest under this user's key (snapshots/signing.py); None: unsigned.
+    signature: Annotated[Line | None, Since(6), Field(max_length=256)] = None
 
     @field_serializer("schema_minor")
     def _written_now(self, minor: int) -> int:

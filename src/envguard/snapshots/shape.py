@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from envguard.snapshots.models import Snapshot
 
 # The largest Since(minor) of any field: what a file written now is.
-SCHEMA_MINOR = 5
+SCHEMA_MINOR = 6
 
 _KEYS_Snapshot = frozenset(
     [
@@ -47,10 +47,11 @@ _KEYS_Snapshot = frozenset(
         "unowned",
         "fit",
         "compile",
+        "signature",
     ]
 )
 _REQUIRED_Snapshot = _KEYS_Snapshot - frozenset(
-    ["schema_minor", "libraries", "clashes", "unowned", "fit", "compile"]
+    ["schema_minor", "libraries", "clashes", "unowned", "fit", "compile", "signature"]
 )
 _KEYS_Interpreter = frozenset(
     [
@@ -274,6 +275,10 @@ def _fits_Snapshot(d: Any) -> bool:
         )
         and ("fit" not in d or (d["fit"] is None or _fits_Fit(d["fit"])))
         and ("compile" not in d or (d["compile"] is None or _fits_CompileKey(d["compile"])))
+        and (
+            "signature" not in d
+            or (d["signature"] is None or (_c.line(d["signature"]) and len(d["signature"]) <= 256))
+        )
         and _c.one_entry_per_package(d)
     )
 

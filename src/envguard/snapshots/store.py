@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from envguard import notices
 from envguard.errors import ActionError, SnapshotError, UsageError, field_path
+from envguard.owned import own_folder
 from envguard.reading import not_json_constant
 from envguard.snapshots import shape
 from envguard.version import SCHEMA_VERSION
@@ -169,7 +170,7 @@ def resolve(ref: str, *, root: Path | None = None) -> Path:
     path = Path(ref).expanduser()
     if path.is_file():
         return path
-    if _NAME.match(ref):
+    if _NAME.match(ref) and own_folder(root / SNAPSHOT_DIR, create=False) is not None:
         for candidate in (root / SNAPSHOT_DIR / f"{ref}.json", root / SNAPSHOT_DIR / ref):
             if candidate.is_file():
                 return candidate
@@ -237,10 +238,16 @@ def default_path(name: str, *, root: Path | None = None) -> Path:
     return (Path(SNAPSHOT_DIR) if root is None else root / SNAPSHOT_DIR) / f"{name}.json"
 
 
+def default_folder(*, root: Path | None = None, create: bool = True) -> Path | None:
+    """snapshots/ opened as envguard's own folder (owned.own_folder: a link, a file or
+    another user's folder is an error, never followed): made when ``create``."""
+    return own_folder((Path.cwd() if root is None else root) / SNAPSHOT_DIR, create=create)
+
+
 def list_snapshots(*, root: Path | None = None) -> list[Path]:
     """Snapshot files in snapshots/, newest modification first."""
-    folder = (Path.cwd() if root is None else root) / SNAPSHOT_DIR
-    if not folder.is_dir():
+    folder = default_folder(root=root, create=False)
+    if folder is None:
         return []
     files = [p for p in folder.glob("*.json") if p.is_file()]
     return sorted(files, key=lambda p: (p.stat().st_mtime, p.name), reverse=True)
