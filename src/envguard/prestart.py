@@ -11,8 +11,11 @@ else in argv (another option, ``--via``, ``--help``, ``-v``) means no guess.
 from __future__ import annotations
 
 # Options that do not change what the command's probe measures (their values are skipped;
-# --python's is the guess), and flags that do not either.
-_VALUED = {
+# --python's is the guess), and flags that do not either. Any other option means no guess.
+# tests/cli/test_prestart.py holds both to typer's options: each one here is an option of
+# that command with the same arity, and each option typer has is here or named there as one
+# that means no guess.
+VALUED = {
     "snapshot": frozenset(
         {"--python", "--name", "--out", "-o", "--metric", "--note", "--timeout", "--jobs"}
     ),
@@ -31,21 +34,23 @@ _VALUED = {
         }
     ),
 }
-_FLAGS = {
+FLAGS = {
     "snapshot": frozenset({"--force", "--no-force", "-q", "--quiet"}),
     "diff": frozenset({"--expand", "-q", "--quiet"}),
-    "guard": frozenset({"--preview", "--shell", "--no-shell", "-q", "--quiet"}),
-    "undo": frozenset({"--offline", "--no-index", "--in-place", "--no-in-place", "-q", "--quiet"}),
+    "guard": frozenset({"--preview", "--shell", "-q", "--quiet"}),
+    "undo": frozenset(
+        {"--offline", "--no-offline", "--no-index", "--in-place", "--no-in-place", "-q", "--quiet"}
+    ),
 }
 
 
 def guess(argv: list[str]) -> tuple[str, str | None, str | None] | None:
     """(command, its --python, the snapshot it names) when ``argv`` is plainly a local
     ``snapshot`` or ``diff``; else None."""
-    if not argv or argv[0] not in _VALUED:
+    if not argv or argv[0] not in VALUED:
         return None
     command, python, positional = argv[0], None, []
-    valued, flags = _VALUED[command], _FLAGS[command]
+    valued, flags = VALUED[command], FLAGS[command]
     i = 1
     while i < len(argv):
         arg = argv[i]
