@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from envguard.api.bisection import BisectOptions, bisect
     from envguard.api.capture import (
+        Measure,
         check_writable,
         default_path,
         fit,
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
 _MODULES = {
     "bisection": ("BisectOptions", "bisect"),
     "capture": (
+        "Measure",
         "check_writable",
         "default_path",
         "fit",
@@ -101,6 +103,7 @@ __all__ = [
     "BisectOptions",
     "GuardOptions",
     "Guarded",
+    "Measure",
     "Preview",
     "RestoreOptions",
     "Undone",

@@ -8,13 +8,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envguard.api._shared import capture_request, snapshot_path
+from envguard.api._shared import settings, snapshot_path
 from envguard.api.capture import load
 from envguard.api.restoration import RestoreOptions, restore
 from envguard.errors import EnvguardError, UsageError
 from envguard.lifecycle import kill_running
 from envguard.snapshots import store
 from envguard.snapshots.hosts import capture_hosts, host_names, prefix_for
+from envguard.snapshots.measure import Measure, capture_request
 from envguard.tools import split_command
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 def snapshot_hosts(
     hosts: str | Sequence[str],
     *,
-    via: str | Sequence[str],
+    via: str | Sequence[str] | None = None,
     folder: str | Path | None = None,
     python: str | None = None,
     name: str | None = None,
@@ -41,23 +42,25 @@ def snapshot_hosts(
     force: bool = False,
     command: Sequence[str] | None = None,
     on_done: Callable[[HostResult], None] | None = None,
+    measure: Measure | None = None,
 ) -> list[HostResult]:
     """Capture many hosts through ``via`` (with ``{host}`` in it), writing each one's
     snapshot to ``folder/HOST.json`` (or to ``folder`` with ``{host}`` filled in, when it
     has one) as it arrives; failed hosts are results too."""
     host_list = host_names(hosts)
     request = capture_request(
-        python=python,
+        settings(measure, python=python, via=via, timeout=timeout),
         name=name,
         repos=repos,
         files=files,
         caches=caches,
         metrics=metrics,
         note=note,
-        via=via,
-        timeout=timeout,
         command=command,
+        hosts=True,
     )
+    if not request.via:
+        raise UsageError("--hosts needs {host} in --via, e.g. --via 'ssh {host}'")
     target = Path(folder) if folder else store.default_path(request.name).with_suffix("")
 
     def path_for(host: str) -> Path:  # host names hold no "/": checked above
