@@ -56,7 +56,15 @@ if TYPE_CHECKING:
     )
     from envguard.api.hosts import fleet, probe_payload, restore_hosts, snapshot_hosts
     from envguard.api.records import keep, log
-    from envguard.api.recover import export, plan_rebuild, rebuild, run_then, sources, warm
+    from envguard.api.recover import (
+        RebuildOptions,
+        export,
+        plan_rebuild,
+        rebuild,
+        run_then,
+        sources,
+        warm,
+    )
     from envguard.api.restoration import RestoreOptions, restore, restore_env
 
 # Each module and the names it exports.
@@ -94,7 +102,15 @@ _MODULES = {
     ),
     "hosts": ("fleet", "probe_payload", "restore_hosts", "snapshot_hosts"),
     "records": ("keep", "log"),
-    "recover": ("export", "plan_rebuild", "rebuild", "run_then", "sources", "warm"),
+    "recover": (
+        "RebuildOptions",
+        "export",
+        "plan_rebuild",
+        "rebuild",
+        "run_then",
+        "sources",
+        "warm",
+    ),
     "restoration": ("RestoreOptions", "restore", "restore_env"),
 }
 _HOME = {name: module for module, names in _MODULES.items() for name in names}
@@ -105,6 +121,7 @@ __all__ = [
     "Guarded",
     "Measure",
     "Preview",
+    "RebuildOptions",
     "RestoreOptions",
     "Undone",
     "bisect",
