@@ -1,5 +1,6 @@
-"""Start-up before and after a change, side by side: `envguard --help` and a clean
-`envguard diff`, each run by the same interpreter against two source trees.
+"""Start-up before and after a change, side by side: `envguard --help`, a clean
+`envguard diff` and a `envguard snapshot` of a bare venv, each run by the same interpreter
+against two source trees.
 
     .venv/bin/python bench/startup.py --old /tmp/old/src [--repeats 15]
 
@@ -70,6 +71,14 @@ def main() -> int:
         cases = {
             "envguard --help": lambda tree, label: ["--help"],
             "clean envguard diff": lambda tree, label: ["diff", str(snaps[label])],
+            "envguard snapshot": lambda tree, label: [
+                "snapshot",
+                "--python",
+                str(venv),
+                "-o",
+                str(work / f"{label}-again.json"),
+                "--force",
+            ],
         }
         print("| what | old (median) | new (median) | new/old | pairs |\n|---|---|---|---|---|")
         for name, argv_of in cases.items():

@@ -18,11 +18,19 @@ API = Path(api.__file__).parent
 
 
 def _public(path: Path) -> set[str]:
+    """The public names a module defines, and those it re-exports (``import X as X``)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    return {
+    defined = {
         node.name
         for node in tree.body
         if isinstance(node, ast.FunctionDef | ast.ClassDef) and not node.name.startswith("_")
+    }
+    return defined | {
+        alias.name
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.asname == alias.name
     }
 
 
@@ -70,3 +78,31 @@ def test_options_are_frozen_keywords() -> None:
     with pytest.raises(TypeError):
         api.BisectOptions("python check.py")  # type: ignore[misc]
     assert api.BisectOptions(run="python check.py").max_steps == 30
+
+
+def test_where_to_measure_is_one_value_and_the_old_keywords_still_work(tmp_path: Path) -> None:
+    """measure= holds python, via, timeout, allow, root, deep and pid; a script written with
+    the keywords keeps working, and giving both is refused (which would win is a guess)."""
+    from envguard.errors import UsageError
+
+    where = api.Measure(python=sys.executable, timeout=30.0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        where.deep = True  # type: ignore[misc]
+    with pytest.raises(UsageError, match="not both"):
+        api.snapshot_document(measure=where, deep=True)
+    with pytest.raises(UsageError, match="not both"):
+        api.diff("good", measure=where, via="ssh gpu01")
+    # Checked from the value, before anything runs.
+    with pytest.raises(UsageError, match="--timeout 0: seconds"):
+        api.snapshot_document(measure=api.Measure(python=sys.executable, timeout=0.0))
+    with pytest.raises(UsageError, match="--pid -1: not a process id"):
+        api.snapshot(measure=api.Measure(pid=-1))
+    with pytest.raises(UsageError, match=r"--root .*: no such directory"):
+        api.diff("good", measure=api.Measure(root=tmp_path / "gone"))
+    with pytest.raises(UsageError, match=r"--root .*: no such directory"):
+        api.diff("good", root=tmp_path / "gone")  # the keyword, as before
+    # The same snapshot either way: the value is what the keywords were.
+    by_value = api.snapshot_document(name="m", measure=api.Measure(python=sys.executable))
+    by_keywords = api.snapshot_document(name="m", python=sys.executable)
+    assert by_value["interpreter"] == by_keywords["interpreter"]
+    assert [p["name"] for p in by_value["packages"]] == [p["name"] for p in by_keywords["packages"]]

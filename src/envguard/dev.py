@@ -9,7 +9,9 @@ Generated here:
   report is checked against;
 - schema/*.json: the published JSON schemas (``envguard schema KIND``).
 
-Nothing here runs in a user's command: it imports pydantic and every model.
+Nothing here runs in a user's command: it imports pydantic and every model, and writes
+into the checkout. It is left out of the wheel (pyproject.toml); an editable install
+(`pip install -e ".[dev]"`) runs it from the source tree.
 """
 
 from __future__ import annotations

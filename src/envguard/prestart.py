@@ -11,8 +11,11 @@ else in argv (another option, ``--via``, ``--help``, ``-v``) means no guess.
 from __future__ import annotations
 
 # Options that do not change what the command's probe measures (their values are skipped;
-# --python's is the guess), and flags that do not either.
-_VALUED = {
+# --python's is the guess), and flags that do not either. Any other option means no guess.
+# tests/cli/test_prestart.py holds both to typer's options: each one here is an option of
+# that command with the same arity, and each option typer has is here or named there as one
+# that means no guess.
+VALUED = {
     "snapshot": frozenset(
         {"--python", "--name", "--out", "-o", "--metric", "--note", "--timeout", "--jobs"}
     ),
@@ -34,12 +37,21 @@ _VALUED = {
         }
     ),
 }
-_FLAGS = {
+FLAGS = {
     "snapshot": frozenset({"--force", "--no-force", "-q", "--quiet"}),
     "diff": frozenset({"--expand", "-q", "--quiet"}),
-    "guard": frozenset({"--preview", "--shell", "--no-shell", "--force", "-q", "--quiet"}),
+    "guard": frozenset({"--preview", "--shell", "--force", "-q", "--quiet"}),
     "undo": frozenset(
-        {"--offline", "--no-index", "--in-place", "--no-in-place", "--force", "-q", "--quiet"}
+        {
+            "--offline",
+            "--no-offline",
+            "--no-index",
+            "--in-place",
+            "--no-in-place",
+            "--force",
+            "-q",
+            "--quiet",
+        }
     ),
 }
 
@@ -47,10 +59,10 @@ _FLAGS = {
 def guess(argv: list[str]) -> tuple[str, str | None, str | None] | None:
     """(command, its --python, the snapshot it names) when ``argv`` is plainly a local
     ``snapshot`` or ``diff``; else None."""
-    if not argv or argv[0] not in _VALUED:
+    if not argv or argv[0] not in VALUED:
         return None
     command, python, positional = argv[0], None, []
-    valued, flags = _VALUED[command], _FLAGS[command]
+    valued, flags = VALUED[command], FLAGS[command]
     i = 1
     while i < len(argv):
         arg = argv[i]

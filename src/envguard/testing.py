@@ -1,7 +1,8 @@
 """Tiny, valid wheels and package indexes for hermetic tests and offline demos.
 
-Used by envguard's own tests and by examples/seed-story; handy for testing any tool that
-installs packages: `uv pip install --offline --no-index --find-links DIR` takes these.
+Used by envguard's own tests, bench/ and examples/seed-story: `uv pip install --offline
+--no-index --find-links DIR` takes these. A checkout's module, importable from an editable
+install and left out of the wheel (pyproject.toml); nothing the wheel ships imports it.
 """
 
 from __future__ import annotations

@@ -210,3 +210,28 @@ def test_deeply_nested_json_is_exit_2(in_tmp: Path) -> None:
     for command in ("diff", "show"):
         code, _, err = invoke(command, "deep.json")
         assert code == 2 and "Traceback" not in err
+
+
+def test_diff_builds_where_to_measure_once_and_passes_it_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The options --python, --via, --timeout, --allow, --root and --deep reach the API as one
+    Measure: no part travels beside it."""
+    from envguard import api
+    from envguard.snapshots.measure import Measure
+
+    seen: dict[str, object] = {}
+
+    def fake_diff(*args: object, **kwargs: object) -> None:
+        seen.update(kwargs, args=args)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(api, "diff", fake_diff)
+    argv = ["diff", "good", "--python", "/v/bin/python", "--via", "ssh gpu01", "--timeout", "30"]
+    result = runner.invoke(app, [*argv, "--allow", "data", "--root", "/srv/co", "--deep"])
+    assert result.exit_code == 0, result.output
+    assert seen["measure"] == Measure(
+        python="/v/bin/python", via="ssh gpu01", timeout=30.0, allow=("data",), root="/srv/co",
+        deep=True,
+    )  # fmt: skip
+    assert set(seen) == {"args", "policy", "measure"}

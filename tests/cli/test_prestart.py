@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from envguard.prestart import guess
+from envguard.prestart import FLAGS, VALUED, guess
 from envguard.snapshots import request as capture
 
 
@@ -41,6 +41,70 @@ def test_the_guess_is_made_only_from_plain_argv(
     argv: list[str], expected: tuple[str, str | None, str | None] | None
 ) -> None:
     assert guess(argv) == expected
+
+
+# Typer's options that mean no guess: each may change what the command's probe measures,
+# or how (--via, --root, --deep, ...), or is simply not worth a guess (-v). A new option of
+# these commands goes into prestart's VALUED or FLAGS when it leaves the probe as it is, or
+# here when it does not.
+NO_GUESS = {
+    "snapshot": {
+        "--repo", "--file", "--cache", "--pid", "--via", "--hosts", "--store", "--root",
+        "--keep-files", "--no-keep-files", "--keep-cache", "--no-keep-cache", "--deep",
+        "--no-deep", "--verbose", "-v",
+    },
+    "diff": {
+        "--against", "--via", "--allow", "--root", "--lock", "--extra", "--all-extras",
+        "--group", "--only-group", "--no-default-groups", "--all-groups", "--package",
+        "--no-group", "--no-dev", "--all-packages", "--no-install-project",
+        "--no-install-workspace", "--no-editable", "--timeout", "--deep", "--no-deep",
+        "--verbose", "-v",
+    },
+    "guard": {"--verbose", "-v"},
+    "undo": {"--verbose", "-v"},
+}  # fmt: skip
+
+
+def _typer_options(command: str) -> tuple[dict[str, str], list[int]]:
+    """Each option of the real command (typer's) with its arity ("flag" or "valued"), and
+    the nargs of its arguments in order."""
+    import typer.main
+
+    from envguard.cli import app
+
+    group = typer.main.get_command(app)
+    built = group.get_command(group.context_class(group), command)  # type: ignore[attr-defined]
+    options: dict[str, str] = {}
+    arguments = []
+    for param in built.params:
+        if param.param_type_name == "argument":
+            arguments.append(param.nargs)
+            continue
+        arity = "flag" if param.is_flag else "valued" if param.nargs == 1 else f"{param.nargs}"
+        for name in (*param.opts, *param.secondary_opts):
+            options[name] = arity
+    return options, arguments
+
+
+@pytest.mark.parametrize("command", sorted(VALUED))
+def test_prestart_knows_each_option_of_the_command_with_typers_arity(command: str) -> None:
+    """prestart reads argv before typer, so it is held to typer's options: an option it
+    skips with a value must take one value in typer (else it would skip a positional, or
+    take one as a value), a flag it skips must be a flag, and every option typer has is one
+    of these or means no guess (not an option prestart has never heard of)."""
+    options, arguments = _typer_options(command)
+    wrong = {o: options.get(o, "missing") for o in VALUED[command] if options.get(o) != "valued"}
+    assert not wrong, f"prestart skips a value after these; typer says: {wrong}"
+    wrong = {o: options.get(o, "missing") for o in FLAGS[command] if options.get(o) != "flag"}
+    assert not wrong, f"prestart skips these as flags; typer says: {wrong}"
+    known = VALUED[command] | FLAGS[command] | NO_GUESS[command]
+    assert not NO_GUESS[command] & (VALUED[command] | FLAGS[command])
+    assert not set(options) - known, f"options prestart does not know: {set(options) - known}"
+    assert not NO_GUESS[command] - set(options), "no longer options of the command"
+    # The positionals guess() takes: none for snapshot, one snapshot for diff; guard's
+    # words and undo's steps end what it reads or are passed over.
+    expected = {"snapshot": [], "diff": [1], "guard": [-1], "undo": [1]}[command]
+    assert arguments == expected
 
 
 def test_guard_and_undo_guess_their_venv_and_only_a_venv(tmp_path: Path) -> None:

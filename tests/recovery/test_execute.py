@@ -532,6 +532,30 @@ def test_the_torch_build_comes_from_a_wheelhouse_that_holds_it(good: Path, in_tm
     assert "--index-url" in install.argv  # not in the wheelhouse: its PyTorch index
 
 
+def test_rebuild_settings_are_one_value_and_the_keywords_still_work(
+    good: Path, in_tmp: Path
+) -> None:
+    """plan_rebuild() and rebuild() take their settings as one RebuildOptions (what the
+    command line builds once) or as the keywords they took before; both at once is refused
+    before anything is built."""
+    from envguard import api
+    from envguard.errors import UsageError
+    from envguard.recovery.plan import Sources
+
+    wh = in_tmp / "wh"
+    make_torch_wheel(wh, "2.11.0+cu128", "12.8")
+    sources = Sources(find_links=(str(wh),))
+    options = api.RebuildOptions(venv=in_tmp / "new", sources=sources, skip_editables=True)
+    by_value = api.plan_rebuild("good", options=options)
+    by_keywords = api.plan_rebuild(
+        "good", venv=in_tmp / "new", sources=sources, skip_editables=True
+    )
+    assert by_value.steps == by_keywords.steps and by_value.venv == str(in_tmp / "new")
+    with pytest.raises(UsageError, match="not both"):
+        api.rebuild("good", options=options, in_place=True)
+    assert not (in_tmp / "new").exists()
+
+
 def test_backups_are_pruned_and_sized(
     good: Path, in_tmp: Path, wheelhouse: Path, torch_index: str
 ) -> None:

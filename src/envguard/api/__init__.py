@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from envguard.api.bisection import BisectOptions, bisect
     from envguard.api.capture import (
+        Measure,
         check_writable,
         default_path,
         fit,
@@ -55,13 +56,22 @@ if TYPE_CHECKING:
     )
     from envguard.api.hosts import fleet, probe_payload, restore_hosts, snapshot_hosts
     from envguard.api.records import keep, log
-    from envguard.api.recover import export, plan_rebuild, rebuild, run_then, sources, warm
+    from envguard.api.recover import (
+        RebuildOptions,
+        export,
+        plan_rebuild,
+        rebuild,
+        run_then,
+        sources,
+        warm,
+    )
     from envguard.api.restoration import RestoreOptions, restore, restore_env
 
 # Each module and the names it exports.
 _MODULES = {
     "bisection": ("BisectOptions", "bisect"),
     "capture": (
+        "Measure",
         "check_writable",
         "default_path",
         "fit",
@@ -92,7 +102,15 @@ _MODULES = {
     ),
     "hosts": ("fleet", "probe_payload", "restore_hosts", "snapshot_hosts"),
     "records": ("keep", "log"),
-    "recover": ("export", "plan_rebuild", "rebuild", "run_then", "sources", "warm"),
+    "recover": (
+        "RebuildOptions",
+        "export",
+        "plan_rebuild",
+        "rebuild",
+        "run_then",
+        "sources",
+        "warm",
+    ),
     "restoration": ("RestoreOptions", "restore", "restore_env"),
 }
 _HOME = {name: module for module, names in _MODULES.items() for name in names}
@@ -101,7 +119,9 @@ __all__ = [
     "BisectOptions",
     "GuardOptions",
     "Guarded",
+    "Measure",
     "Preview",
+    "RebuildOptions",
     "RestoreOptions",
     "Undone",
     "bisect",

@@ -1,90 +1,50 @@
-"""Helpers the api modules share: a capture request from the options, --root, the snapshot
-a command names, uv's sources with their wheelhouse."""
+"""Helpers the api modules share: the Measure from the options, the snapshot a command
+names, uv's sources with their wheelhouse."""
 
 from __future__ import annotations
 
 import os
-import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envguard.errors import UsageError
-from envguard.probe.interpreters import resolve_python
 from envguard.snapshots import store
-from envguard.snapshots.request import USER_CACHE, CaptureRequest
-from envguard.tools import split_command
+from envguard.snapshots.measure import VIA_TIMEOUT, Measure
 
 if TYPE_CHECKING:
     from envguard.probe.channel import Target
     from envguard.recovery.sources import Sources
-    from envguard.snapshots.models import MetricValue, Snapshot
+    from envguard.snapshots.models import Snapshot
 
 
-def capture_request(
+def settings(
+    measure: Measure | None,
     *,
-    python: str | Path | None,
-    name: str | None,
-    repos: Sequence[str | Path],
-    files: Sequence[str],
-    caches: Sequence[str],
-    metrics: Mapping[str, MetricValue] | None,
-    note: str | None,
-    via: str | Sequence[str] | None,
-    timeout: float | None,
-    command: Sequence[str] | None,
-) -> CaptureRequest:
-    """The request snapshot() and its kin send to the probe, checked before it starts."""
-    from datetime import datetime, timezone
-
-    snap_name = (
-        store.validate_name(name) if name else datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    python: str | Path | None = None,
+    via: str | Sequence[str] | None = None,
+    timeout: float | None = VIA_TIMEOUT,
+    allow: Sequence[str | Path] = (),
+    root: str | Path | None = None,
+    deep: bool = False,
+    pid: int | None = None,
+) -> Measure:
+    """``measure``, or one made from the keywords the API took before it (still accepted:
+    scripts written against them keep working); both at once is a UsageError."""
+    flat = Measure(
+        python=python,
+        via=via if via is None or isinstance(via, str) else tuple(via),
+        timeout=timeout,
+        allow=tuple(str(a) for a in allow),
+        root=root,
+        deep=deep,
+        pid=pid,
     )
-    prefix = (
-        split_command(via, option="--via") if isinstance(via, str) else tuple(via) if via else ()
-    )
-    if prefix:
-        target: Path | str = str(python) if python else "python3"
-    else:
-        target = resolve_python(str(python) if python else None)
-    if timeout is not None:
-        via_timeout(timeout)  # zero, negative or NaN seconds: bad usage here or through --via
-    return CaptureRequest(
-        python=target,
-        python_label=f"--python {python}" if python and not prefix else None,
-        name=snap_name,
-        repos=tuple(Path(r) for r in repos),
-        files=tuple(files),
-        caches=tuple((USER_CACHE, c) for c in caches),
-        include_cwd_repo=not prefix,
-        metrics=dict(metrics or {}),
-        note=note,
-        command=tuple(command) if command is not None else ("python", *sys.argv),
-        via=prefix,
-        timeout=timeout if prefix else None,
-    )
-
-
-def via_timeout(timeout: float) -> float:
-    """``timeout`` when it is a number of seconds a far side can be given (--timeout)."""
-    import math
-
-    if not (timeout > 0 and math.isfinite(timeout)):  # also NaN
-        raise UsageError(f"--timeout {timeout:g}: seconds, more than 0")
-    return timeout
-
-
-def root_path(root: str | Path, *, remote: bool) -> str:
-    """--root as an absolute path (on the far side: as given, which must be absolute)."""
-
-    text = os.path.expanduser(str(root))
-    if remote:
-        if not os.path.isabs(text):
-            raise UsageError(f"--root {root}: with --via it must be an absolute path")
-        return text
-    if not os.path.isdir(text):
-        raise UsageError(f"--root {root}: no such directory")
-    return os.path.abspath(text)
+    if measure is None:
+        return flat
+    if flat != Measure():  # a keyword given besides (each default is Measure's)
+        raise UsageError("give measure= or the keywords it holds (python=, via=, ...), not both")
+    return measure
 
 
 def snapshot_path(good: str | Path | None) -> Path:
@@ -100,17 +60,16 @@ def load_snapshot(ref: str | Path | Snapshot) -> Snapshot:
     return ref if isinstance(ref, Snapshot) else store.load(ref)
 
 
-def target_for(
-    via: str | Sequence[str] | None, *, python: str | None, timeout: float | None
-) -> Target:
-    """Where a command acts: this host, or the far side of the ``via`` prefix."""
+def target_for(measure: Measure) -> Target:
+    """Where a command acts: this host, or the far side of ``measure``'s via."""
     # Only restore and keep talk to a target: off the start-up path of snapshot and diff.
     from envguard.probe.channel import RemoteTarget, Target
 
-    if not via:
+    prefix = measure.prefix()
+    if not prefix:
         return Target()
-    prefix = split_command(via, option="--via") if isinstance(via, str) else tuple(via)
-    return RemoteTarget(prefix, python or "python3", timeout=timeout)
+    python = None if measure.python is None else str(measure.python)
+    return RemoteTarget(prefix, python or "python3", timeout=measure.timeout)
 
 
 def with_wheelhouse(sources: Sources) -> Sources:

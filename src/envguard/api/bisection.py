@@ -18,6 +18,7 @@ from envguard.snapshots import store as snapshots
 from envguard.snapshots.blobs import Blobs, store_for
 from envguard.snapshots.capture import capture_snapshot
 from envguard.snapshots.live import Recorded, live_request
+from envguard.snapshots.measure import Measure
 from envguard.tools import find_modern_uv, user_environ
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ def bisect(
     else:  # the live side, measured as the good one was (its files, repos, caches too)
         bad_snap = capture_snapshot(
             live_request(
-                Recorded.of(good_snap), python=options.python, via=None, source=str(good_path)
+                Recorded.of(good_snap), Measure(python=options.python), source=str(good_path)
             )
         )
     uv = find_modern_uv()

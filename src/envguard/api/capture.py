@@ -1,5 +1,5 @@
 """Taking a snapshot and keeping its file: snapshot(), snapshot_document(), prestart(),
-save(), load(), newest(), list_snapshots().
+save(), load(), newest(), list_snapshots(); Measure, where and how to measure.
 
 This module is on the start-up path of `envguard snapshot` and `envguard diff`: it imports
 what the probe needs before it starts, and the rest once the probe runs.
@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from envguard.api._shared import capture_request, root_path
-from envguard.errors import EnvguardError, UsageError
+from envguard.api._shared import settings
+from envguard.errors import EnvguardError
 from envguard.snapshots import signing, store
+from envguard.snapshots.measure import Measure as Measure  # where and how: the API's too
+from envguard.snapshots.measure import capture_request
 from envguard.snapshots.request import start_capture, start_early
 
 if TYPE_CHECKING:
@@ -38,13 +40,15 @@ def snapshot(
     root: str | Path | None = None,
     deep: bool = False,
     pid: int | None = None,
+    measure: Measure | None = None,
 ) -> Snapshot:
     """Measure an environment: the interpreter (default: $VIRTUAL_ENV, ./.venv, python3),
     its packages, torch's build, the GPU, git repos, files, caches and environment (``pid``:
     a running process whose mapped GPU libraries are recorded too). Installed files are
     checked against each distribution's RECORD: the files that run by size (and hash when
-    written after the install); ``deep``: every file hashed."""
-    started = start_capture(_snapshot_request(**locals()))
+    written after the install); ``deep``: every file hashed. ``measure`` holds where and
+    how to measure in one value (python, via, timeout, root, deep, pid: give it or them)."""
+    started = start_capture(_request(**locals()))
     # The probe runs while the models (pydantic) load: that import is most of the start-up.
     from envguard.snapshots.capture import finish_capture
 
@@ -56,6 +60,7 @@ def fit(
     python: str | Path | None = None,
     via: str | Sequence[str] | None = None,
     timeout: float | None = 120.0,
+    measure: Measure | None = None,
 ) -> Snapshot:
     """Measure the environment (as snapshot() does) for its fit: whether each compiled
     extension that takes torch's or CUDA's symbols will load, from its files and the
@@ -63,9 +68,8 @@ def fit(
     repos, compile caches and installed files a snapshot also measures are left out."""
     from dataclasses import replace
 
-    request = _snapshot_request(
-        python=python, name="fit", via=via, timeout=timeout, command=("envguard", "fit")
-    )
+    where = settings(measure, python=python, via=via, timeout=timeout)
+    request = capture_request(where, name="fit", command=("envguard", "fit"))
     request = replace(request, default_caches=False, include_cwd_repo=False, verify="off")
     started = start_capture(request)
     from envguard.snapshots.capture import finish_capture
@@ -88,11 +92,12 @@ def snapshot_document(
     root: str | Path | None = None,
     deep: bool = False,
     pid: int | None = None,
+    measure: Measure | None = None,
 ) -> Document:
     """snapshot(), as the JSON document its file holds (``Snapshot.model_validate`` of it
     is snapshot()'s result): checked as the model checks it, without loading pydantic
     where the check can vouch for it. What `envguard snapshot` writes."""
-    started = start_capture(_snapshot_request(**locals()))
+    started = start_capture(_request(**locals()))
     from envguard.snapshots.capture import finish_document
 
     return finish_document(started)
@@ -102,7 +107,7 @@ def start_document(*, python: str | Path, name: str) -> StartedCapture:
     """snapshot_document(python=..., name=...) started: its probe runs while the caller
     works; ``finish_document()`` (envguard.snapshots.capture) waits for it, ``cancel()``
     stops it."""
-    return start_capture(_snapshot_request(python=python, name=name))
+    return start_capture(capture_request(Measure(python=python), name=name))
 
 
 def prestart(
@@ -119,22 +124,9 @@ def prestart(
     try:
         if command in ("guard", "undo") and python is not None:
             # start_document(python=the venv's python, name="guard"), as both begin with it
-            start_early(_snapshot_request(python=python, name="guard"))
+            start_early(capture_request(Measure(python=python), name="guard"))
         elif command == "snapshot":
-            start_early(
-                capture_request(
-                    python=python,
-                    name=None,
-                    repos=(),
-                    files=(),
-                    caches=(),
-                    metrics=None,
-                    note=None,
-                    via=None,
-                    timeout=None,
-                    command=(),
-                )
-            )
+            start_early(capture_request(Measure(python=python), name=None, command=()))
         else:
             # diff's, not snapshot's: loaded only on its path
             from envguard.snapshots.live import PRESTART_BYTES, prestart_like
@@ -146,51 +138,23 @@ def prestart(
         return
 
 
-def _snapshot_request(
+def _request(
     *,
-    python: str | Path | None,
+    measure: Measure | None,
     name: str | None,
-    repos: Sequence[str | Path] = (),
-    files: Sequence[str] = (),
-    caches: Sequence[str] = (),
-    metrics: Mapping[str, MetricValue] | None = None,
-    note: str | None = None,
-    via: str | Sequence[str] | None = None,
-    timeout: float | None = 120.0,
-    command: Sequence[str] | None = None,
-    root: str | Path | None = None,
-    deep: bool = False,
-    pid: int | None = None,
+    repos: Sequence[str | Path],
+    files: Sequence[str],
+    caches: Sequence[str],
+    metrics: Mapping[str, MetricValue] | None,
+    note: str | None,
+    command: Sequence[str] | None,
+    **keywords: Any,  # where and how to measure, as the API took it before measure=
 ) -> CaptureRequest:
-    request = capture_request(
-        python=python,
-        name=name,
-        repos=repos,
-        files=files,
-        caches=caches,
-        metrics=metrics,
-        note=note,
-        via=via,
-        timeout=timeout,
-        command=command,
-    )
-    if any("{host}" in token for token in request.via):
-        raise UsageError("--via contains {host}: pass --hosts to say which hosts")
-    from dataclasses import replace
-
-    if root is not None:
-        request = replace(request, root=Path(root_path(root, remote=bool(request.via))))
-    if deep:
-        request = replace(request, verify="deep")
-    if pid is not None:
-        from dataclasses import replace
-
-        if type(pid) is not int or pid < 1:
-            raise UsageError(f"--pid {pid}: not a process id")
-        if not request.via and not Path(f"/proc/{pid}").is_dir():
-            raise UsageError(f"--pid {pid}: no such process here")
-        request = replace(request, pid=pid)
-    return request
+    """snapshot()'s request from its arguments (``locals()``)."""
+    return capture_request(
+        settings(measure, **keywords), name=name, repos=repos, files=files, caches=caches,
+        metrics=metrics, note=note, command=command,
+    )  # fmt: skip
 
 
 def save(

@@ -8,12 +8,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envguard.api._shared import load_snapshot, root_path, via_timeout
+from envguard.api._shared import load_snapshot, settings
 from envguard.api.capture import load, newest, snapshot
 from envguard.compare import policy as rules
 from envguard.errors import UsageError
 from envguard.snapshots import store
-from envguard.snapshots.live import VIA_TIMEOUT, Recorded, live_request, measure_like
+from envguard.snapshots.live import Recorded, live_request, measure_like
+from envguard.snapshots.measure import VIA_TIMEOUT, Measure, via_timeout
 
 if TYPE_CHECKING:
     from envguard.compare.models import Drift
@@ -47,6 +48,7 @@ def diff(
     root: str | Path | None = None,
     timeout: float = VIA_TIMEOUT,
     deep: bool = False,
+    measure: Measure | None = None,
 ) -> Drift:
     """What drifted from ``good`` (default: the newest snapshot) to ``against``, or to the
     live environment measured as ``good`` was (``python``/``via`` say where; ``timeout``:
@@ -56,10 +58,10 @@ def diff(
     files lies now (default: where it was, else the work tree around the working
     directory). ``deep``: every installed file of the live side hashed against its RECORD
     (by default the files that run are checked by size, and hashed when written after
-    their install)."""
-    timeout = via_timeout(timeout)
-    allowed = tuple(str(a) for a in allow)
-    where = None if root is None else root_path(root, remote=via is not None)
+    their install). ``measure`` holds these in one value (give it or them)."""
+    where = settings(
+        measure, python=python, via=via, timeout=timeout, allow=allow, root=root, deep=deep
+    ).checked()  # a bad --timeout or --root: said before anything is read
     # Nothing heavy (pydantic) is imported before the probe starts: it works meanwhile.
     if against is not None or (good is not None and not isinstance(good, (str, Path))):
         from envguard.compare.engine import diff as compute
@@ -73,30 +75,11 @@ def diff(
 
         assert good is not None  # a Snapshot: measure the live side as it was measured
         snap = load_snapshot(good)
-        live = capture_snapshot(
-            live_request(
-                Recorded.of(snap),
-                python=python,
-                via=via,
-                allow=allowed,
-                root=where,
-                timeout=timeout,
-                deep=deep,
-            )
-        )
+        live = capture_snapshot(live_request(Recorded.of(snap), where))
         return compute(snap, live, rules)
 
     path = store.resolve(str(good)) if good is not None else newest()
-    expected, live = measure_like(
-        store.read(path),
-        source=str(path),
-        python=python,
-        via=via,
-        allow=allowed,
-        root=where,
-        timeout=timeout,
-        deep=deep,
-    )
+    expected, live = measure_like(store.read(path), source=str(path), measure=where)
     from envguard.compare.engine import diff as compute
 
     return compute(expected, live, policy if policy is not None else load_policy())
@@ -114,30 +97,24 @@ def check(
     selection: Selection | None = None,
     root: str | Path | None = None,
     timeout: float = VIA_TIMEOUT,
+    measure: Measure | None = None,
 ) -> Drift:
     """The CI gate. With ``lock`` (uv.lock, pylock.toml, requirements.txt, ``-`` for stdin):
     the snapshot ``good`` (default: the newest) against it, or with ``python``/``via`` and
     no ``good`` the live environment against it, with no snapshot at all. Without ``lock``:
     the snapshot against another snapshot or the live environment, as diff() does.
-    ``timeout``: seconds for each call through ``via``."""
+    ``timeout``: seconds for each call through ``via``; ``measure`` holds these in one
+    value (give it or them)."""
+    where = settings(measure, python=python, via=via, timeout=timeout, allow=allow, root=root)
     if lock is None:
-        return diff(
-            good,
-            against,
-            python=python,
-            via=via,
-            policy=policy,
-            allow=allow,
-            root=root,
-            timeout=timeout,
-        )
+        return diff(good, against, policy=policy, measure=where)
     from envguard.compare.lockfiles import OutsideLock, lock_drift, read_lock
 
     rules = policy if policy is not None else load_policy()
-    if good is None and (python is not None or via is not None):
-        subject_snap = snapshot(python=python, via=via, timeout=via_timeout(timeout))
-        where = f" at {python}" if python else f" behind --via {via}"
-        subject = f"the environment{where}"
+    if good is None and (where.python is not None or where.via is not None):
+        subject_snap = _live_subject(where)
+        at = f" at {where.python}" if where.python else f" behind --via {where.via}"
+        subject = f"the environment{at}"
     else:
         subject_snap = load_snapshot(good if good is not None else newest())
         subject = f"snapshot {subject_snap.name}"
@@ -157,6 +134,13 @@ def check(
         stale=read.stale,
         elsewhere=read.elsewhere,
     )
+
+
+def _live_subject(measure: Measure) -> Snapshot:
+    """The live environment a lockfile is read for: measured where ``measure`` says (its
+    interpreter, through its via, within its timeout), nothing else recorded."""
+    timeout = VIA_TIMEOUT if measure.timeout is None else via_timeout(measure.timeout)
+    return snapshot(measure=Measure(python=measure.python, via=measure.via, timeout=timeout))
 
 
 def find_lock(start: str | Path | None = None) -> Path:
@@ -211,6 +195,7 @@ def diff_locks(
     python: str | None = None,
     via: str | None = None,
     timeout: float = VIA_TIMEOUT,
+    measure: Measure | None = None,
 ) -> Drift:
     """What changing lockfile ``old`` to ``new`` does to the installed set (either may be
     ``-``, stdin), both evaluated for one interpreter: the snapshot ``good``'s, the one at
@@ -221,11 +206,12 @@ def diff_locks(
     if str(old) == "-" and str(new) == "-":
         raise UsageError("--lock -: only one of the two lockfiles can come from stdin")
     labels = tuple("<stdin>" if str(p) == "-" else str(p) for p in (old, new))
+    where = settings(measure, python=python, via=via, timeout=timeout)
     subject = (
         load(good)
         if good is not None
-        else snapshot(python=python, via=via, timeout=via_timeout(timeout))
-        if python is not None or via is not None
+        else _live_subject(where)
+        if where.python is not None or where.via is not None
         else None
     )
     # Without an interpreter named, a lock change is read for every environment of each

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envguard.api._shared import capture_request, snapshot_path
+from envguard.api._shared import settings, snapshot_path
 from envguard.api.capture import load
 from envguard.api.restoration import RestoreOptions, restore
 from envguard.errors import EnvguardError, UsageError
@@ -16,6 +16,7 @@ from envguard.lifecycle import kill_running
 from envguard.owned import own_folder
 from envguard.snapshots import signing, store
 from envguard.snapshots.hosts import capture_hosts, host_names, prefix_for
+from envguard.snapshots.measure import Measure, capture_request
 from envguard.tools import split_command
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 def snapshot_hosts(
     hosts: str | Sequence[str],
     *,
-    via: str | Sequence[str],
+    via: str | Sequence[str] | None = None,
     folder: str | Path | None = None,
     python: str | None = None,
     name: str | None = None,
@@ -42,23 +43,25 @@ def snapshot_hosts(
     force: bool = False,
     command: Sequence[str] | None = None,
     on_done: Callable[[HostResult], None] | None = None,
+    measure: Measure | None = None,
 ) -> list[HostResult]:
     """Capture many hosts through ``via`` (with ``{host}`` in it), writing each one's
     snapshot to ``folder/HOST.json`` (or to ``folder`` with ``{host}`` filled in, when it
     has one) as it arrives; failed hosts are results too."""
     host_list = host_names(hosts)
     request = capture_request(
-        python=python,
+        settings(measure, python=python, via=via, timeout=timeout),
         name=name,
         repos=repos,
         files=files,
         caches=caches,
         metrics=metrics,
         note=note,
-        via=via,
-        timeout=timeout,
         command=command,
+        hosts=True,
     )
+    if not request.via:
+        raise UsageError("--hosts needs {host} in --via, e.g. --via 'ssh {host}'")
     target = Path(folder) if folder else store.default_path(request.name).with_suffix("")
     if not folder:  # snapshots/ and snapshots/NAME/: envguard's own, never followed
         store.default_folder()

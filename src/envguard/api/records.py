@@ -7,11 +7,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envguard.api._shared import target_for
+from envguard.api._shared import settings, target_for
 from envguard.snapshots import store as snapshots
 from envguard.snapshots.blobs import Blobs
 from envguard.snapshots.history import history
 from envguard.snapshots.keep import keep_caches, keep_files
+from envguard.snapshots.measure import Measure
 
 if TYPE_CHECKING:
     from envguard.snapshots.history import Entry
@@ -27,12 +28,14 @@ def keep(
     via: str | Sequence[str] | None = None,
     python: str | None = None,
     timeout: float | None = 120.0,
+    measure: Measure | None = None,
 ) -> Snapshot:
     """``snap`` with its tracked files' contents (``files``) and its compile caches
     (``caches``, as gzip tarballs) kept in the content store ``store``; read where ``snap``
-    was taken: pass the same ``via`` (a prefix stored in a snapshot is never run)."""
+    was taken: pass the same ``via`` or ``measure`` (a prefix stored in a snapshot is
+    never run)."""
     blobs = Blobs(store)
-    target = target_for(via, python=python, timeout=timeout)
+    target = target_for(settings(measure, via=via, python=python, timeout=timeout))
     warnings: list[str] = []
     if files:
         snap, warnings = keep_files(snap, blobs, target)

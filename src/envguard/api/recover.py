@@ -1,5 +1,6 @@
 """Rebuilding a snapshot's packages and writing them out: sources(), plan_rebuild(),
-rebuild(), export(), and run_then() for the command run after a rebuild."""
+rebuild() with their RebuildOptions, export(), and run_then() for the command run after a
+rebuild."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from envguard import inuse
 from envguard.api._shared import with_wheelhouse
@@ -51,18 +52,36 @@ def sources(
     )
 
 
-def _planned(
-    good: str | Path | None,
-    *,
-    venv: str | Path,
-    in_place: bool,
-    sources: Sources | None,
-    skip_editables: bool,
-    base_python: str | None,
-) -> tuple[Snapshot, Plan, _Damage]:
+@dataclass(frozen=True, kw_only=True)
+class RebuildOptions:
+    """How rebuild() and plan_rebuild() recreate a snapshot's packages: built once by the
+    command line (rebuild's options) and passed whole."""
+
+    venv: str | Path = ".venv"  # the venv to recreate
+    in_place: bool = False  # uv pip sync straight into it (fastest, not atomic)
+    sources: Sources | None = None  # uv's package sources (sources())
+    skip_editables: bool = False  # leave out editable installs whose path is gone
+    base_python: str | None = None  # the new venv's interpreter (default: the snapshot's)
+    no_backup: bool = False  # delete the old venv after the swap
+    keep_backups: int = 1  # at most this many old venvs kept (the newest)
+
+
+def _rebuild_options(options: RebuildOptions | None, **keywords: Any) -> RebuildOptions:
+    """``options``, or one made from the keywords rebuild() and plan_rebuild() took before
+    it (still accepted); both at once is a UsageError."""
+    flat = RebuildOptions(**keywords)
+    if options is None:
+        return flat
+    if flat != RebuildOptions():
+        raise UsageError("give options= or the keywords it holds (venv=, sources=, ...), not both")
+    return options
+
+
+def _planned(good: str | Path | None, options: RebuildOptions) -> tuple[Snapshot, Plan, _Damage]:
     from envguard.recovery.execute import build_paths
     from envguard.recovery.plan import PlanOptions, plan
 
+    venv, in_place = options.venv, options.in_place
     path = store.resolve(str(good)) if good is not None else newest()
     snap = store.load(path)
     target = Path(venv).expanduser().absolute()
@@ -77,21 +96,21 @@ def _planned(
         # A fresh build replaces a venv that may not even start (what a rebuild is for):
         # its edits cannot be read, so nothing is known to be in uv's cache.
         damage = _Damage(notes=(f"the old venv's installed files were not read ({exc.message})",))
-    options = PlanOptions(
+    planning = PlanOptions(
         venv=target,
         snapshot_ref=str(path),
-        sources=with_wheelhouse(sources or Sources()),
+        sources=with_wheelhouse(options.sources or Sources()),
         uv=find_modern_uv(),
         envguard=(sys.executable, "-m", "envguard"),
         in_place=in_place,
         build=None if in_place else build,
         workdir=workdir,
-        skip_editables=skip_editables,
-        base_python=base_python,
+        skip_editables=options.skip_editables,
+        base_python=options.base_python,
         reinstall=damage.reinstall if in_place else (),
         from_wheels=damage.from_wheels,
     )
-    planned = plan(snap, options)
+    planned = plan(snap, planning)
     if damage.notes:
         planned = planned.model_copy(update={"warnings": planned.warnings + damage.notes})
     return snap, planned, damage
@@ -173,16 +192,15 @@ def plan_rebuild(
     sources: Sources | None = None,
     skip_editables: bool = False,
     base_python: str | None = None,
+    options: RebuildOptions | None = None,
 ) -> Plan:
-    """The steps that recreate ``good``'s packages in ``venv`` (nothing is changed)."""
-    return _planned(
-        good,
-        venv=venv,
-        in_place=in_place,
-        sources=sources,
-        skip_editables=skip_editables,
-        base_python=base_python,
-    )[1]
+    """The steps that recreate ``good``'s packages in ``venv`` (nothing is changed);
+    ``options`` holds the keywords in one value (give it or them)."""
+    chosen = _rebuild_options(
+        options, venv=venv, in_place=in_place, sources=sources,
+        skip_editables=skip_editables, base_python=base_python,
+    )  # fmt: skip
+    return _planned(good, chosen)[1]
 
 
 def rebuild(
@@ -199,23 +217,24 @@ def rebuild(
     status: Callable[[str], None] = lambda _: None,
     on_line: Callable[[str], None] | None = None,
     before_swap: Callable[[], None] | None = None,
+    options: RebuildOptions | None = None,
 ) -> Outcome:
     """Recreate ``good``'s packages in ``venv``: build beside it, verify, swap atomically.
     The working venv is untouched unless every step succeeded. At most ``keep_backups``
     old venvs are kept (the newest); the build is refused when the disk lacks the room.
-    Refused while processes run from the venv (``in_use``: or wait, or go on), looked for
-    before anything is built and again right before the swap. ``before_swap`` runs once
-    the new venv is verified, before the swap."""
+    ``before_swap`` runs once the new venv is verified, before the swap. Refused while
+    processes run from the venv (``in_use``: or wait, or go on), looked for before anything
+    is built and again right before the swap. ``options`` holds venv, in_place, sources,
+    skip_editables, base_python, no_backup and keep_backups in one value (give it or them)."""
     from envguard.recovery.execute import check_target, execute, not_restored, remove_stale
 
-    snap, the_plan, damage = _planned(
-        good,
-        venv=venv,
-        in_place=in_place,
-        sources=sources,
-        skip_editables=skip_editables,
-        base_python=base_python,
-    )
+    chosen = _rebuild_options(
+        options, venv=venv, in_place=in_place, sources=sources,
+        skip_editables=skip_editables, base_python=base_python, no_backup=no_backup,
+        keep_backups=keep_backups,
+    )  # fmt: skip
+    venv, in_place = chosen.venv, chosen.in_place
+    snap, the_plan, damage = _planned(good, chosen)
     target = Path(the_plan.venv)
     check_target(target, label=f"--venv {venv}")
     inuse.check(target, in_use, action="the rebuild")
@@ -232,8 +251,8 @@ def rebuild(
         outcome = execute(
             the_plan,
             snap,
-            no_backup=no_backup,
-            keep_backups=keep_backups,
+            no_backup=chosen.no_backup,
+            keep_backups=chosen.keep_backups,
             ignore=skipped,
             status=status,
             on_line=on_line,

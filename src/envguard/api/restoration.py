@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envguard.api._shared import root_path, snapshot_path, target_for
+from envguard.api._shared import snapshot_path, target_for
 from envguard.api.recover import rebuild
 from envguard.compare.policy import Policy, only_sections
 from envguard.compare.severity import Severity
@@ -22,6 +22,7 @@ from envguard.snapshots import signing
 from envguard.snapshots import store as snapshots
 from envguard.snapshots.blobs import Blobs, store_for
 from envguard.snapshots.live import measure_like
+from envguard.snapshots.measure import Measure, root_path
 from envguard.units import human_size
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ def restore(
     that fails is left as it was; the report says what happened to each."""
     path = snapshot_path(good)
     text = snapshots.read(path)
-    target = target_for(options.via, python=options.python, timeout=options.timeout)
+    target = target_for(Measure(python=options.python, via=options.via, timeout=options.timeout))
     where = (
         None if options.root is None else root_path(options.root, remote=options.via is not None)
     )
@@ -86,10 +87,12 @@ def restore(
     snap, live = measure_like(
         text,
         source=str(path),
-        python=python_now,  # the user's (--venv, --python): never the snapshot's own
-        via=options.via,
-        allow=tuple(str(a) for a in options.allow) + ((where,) if where else ()),
-        root=where,
+        measure=Measure(
+            python=python_now,  # the user's (--venv, --python): never the snapshot's own
+            via=options.via,
+            allow=tuple(str(a) for a in options.allow) + ((where,) if where else ()),
+            root=where,
+        ),
     )
     from envguard.recovery.outcome import RestoreReport as Report
     from envguard.recovery.restore import (

@@ -16,6 +16,7 @@ from envguard.cli.program import (
     console,
     data_out,
     fail,
+    measure,
     quiet,
 )
 
@@ -90,6 +91,7 @@ def snapshot(
 
     metrics = dict(parse_metric(m) for m in metric or [])
     command = ("envguard", *sys.argv[1:])
+    where = measure(python=python, via=via, timeout=timeout, root=root, deep=deep, pid=pid)
     keeping = keep_files or keep_cache
     if keeping and hosts is not None:
         fail("--keep-files and --keep-cache take one host at a time (drop --hosts)")
@@ -104,9 +106,8 @@ def snapshot(
         with progress:
             results = api.snapshot_hosts(
                 hosts,
-                via=via,
+                measure=where,
                 folder=out,
-                python=python,
                 name=name,
                 repos=repo or (),
                 files=file or (),
@@ -114,7 +115,6 @@ def snapshot(
                 metrics=metrics,
                 note=note,
                 jobs=jobs,
-                timeout=timeout,
                 force=force,
                 command=command,
                 on_done=progress.advance,
@@ -126,19 +126,14 @@ def snapshot(
     elif out is None and name:
         api.check_writable(api.default_path(name), force=force)
     measured: dict[str, Any] = {
-        "python": python,
+        "measure": where,
         "name": name,
         "repos": repo or (),
         "files": file or (),
         "caches": cache or (),
         "metrics": metrics,
         "note": note,
-        "via": via,
-        "timeout": timeout,
         "command": command,
-        "root": root,
-        "deep": deep,
-        "pid": pid,
     }
     if keeping:
         from envguard.snapshots.blobs import store_for
@@ -150,9 +145,7 @@ def snapshot(
             store=store if store is not None else store_for(str(target)),
             files=keep_files,
             caches=keep_cache,
-            via=via,
-            python=python,
-            timeout=timeout,
+            measure=where,
         ).model_dump(mode="json")
     else:
         doc = api.snapshot_document(**measured)  # written as it is: no models to build

@@ -15,6 +15,7 @@ from envguard.cli.program import (
     app,
     console,
     data_out,
+    measure,
     quiet,
 )
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from envguard.compare.models import Drift
     from envguard.compare.policy import Policy
     from envguard.compare.selection import Selection
+    from envguard.snapshots.measure import Measure
 
 
 class DriftFormat(str, Enum):
@@ -254,9 +256,7 @@ def _lock_pair(
     *,
     policy: "Policy",
     selection: "Selection",
-    python: str | None,
-    via: str | None,
-    timeout: float,
+    measure: "Measure",
 ) -> "Drift | None":
     """What changing lockfile OLD to NEW does when ``--lock`` came twice; None when it came
     once or not at all. More than twice is a usage error: which two would be a guess."""
@@ -276,9 +276,7 @@ def _lock_pair(
         policy=policy,
         selection=selection,
         good=good,
-        python=python,
-        via=via,
-        timeout=timeout,
+        measure=measure,
     )
 
 
@@ -353,33 +351,16 @@ def diff(
         no_install_workspace=no_install_workspace,
         no_editable=no_editable,
     )
-    pair = _lock_pair(
-        lock, snapshot_ref, policy=policy, selection=chosen, python=python, via=via, timeout=timeout
-    )
+    where = measure(python=python, via=via, timeout=timeout, allow=allow, root=root, deep=deep)
+    pair = _lock_pair(lock, snapshot_ref, policy=policy, selection=chosen, measure=where)
     if pair is not None:
         drift = pair
     elif lock:
         drift = api.check(
-            snapshot_ref,
-            lock=lock[0],
-            python=python,
-            via=via,
-            policy=policy,
-            selection=chosen,
-            timeout=timeout,
+            snapshot_ref, lock=lock[0], policy=policy, selection=chosen, measure=where
         )
     else:
-        drift = api.diff(
-            snapshot_ref,
-            against,
-            python=python,
-            via=via,
-            policy=policy,
-            allow=allow or (),
-            root=root,
-            timeout=timeout,
-            deep=deep,
-        )
+        drift = api.diff(snapshot_ref, against, policy=policy, measure=where)
     _emit_drift(drift, _default_format(format), policy=policy, expand=expand)
     _exit(drift, policy)
 
@@ -469,20 +450,15 @@ def check(
     )
     if find_lock and not lock:
         lock = [str(api.find_lock())]
-    pair = _lock_pair(
-        lock, snapshot_ref, policy=policy, selection=chosen, python=python, via=via, timeout=timeout
-    )
+    where = measure(python=python, via=via, timeout=timeout, allow=allow, root=root)
+    pair = _lock_pair(lock, snapshot_ref, policy=policy, selection=chosen, measure=where)
     drift = pair or api.check(
         snapshot_ref,
         lock=lock[0] if lock else None,
         against=against,
-        python=python,
-        via=via,
         policy=policy,
-        allow=allow or (),
         selection=chosen,
-        root=root,
-        timeout=timeout,
+        measure=where,
     )
     _emit_drift(drift, _default_format(format), policy=policy, expand=expand)
     _exit(drift, policy)
@@ -512,7 +488,7 @@ def fit(
     from envguard import api
     from envguard.compare.sections.fit import no_kernel
 
-    snap = api.fit(python=python, via=via, timeout=timeout)
+    snap = api.fit(measure=measure(python=python, via=via, timeout=timeout))
     found = snap.fit
     if found is None:  # a probe always answers it; kept for the type
         raise typer.Exit(2)

@@ -23,8 +23,13 @@ from envguard.tools import own_variable
 from envguard.version import __version__
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
     from rich.console import Console
     from typer._click import Context  # typer's vendored click (click itself before 0.26)
+
+    from envguard.snapshots.measure import Measure
 
 
 def _say(kind: str, text: str) -> None:
@@ -346,6 +351,31 @@ Deep = Annotated[
         " by size, hashed when written after their install)."
     ),
 ]
+
+
+def measure(
+    *,
+    python: str | None = None,
+    via: str | None = None,
+    timeout: float = 120.0,
+    allow: "Sequence[str | Path] | None" = None,
+    root: str | None = None,
+    deep: bool = False,
+    pid: int | None = None,
+) -> "Measure":
+    """Where and how to measure, from a command's options: built here once, passed whole
+    to the API (snapshots/measure.py turns it into the probe's request)."""
+    from envguard.snapshots.measure import Measure
+
+    return Measure(
+        python=python,
+        via=via,
+        timeout=timeout,
+        allow=tuple(str(a) for a in allow or ()),
+        root=root,
+        deep=deep,
+        pid=pid,
+    )
 
 
 class OutputFormat(str, Enum):

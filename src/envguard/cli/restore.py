@@ -120,16 +120,17 @@ def rebuild(
     from envguard.tools import split_command
 
     then_argv = split_command(then, option="--then") if then else None  # check before building
-    sources = _sources(index_url, extra_index_url, find_links, offline, no_index, torch_index)
+    options = api.RebuildOptions(
+        venv=venv,
+        in_place=in_place,
+        sources=_sources(index_url, extra_index_url, find_links, offline, no_index, torch_index),
+        skip_editables=skip_editables,
+        base_python=base_python,
+        no_backup=no_backup,
+        keep_backups=keep_backups,
+    )
     if not execute:
-        the_plan = api.plan_rebuild(
-            snapshot_ref,
-            venv=venv,
-            in_place=in_place,
-            sources=sources,
-            skip_editables=skip_editables,
-            base_python=base_python,
-        )
+        the_plan = api.plan_rebuild(snapshot_ref, options=options)
         if format is PlanFormat.json:
             data_out().write(the_plan.model_dump_json(indent=2, by_alias=True) + "\n")
         elif format is PlanFormat.shell:
@@ -145,13 +146,7 @@ def rebuild(
     with err.status("rebuilding") as status:
         outcome = api.rebuild(
             snapshot_ref,
-            venv=venv,
-            in_place=in_place,
-            sources=sources,
-            skip_editables=skip_editables,
-            base_python=base_python,
-            no_backup=no_backup,
-            keep_backups=keep_backups,
+            options=options,
             in_use=InUse(force=force, wait=wait),
             status=status.update,
             on_line=lambda line: err.print(f"  {line}", markup=False, style="dim"),

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 from envguard.errors import UsageError
 from envguard.lifecycle import validate_meanwhile
 from envguard.probe.interpreters import resolve_python
+from envguard.snapshots.measure import VIA_TIMEOUT, Measure
 from envguard.snapshots.repos import find_work_tree
 from envguard.snapshots.request import CaptureRequest, StartedCapture, start_capture, start_early
-from envguard.tools import split_command
 
 if TYPE_CHECKING:
     from envguard.snapshots.models import Snapshot
@@ -97,10 +97,6 @@ def _text(value: Any) -> str:
     if not isinstance(value, str):
         raise TypeError(value)
     return value
-
-
-# Seconds a far side has to answer, for each call through --via (diff and check --timeout).
-VIA_TIMEOUT = 120.0
 
 
 def request_like(
@@ -270,66 +266,52 @@ def not_python(path: str) -> str | None:
 
 
 def live_request(
-    recorded: Recorded,
-    *,
-    python: str | None,
-    via: str | None,
-    allow: tuple[str, ...] = (),
-    source: str | None = None,
-    root: str | None = None,
-    timeout: float = VIA_TIMEOUT,
-    deep: bool = False,
+    recorded: Recorded, measure: Measure, *, source: str | None = None
 ) -> CaptureRequest:
-    """How to measure the live side as ``recorded`` was measured: the user's --python and
-    --via win; otherwise the snapshot's interpreter, if recorded_python() trusts it (and
-    with --via, the far side's own check: _trusted_there). ``recorded`` must come from a
-    snapshot that validated in full unless ``python`` is given or its interpreter is the
-    default target (_runnable_before_validation). A `via` stored in a snapshot is never
-    run; ``timeout``: seconds for each call through it; ``deep``: every installed file
-    hashed against its RECORD."""
-    request = _live_request(
-        recorded, python=python, via=via, allow=allow, source=source, root=root, timeout=timeout
-    )
-    if deep:
-        from dataclasses import replace
-
-        return replace(request, verify="deep")
-    return request
-
-
-def _live_request(
-    recorded: Recorded,
-    *,
-    python: str | None,
-    via: str | None,
-    allow: tuple[str, ...],
-    source: str | None,
-    root: str | None,
-    timeout: float,
-) -> CaptureRequest:
-    if via:
-        prefix = split_command(via, option="--via")
+    """How to measure the live side as ``recorded`` was measured: the user's python and via
+    (``measure``) win; otherwise the snapshot's interpreter, if recorded_python() trusts it
+    (and with via, the far side's own check: _trusted_there). ``recorded`` must come from a
+    snapshot that validated in full unless ``measure.python`` is given or its interpreter
+    is the default target (_runnable_before_validation). A `via` stored in a snapshot is
+    never run. The rest of ``measure``: its timeout for each call through via, allow, root,
+    and deep (every installed file hashed against its RECORD)."""
+    measure = measure.checked()
+    python = None if measure.python is None else str(measure.python)
+    timeout = VIA_TIMEOUT if measure.timeout is None else measure.timeout
+    root = None if measure.root is None else str(measure.root)
+    if measure.remote:
+        prefix = measure.prefix()
         remote = python or str(recorded_python(recorded.executable, remote=True))
         if python is None:  # the snapshot's choice: checked where it lives before it runs
             _trusted_there(prefix, remote, timeout=timeout)
-        return request_like(
+        request = request_like(
             recorded,
             python=remote,
             via=prefix,
-            allow=allow,
+            allow=measure.allow,
             root=root,
             timeout=timeout,
         )
-    if recorded.via:
+    elif recorded.via:
         raise UsageError(
             f"{recorded.name} was captured --via {recorded.via!r}",
             hint="pass --via yourself to measure that environment again",
         )
-    target = (
-        resolve_python(python) if python else recorded_python(recorded.executable, source=source)
-    )
-    label = f"--python {python}" if python else f"the snapshot's interpreter {target}"
-    return request_like(recorded, python=target, python_label=label, allow=allow, root=root)
+    else:
+        target = (
+            resolve_python(python)
+            if python
+            else recorded_python(recorded.executable, source=source)
+        )
+        label = f"--python {python}" if python else f"the snapshot's interpreter {target}"
+        request = request_like(
+            recorded, python=target, python_label=label, allow=measure.allow, root=root
+        )
+    if measure.deep:
+        from dataclasses import replace
+
+        return replace(request, verify="deep")
+    return request
 
 
 def _trusted_there(prefix: tuple[str, ...], executable: str, *, timeout: float) -> None:
@@ -382,17 +364,15 @@ def _is_default(
     )
 
 
-def _runnable_before_validation(
-    text: str, *, python: str | None, via: str | None
-) -> Recorded | None:
+def _runnable_before_validation(text: str, measure: Measure) -> Recorded | None:
     """What the snapshot ``text`` asks to measure, when that may start before the file is
     validated: only an interpreter the user chose (--python) or, locally, the default
     target anyway. A snapshot's own choice (also with --via and no --python: the far
     side's check runs it by name) starts after the file validated."""
     recorded = Recorded.from_json(text)
-    if recorded is None or python:
+    if recorded is None or measure.python:
         return recorded
-    return recorded if via is None and _is_default(recorded.executable) else None
+    return recorded if measure.via is None and _is_default(recorded.executable) else None
 
 
 # A snapshot file larger than this is not read twice to start its probe early.
@@ -402,42 +382,22 @@ PRESTART_BYTES = 8 << 20
 def prestart_like(text: str, *, source: str, python: str | None) -> None:
     """Start the probe that measure_like() of the same snapshot will ask for (locally),
     before anything else loads; measure_like() takes it over (request.start_early)."""
-    recorded = _runnable_before_validation(text, python=python, via=None)
+    measure = Measure(python=python)
+    recorded = _runnable_before_validation(text, measure)
     if recorded is not None:
-        start_early(live_request(recorded, python=python, via=None, source=source))
+        start_early(live_request(recorded, measure, source=source))
 
 
-def measure_like(
-    text: str,
-    *,
-    source: str,
-    python: str | None,
-    via: str | None,
-    allow: tuple[str, ...] = (),
-    root: str | None = None,
-    timeout: float = VIA_TIMEOUT,
-    deep: bool = False,
-) -> tuple[Snapshot, Snapshot]:
-    """(the snapshot in ``text``, the live environment measured as it was). The probe
-    starts from the raw JSON when that may run before validation, and is stopped if the
-    file turns out invalid."""
+def measure_like(text: str, *, source: str, measure: Measure) -> tuple[Snapshot, Snapshot]:
+    """(the snapshot in ``text``, the live environment measured as it was, where and how
+    ``measure`` says). The probe starts from the raw JSON when that may run before
+    validation, and is stopped if the file turns out invalid."""
     from envguard.snapshots import store
 
-    recorded = _runnable_before_validation(text, python=python, via=via)
+    recorded = _runnable_before_validation(text, measure)
 
     def start(recorded: Recorded) -> StartedCapture:
-        return start_capture(
-            live_request(
-                recorded,
-                python=python,
-                via=via,
-                allow=allow,
-                source=source,
-                root=root,
-                timeout=timeout,
-                deep=deep,
-            )
-        )
+        return start_capture(live_request(recorded, measure, source=source))
 
     return validate_meanwhile(
         lambda: start(recorded) if recorded is not None else None,
