@@ -124,6 +124,8 @@ class ProtectReport(BaseModel):
     edited: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    # --check: the pinned versions (the GPU stack) the venv no longer holds.
+    unpinned: tuple[str, ...] = ()
 
 
 def guard_change(change: Change, *, blocking: bool) -> GuardChange:
@@ -166,4 +168,5 @@ def protect_report(
         edited=found.edited,
         missing=found.missing,
         notes=found.notes,
+        unpinned=found.unpinned,
     )
