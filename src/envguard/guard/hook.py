@@ -8,9 +8,10 @@ is imported. The finder answers for one module, pip's command base class (howeve
 started: `pip`, `pip3.11`, `python -m pip`, `python -m pip.__main__`, runpy, `python -W
 ignore -m pip`, a script calling pip's main); once pip has defined it, the finder wraps
 ``Command.main``, which pip calls to run a command it parsed itself. The command pip is
-about to run is the decision: `install` and `uninstall` are handed to `envguard guard`,
-every other command (`pip help install`, `pip show install`, `pip download install`) runs
-as it would have. Under `python -S` no .pth runs: the venv's pip.conf pins the GPU stack.
+about to run is the decision: the run() of `install` and `uninstall` (once pip has parsed
+their options: `pip install --help` only prints) is handed to `envguard guard`, every other
+command (`pip help install`, `pip show install`, `pip download install`) runs as it would
+have. Under `python -S` no .pth runs: the venv's pip.conf pins the GPU stack.
 
 The uv shim protect writes into bin/ runs uv_main() below: the uv commands that change the
 venv go to the guard, or are refused when no guard can preview them.
@@ -74,7 +75,13 @@ def arm(module):  # type: (object) -> None
     def guarded_main(self, args, main=main):  # type: (object, list[str], object) -> object
         name = getattr(self, "name", None)
         if name in _CHANGING and not inside_guard():
-            hand_over(["python", "-m", "pip", str(name), *args])
+            # pip parses the options first (`pip install --help` prints and ends there);
+            # the command's run() is the install itself: that is handed over.
+            def run(options, parsed):  # type: (object, object) -> int
+                hand_over(["python", "-m", "pip", str(name), *args])
+                return 2
+
+            self.run = run  # type: ignore[attr-defined]
         return main(self, args)  # type: ignore[operator]
 
     command.main = guarded_main  # type: ignore[union-attr]
