@@ -55,6 +55,23 @@ def protected(tmp_path: Path) -> Path:
     return venv
 
 
+def test_a_start_of_the_venvs_python_loads_the_hook_compiled_and_imports_nothing(
+    protected: Path, tmp_path: Path
+) -> None:
+    """protect byte-compiles the hook: a Python that writes no bytecode (this suite's, a
+    container's) loads it from its .pyc, never compiling it at each start; and at start the
+    hook imports nothing (the modules loaded are those of an unprotected start, and it)."""
+    python = str(protected / "bin" / "python")
+    env = _active(protected, PYTHONDONTWRITEBYTECODE="1")
+    proc = _run([python, "-v", "-c", "pass"], env, tmp_path)
+    pyc = next(protected.glob("lib/python3*/site-packages/__pycache__/_envguard_protect.*.pyc"))
+    assert f"# code object from '{pyc}'" in proc.stderr
+    listed = "import sys; print(' '.join(sorted(sys.modules)))"
+    on = _run([python, "-c", listed], env, tmp_path).stdout.split()
+    off = _run([python, "-S", "-c", "import site; " + listed], env, tmp_path).stdout.split()
+    assert set(on) - set(off) == {"_envguard_protect"}
+
+
 def test_every_way_of_starting_pip_reaches_the_guard(protected: Path, tmp_path: Path) -> None:
     """Each start form asks for `install --target`: pip alone would install into the
     folder; the guard refuses the option (exit 2), so a refusal proves the guard saw it."""

@@ -205,9 +205,34 @@ def protect(
     for rel, text in texts.items():
         _write(venv / rel, text, executable=rel == UV_SHIM)
     _write_manifest(venv, {rel: _sha256(text.encode()) for rel, text in texts.items()})
+    notes += _compiled(venv, site / HOOK)
     if before is not None and before.edited:
         notes.append("replaced what was edited by hand: " + ", ".join(before.edited))
     return Protection(venv=venv, files=tuple(sorted(texts)), notes=tuple(notes))
+
+
+def _compiled(venv: Path, hook: Path) -> list[str]:
+    """Byte-compile the hook with the venv's own Python (its magic number): every start
+    imports it, and a Python that writes no bytecode (PYTHONDONTWRITEBYTECODE, a read-only
+    venv) would compile it again at each one. Notes when it could not."""
+    import subprocess
+
+    code = "import py_compile, sys; py_compile.compile(sys.argv[1], doraise=True)"
+    python = venv / "bin" / "python"
+    try:
+        proc = subprocess.run(
+            [str(python), "-I", "-S", "-c", code, str(hook)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [f"the hook was not byte-compiled ({exc}): each start compiles it"]
+    if proc.returncode:
+        last = (proc.stderr.strip().splitlines() or ["no word"])[-1]
+        return [f"the hook was not byte-compiled ({last[:200]}): each start compiles it"]
+    return []
 
 
 def _configured_constraints(venv: Path) -> tuple[list[str], list[str]]:
