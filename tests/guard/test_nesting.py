@@ -58,10 +58,19 @@ def _under_a_guard() -> dict[str, str]:
 
 
 def _forged() -> list[dict[str, str]]:
-    """Markers exported by hand: the depth, a token with a made-up nonce, a real guard's
-    nonce with another pid, and an earlier envguard's marker."""
+    """Markers exported by hand: a token of a guard that has ended, the depth alone, a
+    token with a made-up nonce, a real guard's nonce with another pid, and an earlier
+    envguard's marker."""
     pid, _, nonce = nesting.token().partition(":")
+    ended = subprocess.run(
+        [sys.executable, "-c", "from envguard.guard import nesting; print(nesting.token())"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.strip()
     return [
+        {nesting.MARKER: "1", nesting.TOKEN: ended},  # a guard's that has ended
         {nesting.MARKER: "1"},
         {nesting.MARKER: "1", nesting.TOKEN: f"{pid}:{'0' * 32}"},
         {nesting.MARKER: "1", nesting.TOKEN: f"1:{nonce}"},
