@@ -123,6 +123,23 @@ def test_pips_other_commands_run_untouched(protected: Path, tmp_path: Path) -> N
     assert "envguard" not in proc.stderr
 
 
+def test_pip_run_from_a_wheel_is_watched_too(protected: Path, tmp_path: Path) -> None:
+    """pip imported from a zip (its wheel on PYTHONPATH, as ensurepip and virtualenv run
+    it): one loader for all its modules, only the command module is armed; `pip list`
+    runs, an install goes to the guard."""
+    import ensurepip
+
+    wheel = next((Path(ensurepip.__file__).parent / "_bundled").glob("pip-*.whl"))
+    env = _active(protected, PYTHONPATH=str(wheel))
+    python = str(protected / "bin" / "python")
+    proc = _run([python, "-m", "pip", "--version"], env, tmp_path)
+    assert proc.returncode == 0 and str(wheel) in proc.stdout, proc.stderr
+    proc = _run([python, "-m", "pip", "list", "--format", "freeze"], env, tmp_path)
+    assert proc.returncode == 0 and "pip==" in proc.stdout, proc.stderr
+    proc = _run([python, "-m", "pip", "install", "--target", "t", "six"], env, tmp_path)
+    assert proc.returncode == 2 and TARGET in proc.stderr, proc.stderr
+
+
 def test_the_hook_never_imports_from_the_working_folder(protected: Path, tmp_path: Path) -> None:
     """A folder named envguard (and one named as the hook) where pip is started: never
     imported, by the hook nor by the guard it starts."""

@@ -57,9 +57,12 @@ class Finder:
 
                 def exec_module(module, run=run):  # type: (object, object) -> None
                     run(module)  # type: ignore[operator]
-                    arm(module)
+                    if getattr(module, "__name__", None) == _WATCHED:
+                        arm(module)
 
-                # The loader is this spec's own (path finders make one per module).
+                # A path finder's loader is this module's own; a zip's (pip run from a
+                # wheel, as ensurepip and virtualenv do) loads its other modules too: only
+                # this one is armed.
                 loader.exec_module = exec_module  # type: ignore[union-attr]
                 return spec
         return None

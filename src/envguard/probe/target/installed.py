@@ -590,7 +590,7 @@ def _unowned(site: _Site) -> List[str]:
 PROTECT_PTH = "_envguard_protect.pth"
 PROTECT_HOOK = "_envguard_protect.py"
 PROTECT_PTH_TEXT = b"import _envguard_protect\n"
-PROTECT_HOOK_SHA256 = "b9d8bcb34bd7ded28a2022d3c9a446695f82167cf2d234819b21abb1e39112bf"
+PROTECT_HOOK_SHA256 = "50112ff90f1083120fc6dbc06b31037f5914047d3712ac51c64130241bd68768"
 # The hooks earlier envguards wrote (a venv protected then is no stray's until protected
 # again): before the guard's depth marker; before the hook watched pip's Command.
 PROTECT_HOOK_EARLIER = (
