@@ -3,13 +3,17 @@
 `envguard protect` puts a uv shim and a pip hook in the venv that hand installs to `envguard
 guard`; the guard itself runs the installer (its dry run, then the install). Were those runs
 handed back to the guard, each would start another guard, without end. So every child the
-guard starts carries MARKER (how many guards it runs under), and protect's shim and hook run
-the real installer at once when it is set: that is the mechanism, not a list of commands.
+guard starts carries TOKEN, ``pid:nonce``: the guard wrote the nonce's file, holding its
+pid, into a folder of the user's own, and removes it as it exits. protect's shim and hook
+run the real installer at once when the token's file holds that pid and that process runs
+above them: a token exported by hand, or one a guard that has ended gave, opens nothing.
+That is the mechanism, not a list of commands.
 
-Should a guard start under a guard anyway (the marker dropped by a program in between, or
-forged), it refuses in one line (exit 2) instead of nesting. The marker says how deep the
-guard is; where the marker is lost, the process tree says it (Linux /proc): a guard counts
-the `envguard guard` processes above it.
+Every child carries MARKER too (how many guards it runs under; the hooks of earlier
+envguards read it). Should a guard start under a guard anyway (the marker dropped by a
+program in between, or forged), it refuses in one line (exit 2) instead of nesting. Where
+the marker is lost, the process tree says it (Linux /proc): a guard counts the `envguard
+guard` processes above it.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from envguard.errors import UsageError
 from envguard.guard import hook
 from envguard.lifecycle import parent_of
 
-# The shim (protect.py) and the hook (hook.py) spell it out: they run without envguard.
+# How many guards a process runs under (the hooks before TOKEN read it).
 MARKER = "ENVGUARD_GUARD_DEPTH"
 # What hooks written by envguard before MARKER let through (when it names their venv).
 LEGACY_MARKER = "ENVGUARD_GUARDING"
