@@ -267,3 +267,33 @@ def test_the_shim_reads_uvs_command_not_its_words(
         assert hook.uv_route(args, str(tmp_path), {})[0] == how
     finally:
         hook.VENV = ""
+
+
+def test_check_names_a_hook_and_shim_an_earlier_envguard_wrote(tmp_path: Path) -> None:
+    """A venv protected by an earlier envguard (its hook let a marker exported by hand
+    through): its files are as that one wrote them (the manifest agrees), and --check says
+    they are not this one's, until protect writes them again."""
+    import hashlib
+    import json
+
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    assert runner.invoke(app, ["protect", "--venv", str(venv)]).exit_code == 0
+    hook_file = next(venv.glob("lib/python3*/site-packages/_envguard_protect.py"))
+    earlier = {
+        hook_file: hook_file.read_text().replace("def inside_guard():", "def _unused():", 1),
+        venv / "bin" / "uv": "#!/bin/sh\n# envguard protect: an earlier shim\nexec uv \"$@\"\n",
+    }
+    manifest = venv / "envguard-protect.json"
+    data = json.loads(manifest.read_text())
+    for path, text in earlier.items():
+        path.write_text(text)
+        data["files"][str(path.relative_to(venv))] = hashlib.sha256(text.encode()).hexdigest()
+    manifest.write_text(json.dumps(data))
+    result = runner.invoke(app, ["protect", "--check", "--venv", str(venv)])
+    assert result.exit_code == 1, result.stdout
+    assert f"an earlier envguard's: {hook_file}" in result.stdout
+    assert f"an earlier envguard's: {venv / 'bin' / 'uv'}" in result.stdout
+    assert runner.invoke(app, ["protect", "--venv", str(venv)]).exit_code == 0
+    result = runner.invoke(app, ["protect", "--check", "--venv", str(venv)])
+    assert result.exit_code == 0, result.stdout

@@ -284,7 +284,9 @@ def protect(
             typer.echo(printable(f"missing: {found.venv / rel}"))
         for pin in found.unpinned:
             typer.echo(printable(f"not as pinned: {pin}"))
-        if found.edited or found.missing:
+        for rel in found.outdated:
+            typer.echo(printable(f"an earlier envguard's: {found.venv / rel}"))
+        if found.edited or found.missing or found.outdated:
             typer.echo("hint: envguard protect writes them again", err=True)
         if found.unpinned:
             typer.echo(
@@ -292,7 +294,7 @@ def protect(
                 " pinned versions back, envguard protect pins what is there now",
                 err=True,
             )
-        if found.edited or found.missing or found.unpinned:
+        if found.edited or found.missing or found.unpinned or found.outdated:
             raise typer.Exit(1)
         typer.echo(printable(f"protected: {found.venv} ({len(found.files)} files as written)"))
         return

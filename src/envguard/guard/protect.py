@@ -74,6 +74,8 @@ class Protection:
     notes: tuple[str, ...] = field(default=())
     # The pins the venv no longer holds: "torch==2.13.0+cpu (installed: 2.14.1)".
     unpinned: tuple[str, ...] = ()
+    # Files as an earlier envguard wrote them: `envguard protect` writes this one's.
+    outdated: tuple[str, ...] = ()
 
 
 def site_packages(venv: Path) -> Path:
@@ -354,13 +356,36 @@ def status(venv: Path) -> Protection | None:
         elif _sha256(data) != digest:
             edited.append(rel)
     unpinned = () if CONSTRAINTS in missing or CONSTRAINTS not in files else not_held(venv)
+    as_written = [rel for rel in files if rel not in edited and rel not in missing]
     return Protection(
         venv=venv,
         files=tuple(sorted(files)),
         edited=tuple(edited),
         missing=tuple(missing),
         unpinned=unpinned,
+        outdated=tuple(sorted(rel for rel in as_written if _earlier(venv, rel))),
     )
+
+
+def _earlier(venv: Path, rel: str) -> bool:
+    """``rel`` (the hook or the shim, as written) is an earlier envguard's: this one would
+    write another text with the same filled-in values (the hooks before the guard's token
+    let a marker exported by hand through)."""
+    import ast
+
+    if not rel.endswith((HOOK, UV_SHIM)):
+        return False
+    text = (_read(venv / rel) or b"").decode("utf-8", "replace")
+    lead = "ENVGUARD = " if rel.endswith(HOOK) else "hook.uv_main("
+    line = next((ln for ln in text.splitlines() if ln.startswith(lead)), None)
+    try:
+        value = ast.literal_eval(line[len(lead) :].rstrip(")")) if line else None
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        value = None
+    if rel.endswith(HOOK):
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        return not ok or text != _hook_text(venv, value)  # type: ignore[arg-type]
+    return not isinstance(value, str) or text != _UV_SHIM.format(real=value)
 
 
 def not_held(venv: Path) -> tuple[str, ...]:

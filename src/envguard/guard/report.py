@@ -126,6 +126,8 @@ class ProtectReport(BaseModel):
     notes: tuple[str, ...] = ()
     # --check: the pinned versions (the GPU stack) the venv no longer holds.
     unpinned: tuple[str, ...] = ()
+    # --check: files as an earlier envguard wrote them (protect writes them again).
+    outdated: tuple[str, ...] = ()
 
 
 def guard_change(change: Change, *, blocking: bool) -> GuardChange:
@@ -169,4 +171,5 @@ def protect_report(
         missing=found.missing,
         notes=found.notes,
         unpinned=found.unpinned,
+        outdated=found.outdated,
     )
