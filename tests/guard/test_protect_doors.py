@@ -282,7 +282,7 @@ def test_check_names_a_hook_and_shim_an_earlier_envguard_wrote(tmp_path: Path) -
     hook_file = next(venv.glob("lib/python3*/site-packages/_envguard_protect.py"))
     earlier = {
         hook_file: hook_file.read_text().replace("def inside_guard():", "def _unused():", 1),
-        venv / "bin" / "uv": "#!/bin/sh\n# envguard protect: an earlier shim\nexec uv \"$@\"\n",
+        venv / "bin" / "uv": '#!/bin/sh\n# envguard protect: an earlier shim\nexec uv "$@"\n',
     }
     manifest = venv / "envguard-protect.json"
     data = json.loads(manifest.read_text())
