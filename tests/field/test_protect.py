@@ -247,3 +247,41 @@ def test_every_installer_form_under_protect_ends_with_a_handful_of_processes(
         if form == "uv remove" and watched.code == 0 and "six==" in installed:
             failed.append(f"six not removed: {said}")
     assert not failed, "\n\n".join(failed)
+
+
+def test_a_protected_cuda_torch_venv_imports_torch_and_refuses_the_swap(field_env: Path) -> None:
+    """The real stack: PyPI's CUDA torch 2.14.1 (linked from the corpus's cache) in a
+    protected venv imports as before (the hook only watches pip), and pip started as
+    `python -m pip.__main__` is refused the swap to the machine's CPU torch, naming torch."""
+    import ensurepip
+
+    from field.corpus import MACHINE_WHEELS
+
+    env = uv_env()
+    venv = field_env / "cuda venv"
+    python = str(venv / "bin" / "python")
+    uv("venv", "--quiet", "--python", sys.executable, str(venv), env=env)
+    uv("pip", "install", "--quiet", "--python", python, "torch==2.14.1", env=env)
+    bundled = str(Path(ensurepip.__file__).parent / "_bundled")
+    uv("pip", "install", "--quiet", "--python", python, "--find-links", bundled, "pip", env=env)
+    done = envguard("protect", "--venv", str(venv), env=env)
+    assert done.returncode == 0, done.stderr
+    active = dict(env, VIRTUAL_ENV=str(venv), PIP_DISABLE_PIP_VERSION_CHECK="1")
+    active["PATH"] = os.pathsep.join([str(venv / "bin"), active["PATH"]])
+    imported = subprocess.run(
+        [python, "-c", "import sys, torch; print(torch.__version__, 'pip' in sys.modules)"],
+        env=active,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert imported.stdout.split() == ["2.14.1+cu130", "False"], imported.stderr
+    links = ["--no-index", "--find-links", str(MACHINE_WHEELS)]
+    argv = [python, "-m", "pip.__main__", "install", *links, "torch==2.13.0+cpu"]
+    watched = watch(argv, env=active, cwd=field_env, timeout=TIMEOUT)
+    assert watched.code == 1, watched.stderr
+    assert "refused" in watched.stderr and "torch" in watched.stdout + watched.stderr
+    assert "torch==2.14.1" in _installed(venv)
+    check = envguard("protect", "--check", "--venv", str(venv), env=env)
+    assert check.returncode == 0, check.stdout

@@ -51,31 +51,65 @@ def _run(argv: list[str], venv: Path, tools: Path, **extra: str) -> str:
     return done.stdout + done.stderr
 
 
+def _under_a_guard() -> dict[str, str]:
+    """What a guard running in this process gives its children (this process is above
+    the shim and the hook the tests start)."""
+    return {nesting.MARKER: "1", nesting.TOKEN: nesting.token()}
+
+
+def _forged() -> list[dict[str, str]]:
+    """Markers exported by hand: a token of a guard that has ended, the depth alone, a
+    token with a made-up nonce, a real guard's nonce with another pid, and an earlier
+    envguard's marker."""
+    pid, _, nonce = nesting.token().partition(":")
+    ended = subprocess.run(
+        [sys.executable, "-c", "from envguard.guard import nesting; print(nesting.token())"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.strip()
+    return [
+        {nesting.MARKER: "1", nesting.TOKEN: ended},  # a guard's that has ended
+        {nesting.MARKER: "1"},
+        {nesting.MARKER: "1", nesting.TOKEN: f"{pid}:{'0' * 32}"},
+        {nesting.MARKER: "1", nesting.TOKEN: f"1:{nonce}"},
+        {nesting.MARKER: "1", nesting.TOKEN: f"{pid}:../{nonce[3:]}"},
+        {nesting.LEGACY_MARKER: "/"},
+    ]
+
+
 def test_the_shim_runs_uv_at_once_under_a_guard(protected: tuple[Path, Path]) -> None:
     venv, tools = protected
     shim = str(venv / "bin" / "uv")
     for args in (["add", "six"], ["sync", "--dry-run"], ["pip", "install", "six"]):
         guarded = _run([shim, *args], venv, tools).strip()
         assert guarded == f"guard guard --venv {venv} -- uv {' '.join(args)}"
-        assert _run([shim, *args], venv, tools, **{nesting.MARKER: "1"}).strip() == (
+        assert _run([shim, *args], venv, tools, **_under_a_guard()).strip() == (
             f"real {' '.join(args)}"
         )
-    # Only a count of guards lets it through: an empty or a forged value does not.
-    for value in ("", "0", "yes", "-1"):
-        assert _run([shim, "add", "six"], venv, tools, **{nesting.MARKER: value}).startswith(
-            "guard "
-        )
+    # Only a running guard's token lets it through: a marker or a token made up does not.
+    for forged in _forged():
+        assert _run([shim, "add", "six"], venv, tools, **forged).startswith("guard ")
     assert _run([shim, "lock"], venv, tools).strip() == "real lock"
 
 
 def test_the_hook_lets_pip_through_under_a_guard(protected: tuple[Path, Path]) -> None:
+    import ensurepip
+
+    from factories import uv_install
+
     venv, tools = protected
+    uv_install(venv, Path(ensurepip.__file__).parent / "_bundled", "pip")
     python = str(venv / "bin" / "python")
-    routed = _run([python, "-m", "pip", "install", "six"], venv, tools).strip()
-    assert routed == f"guard guard --venv {venv} -- python -m pip install six"
-    # Under a guard the venv's own pip runs (this venv has none: Python says so).
-    through = _run([python, "-m", "pip", "install", "six"], venv, tools, **{nesting.MARKER: "1"})
-    assert "No module named pip" in through and "guard" not in through
+    install = [python, "-m", "pip", "install", "--no-index", "six"]
+    routed = _run(install, venv, tools).strip()
+    assert routed == f"guard guard --venv {venv} -- python -m pip install --no-index six"
+    for forged in _forged():
+        assert _run(install, venv, tools, **forged).strip() == routed
+    # Under a guard the venv's own pip runs (no index, no six: pip says so).
+    through = _run(install, venv, tools, **_under_a_guard())
+    assert "No matching distribution found for six" in through and "guard" not in through
 
 
 def test_a_guard_under_a_guard_refuses_in_one_line(
@@ -161,8 +195,7 @@ def test_the_guard_never_runs_protects_shim_itself(protected: tuple[Path, Path])
 def test_the_shim_and_the_hook_spell_the_marker_as_the_guard_sets_it(
     protected: tuple[Path, Path],
 ) -> None:
-    from envguard.guard import hook
-
     venv, _ = protected
-    assert f'"{nesting.MARKER}"' in Path(hook.__file__).read_text()
-    assert repr(nesting.MARKER) in (venv / "bin" / "uv").read_text()
+    written = next(venv.glob("lib/python3*/site-packages/_envguard_protect.py"))
+    assert f'TOKEN = "{nesting.TOKEN}"' in written.read_text()
+    assert "import _envguard_protect as hook" in (venv / "bin" / "uv").read_text()

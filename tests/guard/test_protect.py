@@ -80,7 +80,7 @@ def test_a_shim_edited_by_hand_is_found_and_said(tmp_path: Path) -> None:
     assert runner.invoke(app, ["protect", "--venv", str(venv)]).exit_code == 0
     assert runner.invoke(app, ["protect", "--check", "--venv", str(venv)]).exit_code == 0
     shim = venv / "bin" / "uv"
-    shim.write_text(shim.read_text().replace("ENVGUARD_GUARD_DEPTH", "NOTHING"))
+    shim.write_text(shim.read_text().replace("hook.uv_main(", "print("))
     result = runner.invoke(app, ["protect", "--check", "--venv", str(venv)])
     assert result.exit_code == 1
     assert f"edited by hand: {shim}" in result.stdout
@@ -88,27 +88,6 @@ def test_a_shim_edited_by_hand_is_found_and_said(tmp_path: Path) -> None:
     assert result.exit_code == 0
     assert f"{shim} had been edited by hand" in result.stderr
     assert not shim.exists() and not (venv / "envguard-protect.json").exists()
-
-
-@pytest.mark.parametrize(
-    ("argv", "expected"),
-    [
-        (["/v/bin/python", "/v/bin/pip", "install", "x"], (["pip"], ["install", "x"])),
-        (
-            ["/v/bin/python", "-m", "pip", "uninstall", "x"],
-            (["python", "-m", "pip"], ["uninstall", "x"]),
-        ),
-        (
-            ["python", "-I", "-W", "ignore", "-m", "pip", "-v", "install"],
-            (["python", "-m", "pip"], ["-v", "install"]),
-        ),
-        (["/v/bin/python", "/v/bin/pip3.11", "list"], (["pip"], ["list"])),
-        (["/v/bin/python", "train.py", "install"], None),
-        (["/v/bin/python", "-c", "import pip"], None),
-    ],
-)
-def test_the_hook_knows_a_pip_start(argv: list[str], expected: object) -> None:
-    assert hook.pip_arguments(argv) == expected
 
 
 def test_the_hook_is_python_38_and_standard_library_only() -> None:

@@ -294,7 +294,7 @@ def protect(
     if format is OutputFormat.json:
         report = api.protection_report("check" if check else "off" if off else "protect", venv=venv)
         _write(report)
-        if check and (not report.protected or report.edited or report.missing):
+        if check and (not report.protected or report.edited or report.missing or report.unpinned):
             raise typer.Exit(1)
         return
     if check:
@@ -306,8 +306,19 @@ def protect(
             typer.echo(printable(f"edited by hand: {found.venv / rel}"))
         for rel in found.missing:
             typer.echo(printable(f"missing: {found.venv / rel}"))
-        if found.edited or found.missing:
+        for pin in found.unpinned:
+            typer.echo(printable(f"not as pinned: {pin}"))
+        for rel in found.outdated:
+            typer.echo(printable(f"an earlier envguard's: {found.venv / rel}"))
+        if found.edited or found.missing or found.outdated:
             typer.echo("hint: envguard protect writes them again", err=True)
+        if found.unpinned:
+            typer.echo(
+                "hint: installed past the protection; envguard undo or rebuild brings the"
+                " pinned versions back, envguard protect pins what is there now",
+                err=True,
+            )
+        if found.edited or found.missing or found.unpinned or found.outdated:
             raise typer.Exit(1)
         typer.echo(printable(f"protected: {found.venv} ({len(found.files)} files as written)"))
         return

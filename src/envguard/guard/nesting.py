@@ -3,32 +3,42 @@
 `envguard protect` puts a uv shim and a pip hook in the venv that hand installs to `envguard
 guard`; the guard itself runs the installer (its dry run, then the install). Were those runs
 handed back to the guard, each would start another guard, without end. So every child the
-guard starts carries MARKER (how many guards it runs under), and protect's shim and hook run
-the real installer at once when it is set: that is the mechanism, not a list of commands.
+guard starts carries TOKEN, ``pid:nonce``: the guard wrote the nonce's file, holding its
+pid, into a folder of the user's own, and removes it as it exits. protect's shim and hook
+run the real installer at once when the token's file holds that pid and that process runs
+above them: a token exported by hand, or one a guard that has ended gave, opens nothing.
+That is the mechanism, not a list of commands.
 
-Should a guard start under a guard anyway (the marker dropped by a program in between, or
-forged), it refuses in one line (exit 2) instead of nesting. The marker says how deep the
-guard is; where the marker is lost, the process tree says it (Linux /proc): a guard counts
-the `envguard guard` processes above it.
+Every child carries MARKER too (how many guards it runs under; the hooks of earlier
+envguards read it). Should a guard start under a guard anyway (the marker dropped by a
+program in between, or forged), it refuses in one line (exit 2) instead of nesting. Where
+the marker is lost, the process tree says it (Linux /proc): a guard counts the `envguard
+guard` processes above it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from envguard.errors import UsageError
+from envguard.guard import hook
 from envguard.lifecycle import parent_of
 
-# The shim (protect.py) and the hook (hook.py) spell it out: they run without envguard.
+# How many guards a process runs under (the hooks before TOKEN read it).
 MARKER = "ENVGUARD_GUARD_DEPTH"
 # What hooks written by envguard before MARKER let through (when it names their venv).
 LEGACY_MARKER = "ENVGUARD_GUARDING"
 # Guards in one chain of processes, at most.
 MOST = 1
+# The guard's token: which guard (its pid and nonce), checked by the hook and the shim.
+TOKEN = hook.TOKEN
 # Processes above this one looked at, at most: a chain deeper than that is no shell's.
 _ANCESTORS = 64
+# This process's token (pid:nonce), once its file is written.
+_token: list[str] = []
 
 
 def inherited(environ: Mapping[str, str]) -> int:
@@ -58,9 +68,45 @@ def marked(env: dict[str, str], *, venv: Path | None) -> dict[str, str]:
     """``env`` marked for a child of the guard (of ``venv``): protect's shim and hook let
     it through."""
     env[MARKER] = str(inherited(os.environ) + 1)
+    env[TOKEN] = token()
     if venv is not None:
         env[LEGACY_MARKER] = str(venv)
     return env
+
+
+def token() -> str:
+    """This guard's token, ``pid:nonce``: the nonce's file (in the user's own folder,
+    holding the pid) written on first use and removed when this process exits."""
+    import atexit
+    import secrets
+    import stat
+
+    pid = str(os.getpid())
+    if _token and _token[0].startswith(pid + ":"):
+        return _token[0]
+    folder = hook.token_folder()
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        st = os.lstat(folder)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+            raise OSError("not a folder of this user's alone")
+        nonce = secrets.token_hex(16)
+        path = os.path.join(folder, f"guard-{nonce}")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, pid.encode())
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise UsageError(f"{folder}: the guard's token cannot be written there ({exc})") from None
+    atexit.register(_remove, path)
+    _token[:] = [f"{pid}:{nonce}"]
+    return _token[0]
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def guards_above(pid: int) -> int:

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envguard.errors import UsageError
-from envguard.guard import nesting
 from envguard.reading import SMALL_CAP, not_json_constant, read_text
 from envguard.tools import is_protect_shim, which
 
@@ -43,34 +42,24 @@ _WRITTEN = re.compile(
     r"|lib/python3\.\d+t?/site-packages/_envguard_protect\.(py|pth)"
 )
 
-_UV_SHIM = '''#!{python}
-"""envguard protect: `uv pip install|uninstall|sync` and `uv add|remove|sync` in this venv
-go through `envguard guard` (written by `envguard protect`; `envguard protect --off` removes it)."""
-import os
+# A shell line that Python reads as a string: the venv's python runs the rest, found
+# beside the shim, so no path is written into a #! line (a blank splits it, the kernel cuts
+# a long one). The routing is the hook's (guard/hook.py: uv_main), imported from the venv.
+_UV_SHIM = """#!/bin/sh
+'''exec' "${{0%/*}}/python" -I "$0" "$@"
+' '''
+# envguard protect: `uv pip install|uninstall|sync`, `uv add|remove|sync` and `uv run` in
+# this venv go through `envguard guard`; `uv run --with` and `uv venv` over it are refused
+# (written by `envguard protect`; `envguard protect --off` removes it).
 import sys
 
-REAL = {real!r}
-# What envguard guard runs itself goes to uv at once: a guard never starts itself again.
-depth = os.environ.get({marker!r}, "").strip()
-if depth.isdigit() and depth.isascii() and int(depth) > 0:
-    os.execv(REAL, [REAL, *sys.argv[1:]])
-VENV = {venv!r}
-ENVGUARD = {envguard!r}
-args = sys.argv[1:]
-# uv's own options before the command that take a value (`uv --color never pip ...`).
-VALUED = {{"--cache-dir", "--color", "--allow-insecure-host", "--directory", "--project",
-          "--config-file", "--python-preference"}}
-i = 0
-while i < len(args) and args[i].startswith("-"):
-    i += 2 if args[i] in VALUED else 1
-word = args[i] if i < len(args) else ""
-changes = ("install", "uninstall", "sync")
-if word in ("add", "remove", "sync") or (
-    word == "pip" and any(a in changes for a in args[i + 1 :])
-):
-    os.execv(ENVGUARD[0], [*ENVGUARD, "guard", "--venv", VENV, "--", "uv", *args])
-os.execv(REAL, [REAL, *args])
-'''
+try:
+    import _envguard_protect as hook
+except ImportError as exc:
+    sys.stderr.write("envguard protect: the hook is gone (%s); uv stopped\\n" % exc)
+    raise SystemExit(2) from None
+hook.uv_main({real!r})
+"""
 
 
 @dataclass(frozen=True)
@@ -83,6 +72,10 @@ class Protection:
     edited: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    # The pins the venv no longer holds: "torch==2.13.0+cpu (installed: 2.14.1)".
+    unpinned: tuple[str, ...] = ()
+    # Files as an earlier envguard wrote them: `envguard protect` writes this one's.
+    outdated: tuple[str, ...] = ()
 
 
 def site_packages(venv: Path) -> Path:
@@ -144,16 +137,29 @@ def protect_installed(
 ) -> Protection:
     """protect() with this envguard as the guard, the uv PATH finds, and the GPU stack
     among ``installed`` pinned."""
-    import sys
 
     from envguard.tools import find_uv
 
     return protect(
         venv,
-        envguard=[sys.executable, "-m", "envguard"],
+        envguard=envguard_command(),
         uv=find_uv(),
         pins=gpu_pins(installed, rules=rules),
     )
+
+
+def envguard_command() -> list[str]:
+    """How the hook and the shim start this envguard: never from the working folder
+    (`python -m` puts it first on sys.path; -P keeps it off, Python 3.11+), else by its
+    console script beside the interpreter (its own folder first), else isolated (-I)."""
+    import sys
+
+    if sys.version_info >= (3, 11):
+        return [sys.executable, "-P", "-m", "envguard"]
+    script = Path(sys.executable).parent / "envguard"
+    if script.is_file():
+        return [str(script)]
+    return [sys.executable, "-I", "-m", "envguard"]
 
 
 def protect(
@@ -197,19 +203,38 @@ def protect(
         )
     else:
         real = _real_uv(venv, uv)
-        texts[UV_SHIM] = _UV_SHIM.format(
-            python=venv / "bin" / "python",
-            real=real,
-            marker=nesting.MARKER,
-            venv=str(venv),
-            envguard=envguard,
-        )
+        texts[UV_SHIM] = _UV_SHIM.format(real=real)
     for rel, text in texts.items():
         _write(venv / rel, text, executable=rel == UV_SHIM)
     _write_manifest(venv, {rel: _sha256(text.encode()) for rel, text in texts.items()})
+    notes += _compiled(venv, site / HOOK)
     if before is not None and before.edited:
         notes.append("replaced what was edited by hand: " + ", ".join(before.edited))
     return Protection(venv=venv, files=tuple(sorted(texts)), notes=tuple(notes))
+
+
+def _compiled(venv: Path, hook: Path) -> list[str]:
+    """Byte-compile the hook with the venv's own Python (its magic number): every start
+    imports it, and a Python that writes no bytecode (PYTHONDONTWRITEBYTECODE, a read-only
+    venv) would compile it again at each one. Notes when it could not."""
+    import subprocess
+
+    code = "import py_compile, sys; py_compile.compile(sys.argv[1], doraise=True)"
+    python = venv / "bin" / "python"
+    try:
+        proc = subprocess.run(
+            [str(python), "-I", "-S", "-c", code, str(hook)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [f"the hook was not byte-compiled ({exc}): each start compiles it"]
+    if proc.returncode:
+        last = (proc.stderr.strip().splitlines() or ["no word"])[-1]
+        return [f"the hook was not byte-compiled ({last[:200]}): each start compiles it"]
+    return []
 
 
 def _configured_constraints(venv: Path) -> tuple[list[str], list[str]]:
@@ -330,9 +355,65 @@ def status(venv: Path) -> Protection | None:
             missing.append(rel)
         elif _sha256(data) != digest:
             edited.append(rel)
+    unpinned = () if CONSTRAINTS in missing or CONSTRAINTS not in files else not_held(venv)
+    as_written = [rel for rel in files if rel not in edited and rel not in missing]
     return Protection(
-        venv=venv, files=tuple(sorted(files)), edited=tuple(edited), missing=tuple(missing)
+        venv=venv,
+        files=tuple(sorted(files)),
+        edited=tuple(edited),
+        missing=tuple(missing),
+        unpinned=unpinned,
+        outdated=tuple(sorted(rel for rel in as_written if _earlier(venv, rel))),
     )
+
+
+def _earlier(venv: Path, rel: str) -> bool:
+    """``rel`` (the hook or the shim, as written) is an earlier envguard's: this one would
+    write another text with the same filled-in values (the hooks before the guard's token
+    let a marker exported by hand through)."""
+    import ast
+
+    if not rel.endswith((HOOK, UV_SHIM)):
+        return False
+    text = (_read(venv / rel) or b"").decode("utf-8", "replace")
+    lead = "ENVGUARD = " if rel.endswith(HOOK) else "hook.uv_main("
+    line = next((ln for ln in text.splitlines() if ln.startswith(lead)), None)
+    try:
+        value = ast.literal_eval(line[len(lead) :].rstrip(")")) if line else None
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        value = None
+    if rel.endswith(HOOK):
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        return not ok or text != _hook_text(venv, value)  # type: ignore[arg-type]
+    return not isinstance(value, str) or text != _UV_SHIM.format(real=value)
+
+
+def not_held(venv: Path) -> tuple[str, ...]:
+    """The pins of the venv's constraints file that what is installed no longer matches
+    (installed by hand past the hook: `pip --python`, `python -S`, another uv)."""
+    from packaging.utils import canonicalize_name
+    from packaging.version import InvalidVersion, Version
+
+    installed: dict[str, str] = {}
+    with contextlib.suppress(OSError, UsageError):
+        for entry in sorted(os.listdir(site_packages(venv)))[:100_000]:
+            if entry.endswith(".dist-info"):
+                name, _, version = entry[: -len(".dist-info")].rpartition("-")
+                installed[canonicalize_name(name)] = version
+    text = (_read(venv / CONSTRAINTS) or b"").decode("utf-8", "replace")
+    out = []
+    for line in text.splitlines()[:10_000]:
+        name, eq, pinned = line.partition("==")
+        if not eq or line.startswith("#"):
+            continue
+        have = installed.get(canonicalize_name(name.strip()))
+        try:
+            held = have is not None and Version(have) == Version(pinned.strip())
+        except InvalidVersion:
+            held = False
+        if not held:
+            out.append(f"{line.strip()} (installed: {have or 'none'})")
+    return tuple(out)
 
 
 def _manifest_files(venv: Path) -> dict[str, str]:

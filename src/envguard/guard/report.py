@@ -124,6 +124,10 @@ class ProtectReport(BaseModel):
     edited: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    # --check: the pinned versions (the GPU stack) the venv no longer holds.
+    unpinned: tuple[str, ...] = ()
+    # --check: files as an earlier envguard wrote them (protect writes them again).
+    outdated: tuple[str, ...] = ()
 
 
 def guard_change(change: Change, *, blocking: bool) -> GuardChange:
@@ -166,4 +170,6 @@ def protect_report(
         edited=found.edited,
         missing=found.missing,
         notes=found.notes,
+        unpinned=found.unpinned,
+        outdated=found.outdated,
     )

@@ -590,10 +590,13 @@ def _unowned(site: _Site) -> List[str]:
 PROTECT_PTH = "_envguard_protect.pth"
 PROTECT_HOOK = "_envguard_protect.py"
 PROTECT_PTH_TEXT = b"import _envguard_protect\n"
-PROTECT_HOOK_SHA256 = "a97a32a2c09dcda6e1ea99df85f3975882c5bf6591b1ec16fa2279ea72781429"
+PROTECT_HOOK_SHA256 = "50112ff90f1083120fc6dbc06b31037f5914047d3712ac51c64130241bd68768"
 # The hooks earlier envguards wrote (a venv protected then is no stray's until protected
-# again): before the guard's depth marker.
-PROTECT_HOOK_EARLIER = ("2e91cfe02bf533317d3e7d53f52385afc0c8de185d60b8f9b4f39e8efb5f631c",)
+# again): before the guard's depth marker; before the hook watched pip's Command.
+PROTECT_HOOK_EARLIER = (
+    "2e91cfe02bf533317d3e7d53f52385afc0c8de185d60b8f9b4f39e8efb5f631c",
+    "a97a32a2c09dcda6e1ea99df85f3975882c5bf6591b1ec16fa2279ea72781429",
+)
 # The lines protect fills in (with a literal each), as guard/hook.py holds them.
 _HOOK_LINES = (
     (b"VENV = ", b'VENV = ""\n'),
