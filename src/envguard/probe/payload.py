@@ -25,6 +25,7 @@ TARGET_MODULES = (
     "confine",
     "system",
     "distcache",
+    "forked",
     "dists",
     "installed",
     "torchbuild",

@@ -35,16 +35,21 @@ import os
 import posixpath
 import re
 import stat
+from itertools import repeat
+from operator import and_, attrgetter, gt, itemgetter, methodcaller
 
 from .distcache import record_key
+from .forked import Forked
 from .reading import RECORD_CAP, UNSAFE_CHARS, read_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional, Tuple
+    from typing import Any, Dict, List, Optional, Set, Tuple
 
     from .distcache import DistCache
 
+# Seconds the check may take beside the probe (a slow or network file system): then a note.
+CHECK_SECONDS = 60.0
 # Paths kept per list and distribution; the rest are counted.
 MAX_LISTED = 50
 # Files at the top of site-packages that no RECORD claims, kept.
@@ -72,6 +77,13 @@ _ROW = re.compile(r"^(?!\.\.?/)([^\",\r\n/\\][^,\r\n\\]*),([^,\r\n]+),([0-9]+)\r
 # UTF-8): a report carrying it would be refused whole, and os.lstat() refuses a NUL.
 _NOT_LINE = re.compile("[" + UNSAFE_CHARS + "\ud800-\udfff]")
 _O_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+# What the per-file steps read, as C-level callables: a step over every file of a
+# distribution is a map() at C speed, not a Python loop (the check's cost is meant to be its
+# system calls: one lstat a file).
+_SIZE, _MTIME, _CTIME = attrgetter("st_size"), attrgetter("st_mtime_ns"), attrgetter("st_ctime_ns")
+_NLINK, _MODE, _FIRST = attrgetter("st_nlink"), attrgetter("st_mode"), itemgetter(0)
+_SPLIT_FOLDER = methodcaller("rpartition", "/")
+_ONE = (1).__eq__
 
 
 def runs(path: str) -> bool:
@@ -198,6 +210,8 @@ class _Site:
         # dist index -> what a one-link file's ctime is compared with (see the docstring)
         self.changed: Dict[int, int] = {}
         self.rows: Dict[int, List[Tuple[str, str, str]]] = {}
+        self.paths: Dict[int, List[str]] = {}  # dist index -> the paths of its rows
+        self.dirs: Dict[int, Set[str]] = {}  # dist index -> the folders of its rows
         self.by_path: Dict[int, Dict[str, Tuple[str, str, str]]] = {}  # see _row_of()
         self.folders: Dict[str, Optional[int]] = {}  # folder -> its mtime_ns; None: not safe
         self.linked = False  # some folder is a symlink (or no folder)
@@ -294,7 +308,8 @@ def _read_record(
     site.unpacked[index] = _unpacked(os.path.join(site.site, dist["metadata_dir"]), installed)
     site.rows[index] = rows
     owner = site.owner
-    paths = [row[0] for row in rows]
+    paths = site.paths[index] = list(map(_FIRST, rows))
+    site.dirs[index] = set(map(_FIRST, map(_SPLIT_FOLDER, paths)))
     for path in owner.keys() & set(paths):  # claimed before: at C speed, then the few
         first = owner[path]
         if path not in site.claims:
@@ -345,7 +360,7 @@ def _held_rows(held: List[str]) -> Optional[List[Tuple[str, str, str]]]:
 def _check_folders(site: _Site, warnings: List[str]) -> None:
     """Each folder the rows name, its mtime, and whether it is a real folder (below a
     symlinked one nothing is read: it may lead out of site-packages)."""
-    folders = {path.rpartition("/")[0] for path in site.owner}
+    folders: Set[str] = set().union(*site.dirs.values())
     folders.discard("")
     for folder in list(folders):
         parent = folder.rpartition("/")[0]
@@ -459,7 +474,8 @@ def _check_dist(
         rows = wanted
     stats: List[Optional[os.stat_result]]
     try:  # the common case, at C speed: every file there
-        stats = list(map(os.lstat, [base + row[0] for row in rows]))
+        paths = site.paths[index] if len(rows) == len(site.paths[index]) else map(_FIRST, rows)
+        stats = list(map(os.lstat, map(base.__add__, paths)))
     except OSError:
         stats = []
         for row in rows:
@@ -469,6 +485,8 @@ def _check_dist(
                 stats.append(None)
                 if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
                     missing.append(row[0])
+    if not deep and _as_installed(stats, rows, unpacked, changed):
+        stats = []  # the common case: no file to look at again
     suspects = [
         (row, st)
         for row, st in zip(rows, stats)
@@ -515,15 +533,37 @@ def _check_dist(
     }
 
 
+def _as_installed(
+    stats: List[Optional[os.stat_result]],
+    rows: List[Tuple[str, str, str]],
+    unpacked: int,
+    changed: int,
+) -> bool:
+    """Whether every file is there, a regular file of RECORD's size, none written after
+    the unpack, and no one-link file changed after RECORD (_check_dist's rule for each
+    file, for all at once at C speed). False: each file is looked at."""
+    if not stats or None in stats or max(map(_MTIME, stats)) > unpacked:
+        return not stats
+    if list(map(str, map(_SIZE, stats))) != list(map(itemgetter(2), rows)):
+        return False
+    if not all(map(stat.S_ISREG, map(_MODE, stats))):
+        return False
+    if max(map(_CTIME, stats)) <= changed:
+        return True
+    return not any(
+        map(and_, map(gt, map(_CTIME, stats), repeat(changed)), map(_ONE, map(_NLINK, stats)))
+    )
+
+
 def _added(site: _Site, packages: List[Dict[str, Any]]) -> None:
     """Files that run, in a distribution's folders, that no RECORD claims. Only folders
     changed since the last install into them are listed (adding a file changes a folder's
     mtime)."""
     newest: Dict[str, int] = {}
     owner: Dict[str, int] = {}
-    for index, rows in site.rows.items():
+    for index in site.rows:
         when = site.installed[index]
-        for folder in {row[0].rpartition("/")[0] for row in rows}:
+        for folder in site.dirs[index]:
             if when > newest.get(folder, -1):
                 newest[folder] = when
             owner.setdefault(folder, index)
@@ -640,42 +680,56 @@ def _literal(text: bytes, one: bool) -> bool:
 
 
 class Checking:
-    """check_installed() in a thread of its own: started once the distributions are read,
-    it runs while the probe waits on git and nvidia-smi (their reads release the GIL).
-    ``mode`` "off": nothing is checked."""
+    """check_installed() beside the probe: in a forked child on the other core (see
+    forked.py), started once the distributions are read; where there is no fork, in the
+    probe's own thread when the result is asked for. ``mode`` "off": nothing is checked.
+    ``timeout``: seconds the child may take before it is killed and a note says so."""
 
     def __init__(
-        self, packages: List[Dict[str, Any]], mode: str, cache: Optional[DistCache] = None
+        self,
+        packages: List[Dict[str, Any]],
+        mode: str,
+        cache: Optional[DistCache] = None,
+        timeout: float = CHECK_SECONDS,
     ) -> None:
-        import threading
-
-        self.warnings: List[str] = []
-        self.found: Dict[str, Any] = {"clashes": None, "unowned": None}
-        self.error: Optional[BaseException] = None
-        self.thread = None
-        if mode not in ("quick", "deep"):
-            for dist in packages:
-                dist["on_disk"] = None
-            return
-        for dist in packages:  # set here: the probe's thread reads these dicts meanwhile
+        self.packages = packages
+        self.mode = mode
+        self.cache = cache
+        self.timeout = timeout
+        self.child: Optional[Forked] = None
+        for dist in packages:  # set here: the probe reads these dicts meanwhile
             dist["on_disk"] = None
-        self.thread = threading.Thread(
-            target=self._run, args=(packages, mode, cache), name="envguard-installed"
-        )
-        self.thread.daemon = True
-        self.thread.start()
+        if mode in ("quick", "deep"):
+            self.child = Forked(self._work)
 
-    def _run(self, packages: List[Dict[str, Any]], mode: str, cache: Optional[DistCache]) -> None:
-        try:
-            self.found = check_installed(packages, mode, self.warnings, cache)
-        except BaseException as exc:  # re-raised in the probe's thread by result()
-            self.error = exc
+    def _work(self) -> Dict[str, Any]:
+        """The check, as the child answers it: plain JSON."""
+        warnings: List[str] = []
+        found = check_installed(self.packages, self.mode, warnings, self.cache)
+        return {
+            "on_disk": [dist["on_disk"] for dist in self.packages],
+            "found": found,
+            "warnings": warnings,
+            "cache": self.cache.checked() if self.cache is not None else None,
+        }
 
     def result(self, warnings: List[str]) -> Dict[str, Any]:
         """{"clashes", "unowned"} once the check ended; its warnings added to ``warnings``."""
-        if self.thread is not None:
-            self.thread.join()
-        if self.error is not None:
-            raise self.error
-        warnings.extend(self.warnings)
-        return self.found
+        if self.child is None:
+            return {"clashes": None, "unowned": None}
+        if not self.child.started:
+            return check_installed(self.packages, self.mode, warnings, self.cache)
+        answer = self.child.result(self.timeout)
+        if answer is None:
+            warnings.append(
+                "installed files were not checked against RECORD: the check %s (a slow or "
+                "network file system?)" % self.child.failed
+            )
+            return {"clashes": None, "unowned": None}
+        for dist, on_disk in zip(self.packages, answer["on_disk"]):
+            dist["on_disk"] = on_disk
+        if self.cache is not None and answer["cache"] is not None:
+            self.cache.take_checked(answer["cache"])
+        warnings.extend(answer["warnings"])
+        found: Dict[str, Any] = answer["found"]
+        return found
