@@ -72,13 +72,13 @@ _FLOOR = """
 import os, sys, time
 paths = sys.stdin.read().split("\\n")
 lstat = os.lstat
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 for path in paths:
     try:
         lstat(path)
     except OSError:
         pass
-print(time.perf_counter() - start)
+print(time.perf_counter() - start, time.process_time() - cpu)
 """
 
 
@@ -109,16 +109,17 @@ def quick_paths(report: dict[str, object]) -> list[str]:
     return out
 
 
-def run_floor(python: str, paths: list[str]) -> float:
-    """Seconds of a bare ``os.lstat`` loop over ``paths`` in ``python`` (its start-up not
-    counted)."""
+def run_floor(python: str, paths: list[str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of a bare ``os.lstat`` loop over ``paths`` in ``python`` (its
+    start-up not counted)."""
     proc = subprocess.run(
         [python, "-I", "-S", "-c", _FLOOR],
         input="\n".join(paths).encode("utf-8", "surrogateescape"),
         capture_output=True,
         check=True,
     )
-    return float(proc.stdout)
+    wall, cpu = proc.stdout.split()
+    return float(wall), float(cpu)
 
 
 def summary(report: dict[str, object]) -> str:
@@ -159,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         report = run_probe(python, mode)[2]
         print(f"{mode}: {summary(report)}")
     paths = quick_paths(report)
-    floor: list[float] = []
+    floor: list[tuple[float, float]] = []
     for _ in range(args.repeats):
         for mode in modes:
             c, w, _report = run_probe(python, mode, args.cold)
@@ -167,22 +168,31 @@ def main(argv: list[str] | None = None) -> int:
             wall[mode].append(w)
         floor.append(run_floor(python, paths))
     base = statistics.median(cpu[modes[0]])
-    lstat_s = statistics.median(floor)
+    lstat_wall = statistics.median(f[0] for f in floor)
+    lstat_cpu = statistics.median(f[1] for f in floor)
     print(f"\nprobe of {python}, {args.repeats} runs each, medians")
     print(f"floor: a bare os.lstat loop over the {len(paths)} files quick looks at: "
-          f"{lstat_s * 1e3:.1f} ms")  # fmt: skip
-    print("| mode | CPU | wall | CPU / " + modes[0] + " | wall - off wall, in floors |")
-    print("|---|---|---|---|---|")
-    off_wall = statistics.median(wall["off"]) if "off" in wall else None
+          f"{lstat_wall * 1e3:.1f} ms wall, {lstat_cpu * 1e3:.1f} ms CPU")  # fmt: skip
+    print(f"load average before: {os.getloadavg()[0]:.1f}")
+    print(
+        "| mode | CPU | wall | CPU / "
+        + modes[0]
+        + " | (wall - off) / floor | (CPU - off) / floor |"
+    )
+    print("|---|---|---|---|---|---|")
     for mode in modes:
         c, w = statistics.median(cpu[mode]), statistics.median(wall[mode])
-        # the goal is per run: the median of each run's (mode - off), not of each side
-        over = (
-            statistics.median(a - b for a, b in zip(wall[mode], wall["off"], strict=True)) / lstat_s
-            if off_wall is not None
-            else float("nan")
+        # per run: the median of each round's (mode - off), not the difference of medians
+        over_wall = over_cpu = float("nan")
+        if "off" in modes:
+            pairs = zip(wall[mode], wall["off"], strict=True)
+            over_wall = statistics.median(a - b for a, b in pairs) / lstat_wall
+            pairs = zip(cpu[mode], cpu["off"], strict=True)
+            over_cpu = statistics.median(a - b for a, b in pairs) / lstat_cpu
+        print(
+            f"| {mode} | {c * 1e3:.1f} ms | {w * 1e3:.1f} ms | {c / base:.2f}x"
+            f" | {over_wall:.2f} | {over_cpu:.2f} |"
         )
-        print(f"| {mode} | {c * 1e3:.1f} ms | {w * 1e3:.1f} ms | {c / base:.2f}x | {over:.2f} |")
     return 0
 
 

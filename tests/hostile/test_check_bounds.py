@@ -167,3 +167,21 @@ def test_a_venv_of_100000_files_is_checked_whole_and_in_time(site: Path, tmp_pat
         assert sum(p["on_disk"]["checked"] for p in generated) == 100_000
         assert not any(p["on_disk"]["modified"] or p["on_disk"]["missing"] for p in generated)
         assert seconds < 60
+
+
+def test_a_file_added_to_a_folder_listed_clean_before_is_named(site: Path, tmp_path: Path) -> None:
+    """A folder listed with nothing added is not listed again while its stamp holds (Python
+    writes __pycache__ into every folder it imports from, so a venv in use has every folder
+    newer than its RECORD); a file added afterwards changes the folder and is named."""
+    install_many(site, files=40, per_dist=20)
+    folder = site / "gen00000" / "m000"
+    (folder / "__pycache__").mkdir()  # as an import leaves it: newer than RECORD
+    xdg = tmp_path / "xdg"
+    for _ in range(2):  # the verdict kept, then used
+        report, _, _ = _probe(site, xdg)
+        (gen,) = [p for p in report["packages"] if p["name"] == "gen00000"]
+        assert gen["on_disk"]["added"] == []
+    (folder / "evil.py").write_text("import os\n")
+    report, _, _ = _probe(site, xdg)
+    (gen,) = [p for p in report["packages"] if p["name"] == "gen00000"]
+    assert gen["on_disk"]["added"] == ["gen00000/m000/evil.py"]

@@ -214,6 +214,8 @@ class _Site:
         self.dirs: Dict[int, Set[str]] = {}  # dist index -> the folders of its rows
         self.by_path: Dict[int, Dict[str, Tuple[str, str, str]]] = {}  # see _row_of()
         self.folders: Dict[str, Optional[int]] = {}  # folder -> its mtime_ns; None: not safe
+        self.folder_stamps: Dict[str, str] = {}  # folder -> its inode, mtime_ns and ctime_ns
+        self.record_stamps: Dict[int, str] = {}  # dist index -> RECORD's mtime_ns and ctime_ns
         self.linked = False  # some folder is a symlink (or no folder)
         self.cache: Optional[DistCache] = None
 
@@ -302,6 +304,7 @@ def _read_record(
             % (dist["name"], dist["version"], unreadable)
         )
     site.installed[index] = installed
+    site.record_stamps[index] = "%d,%d" % (installed, record_ctime)
     site.changed[index] = (
         record_ctime + COPY_SLACK_NS if record_ctime > installed + COPY_AFTER_NS else installed
     )
@@ -381,6 +384,7 @@ def _check_folders(site: _Site, warnings: List[str]) -> None:
             continue  # missing: its files are missing
         if stat.S_ISDIR(st.st_mode):
             found[folder] = st.st_mtime_ns
+            site.folder_stamps[folder] = "%d,%d,%d" % (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
         else:
             found[folder] = None
             site.linked = True
@@ -558,25 +562,39 @@ def _as_installed(
 def _added(site: _Site, packages: List[Dict[str, Any]]) -> None:
     """Files that run, in a distribution's folders, that no RECORD claims. Only folders
     changed since the last install into them are listed (adding a file changes a folder's
-    mtime)."""
+    mtime).
+
+    A folder listed with nothing added is not listed again while its stamp and the stamps
+    of the RECORDs with rows in it stay as they were (the cache's verdicts): Python writes
+    ``__pycache__`` into every folder it imports from, after the install, and a venv in use
+    would otherwise have every folder listed at every probe."""
     newest: Dict[str, int] = {}
-    owner: Dict[str, int] = {}
+    owners: Dict[str, List[int]] = {}
     for index in site.rows:
         when = site.installed[index]
         for folder in site.dirs[index]:
             if when > newest.get(folder, -1):
                 newest[folder] = when
-            owner.setdefault(folder, index)
+            owners.setdefault(folder, []).append(index)
     newest.pop("", None)  # the top of site-packages: see _unowned
+    cache = site.cache
     for folder, when in newest.items():
         mtime = site.folders.get(folder)
         if mtime is None or mtime <= when:
             continue
         full = site.site + "/" + folder
+        key = "added\0%s\0%s\0%s" % (
+            full,
+            site.folder_stamps[folder],
+            ";".join(site.record_stamps[i] for i in owners[folder]),
+        )
+        if cache is not None and cache.was_verified(key):
+            continue
         try:
             names = os.listdir(full)
         except OSError:
             continue
+        found = False
         for name in names:
             path = folder + "/" + name
             if path in site.owner or not runs(name):
@@ -586,9 +604,12 @@ def _added(site: _Site, packages: List[Dict[str, Any]]) -> None:
                     continue
             except OSError:
                 continue
-            result = packages[owner[folder]].get("on_disk")
+            found = True
+            result = packages[owners[folder][0]].get("on_disk")
             if result is not None:
                 result["added"].append(path)
+        if cache is not None and not found:
+            cache.keep_verified(key, int(site.folder_stamps[folder].rsplit(",", 1)[1]))
     for index in site.rows:
         result = packages[index]["on_disk"]
         result["added"].sort()
