@@ -126,7 +126,9 @@ class GuardOptions:
     hold it to [default: the newest in snapshots/, else the venv as it is]; ``fail_on``:
     refuse when a change to what is installed reaches it; ``allow``: packages the install
     may change; ``timeout``: seconds for the dry run; ``shell``: split a one-string command
-    holding shell syntax; ``keep``: records kept; ``policy``: instead of pyproject's."""
+    holding shell syntax; ``keep``: records kept; ``policy``: instead of pyproject's;
+    ``waiting``: called once with a line to show when the venv was probed and the
+    installer's dry run is still resolving (pip's can take a minute)."""
 
     venv: str | Path | None = None
     against: str | Path | None = None
@@ -136,6 +138,7 @@ class GuardOptions:
     shell: bool = False
     keep: int = journal.KEEP
     policy: Policy | None = None
+    waiting: Callable[[str], None] | None = None
 
 
 def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> Preview:
@@ -165,6 +168,8 @@ def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> P
         dry_run = start_dry_run(command, venv=where, uv=uv, env=env, timeout=opts.timeout)
     try:
         doc = snapshot_document(python=where / "bin" / "python", name="guard")
+        if opts.waiting is not None and dry_run.running():
+            opts.waiting(f"{command.tool} is resolving (its dry run) ...")
         resolution = dry_run.finish(_versions(doc))
     except BaseException:
         dry_run.cancel()
