@@ -361,7 +361,8 @@ class DistCache:
                 return
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(kept, fh, separators=(",", ":"))
+                # dumps: the C encoder (dump() to a file is the pure-Python one, 5x slower)
+                fh.write(json.dumps(kept, separators=(",", ":")))
             os.replace(tmp, self.path)
         except (OSError, ValueError):
             try:
