@@ -103,8 +103,13 @@ def main(argv: list[str] | None = None) -> int:
             medians["snapshot peak RSS MiB"] = rss if rss is not None else float("nan")
             rows.append((size, medians))
             print(f"measured {size}", file=sys.stderr)
+        _table(rows, args.repeats)  # before the 141,000 files are removed (minutes)
+    return 0
+
+
+def _table(rows: list[tuple[int, dict[str, float]]], repeats: int) -> None:
     labels = list(rows[0][1])
-    print(f"medians of {args.repeats} runs; load average now {_load()}")
+    print(f"medians of {repeats} runs; load average now {_load()}", flush=True)
     print("| what | " + " | ".join(f"{size:,} files" for size, _ in rows) + " |")
     print("|---" * (len(rows) + 1) + "|")
     for label in labels:
@@ -115,8 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                 cells.append(f"{value:.1f}")
             else:
                 cells.append(f"{value * 1e3:.0f} ms ({value * 1e6 / size:.0f} us/file)")
-        print(f"| {label} | " + " | ".join(cells) + " |")
-    return 0
+        print(f"| {label} | " + " | ".join(cells) + " |", flush=True)
 
 
 def _load() -> str:
