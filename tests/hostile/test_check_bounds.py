@@ -65,13 +65,10 @@ def _group_gone(pgid: int, within: float = 5.0) -> bool:
     return False
 
 
-def test_a_check_past_its_deadline_is_a_note_and_leaves_no_process(
-    site: Path, tmp_path: Path
-) -> None:
-    """A site-packages whose files take long to read (here: two sparse files of 3.9 GiB each,
-    written after the install, which the quick check hashes; on a hung network file system,
-    an lstat that never returns) gives a note once the check's deadline passes, never a
-    hang, and the check's process is gone with the probe."""
+def _slow_to_read(site: Path) -> None:
+    """Files that take seconds to check: two sparse files of 3.9 GiB each, written after the
+    install, which the quick check hashes (on a hung network file system, an lstat that
+    never returns)."""
     size = 31 << 27  # 3.875 GiB: under the per-file cap, both under the run's budget
     rows = []
     for name in ("a", "b"):
@@ -84,6 +81,14 @@ def test_a_check_past_its_deadline_is_a_note_and_leaves_no_process(
     later = time.time() + 5  # written after RECORD: hashed by the quick check
     for name in ("a", "b"):
         os.utime(site / "slow" / f"{name}.so", (later, later))
+
+
+def test_a_check_past_its_deadline_is_a_note_and_leaves_no_process(
+    site: Path, tmp_path: Path
+) -> None:
+    """A site-packages too slow to check gives a note once the check's deadline passes,
+    never a hang, and the check's process (or thread) is gone with the probe."""
+    _slow_to_read(site)
     report, seconds, pgid = _probe(site, tmp_path / "xdg", verify_seconds=0.5)
     assert "error" not in report, report
     assert seconds < 20
@@ -94,6 +99,31 @@ def test_a_check_past_its_deadline_is_a_note_and_leaves_no_process(
         for w in report["warnings"]
     ), report["warnings"]
     assert _group_gone(pgid)
+
+
+def test_a_check_in_a_thread_past_its_deadline_is_a_note_and_writes_no_cache(
+    site: Path, tmp_path: Path
+) -> None:
+    """On a busy machine the check runs in a thread (no second process for a core that is
+    not free): its deadline holds the same, and the cache it is still filling is not
+    written."""
+    from envguard.probe.payload import local_package
+
+    target = local_package()
+    _slow_to_read(site)
+    folder = tmp_path / "cache"
+    cache = target.distcache.DistCache(str(folder), [str(site)], code="t", quiet=0)
+    warnings: list[str] = []
+    packages = target.dists.scan_packages([str(site)], warnings, cache)
+    checking = target.installed.Checking(packages, "quick", cache, timeout=0.5, fork=False)
+    start = time.monotonic()
+    found = checking.result(warnings)
+    assert time.monotonic() - start < 5
+    assert found == {"clashes": None, "unowned": None}
+    assert all(p["on_disk"] is None for p in packages)
+    assert any("the check took over 0.5s" in w for w in warnings), warnings
+    cache.save()
+    assert not folder.exists() or not list(folder.iterdir())
 
 
 def test_a_file_that_vanishes_between_listing_and_lstat_is_missing(

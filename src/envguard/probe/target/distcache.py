@@ -333,6 +333,10 @@ class DistCache:
         if stamp is not None and _newest_change(stamp) < self.settled_ns:
             self.used_libs[path] = dict(record, stamp=stamp)
 
+    def abandon(self) -> None:
+        """Write nothing of this run: a check left running in a thread still fills it."""
+        self.path = None
+
     def save(self) -> None:
         """Write this venv's entries when they changed; never fails."""
         if not self.files_checked:  # nothing learned about them: kept as they were

@@ -31,6 +31,21 @@ ANSWER_CAP = 256 << 20
 REAP_SECONDS = 1.0
 
 
+def spare_core() -> bool:
+    """Whether a core is idle enough for a child to run beside the probe: a 1-minute load
+    average under the cores this process may use, less one (its own). On a shared machine
+    at full load a second process only adds fork's costs."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return cores > 1
+    return load < cores - 1
+
+
 class Forked:
     """``work()`` started in a forked child; ``result()`` its value, or None with a reason
     in ``failed``. ``started`` is False where there is no fork (the caller runs ``work``
