@@ -115,7 +115,7 @@ def test_a_check_in_a_thread_past_its_deadline_is_a_note_and_writes_no_cache(
     cache = target.distcache.DistCache(str(folder), [str(site)], code="t", quiet=0)
     warnings: list[str] = []
     packages = target.dists.scan_packages([str(site)], warnings, cache)
-    checking = target.installed.Checking(packages, "quick", cache, timeout=0.5, fork=False)
+    checking = target.checking.Checking(packages, "quick", cache, timeout=0.5, fork=False)
     start = time.monotonic()
     found = checking.result(warnings)
     assert time.monotonic() - start < 5

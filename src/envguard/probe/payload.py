@@ -28,6 +28,7 @@ TARGET_MODULES = (
     "forked",
     "dists",
     "installed",
+    "checking",
     "torchbuild",
     "compilekey",
     "elf",

@@ -14,6 +14,7 @@ import json
 import os
 import sys
 
+from .checking import CHECK_SECONDS, Checking
 from .compilekey import (
     cache_builds,
     capabilities,
@@ -30,7 +31,6 @@ from .dists import scan_packages, site_dirs
 from .env import capture_env
 from .fit import fit
 from .gitrepos import probe_repos
-from .installed import CHECK_SECONDS, Checking
 from .libs import libraries
 from .system import accelerator, enter_venv, finish_tool, interpreter, start_tool, user
 from .torchbuild import torch_build
