@@ -12,6 +12,14 @@ with real torch:
 
 Each run is a subprocess, round-robin, medians reported (bench/measure.py). The venv is a
 hard-linked copy of the cached one in a temporary directory: the cache is never written.
+
+    .venv/bin/python bench/guard.py --pip [--repeats N]
+
+- a guarded pip install, refused (`envguard guard -- pip install sglang-bench`, which
+  pulls in another torch), and its `--preview`, against pip's own `install --dry-run
+  --report -` of the same command (target: at most +1 s), on a hard-linked copy of the
+  real-distributions venv (bench/fixtures.real_venv, pip 23 byte-compiled), from local
+  wheels: pip's resolver, not the network, is timed.
 """
 
 from __future__ import annotations
@@ -43,9 +51,16 @@ def _pollution(wheelhouse: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--pip", action="store_true", help="guard of pip against its dry run")
     args = parser.parse_args(argv)
     log = lambda message: print(message, file=sys.stderr)  # noqa: E731
     tools: Tools = fixtures.find_tools()
+    if args.pip:
+        work = Path(tempfile.mkdtemp(prefix="bench-guard-pip-"))
+        try:
+            return _pip(tools, fixtures.real_venv(tools, log=log), work, args.repeats, log)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
     tv: TorchVenv = fixtures.torch_venv(tools, log=log)
     work = Path(tempfile.mkdtemp(prefix="bench-guard-"))
     try:
@@ -160,6 +175,54 @@ def _run(tools: Tools, tv: TorchVenv, work: Path, repeats: int, log: fixtures.Lo
             ratio = took / sync
             verdict = "PASS" if ratio <= 1.5 else "FAIL"
             print(f"{label} / fresh uv sync = {ratio:.2f}x (target <= 1.5x): {verdict}")
+    return 0
+
+
+def _pip(tools: Tools, real: TorchVenv, work: Path, repeats: int, log: fixtures.Log) -> int:
+    env = fixtures.bench_env(work, tools)
+    venv = work / "venv"
+    fixtures.run(["cp", "-al", str(real.venv), str(venv)])
+    extra = work / "pollution"
+    wanted = _pollution(extra)
+    args = ["--no-index", "--find-links", str(real.wheelhouse), "--find-links", str(extra)]
+    pip = [str(venv / "bin" / "pip"), "install", *args, *wanted]
+    dry = [str(venv / "bin" / "python"), "-m", "pip", "install", "--dry-run", "--quiet"]
+    dry += ["--disable-pip-version-check", "--report", "-", *args, *wanted]
+    guard = [tools.envguard, "guard", "--venv", str(venv)]
+    timings = measure(
+        [
+            static("pip install --dry-run --report -", dry, cwd=work, env=env),
+            static(
+                "envguard guard --preview -- pip install",
+                [*guard, "--preview", "--", *pip],
+                cwd=work,
+                env=env,
+                ok=(1,),
+            ),
+            static(
+                "envguard guard -- pip install (refused)",
+                [*guard, "--", *pip],
+                cwd=work,
+                env=env,
+                ok=(1,),
+            ),
+        ],
+        repeats,
+        log=log,
+    )
+    rows = {t.label: t.median for t in timings.values()}
+    base = rows["pip install --dry-run --report -"]
+    print(f"venv: {real.distributions} distributions; {repeats} runs each, medians")
+    for label, median in rows.items():
+        print(f"{label:<42} {median * 1000 if median else float('nan'):9.1f} ms")
+    for label in (
+        "envguard guard --preview -- pip install",
+        "envguard guard -- pip install (refused)",
+    ):
+        took = rows[label]
+        if took and base:
+            verdict = "PASS" if took - base <= 1.0 else "FAIL"
+            print(f"{label}: pip's dry run {took - base:+.3f} s (target <= +1 s): {verdict}")
     return 0
 
 

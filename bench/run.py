@@ -466,12 +466,25 @@ def machine(tools: Tools, tv: TorchVenv | None, report: Report) -> list[str]:
     ]
 
 
+def _given_venv(tools: Tools, venv: Path) -> TorchVenv:
+    """A venv named on the command line, byte-compiled (as real_venv is) and counted."""
+    fixtures.compile_site(venv)
+    freeze = fixtures.run([tools.uv, "pip", "freeze", "--python", str(venv)])
+    count = sum(1 for ln in freeze.splitlines() if ln.strip() and not ln.startswith("#"))
+    return TorchVenv(venv, venv, venv, count)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="3 repeats instead of 5")
     parser.add_argument("--repeats", type=int, help="timed runs per command [5, --quick: 3]")
     parser.add_argument("--only", action="append", choices=GROUPS, help="run only this group")
     parser.add_argument("--markdown", action="store_true", help="also print a Markdown table")
+    parser.add_argument(
+        "--venv",
+        help="the venv the inspect group reads instead of the real-distributions fixture"
+        " (the field corpus's CUDA torch venv, say); its bytecode is compiled first",
+    )
     args = parser.parse_args(argv)
     repeats = args.repeats or (3 if args.quick else 5)
     groups = args.only or list(GROUPS)
@@ -491,7 +504,9 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         (work / "snapshots").mkdir()
         real: TorchVenv | None = None
-        if "inspect" in groups:
+        if "inspect" in groups and args.venv:
+            real = attempt(report, "given venv", lambda: _given_venv(tools, Path(args.venv)))
+        elif "inspect" in groups:
             real = attempt(report, "real venv", lambda: fixtures.real_venv(tools, log=report.log))
         if real is not None:
             # Where users run it: inside a small git work tree (the repo is recorded).

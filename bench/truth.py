@@ -1,7 +1,12 @@
 """What checking installed files against RECORD costs the probe: off, quick (the default)
-and deep, side by side in one run, on a venv of real distributions.
+and deep, side by side in one run, on a venv of real distributions, beside the floor: a
+bare ``os.lstat`` loop over the same files, in the same interpreter.
 
     .venv/bin/python bench/truth.py [--python VENV_OR_PYTHON] [--repeats 9] [--cold]
+
+The floor is timed inside a process of the venv's interpreter (``lstat`` of each file the
+quick check looks at, read from the RECORDs as the check reads them), round-robin with the
+modes; the goal (issue 33): quick <= off + 1.2 x floor.
 
 Each mode runs the probe exactly as `envguard snapshot` sends it (the same payload, stdin,
 ``python -I -S -``), round-robin, with the distribution cache warm (one unmeasured run per
@@ -62,6 +67,61 @@ def run_probe(python: str, mode: str, cold: bool = False) -> tuple[float, float,
     return cpu, wall, json.loads(proc.stdout)
 
 
+# Run by the venv's interpreter: the paths on stdin, one a line; prints the loop's seconds.
+_FLOOR = """
+import os, sys, time
+paths = sys.stdin.read().split("\\n")
+lstat = os.lstat
+start, cpu = time.perf_counter(), time.process_time()
+for path in paths:
+    try:
+        lstat(path)
+    except OSError:
+        pass
+print(time.perf_counter() - start, time.process_time() - cpu)
+"""
+
+
+def quick_paths(report: dict[str, object]) -> list[str]:
+    """The files the quick check lstats: each RECORD's rows of files that run."""
+    import csv
+
+    from envguard.probe.payload import local_package
+
+    runs = local_package().installed.runs
+    out: list[str] = []
+    packages = report["packages"]
+    assert isinstance(packages, list)
+    for dist in packages:
+        if not dist["metadata_dir"].endswith(".dist-info"):
+            continue
+        record = Path(dist["location"], dist["metadata_dir"], "RECORD")
+        try:
+            text = record.read_bytes().decode("utf-8", "surrogateescape")
+        except OSError:
+            continue
+        rows = csv.reader(text.splitlines())
+        out += [
+            dist["location"] + "/" + row[0]
+            for row in rows
+            if len(row) == 3 and row[2] and runs(row[0]) and not row[0].startswith("../")
+        ]
+    return out
+
+
+def run_floor(python: str, paths: list[str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of a bare ``os.lstat`` loop over ``paths`` in ``python`` (its
+    start-up not counted)."""
+    proc = subprocess.run(
+        [python, "-I", "-S", "-c", _FLOOR],
+        input="\n".join(paths).encode("utf-8", "surrogateescape"),
+        capture_output=True,
+        check=True,
+    )
+    wall, cpu = proc.stdout.split()
+    return float(wall), float(cpu)
+
+
 def summary(report: dict[str, object]) -> str:
     packages = report["packages"]
     assert isinstance(packages, list)
@@ -95,19 +155,44 @@ def main(argv: list[str] | None = None) -> int:
     modes = args.modes.split(",")
     cpu: dict[str, list[float]] = {m: [] for m in modes}
     wall: dict[str, list[float]] = {m: [] for m in modes}
+    report: dict[str, object] = {}
     for mode in modes:  # warm the distribution cache, and say what each mode found
-        print(f"{mode}: {summary(run_probe(python, mode)[2])}")
+        report = run_probe(python, mode)[2]
+        print(f"{mode}: {summary(report)}")
+    paths = quick_paths(report)
+    floor: list[tuple[float, float]] = []
     for _ in range(args.repeats):
         for mode in modes:
             c, w, _report = run_probe(python, mode, args.cold)
             cpu[mode].append(c)
             wall[mode].append(w)
+        floor.append(run_floor(python, paths))
     base = statistics.median(cpu[modes[0]])
+    lstat_wall = statistics.median(f[0] for f in floor)
+    lstat_cpu = statistics.median(f[1] for f in floor)
     print(f"\nprobe of {python}, {args.repeats} runs each, medians")
-    print("| mode | CPU | wall | CPU / " + modes[0] + " |\n|---|---|---|---|")
+    print(f"floor: a bare os.lstat loop over the {len(paths)} files quick looks at: "
+          f"{lstat_wall * 1e3:.1f} ms wall, {lstat_cpu * 1e3:.1f} ms CPU")  # fmt: skip
+    print(f"load average before: {os.getloadavg()[0]:.1f}")
+    print(
+        "| mode | CPU | wall | CPU / "
+        + modes[0]
+        + " | (wall - off) / floor | (CPU - off) / floor |"
+    )
+    print("|---|---|---|---|---|---|")
     for mode in modes:
         c, w = statistics.median(cpu[mode]), statistics.median(wall[mode])
-        print(f"| {mode} | {c * 1e3:.1f} ms | {w * 1e3:.1f} ms | {c / base:.2f}x |")
+        # per run: the median of each round's (mode - off), not the difference of medians
+        over_wall = over_cpu = float("nan")
+        if "off" in modes:
+            pairs = zip(wall[mode], wall["off"], strict=True)
+            over_wall = statistics.median(a - b for a, b in pairs) / lstat_wall
+            pairs = zip(cpu[mode], cpu["off"], strict=True)
+            over_cpu = statistics.median(a - b for a, b in pairs) / lstat_cpu
+        print(
+            f"| {mode} | {c * 1e3:.1f} ms | {w * 1e3:.1f} ms | {c / base:.2f}x"
+            f" | {over_wall:.2f} | {over_cpu:.2f} |"
+        )
     return 0
 
 

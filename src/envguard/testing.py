@@ -106,3 +106,31 @@ def make_simple_index(root: Path, variants: Mapping[str, Iterable[Path]]) -> str
             links = "".join(f'<a href="{w.as_uri()}">{w.name}</a>\n' for w in files)
             (folder / "index.html").write_text(f"<html><body>\n{links}</body></html>\n")
     return root.as_uri()
+
+
+def install_many(site: Path, *, files: int, per_dist: int = 100, prefix: str = "gen") -> int:
+    """``files`` installed files written straight into ``site`` as distributions of
+    ``per_dist`` modules each, 20 to a folder (METADATA, WHEEL, INSTALLER and a RECORD with
+    true hashes and sizes, written in the order an installer writes them): a venv of any
+    size without an installer, for measuring how cost grows and for the bad input of a
+    100,000-file venv. Returns the number of distributions written."""
+    wheel = "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    count = 0
+    for start in range(0, files, per_dist):
+        name = f"{prefix}{count:05d}"
+        rows = []
+        for i in range(start, min(files, start + per_dist)):
+            rel = f"{name}/m{(i - start) // 20:03d}/mod{i}.py"
+            data = f"VALUE = {i}\n".encode()
+            (site / rel).parent.mkdir(parents=True, exist_ok=True)
+            (site / rel).write_bytes(data)
+            rows.append(f"{rel},{_record_hash(data)},{len(data)}")
+        info = site / f"{name}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n\n")
+        (info / "WHEEL").write_text(wheel)
+        (info / "INSTALLER").write_text("pip\n")
+        rows += [f"{info.name}/{m},," for m in ("METADATA", "WHEEL", "INSTALLER", "RECORD")]
+        (info / "RECORD").write_text("\n".join(rows) + "\n")
+        count += 1
+    return count

@@ -453,3 +453,64 @@ def test_an_install_that_would_split_torch_and_torchvision_is_refused(
     assert "torchvision 0.29.1 goes with torch 2.14, and torch 2.13.0+cpu is installed" in out
     assert "refused (--fail-on critical)" in err and "--allow torch " in err
     assert _freeze(venv) == before
+
+
+def _slow_uv(tmp_path: Path, seconds: float) -> Path:
+    """A uv whose dry run takes ``seconds`` to answer that nothing changes."""
+    fake = tmp_path / "bin" / "uv"
+    fake.parent.mkdir(exist_ok=True)
+    fake.write_text(f"#!/bin/sh\nsleep {seconds}\necho '{{\"changes\": []}}'\n")
+    fake.chmod(0o755)
+    return fake
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_a_dry_run_still_resolving_after_the_probe_is_said_on_stderr(
+    tmp_path: Path, fmt: str
+) -> None:
+    """pip's resolver can take a minute against an index: once the venv is probed, a line
+    on stderr says what guard waits for (stdout stays the report, plain for a log)."""
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    fake = _slow_uv(tmp_path, 2)
+    argv = ["--preview", "--format", fmt, "--", str(fake), "pip", "install", "six"]
+    code, out, err = guard(venv, *argv)
+    assert code == 0, err
+    assert "uv is resolving (its dry run) ...\n" in err
+    assert "\x1b" not in err  # not a terminal
+    if fmt == "json":
+        assert json.loads(out)["headline"]
+
+
+def test_a_dry_run_done_before_the_probe_is_not_waited_for_aloud(tmp_path: Path) -> None:
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    fake = _slow_uv(tmp_path, 0)
+    code, _, err = guard(venv, "--preview", "--", str(fake), "pip", "install", "six")
+    assert code == 0, err
+    assert "resolving" not in err
+
+
+@pytest.mark.parametrize(
+    ("tty", "no_color", "dim"), [(True, "", True), (True, "1", False), (False, "", False)]
+)
+def test_the_waiting_line_is_dimmed_only_on_a_terminal_without_no_color(
+    monkeypatch: pytest.MonkeyPatch, tty: bool, no_color: str, dim: bool
+) -> None:
+    import io
+
+    from envguard.cli import guard as cli_guard
+
+    class Stream(io.StringIO):
+        def isatty(self) -> bool:
+            return tty
+
+    stream = Stream()
+    monkeypatch.setattr("sys.stderr", stream)
+    monkeypatch.setenv("NO_COLOR", no_color)
+    cli_guard._waiting("pip is resolving (its dry run) ...")
+    text = stream.getvalue()
+    assert ("\x1b[2m" in text) == dim
+    assert text.replace("\x1b[2m", "").replace("\x1b[0m", "") == (
+        "pip is resolving (its dry run) ...\n"
+    )

@@ -130,7 +130,9 @@ class GuardOptions:
     refuse when a change to what is installed reaches it; ``allow``: packages the install
     may change; ``timeout``: seconds for the dry run; ``shell``: split a one-string command
     holding shell syntax; ``keep``: records kept; ``policy``: instead of pyproject's;
-    ``in_use``: what to do when processes run from the venv (refuse, wait, or go on)."""
+    ``in_use``: what to do when processes run from the venv (refuse, wait, or go on);
+    ``waiting``: called once with a line to show when the venv was probed and the
+    installer's dry run is still resolving (pip's can take a minute)."""
 
     venv: str | Path | None = None
     against: str | Path | None = None
@@ -141,6 +143,7 @@ class GuardOptions:
     keep: int = journal.KEEP
     policy: Policy | None = None
     in_use: InUse = REFUSE
+    waiting: Callable[[str], None] | None = None
 
 
 def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> Preview:
@@ -170,6 +173,8 @@ def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> P
         dry_run = start_dry_run(command, venv=where, uv=uv, env=env, timeout=opts.timeout)
     try:
         doc = snapshot_document(python=where / "bin" / "python", name="guard")
+        if opts.waiting is not None and dry_run.running():
+            opts.waiting(f"{command.tool} is resolving (its dry run) ...")
         resolution = dry_run.finish(_versions(doc))
     except BaseException:
         dry_run.cancel()

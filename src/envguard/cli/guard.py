@@ -46,6 +46,21 @@ def _write(document: "BaseModel") -> None:
     data_out().write(document.model_dump_json(indent=2, by_alias=True) + "\n")
 
 
+def _waiting(line: str) -> None:
+    """The line said while the installer's dry run resolves: on stderr (stdout may be the
+    JSON document), dimmed for a terminal unless NO_COLOR is set (no-color.org)."""
+    import os
+    import sys
+
+    from envguard.render.text import printable
+
+    text = printable(line)
+    if sys.stderr.isatty() and not os.environ.get("NO_COLOR"):
+        text = f"\x1b[2m{text}\x1b[0m"
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
 def _is_installer(word: str) -> bool:
     import os
     import re
@@ -156,6 +171,7 @@ def guard(
         shell=shell,
         keep=keep,
         in_use=InUse(force=force, wait=wait),
+        waiting=None if quiet() else _waiting,
     )
     if preview:
         seen = api.preview(command, options)

@@ -104,6 +104,10 @@ class DryRun:
         done.resolution = seen.resolution
         return done
 
+    def running(self) -> bool:
+        """The installer is still at it (nothing read from it yet)."""
+        return self.proc is not None and self.resolution is None and self.proc.poll() is None
+
     def cancel(self) -> None:
         if self.proc is not None and self.proc.returncode is None:
             _stop(self.proc)

@@ -183,6 +183,9 @@ class DistCache:
         # every probe.
         self.verified: Dict[str, int] = {}
         self.used_verified: Dict[str, int] = {}
+        # Whether this run checked installed files: when it did not (``--verify off``, or
+        # the check overran), the rows and verdicts held are kept as they were.
+        self.files_checked = False
         self.libs: Dict[str, Dict[str, Any]] = {}
         self.used_libs: Dict[str, Dict[str, Any]] = {}
         if folder is None or not (_ours(folder) and _ours(os.path.dirname(folder))):
@@ -268,6 +271,7 @@ class DistCache:
     def record_rows(self, key: Optional[str]) -> Optional[List[str]]:
         """[paths, sizes, hashes] (each joined by newlines) of an unchanged RECORD's rows
         of the files that run, or None."""
+        self.files_checked = True
         found = self.rows.get(key) if key else None
         if found is not None and key is not None:
             self.used_rows[key] = found
@@ -278,14 +282,43 @@ class DistCache:
             self.used_rows[key] = rows
 
     def was_verified(self, key: str) -> bool:
+        self.files_checked = True
         if key in self.verified:
             self.used_verified[key] = 1
             return True
         return False
 
     def keep_verified(self, key: str, ctime_ns: int) -> None:
+        self.files_checked = True
         if ctime_ns < self.settled_ns:
             self.used_verified[key] = 1
+
+    def checked(self) -> Dict[str, Any]:
+        """What the installed-files check used and learned, as plain JSON (it runs in a
+        forked child: see installed.Checking): new rows in full, held ones by key."""
+        return {
+            "rows": {k: v for k, v in self.used_rows.items() if self.rows.get(k) != v},
+            "held": [k for k, v in self.used_rows.items() if self.rows.get(k) == v],
+            "verified": list(self.used_verified),
+        }
+
+    def take_checked(self, found: Dict[str, Any]) -> None:
+        """What checked() answered, in the child, taken into this cache."""
+        rows, held, verified = found.get("rows"), found.get("held"), found.get("verified")
+        if type(rows) is dict:
+            self.used_rows.update(
+                (k, v)
+                for k, v in rows.items()
+                if type(k) is str
+                and type(v) is list
+                and len(v) == 3
+                and all(type(part) is str for part in v)
+            )
+        if type(held) is list:
+            self.used_rows.update((k, self.rows[k]) for k in held if k in self.rows)
+        if type(verified) is list:
+            self.used_verified.update((k, 1) for k in verified if type(k) is str)
+        self.files_checked = True
 
     def lib(self, path: str, stamp: Optional[str]) -> Optional[Dict[str, Any]]:
         """What was read from the library at ``path`` when its stamp is still ``stamp``
@@ -300,8 +333,14 @@ class DistCache:
         if stamp is not None and _newest_change(stamp) < self.settled_ns:
             self.used_libs[path] = dict(record, stamp=stamp)
 
+    def abandon(self) -> None:
+        """Write nothing of this run: a check left running in a thread still fills it."""
+        self.path = None
+
     def save(self) -> None:
         """Write this venv's entries when they changed; never fails."""
+        if not self.files_checked:  # nothing learned about them: kept as they were
+            self.used_rows, self.used_verified = self.rows, self.verified
         if self.path is None or (
             self.used_fingerprints == self.fingerprints
             and self.used_dists == self.dists
@@ -326,7 +365,8 @@ class DistCache:
                 return
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(kept, fh, separators=(",", ":"))
+                # dumps: the C encoder (dump() to a file is the pure-Python one, 5x slower)
+                fh.write(json.dumps(kept, separators=(",", ":")))
             os.replace(tmp, self.path)
         except (OSError, ValueError):
             try:

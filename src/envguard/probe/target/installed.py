@@ -35,13 +35,15 @@ import os
 import posixpath
 import re
 import stat
+from itertools import repeat
+from operator import and_, attrgetter, gt, itemgetter, methodcaller
 
 from .distcache import record_key
 from .reading import RECORD_CAP, UNSAFE_CHARS, read_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional, Tuple
+    from typing import Any, Dict, List, Optional, Set, Tuple
 
     from .distcache import DistCache
 
@@ -72,6 +74,13 @@ _ROW = re.compile(r"^(?!\.\.?/)([^\",\r\n/\\][^,\r\n\\]*),([^,\r\n]+),([0-9]+)\r
 # UTF-8): a report carrying it would be refused whole, and os.lstat() refuses a NUL.
 _NOT_LINE = re.compile("[" + UNSAFE_CHARS + "\ud800-\udfff]")
 _O_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+# What the per-file steps read, as C-level callables: a step over every file of a
+# distribution is a map() at C speed, not a Python loop (the check's cost is meant to be its
+# system calls: one lstat a file).
+_SIZE, _MTIME, _CTIME = attrgetter("st_size"), attrgetter("st_mtime_ns"), attrgetter("st_ctime_ns")
+_NLINK, _MODE, _FIRST = attrgetter("st_nlink"), attrgetter("st_mode"), itemgetter(0)
+_SPLIT_FOLDER = methodcaller("rpartition", "/")
+_ONE = (1).__eq__
 
 
 def runs(path: str) -> bool:
@@ -198,8 +207,12 @@ class _Site:
         # dist index -> what a one-link file's ctime is compared with (see the docstring)
         self.changed: Dict[int, int] = {}
         self.rows: Dict[int, List[Tuple[str, str, str]]] = {}
+        self.paths: Dict[int, List[str]] = {}  # dist index -> the paths of its rows
+        self.dirs: Dict[int, Set[str]] = {}  # dist index -> the folders of its rows
         self.by_path: Dict[int, Dict[str, Tuple[str, str, str]]] = {}  # see _row_of()
         self.folders: Dict[str, Optional[int]] = {}  # folder -> its mtime_ns; None: not safe
+        self.folder_stamps: Dict[str, str] = {}  # folder -> its inode, mtime_ns and ctime_ns
+        self.record_stamps: Dict[int, str] = {}  # dist index -> RECORD's mtime_ns and ctime_ns
         self.linked = False  # some folder is a symlink (or no folder)
         self.cache: Optional[DistCache] = None
 
@@ -288,13 +301,15 @@ def _read_record(
             % (dist["name"], dist["version"], unreadable)
         )
     site.installed[index] = installed
+    site.record_stamps[index] = "%d,%d" % (installed, record_ctime)
     site.changed[index] = (
         record_ctime + COPY_SLACK_NS if record_ctime > installed + COPY_AFTER_NS else installed
     )
     site.unpacked[index] = _unpacked(os.path.join(site.site, dist["metadata_dir"]), installed)
     site.rows[index] = rows
     owner = site.owner
-    paths = [row[0] for row in rows]
+    paths = site.paths[index] = list(map(_FIRST, rows))
+    site.dirs[index] = set(map(_FIRST, map(_SPLIT_FOLDER, paths)))
     for path in owner.keys() & set(paths):  # claimed before: at C speed, then the few
         first = owner[path]
         if path not in site.claims:
@@ -345,7 +360,7 @@ def _held_rows(held: List[str]) -> Optional[List[Tuple[str, str, str]]]:
 def _check_folders(site: _Site, warnings: List[str]) -> None:
     """Each folder the rows name, its mtime, and whether it is a real folder (below a
     symlinked one nothing is read: it may lead out of site-packages)."""
-    folders = {path.rpartition("/")[0] for path in site.owner}
+    folders: Set[str] = set().union(*site.dirs.values())
     folders.discard("")
     for folder in list(folders):
         parent = folder.rpartition("/")[0]
@@ -366,6 +381,7 @@ def _check_folders(site: _Site, warnings: List[str]) -> None:
             continue  # missing: its files are missing
         if stat.S_ISDIR(st.st_mode):
             found[folder] = st.st_mtime_ns
+            site.folder_stamps[folder] = "%d,%d,%d" % (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
         else:
             found[folder] = None
             site.linked = True
@@ -459,7 +475,8 @@ def _check_dist(
         rows = wanted
     stats: List[Optional[os.stat_result]]
     try:  # the common case, at C speed: every file there
-        stats = list(map(os.lstat, [base + row[0] for row in rows]))
+        paths = site.paths[index] if len(rows) == len(site.paths[index]) else map(_FIRST, rows)
+        stats = list(map(os.lstat, map(base.__add__, paths)))
     except OSError:
         stats = []
         for row in rows:
@@ -469,6 +486,8 @@ def _check_dist(
                 stats.append(None)
                 if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
                     missing.append(row[0])
+    if not deep and _as_installed(stats, rows, unpacked, changed):
+        stats = []  # the common case: no file to look at again
     suspects = [
         (row, st)
         for row, st in zip(rows, stats)
@@ -515,28 +534,64 @@ def _check_dist(
     }
 
 
+def _as_installed(
+    stats: List[Optional[os.stat_result]],
+    rows: List[Tuple[str, str, str]],
+    unpacked: int,
+    changed: int,
+) -> bool:
+    """Whether every file is there, a regular file of RECORD's size, none written after
+    the unpack, and no one-link file changed after RECORD (_check_dist's rule for each
+    file, for all at once at C speed). False: each file is looked at."""
+    if not stats or None in stats or max(map(_MTIME, stats)) > unpacked:
+        return not stats
+    if list(map(str, map(_SIZE, stats))) != list(map(itemgetter(2), rows)):
+        return False
+    if not all(map(stat.S_ISREG, map(_MODE, stats))):
+        return False
+    if max(map(_CTIME, stats)) <= changed:
+        return True
+    return not any(
+        map(and_, map(gt, map(_CTIME, stats), repeat(changed)), map(_ONE, map(_NLINK, stats)))
+    )
+
+
 def _added(site: _Site, packages: List[Dict[str, Any]]) -> None:
     """Files that run, in a distribution's folders, that no RECORD claims. Only folders
     changed since the last install into them are listed (adding a file changes a folder's
-    mtime)."""
+    mtime).
+
+    A folder listed with nothing added is not listed again while its stamp and the stamps
+    of the RECORDs with rows in it stay as they were (the cache's verdicts): Python writes
+    ``__pycache__`` into every folder it imports from, after the install, and a venv in use
+    would otherwise have every folder listed at every probe."""
     newest: Dict[str, int] = {}
-    owner: Dict[str, int] = {}
-    for index, rows in site.rows.items():
+    owners: Dict[str, List[int]] = {}
+    for index in site.rows:
         when = site.installed[index]
-        for folder in {row[0].rpartition("/")[0] for row in rows}:
+        for folder in site.dirs[index]:
             if when > newest.get(folder, -1):
                 newest[folder] = when
-            owner.setdefault(folder, index)
+            owners.setdefault(folder, []).append(index)
     newest.pop("", None)  # the top of site-packages: see _unowned
+    cache = site.cache
     for folder, when in newest.items():
         mtime = site.folders.get(folder)
         if mtime is None or mtime <= when:
             continue
         full = site.site + "/" + folder
+        key = "added\0%s\0%s\0%s" % (
+            full,
+            site.folder_stamps[folder],
+            ";".join(site.record_stamps[i] for i in owners[folder]),
+        )
+        if cache is not None and cache.was_verified(key):
+            continue
         try:
             names = os.listdir(full)
         except OSError:
             continue
+        found = False
         for name in names:
             path = folder + "/" + name
             if path in site.owner or not runs(name):
@@ -546,9 +601,12 @@ def _added(site: _Site, packages: List[Dict[str, Any]]) -> None:
                     continue
             except OSError:
                 continue
-            result = packages[owner[folder]].get("on_disk")
+            found = True
+            result = packages[owners[folder][0]].get("on_disk")
             if result is not None:
                 result["added"].append(path)
+        if cache is not None and not found:
+            cache.keep_verified(key, int(site.folder_stamps[folder].rsplit(",", 1)[1]))
     for index in site.rows:
         result = packages[index]["on_disk"]
         result["added"].sort()
@@ -640,45 +698,3 @@ def _literal(text: bytes, one: bool) -> bool:
     if one:
         return isinstance(value, str)
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
-
-
-class Checking:
-    """check_installed() in a thread of its own: started once the distributions are read,
-    it runs while the probe waits on git and nvidia-smi (their reads release the GIL).
-    ``mode`` "off": nothing is checked."""
-
-    def __init__(
-        self, packages: List[Dict[str, Any]], mode: str, cache: Optional[DistCache] = None
-    ) -> None:
-        import threading
-
-        self.warnings: List[str] = []
-        self.found: Dict[str, Any] = {"clashes": None, "unowned": None}
-        self.error: Optional[BaseException] = None
-        self.thread = None
-        if mode not in ("quick", "deep"):
-            for dist in packages:
-                dist["on_disk"] = None
-            return
-        for dist in packages:  # set here: the probe's thread reads these dicts meanwhile
-            dist["on_disk"] = None
-        self.thread = threading.Thread(
-            target=self._run, args=(packages, mode, cache), name="envguard-installed"
-        )
-        self.thread.daemon = True
-        self.thread.start()
-
-    def _run(self, packages: List[Dict[str, Any]], mode: str, cache: Optional[DistCache]) -> None:
-        try:
-            self.found = check_installed(packages, mode, self.warnings, cache)
-        except BaseException as exc:  # re-raised in the probe's thread by result()
-            self.error = exc
-
-    def result(self, warnings: List[str]) -> Dict[str, Any]:
-        """{"clashes", "unowned"} once the check ended; its warnings added to ``warnings``."""
-        if self.thread is not None:
-            self.thread.join()
-        if self.error is not None:
-            raise self.error
-        warnings.extend(self.warnings)
-        return self.found

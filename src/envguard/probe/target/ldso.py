@@ -155,7 +155,7 @@ class Loader:
         """The real path of ``path`` when it is a library of ``machine``."""
         if not os.path.lexists(path):
             return None
-        real = os.path.realpath(path)
+        real = self.reader.real(path)
         if _UNSAFE.search(real):  # not a path a report may carry (nor a person be shown)
             self.warnings.append("a library path with control characters (%s); passed over" % why)
             return None

@@ -130,6 +130,24 @@ class Reader:
     def __init__(self, cache: Optional[DistCache]) -> None:
         self.cache = cache
         self.seen: Dict[str, Dict[str, Any]] = {}
+        self.folders: Dict[str, str] = {}  # folder -> its real path, for real()
+
+    def real(self, path: str) -> str:
+        """``os.path.realpath(path)``, each folder resolved once per probe (realpath costs an
+        lstat per part of the path; the library and fit scans ask for the same few folders
+        hundreds of times): a path that is not a link is its real folder and its name."""
+        folder, name = os.path.split(path)
+        if name in ("", ".", "..") or not folder:
+            return os.path.realpath(path)
+        try:
+            if stat.S_ISLNK(os.lstat(path).st_mode):
+                return os.path.realpath(path)
+        except OSError:
+            return os.path.realpath(path)
+        real = self.folders.get(folder)
+        if real is None:
+            real = self.folders[folder] = os.path.realpath(folder)
+        return os.path.join(real, name)
 
     def read(self, path: str) -> Dict[str, Any]:
         """What the regular file ``path`` (a real path: no link left in it) says."""
@@ -316,7 +334,7 @@ def libraries(
         entry = _entry(site, rel, claims.get((site, rel), []), reader, picks, sites, warnings)
         if entry is not None:
             entries.append(entry)
-            real_paths.add(os.path.realpath(os.path.join(site, rel)))
+            real_paths.add(reader.real(os.path.join(site, rel)))
     for soname, (path, why) in sorted(picks.items()):
         if path not in real_paths and not any(e["soname"] == soname for e in entries):
             version, source = reader.version(path)
@@ -420,7 +438,7 @@ def _entry(
         mode = os.lstat(full).st_mode
     except OSError:
         return None
-    real = os.path.realpath(full)
+    real = reader.real(full)
     if stat.S_ISLNK(mode) and not real.startswith(site.rstrip("/") + "/"):
         entry["error"] = "a link out of site-packages; not followed"
     else:

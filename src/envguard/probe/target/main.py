@@ -14,6 +14,7 @@ import json
 import os
 import sys
 
+from .checking import CHECK_SECONDS, Checking
 from .compilekey import (
     cache_builds,
     capabilities,
@@ -30,7 +31,6 @@ from .dists import scan_packages, site_dirs
 from .env import capture_env
 from .fit import fit
 from .gitrepos import probe_repos
-from .installed import Checking
 from .libs import libraries
 from .system import accelerator, enter_venv, finish_tool, interpreter, start_tool, user
 from .torchbuild import torch_build
@@ -66,7 +66,12 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
     )
     packages = scan_packages(sites, warnings, cached)
     # Installed files against RECORD, while this thread waits on git and nvidia-smi.
-    checking = Checking(packages, args.get("verify", "quick"), cached)
+    seconds = args.get("verify_seconds")
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        seconds = CHECK_SECONDS
+    checking = Checking(
+        packages, args.get("verify", "quick"), cached, timeout=min(max(seconds, 0.0), 86400.0)
+    )
     torch = torch_build(packages, warnings)
     pid = args.get("pid")
     pid = pid if type(pid) is int and pid > 0 else None

@@ -1,0 +1,159 @@
+"""Work run in a forked child, on the other core, its JSON-able result read back by a
+deadline.
+
+A thread would share the probe's GIL: the installed-files check is one ``lstat`` per file
+plus a little Python for each, and while the probe's own thread runs Python (the library
+and fit scans) the checking thread waits up to the switch interval for the GIL after every
+``lstat`` it made. A forked child runs beside the probe instead, and only its answer (a few
+KB) crosses a pipe.
+
+The child never writes to the probe's stdout (the report's pipe: a child left behind must
+not hold it open), exits with ``os._exit`` (no atexit, no buffers of the parent flushed),
+and is killed when its deadline passes: a site-packages on a slow or network file system
+gives a note, never a hang. It stays in the probe's process group, so the host's kill of
+that group reaches it too.
+"""
+
+# ruff: noqa: UP006, UP035, UP045
+from __future__ import annotations
+
+import json
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Optional, Tuple
+
+# The most a child's answer may hold (the check's answer is a few KB; the rows of RECORDs
+# read afresh, a few MB at most).
+ANSWER_CAP = 256 << 20
+# How long a killed child is waited on.
+REAP_SECONDS = 1.0
+
+
+def spare_core() -> bool:
+    """Whether a core is idle enough for a child to run beside the probe: a 1-minute load
+    average under the cores this process may use, less one (its own). On a shared machine
+    at full load a second process only adds fork's costs."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return cores > 1
+    return load < cores - 1
+
+
+class Forked:
+    """``work()`` started in a forked child; ``result()`` its value, or None with a reason
+    in ``failed``. ``started`` is False where there is no fork (the caller runs ``work``
+    itself)."""
+
+    def __init__(self, work: Callable[[], Any]) -> None:
+        self.pid = 0
+        self.fd = -1
+        self.failed: Optional[str] = None
+        self.started = False
+        if not hasattr(os, "fork"):
+            return
+        import gc
+
+        read_fd, write_fd = os.pipe()
+        gc.freeze()  # the objects both sides hold are never scanned: no page copied for it
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read_fd)
+            os.close(write_fd)
+            return
+        if pid == 0:  # the child: answer on the pipe, then leave without cleanup
+            _child(work, read_fd, write_fd)
+        os.close(write_fd)
+        self.pid, self.fd, self.started = pid, read_fd, True
+
+    def result(self, timeout: float) -> Optional[Any]:
+        """The child's value once it answered; None past ``timeout`` seconds (the child is
+        killed) or when it failed, with ``failed`` saying why."""
+        import select
+        import time
+
+        chunks = []
+        total = 0
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                ready = select.select([self.fd], [], [], max(0.0, left))[0] if left > 0 else []
+                if not ready:
+                    self.failed = "took over %gs" % timeout
+                    break
+                block = os.read(self.fd, 1 << 20)
+                if not block:
+                    break
+                chunks.append(block)
+                total += len(block)
+                if total > ANSWER_CAP:
+                    self.failed = "answered more than %d MiB" % (ANSWER_CAP >> 20)
+                    break
+        finally:
+            os.close(self.fd)
+            self._reap(self.failed is not None)
+        if self.failed is not None:
+            return None
+        try:
+            answer = json.loads(b"".join(chunks).decode("utf-8"))
+        except ValueError:
+            answer = None
+        if type(answer) is not dict or ("value" not in answer and "error" not in answer):
+            self.failed = "ended without an answer"
+            return None
+        if "error" in answer:
+            self.failed = str(answer["error"])
+            return None
+        return answer["value"]
+
+    def _reap(self, kill: bool) -> None:
+        """Collect the child; killed first when it overran, and waited on for at most
+        REAP_SECONDS: one stuck in the kernel (a hung NFS server) dies when its call
+        returns, and is never waited on longer."""
+        import signal
+        import time
+
+        if kill:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        deadline = time.monotonic() + REAP_SECONDS
+        while True:
+            try:
+                done = os.waitpid(self.pid, os.WNOHANG if kill else 0)[0]
+            except OSError:  # ChildProcessError: collected already
+                return
+            if done or time.monotonic() > deadline:
+                return
+            time.sleep(0.005)
+
+
+def _child(work: Callable[[], Any], read_fd: int, write_fd: int) -> None:
+    import gc
+
+    gc.disable()
+    code = 1
+    try:
+        os.close(read_fd)
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):  # never the report's pipe
+            os.dup2(null, fd)
+        try:
+            answer: Tuple[str, Any] = ("value", work())
+        except Exception as exc:  # the parent says it; a traceback would go nowhere
+            answer = ("error", "%s: %s" % (type(exc).__name__, exc))
+        data = memoryview(json.dumps(dict([answer])).encode("utf-8", "surrogateescape"))
+        while data:
+            data = data[os.write(write_fd, data) :]
+        code = 0
+    finally:
+        os._exit(code)
