@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from envguard.cli import app
 from envguard.guard import journal
 from envguard.guard.target import pip_name
-from factories import UV, make_venv, run, uv_install
+from factories import UV, make_venv, run
 
 runner = CliRunner()
 
@@ -141,23 +141,8 @@ def test_uv_variables_that_retarget_never_reach_the_install(
     assert "six" not in run([UV, "pip", "freeze", "--python", str(other)]).stdout
 
 
-# pip: the venv's own pip is asked (`pip config debug`), once per module: it is slow to
-# make, and nothing here changes it (every case is refused before anything runs).
-
-
-@pytest.fixture(scope="module")
-def pip_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    import ensurepip
-
-    base = tmp_path_factory.mktemp("pip")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("UV_OFFLINE", "1")
-        mp.setenv("UV_NO_CONFIG", "1")
-        mp.setenv("UV_CACHE_DIR", str(base / "uv-cache"))
-        make_venv(base / "guarded")
-        make_venv(base / "other")
-        uv_install(base / "guarded", Path(ensurepip.__file__).parent / "_bundled", "pip")
-    yield base
+# pip: the venv's own pip is asked (`pip config debug`); pip_venv (conftest) is made once
+# per module, and nothing here changes it (every case is refused before anything runs).
 
 
 @pytest.fixture

@@ -301,7 +301,8 @@ def _leading_options(words: list[str]) -> tuple[list[str], list[str]]:
     i = 0
     while i < len(words) and words[i].startswith("-"):
         option = words[i].partition("=")[0]
-        i += 2 if option in _VALUE_OPTIONS and "=" not in words[i] else 1
+        takes_value = option in _VALUE_OPTIONS or option in ("--python", "-p")
+        i += 2 if takes_value and "=" not in words[i] else 1
     return words[:i], words[i:]
 
 

@@ -87,7 +87,8 @@ def option_values(words: list[str]) -> list[str]:
         elif word.startswith("-") and len(word) > 1:
             for k, letter in enumerate(word[1:], start=2):
                 if letter in _SHORT_INCLUDES:
-                    value = word[k:]
+                    # `-r=FILE`: optparse keeps the "=", uv does not; the file is uv's.
+                    value = word[k:].removeprefix("=")
                     if not value and i + 1 < len(words):
                         i += 1
                         value = words[i]
@@ -109,7 +110,9 @@ def build_sources(words: list[str]) -> list[str]:
         return [" ".join(words)]
     if words[0].startswith("-"):
         return []
-    head = " ".join(w for w in words if not w.startswith("-"))
+    # The requirement is what comes before the line's first option (pip's rule).
+    end = next((i for i, w in enumerate(words) if w.startswith("-")), len(words))
+    head = " ".join(words[:end])
     return [head] if needs_build(head) else []
 
 
