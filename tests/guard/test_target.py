@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from envguard.cli import app
 from envguard.guard import journal
-from envguard.guard.target import pip_name
+from envguard.guard.reqfile import pip_name
 from factories import UV, make_venv, run
 
 runner = CliRunner()
@@ -238,3 +238,29 @@ def test_pip_reads_variable_names_as_the_guard_does() -> None:
         ("PIP_NO_BUILD_ISOLATION", "no-build-isolation"),
     ):
         assert pip_name(variable) == name
+
+
+def test_the_guarded_venv_named_on_the_command_line_wins_over_a_config_files_python(
+    uv_configured: tuple[Path, Path], stack_wheels: Path
+) -> None:
+    """uv takes --python over its files' (checked with uv itself): the install goes to the
+    guarded venv, so the file's other interpreter does not refuse it."""
+    venv, other = uv_configured
+    Path("uv.toml").write_text(f'[pip]\npython = "{other / "bin" / "python"}"\n')
+    named = ("--python", str(venv / "bin" / "python"))
+    assert str(other) not in _uv_settings(venv, *named)
+    code, _, err = guard(
+        venv,
+        "--",
+        UV,
+        "pip",
+        "install",
+        *named,
+        "--no-index",
+        "--find-links",
+        str(stack_wheels),
+        "six",
+    )
+    assert code == 0, err
+    assert "six==1.17.0" in run([UV, "pip", "freeze", "--python", str(venv)]).stdout
+    assert "six" not in run([UV, "pip", "freeze", "--python", str(other)]).stdout

@@ -27,8 +27,8 @@ from envguard.guard.command import (
 from envguard.guard.install import check_program, find_program, run_install
 from envguard.guard.resolve import DryRun, Resolution, installer_env, project_env
 from envguard.guard.resolve import start as start_dry_run
-from envguard.inuse import REFUSE, InUse
 from envguard.guard.target import guard_target
+from envguard.inuse import REFUSE, InUse
 from envguard.lifecycle import Interrupted, set_interrupt_hint
 from envguard.snapshots import document, store
 from envguard.snapshots.capture import finish_document

@@ -441,7 +441,7 @@ def check_files(command: InstallCommand, *, cwd: Path, env: Mapping[str, str]) -
     """Each requirements or constraints file the command or its variables (PIP_REQUIREMENT
     in any spelling pip reads, UV_CONSTRAINT, ...) name, checked by check_named(); the
     sources to build they name."""
-    from envguard.guard.target import pip_name
+    from envguard.guard.reqfile import pip_name
 
     named = [*command.files]
     for variable, value in env.items():

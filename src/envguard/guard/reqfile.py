@@ -1,7 +1,8 @@
-"""Requirements files as pip and uv read them, for what the guard must see before the dry
-run does: the files a line includes (``-r``/``-c`` in every spelling: ``-r FILE``,
-``-rFILE``, ``--requirement=FILE``, an abbreviation optparse accepts, a ``${VAR}`` pip
-expands) and the requirements that name a source to build rather than a wheel.
+"""Requirements files as pip and uv read them (and the PIP_* variables that name them),
+for what the guard must see before the dry run does: the files a line includes (``-r`` and
+``-c`` in every spelling: ``-r FILE``, ``-rFILE``, ``--requirement=FILE``, an abbreviation
+optparse accepts, a ``${VAR}`` pip expands) and the requirements that name a source to
+build rather than a wheel.
 
 pip reads a file line by line: continuation lines joined, comments dropped, ``${NAME}``
 expanded from the environment, then the line split as shell words. Every word that is one
@@ -29,6 +30,14 @@ class ReadLines:
 
     includes: tuple[str, ...] = ()
     builds: tuple[str, ...] = ()
+
+
+def pip_name(variable: str) -> str:
+    """The option a ``PIP_*`` variable sets, by pip's rule (any case after the prefix, ``_``
+    for ``-``, a leading ``--`` dropped): ``PIP___TARGET`` and ``PIP_target`` are both
+    ``target``, ``PIP_requirement`` is ``requirement``."""
+    name = variable[4:].lower().replace("_", "-")
+    return name[2:] if name.startswith("--") else name
 
 
 def is_include(option: str) -> bool:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from envguard.errors import UsageError
 from envguard.guard.command import InstallCommand
+from envguard.guard.reqfile import pip_name
 
 # pip's options that send an install elsewhere than the venv whose pip runs.
 _PIP_TARGETS = ("target", "prefix", "root", "user", "python")
@@ -38,13 +39,6 @@ class Setting:
     name: str  # the option's long name, as pip and uv spell it: "target", "python", ...
     value: str
     section: str = ""  # pip: the config file's section ("global", "install"); "" for all
-
-
-def pip_name(variable: str) -> str:
-    """The option a ``PIP_*`` variable sets, by pip's rule: ``PIP___TARGET`` and
-    ``PIP_target`` are both ``target``."""
-    name = variable[4:].lower().replace("_", "-")
-    return name[2:] if name.startswith("--") else name
 
 
 def pip_variables(env: Mapping[str, str]) -> list[Setting]:
@@ -184,10 +178,22 @@ def names_venv(value: str, venv: Path, *, cwd: Path) -> bool:
         return False
 
 
-def check(settings: list[Setting], *, tool: str, action: str, venv: Path, cwd: Path) -> None:
-    """UsageError naming the first setting that sends the install elsewhere than ``venv``."""
+def check(
+    settings: list[Setting],
+    *,
+    tool: str,
+    action: str,
+    venv: Path,
+    cwd: Path,
+    python_given: bool = False,
+) -> None:
+    """UsageError naming the first setting that sends the install elsewhere than ``venv``.
+    ``python_given``: the command names the interpreter itself (the guarded venv's), which
+    wins over a setting's."""
     for s in settings:
         if s.section not in ("", "global", action) or not s.value.strip():
+            continue
+        if python_given and s.name in ("python", "system"):
             continue
         if tool == "pip" and (
             s.name not in _PIP_TARGETS or (action == "uninstall" and s.name != "python")
@@ -237,11 +243,13 @@ def guard_target(
                 + " ".join(command.argv[:3])
                 + " ...",
             )
+    given = bool(command.pythons)
     if command.tool == "uv":
-        check(uv_files(command, env, cwd=cwd), tool="uv", action=command.action, venv=venv, cwd=cwd)
+        found = uv_files(command, env, cwd=cwd)
+        check(found, tool="uv", action=command.action, venv=venv, cwd=cwd, python_given=given)
         return []
     settings = pip_variables(env)
-    check(settings, tool="pip", action=command.action, venv=venv, cwd=cwd)
+    check(settings, tool="pip", action=command.action, venv=venv, cwd=cwd, python_given=given)
     settings += pip_files(venv / "bin" / "python", installer, timeout=timeout)
-    check(settings, tool="pip", action=command.action, venv=venv, cwd=cwd)
+    check(settings, tool="pip", action=command.action, venv=venv, cwd=cwd, python_given=given)
     return file_settings(settings, action=command.action)
