@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from envguard.recovery.sources import Sources
     from envguard.snapshots.document import Document
     from envguard.snapshots.models import Snapshot
+    from envguard.snapshots.request import StartedCapture
 
 
 @dataclass
@@ -162,38 +163,24 @@ def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> P
     # Validated before anything runs (a snapshot is untrusted input).
     baseline = store.load(against) if against is not None else None
     held = command if opts.allow_build else without_builds(command)
+    started: StartedCapture | None = None
     if command.project:
-        where, env, dry_run = _project_dry_run(command, opts, held=held)
+        where, _, dry_run = _project_dry_run(command, opts, held=held)
     else:
-        where = _venv_path(opts.venv)
-        env = installer_env(where, user_environ())
-        check_variables(command, env)
-        builds = check_files(command, cwd=Path.cwd(), env=env)
-        program = find_program(command.argv[0], env)
-        check_program(command.tool, program, where)
-        # Where the install will really write, from every setting its installer reads.
-        named = guard_target(
-            command,
-            venv=where,
-            env=user_environ(),
-            installer=env,
-            cwd=Path.cwd(),
-            timeout=opts.timeout,
-        )
-        builds += check_named(named, cwd=Path.cwd(), env=env)
-        if not opts.allow_build:
-            check_sources(command, builds)
-        uv = program if command.tool == "uv" else find_uv()
-        # The dry run works while the venv is probed; an error or interrupt stops it.
-        dry_run = start_dry_run(held, venv=where, uv=uv, env=env, timeout=opts.timeout)
+        where, dry_run, started = _venv_dry_run(command, opts, held=held)
     try:
-        doc = snapshot_document(python=where / "bin" / "python", name="guard")
+        if started is not None:
+            doc = finish_document(started)
+        else:
+            doc = snapshot_document(python=where / "bin" / "python", name="guard")
         resolution = dry_run.finish(_versions(doc))
     except UsageError as exc:
         dry_run.cancel()
         raise (exc if opts.allow_build else refused(exc)) from None
     except BaseException:
         dry_run.cancel()
+        if started is not None:
+            started.cancel()
         raise
     shown = f"snapshot {against.stem}" if against is not None else "the venv as it is"
     seen = Preview(
@@ -208,6 +195,42 @@ def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> P
     if not resolution.touched():  # nothing to compare: pydantic is never loaded
         return seen
     return _judged(seen, document.typed(doc), baseline, rules, allow=opts.allow)
+
+
+def _venv_dry_run(
+    command: InstallCommand, opts: GuardOptions, *, held: InstallCommand
+) -> tuple[Path, DryRun, StartedCapture]:
+    """`pip`/`uv pip` previewed for the guarded venv, once every file and setting the
+    installer reads is checked (building turned off unless allowed: ``held``): the venv,
+    the dry run started, and the venv's probe started (it runs meanwhile: asking pip for
+    its configuration takes as long as the probe)."""
+    where = _venv_path(opts.venv)
+    env = installer_env(where, user_environ())
+    check_variables(command, env)
+    builds = check_files(command, cwd=Path.cwd(), env=env)
+    program = find_program(command.argv[0], env)
+    check_program(command.tool, program, where)
+    started = start_document(python=where / "bin" / "python", name="guard")
+    try:
+        # Where the install will really write, from every setting its installer reads.
+        named = guard_target(
+            command,
+            venv=where,
+            env=user_environ(),
+            installer=env,
+            cwd=Path.cwd(),
+            timeout=opts.timeout,
+        )
+        builds += check_named(named, cwd=Path.cwd(), env=env)
+        if not opts.allow_build:
+            check_sources(command, builds)
+        uv = program if command.tool == "uv" else find_uv()
+        # The dry run works while the venv is probed; an error or interrupt stops both.
+        dry_run = start_dry_run(held, venv=where, uv=uv, env=env, timeout=opts.timeout)
+    except BaseException:
+        started.cancel()
+        raise
+    return where, dry_run, started
 
 
 def _project_dry_run(
