@@ -264,3 +264,33 @@ def test_the_guarded_venv_named_on_the_command_line_wins_over_a_config_files_pyt
     assert code == 0, err
     assert "six==1.17.0" in run([UV, "pip", "freeze", "--python", str(venv)]).stdout
     assert "six" not in run([UV, "pip", "freeze", "--python", str(other)]).stdout
+
+
+def test_a_config_file_that_is_the_environment_is_never_shown(
+    pip_configured: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pip quotes a config file it cannot parse: PIP_CONFIG_FILE=/proc/self/environ, or the
+    venv's pip.conf linked there, would print the job's variables."""
+    venv, _ = pip_configured
+    monkeypatch.setenv("CI_JOB_NOTE", "leaked-value-4711")
+    with monkeypatch.context() as mp:
+        mp.setenv("PIP_CONFIG_FILE", "/proc/self/environ")
+        code, out, err = _pip(venv, "install", "six")
+    assert code == 2
+    assert "PIP_CONFIG_FILE /proc/self/environ: a pip config file in proc/; not read" in err
+    assert "leaked-value-4711" not in out + err
+    (venv / "pip.conf").symlink_to("/proc/self/environ")
+    code, out, err = _pip(venv, "install", "six")
+    assert code == 2
+    assert err.startswith("error: the venv's pip could not read its configuration"), err
+    assert "leaked-value-4711" not in out + err
+
+
+def test_a_uv_config_file_under_proc_is_not_read(
+    uv_configured: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    venv, _ = uv_configured
+    monkeypatch.setenv("UV_CONFIG_FILE", "/proc/self/environ")
+    code, _, err = guard(venv, "--", UV, "pip", "install", "six")
+    assert code == 2
+    assert "/proc/self/environ: a uv config file in proc/; not read" in err

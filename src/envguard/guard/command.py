@@ -474,7 +474,7 @@ def check_named(named: list[str], *, cwd: Path, env: Mapping[str, str]) -> tuple
                 hint="save them to a file and pass -r FILE",
             )
         path = Path(name) if os.path.isabs(name) else base / name
-        text = _read_confined(path, label=name)
+        text = read_confined(path, label=name)
         real = os.path.realpath(path)
         if real in seen or len(seen) > 256:
             continue
@@ -495,13 +495,15 @@ def _local_path(name: str) -> str:
     return unquote(parts.path) or name
 
 
-def _read_confined(path: Path, *, label: str) -> str:
+def read_confined(path: Path, *, label: str, what: str = "requirements file") -> str:
+    """The text of a file an installer would read (a requirements or config file), once it
+    is known to be a regular file inside reach, not under /proc, /dev or /sys."""
     from envguard.compare.lockfiles.common import confined, read_lockfile_text
 
     real = os.path.realpath(path)
     if any(real == r or real.startswith(r + "/") for r in _FORBIDDEN_ROOTS):
-        raise UsageError(f"{label}: a requirements file in {real.split('/')[1]}/; not read")
+        raise UsageError(f"{label}: a {what} in {real.split('/')[1]}/; not read")
     if not os.path.lexists(path):
-        raise UsageError(f"{label}: no such requirements file")
+        raise UsageError(f"{label}: no such {what}")
     confined(path, what=label)
     return read_lockfile_text(path)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envguard.errors import UsageError
-from envguard.guard.command import InstallCommand
+from envguard.guard.command import InstallCommand, read_confined
 from envguard.guard.reqfile import pip_name
 
 # pip's options that send an install elsewhere than the venv whose pip runs.
@@ -57,10 +57,23 @@ def pip_files(python: Path, env: Mapping[str, str], *, timeout: float) -> list[S
 
     from envguard.guard.resolve import read_output, start_reading
 
+    chosen = env.get("PIP_CONFIG_FILE")
+    if chosen and chosen != os.devnull and os.path.lexists(chosen):
+        read_confined(Path(chosen), label=f"PIP_CONFIG_FILE {chosen}", what="pip config file")
     quiet = {**env, "_PIP_RUNNING_IN_SUBPROCESS": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     argv = [str(python), "-m", "pip", "config", "debug"]
     proc = start_reading(argv, quiet)
-    out = read_output(proc, time.monotonic() + timeout, timeout=timeout, label="pip config")
+    try:
+        out = read_output(proc, time.monotonic() + timeout, timeout=timeout, label="pip config")
+    except UsageError as exc:
+        if "did not finish" in exc.message:
+            raise
+        # pip quotes a file it cannot parse: never shown (a pip.conf linked to
+        # /proc/self/environ would print the environment).
+        raise UsageError(
+            "the venv's pip could not read its configuration; nothing was installed",
+            hint=f"{python} -m pip config debug says why",
+        ) from None
     return _config_debug(out.decode("utf-8", "replace"))
 
 
@@ -157,11 +170,12 @@ def _table(value: object) -> dict[str, object]:
 
 
 def _toml(path: Path) -> dict[str, object]:
-    """A uv config file's TOML, read as a lockfile is (a regular file, capped, errors that
-    quote nothing of it)."""
-    from envguard.compare.lockfiles.common import read_toml
+    """A uv config file's TOML, read as a requirements file is (a regular file inside
+    reach, never under /proc or /dev, capped; errors that quote nothing of it)."""
+    from envguard.compare.lockfiles.common import parse_toml
 
-    return dict(read_toml(path))
+    text = read_confined(path, label=str(path), what="uv config file")
+    return dict(parse_toml(text, where=str(path)))
 
 
 def names_venv(value: str, venv: Path, *, cwd: Path) -> bool:
