@@ -100,3 +100,43 @@ def test_a_pip_preview_of_a_local_project_is_refused_before_pip_runs(
         assert "previewing this install would run its build backend" in result.stderr
         assert "--allow-build" in result.stderr
         assert _listing(venv) == before
+
+
+def test_uv_add_of_a_project_to_build_is_refused_and_the_project_left_as_it_was(
+    project: tuple[Path, Path],
+) -> None:
+    """`uv add` resolves before it syncs: held to --no-build, nothing of the backend runs."""
+    venv, _ = project
+    _project(Path("proj").absolute(), venv)
+    files = {name: Path(name).read_bytes() for name in ("pyproject.toml", "uv.lock")}
+    before = _listing(venv)
+    result = runner.invoke(app, ["guard", "--", UV, "add", "./proj"])
+    assert result.exit_code == 2, result.stderr
+    assert "--allow-build" in result.stderr
+    assert _listing(venv) == before
+    assert {name: Path(name).read_bytes() for name in files} == files
+
+
+def test_a_project_whose_metadata_its_backend_must_say_is_refused_before_uv_runs(
+    project: tuple[Path, Path],
+) -> None:
+    """uv builds the project itself (a workspace member) even under --no-build: a project
+    with a build backend and dynamic metadata is refused before uv starts."""
+    venv, _ = project
+    Path("evil.py").write_text(BACKEND.format(site=str(_site(venv))))
+    text = Path("pyproject.toml").read_text()
+    Path("pyproject.toml").write_text(
+        text.replace(
+            'version = "0.1.0"\n', 'version = "0.1.0"\ndynamic = ["optional-dependencies"]\n'
+        )
+        + '[build-system]\nrequires = []\nbuild-backend = "evil"\nbackend-path = ["."]\n'
+    )
+    before = _listing(venv)
+    for argv in (["add", "six"], ["sync"]):
+        result = runner.invoke(app, ["guard", "--", UV, *argv])
+        assert result.exit_code == 2, result.stderr
+        assert f"the project at {Path.cwd()}: previewing this install would run" in result.stderr
+        assert _listing(venv) == before
+    # The backend is real: allowed, uv's preview runs it, and it writes into the venv.
+    runner.invoke(app, ["guard", "--preview", "--allow-build", "--", UV, "add", "six"])
+    assert "planted.pth" in _listing(venv)

@@ -15,7 +15,7 @@ from envguard.api.capture import snapshot_document, start_document
 from envguard.api.compare import load_policy
 from envguard.errors import StoppedError, UsageError
 from envguard.guard import journal, nesting
-from envguard.guard.building import check_sources, refused, without_builds
+from envguard.guard.building import check_project, check_sources, refused, without_builds
 from envguard.guard.command import (
     InstallCommand,
     check_files,
@@ -245,6 +245,8 @@ def _project_dry_run(
     base = project_env(user_environ(), chosen)
     check_variables(command, base)
     check_files(command, cwd=Path.cwd(), env=base)
+    if not opts.allow_build:
+        check_project(command, cwd=Path.cwd())
     uv = find_program(command.argv[0], base)
     try:
         seen = project.preview(held, uv=uv, env=base, cwd=Path.cwd(), timeout=opts.timeout)

@@ -7,17 +7,23 @@ into the venv before guard has decided anything. uv is told not to build (``--no
 it still reads a project's static metadata from pyproject.toml, and fails where it would
 have to build); pip builds a local folder or archive even under ``--only-binary :all:``,
 so what a pip command or its requirements files name is read first, and the dry run is
-held to wheels for the rest (an sdist on the index). The install itself, once decided,
-builds as it always would."""
+held to wheels for the rest (an sdist on the index). uv builds a workspace's own members
+whatever --no-build says: for `uv add|remove|sync` a local path to add, and a project or
+workspace member whose metadata is dynamic (its build backend has to say it), refuse the
+same way. The install itself, once decided, builds as it always would."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
+from pathlib import Path
 
 from envguard.errors import UsageError
 from envguard.guard.command import InstallCommand
 
 ALLOW = "--allow-build"
+# Workspace members looked at, at most (a glob can name many).
+_MEMBERS = 256
 
 
 def without_builds(command: InstallCommand) -> InstallCommand:
@@ -34,12 +40,65 @@ def check_sources(command: InstallCommand, in_files: tuple[str, ...]) -> None:
         return
     named = [*command.sources, *in_files]
     if named:
-        shown = named[0] if len(named) == 1 else f"{named[0]} (and {len(named) - 1} more)"
-        raise UsageError(
-            f"{shown}: previewing this install would run its build backend, whose code"
-            " could change the venv before envguard guard decides; nothing was run",
-            hint=hint(),
-        )
+        _refuse(named)
+
+
+def check_project(command: InstallCommand, *, cwd: Path) -> None:
+    """UsageError when previewing uv's project ``command`` in ``cwd`` would build: a local
+    source it adds, or the project or a workspace member with dynamic metadata."""
+    if not command.project:
+        return
+    if command.sources:
+        _refuse(list(command.sources))
+    root = next((d for d in (cwd, *cwd.parents) if (d / "pyproject.toml").is_file()), None)
+    if root is None:
+        return
+    built = [str(d) for d in _members(root) if _dynamic(d / "pyproject.toml")]
+    if built:
+        _refuse([f"the project at {built[0]}", *built[1:]])
+
+
+def _members(root: Path) -> list[Path]:
+    """``root`` and its workspace's members (`[tool.uv.workspace] members`, globs)."""
+    found = [root]
+    members = _table(
+        _table(_table(_pyproject(root / "pyproject.toml").get("tool")).get("uv")).get("workspace")
+    ).get("members")
+    for pattern in members if isinstance(members, list) else []:
+        if isinstance(pattern, str) and not os.path.isabs(pattern) and ".." not in pattern:
+            found += [p for p in sorted(root.glob(pattern)) if (p / "pyproject.toml").is_file()]
+        if len(found) > _MEMBERS:
+            break
+    return found[:_MEMBERS]
+
+
+def _dynamic(pyproject: Path) -> bool:
+    """A project whose metadata only its build backend can say."""
+    data = _pyproject(pyproject)
+    dynamic = _table(data.get("project")).get("dynamic")
+    return "build-system" in data and isinstance(dynamic, list) and bool(dynamic)
+
+
+def _pyproject(path: Path) -> dict[str, object]:
+    from envguard.compare.lockfiles.common import parse_toml
+    from envguard.guard.command import read_confined
+
+    return dict(
+        parse_toml(read_confined(path, label=str(path), what="pyproject.toml"), where=str(path))
+    )
+
+
+def _table(value: object) -> dict[str, object]:
+    return value if isinstance(value, dict) else {}
+
+
+def _refuse(named: list[str]) -> None:
+    shown = named[0] if len(named) == 1 else f"{named[0]} (and {len(named) - 1} more)"
+    raise UsageError(
+        f"{shown}: previewing this install would run its build backend, whose code"
+        " could change the venv before envguard guard decides; nothing was run",
+        hint=hint(),
+    )
 
 
 def refused(exc: UsageError) -> UsageError:

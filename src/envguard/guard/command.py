@@ -206,6 +206,7 @@ def parse(argv: tuple[str, ...]) -> InstallCommand:
                 requested=requested,
                 files=files,
                 project=True,
+                sources=_sources(args) if project == "add" else (),
             )
         if rest[:1] != ["pip"]:
             raise UsageError(
