@@ -66,7 +66,7 @@ def test_a_uv_preview_that_would_run_a_build_backend_is_refused_and_the_venv_unt
         app, ["guard", "--venv", str(venv), "--", UV, "pip", "install", "./proj"]
     )
     assert result.exit_code == 2, result.stderr
-    assert "Building source distributions for `proj` is disabled" in result.stderr
+    assert "./proj: previewing this install would run its build backend" in result.stderr
     assert "--allow-build lets the preview run its build backend" in result.stderr
     assert _listing(venv) == before
     assert journal.records(venv) == []
@@ -140,3 +140,36 @@ def test_a_project_whose_metadata_its_backend_must_say_is_refused_before_uv_runs
     # The backend is real: allowed, uv's preview runs it, and it writes into the venv.
     runner.invoke(app, ["guard", "--preview", "--allow-build", "--", UV, "add", "six"])
     assert "planted.pth" in _listing(venv)
+
+
+def test_an_sdist_on_the_index_is_neither_built_by_the_preview_nor_by_the_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The newest release is an sdist (its backend would run): the dry run, held to wheels,
+    resolves the wheel before it, and the install, held the same way, installs what the
+    preview showed instead of building the sdist."""
+    import io
+    import tarfile
+
+    from envguard.testing import make_wheel
+    from factories import run
+
+    wh = tmp_path / "wh"
+    make_wheel(wh, "fresh", "0.9")
+    with tarfile.open(wh / "fresh-1.0.tar.gz", "w:gz") as sdist:
+        for name, text in (
+            ("PKG-INFO", "Metadata-Version: 2.1\nName: fresh\nVersion: 1.0\n"),
+            ("pyproject.toml", '[build-system]\nrequires = []\nbuild-backend = "gone"\n'),
+        ):
+            data = text.encode()
+            info = tarfile.TarInfo(f"fresh-1.0/{name}")
+            info.size = len(data)
+            sdist.addfile(info, io.BytesIO(data))
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    monkeypatch.chdir(tmp_path)
+    install = [UV, "pip", "install", "--no-index", "--find-links", str(wh), "fresh"]
+    result = runner.invoke(app, ["guard", "--venv", str(venv), "--", *install])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("this install would add 1 package")
+    assert "fresh==0.9" in run([UV, "pip", "freeze", "--python", str(venv)]).stdout

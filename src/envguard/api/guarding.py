@@ -15,7 +15,13 @@ from envguard.api.capture import snapshot_document, start_document
 from envguard.api.compare import load_policy
 from envguard.errors import StoppedError, UsageError
 from envguard.guard import journal, nesting
-from envguard.guard.building import check_project, check_sources, refused, without_builds
+from envguard.guard.building import (
+    check_project,
+    check_sources,
+    held_to_wheels,
+    refused,
+    without_builds,
+)
 from envguard.guard.command import (
     InstallCommand,
     check_files,
@@ -373,7 +379,7 @@ def guard(
     )
     set_interrupt_hint(f"`envguard undo --venv {where}` brings back the venv as it was before")
     code, signum = run_install(
-        seen.command.argv,
+        seen.command.argv if opts.allow_build else held_to_wheels(seen.command),
         installer_env(where, user_environ()),
         stdout_to_stderr=stdout_to_stderr,
     )

@@ -3,14 +3,15 @@ project, an sdist, a VCS checkout, an in-tree backend) says so and refuses, unle
 gave ``--allow-build``.
 
 Reading a source's metadata runs its build backend, with the user's rights: it can write
-into the venv before guard has decided anything. uv is told not to build (``--no-build``:
-it still reads a project's static metadata from pyproject.toml, and fails where it would
-have to build); pip builds a local folder or archive even under ``--only-binary :all:``,
-so what a pip command or its requirements files name is read first, and the dry run is
-held to wheels for the rest (an sdist on the index). uv builds a workspace's own members
-whatever --no-build says: for `uv add|remove|sync` a local path to add, and a project or
-workspace member whose metadata is dynamic (its build backend has to say it), refuse the
-same way. The install itself, once decided, builds as it always would."""
+into the venv before guard has decided anything. The dry run is held to wheels (uv's
+``--no-build``, pip's ``--only-binary :all:``: an sdist on the index is not built). What
+the command or its requirements files name to build (a local folder or archive, an
+editable, a VCS URL) is refused before anything runs: pip builds those even under
+``--only-binary``. uv builds a workspace's own members whatever ``--no-build`` says: for
+`uv add|remove|sync`, a local path to add, and a project or workspace member whose
+metadata is dynamic (its build backend has to say it), refuse the same way. The install
+is held to wheels as its dry run was (the same flag appended to it), so that it installs
+the versions the preview showed; with --allow-build both build."""
 
 from __future__ import annotations
 
@@ -29,14 +30,24 @@ _MEMBERS = 256
 def without_builds(command: InstallCommand) -> InstallCommand:
     """``command`` as its dry run runs it: nothing built (last, so that it wins over the
     command's own --no-binary)."""
+    if command.action == "uninstall":  # nothing is built; neither takes the flag
+        return command
     held = ("--no-build",) if command.tool == "uv" else ("--only-binary=:all:",)
     return replace(command, args=(*command.args, *held))
 
 
+def held_to_wheels(command: InstallCommand) -> tuple[str, ...]:
+    """The install's argv, held to wheels as its dry run was (the same flag, last): an
+    index whose newest release is an sdist would otherwise give the install another
+    version than the preview showed, and build it. uv has no variable for it."""
+    return (*command.argv, *without_builds(command).args[len(command.args) :])
+
+
 def check_sources(command: InstallCommand, in_files: tuple[str, ...]) -> None:
-    """UsageError when previewing a pip ``command`` would build a source it, or its
-    requirements files (``in_files``), name."""
-    if command.tool != "pip" or command.action == "uninstall":
+    """UsageError when previewing ``command`` would build a source it, or its requirements
+    files (``in_files``), name (uv reads some projects' metadata without building; their
+    install builds, so they are refused as well: the install is held to wheels too)."""
+    if command.action == "uninstall":
         return
     named = [*command.sources, *in_files]
     if named:
