@@ -40,7 +40,7 @@ VALUED = {
 FLAGS = {
     "snapshot": frozenset({"--force", "--no-force", "-q", "--quiet"}),
     "diff": frozenset({"--expand", "-q", "--quiet"}),
-    "guard": frozenset({"--preview", "--shell", "--force", "-q", "--quiet"}),
+    "guard": frozenset({"--preview", "--shell", "--force", "--allow-build", "-q", "--quiet"}),
     "undo": frozenset(
         {
             "--offline",

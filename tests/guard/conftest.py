@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,20 @@ def project(stack: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> tuple[
     )
     run([UV, "sync", "--quiet"])
     return venv, wh
+
+
+@pytest.fixture(scope="module")
+def pip_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A folder with two venvs: guarded/, with pip (from the wheel Python bundles), and
+    other/; made once per module (slow to make): tests must leave them as they are."""
+    import ensurepip
+
+    base = tmp_path_factory.mktemp("pip")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("UV_OFFLINE", "1")
+        mp.setenv("UV_NO_CONFIG", "1")
+        mp.setenv("UV_CACHE_DIR", str(base / "uv-cache"))
+        make_venv(base / "guarded")
+        make_venv(base / "other")
+        uv_install(base / "guarded", Path(ensurepip.__file__).parent / "_bundled", "pip")
+    yield base

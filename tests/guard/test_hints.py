@@ -132,8 +132,9 @@ def test_a_preview_names_every_package_it_removes(
     """Against a snapshot that never had six, removing six is no drift from it: the preview
     still says six goes (it said "would change no package")."""
     venv = six_added_since_the_snapshot
+    # Named: with none, guard judges against the venv as it is (never the newest file).
     result = runner.invoke(
-        app, ["guard", "--venv", str(venv), "--preview", "--", UV, "pip", *command]
+        app, ["guard", "--venv", str(venv), "--preview", "good", "--", UV, "pip", *command]
     )
     assert result.exit_code == 0, result.stderr
     assert result.stdout.splitlines()[0] == headline

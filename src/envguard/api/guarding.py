@@ -11,13 +11,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from envguard import inuse
-from envguard.api.capture import newest, snapshot_document, start_document
+from envguard.api.capture import snapshot_document, start_document
 from envguard.api.compare import load_policy
 from envguard.errors import StoppedError, UsageError
 from envguard.guard import journal, nesting
+from envguard.guard.building import (
+    check_project,
+    check_sources,
+    held_to_wheels,
+    refused,
+    without_builds,
+)
 from envguard.guard.command import (
     InstallCommand,
     check_files,
+    check_named,
     check_variables,
     parse,
     split_guarded,
@@ -25,6 +33,7 @@ from envguard.guard.command import (
 from envguard.guard.install import check_program, find_program, run_install
 from envguard.guard.resolve import DryRun, Resolution, installer_env, project_env
 from envguard.guard.resolve import start as start_dry_run
+from envguard.guard.target import guard_target
 from envguard.inuse import REFUSE, InUse
 from envguard.lifecycle import Interrupted, set_interrupt_hint
 from envguard.snapshots import document, store
@@ -41,6 +50,7 @@ if TYPE_CHECKING:
     from envguard.recovery.sources import Sources
     from envguard.snapshots.document import Document
     from envguard.snapshots.models import Snapshot
+    from envguard.snapshots.request import StartedCapture
 
 
 @dataclass
@@ -126,13 +136,15 @@ class GuardOptions:
     """How guard() and preview() judge an install.
 
     ``venv``: the venv [default: $VIRTUAL_ENV, else ./.venv]; ``against``: the snapshot to
-    hold it to [default: the newest in snapshots/, else the venv as it is]; ``fail_on``:
+    hold it to besides [default: none; the install is always judged against the venv as it
+    is]; ``fail_on``:
     refuse when a change to what is installed reaches it; ``allow``: packages the install
     may change; ``timeout``: seconds for the dry run; ``shell``: split a one-string command
     holding shell syntax; ``keep``: records kept; ``policy``: instead of pyproject's;
     ``in_use``: what to do when processes run from the venv (refuse, wait, or go on);
     ``waiting``: called once with a line to show when the venv was probed and the
-    installer's dry run is still resolving (pip's can take a minute)."""
+    installer's dry run is still resolving (pip's can take a minute);
+    ``allow_build``: let the preview run a build backend (guard/building.py)."""
 
     venv: str | Path | None = None
     against: str | Path | None = None
@@ -144,6 +156,7 @@ class GuardOptions:
     policy: Policy | None = None
     in_use: InUse = REFUSE
     waiting: Callable[[str], None] | None = None
+    allow_build: bool = False
 
 
 def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> Preview:
@@ -154,30 +167,31 @@ def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> P
     opts = options or GuardOptions()
     split = split_guarded(argv, shell=opts.shell) if isinstance(argv, str) else tuple(argv)
     command = parse(split)
-    if command.project:
-        where, env, dry_run = _project_dry_run(command, opts)
-    else:
-        where = _venv_path(opts.venv)
-        env = installer_env(where, user_environ())
-        check_variables(command, env)
-        check_files(command, cwd=Path.cwd(), env=env)
     rules = opts.policy if opts.policy is not None else load_policy(fail_on=opts.fail_on)
     against = _baseline_path(opts.against)
     # Validated before anything runs (a snapshot is untrusted input).
     baseline = store.load(against) if against is not None else None
-    if not command.project:
-        program = find_program(command.argv[0], env)
-        check_program(command.tool, program, where)
-        uv = program if command.tool == "uv" else find_uv()
-        # The dry run works while the venv is probed; an error or interrupt stops it.
-        dry_run = start_dry_run(command, venv=where, uv=uv, env=env, timeout=opts.timeout)
+    held = command if opts.allow_build else without_builds(command)
+    started: StartedCapture | None = None
+    if command.project:
+        where, _, dry_run = _project_dry_run(command, opts, held=held)
+    else:
+        where, dry_run, started = _venv_dry_run(command, opts, held=held)
     try:
-        doc = snapshot_document(python=where / "bin" / "python", name="guard")
+        if started is not None:
+            doc = finish_document(started)
+        else:
+            doc = snapshot_document(python=where / "bin" / "python", name="guard")
         if opts.waiting is not None and dry_run.running():
             opts.waiting(f"{command.tool} is resolving (its dry run) ...")
         resolution = dry_run.finish(_versions(doc))
+    except UsageError as exc:
+        dry_run.cancel()
+        raise (exc if opts.allow_build else refused(exc)) from None
     except BaseException:
         dry_run.cancel()
+        if started is not None:
+            started.cancel()
         raise
     shown = f"snapshot {against.stem}" if against is not None else "the venv as it is"
     seen = Preview(
@@ -194,20 +208,61 @@ def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> P
     return _judged(seen, document.typed(doc), baseline, rules, allow=opts.allow)
 
 
+def _venv_dry_run(
+    command: InstallCommand, opts: GuardOptions, *, held: InstallCommand
+) -> tuple[Path, DryRun, StartedCapture]:
+    """`pip`/`uv pip` previewed for the guarded venv, once every file and setting the
+    installer reads is checked (building turned off unless allowed: ``held``): the venv,
+    the dry run started, and the venv's probe started (it runs meanwhile: asking pip for
+    its configuration takes as long as the probe)."""
+    where = _venv_path(opts.venv)
+    env = installer_env(where, user_environ())
+    check_variables(command, env)
+    builds = check_files(command, cwd=Path.cwd(), env=env)
+    program = find_program(command.argv[0], env)
+    check_program(command.tool, program, where)
+    started = start_document(python=where / "bin" / "python", name="guard")
+    try:
+        # Where the install will really write, from every setting its installer reads.
+        named = guard_target(
+            command,
+            venv=where,
+            env=user_environ(),
+            installer=env,
+            cwd=Path.cwd(),
+            timeout=opts.timeout,
+        )
+        builds += check_named(named, cwd=Path.cwd(), env=env)
+        if not opts.allow_build:
+            check_sources(command, builds)
+        uv = program if command.tool == "uv" else find_uv()
+        # The dry run works while the venv is probed; an error or interrupt stops both.
+        dry_run = start_dry_run(held, venv=where, uv=uv, env=env, timeout=opts.timeout)
+    except BaseException:
+        started.cancel()
+        raise
+    return where, dry_run, started
+
+
 def _project_dry_run(
-    command: InstallCommand, opts: GuardOptions
+    command: InstallCommand, opts: GuardOptions, *, held: InstallCommand
 ) -> tuple[Path, dict[str, str], DryRun]:
-    """`uv add|remove|sync` previewed in the project (its files put back): the environment
-    it syncs (``opts.venv``, else the project's own), the installer's environment, the dry
-    run's answer."""
+    """`uv add|remove|sync` previewed in the project (its files put back) as ``held`` (the
+    command, building turned off unless allowed): the environment it syncs (``opts.venv``,
+    else the project's own), the installer's environment, the dry run's answer."""
     from envguard.guard import project
 
     chosen = _venv_path(opts.venv) if opts.venv is not None else None
     base = project_env(user_environ(), chosen)
     check_variables(command, base)
     check_files(command, cwd=Path.cwd(), env=base)
+    if not opts.allow_build:
+        check_project(command, cwd=Path.cwd())
     uv = find_program(command.argv[0], base)
-    seen = project.preview(command, uv=uv, env=base, cwd=Path.cwd(), timeout=opts.timeout)
+    try:
+        seen = project.preview(held, uv=uv, env=base, cwd=Path.cwd(), timeout=opts.timeout)
+    except UsageError as exc:
+        raise (exc if opts.allow_build else refused(exc)) from None
     if not (seen.environment / "pyvenv.cfg").is_file():
         raise UsageError(
             f"{seen.environment}: the project has no environment there yet; nothing to guard",
@@ -227,17 +282,34 @@ def _judged(
     *,
     allow: tuple[str, ...],
 ) -> Preview:
-    """``seen`` with the drift the install would make from ``baseline`` (else ``live``)."""
+    """``seen`` with the drift the install would make from ``live`` and, when the user
+    named one, from ``baseline``: a change either way stops it."""
     from dataclasses import replace
 
     from envguard.compare.engine import diff as compute
     from envguard.guard.preview import after_install, blocking, headline
 
-    base = baseline if baseline is not None else live
-    after = after_install(base, live, seen.resolution, tool=seen.command.tool)
-    drift = _unknown_build(compute(base, after, rules), after)
+    tool = seen.command.tool
+    # Always against the venv as it is: what the install would do to it.
+    after = after_install(live, live, seen.resolution, tool=tool)
+    drift = _unknown_build(compute(live, after, rules), after)
+    stops = blocking(drift, rules, allowed=allow)
     notes = []
-    if baseline is not None:
+    if baseline is not None:  # and, in addition, against the snapshot the user named
+        after = after_install(baseline, live, seen.resolution, tool=tool)
+        held = _unknown_build(compute(baseline, after, rules), after)
+        named = blocking(held, rules, allowed=allow)
+        shown = {(c.section, c.name) for c in named}
+        extra = [c for c in stops if (c.section, c.name) not in shown]
+        if extra:  # the snapshot hides a change to the venv itself: the venv's drift shown
+            stops = [*named, *extra]
+            notes.append(
+                f"{seen.against} records what this install would leave of "
+                f"{', '.join(sorted({c.name for c in extra}))}, the venv does not:"
+                " judged against the venv as it is"
+            )
+        else:
+            drift, stops = held, named
         installed = {n: p.version for n, p in live.package_map().items()}
         recorded = baseline.package_map()
         moved = installed.keys() ^ recorded.keys()
@@ -252,7 +324,7 @@ def _judged(
     return replace(
         seen,
         drift=drift,
-        blocking=blocking(drift, rules, allowed=allow),
+        blocking=stops,
         headline=headline(
             drift, lead=f"this {seen.command.action} would", removes=seen.resolution.removals()
         ),
@@ -262,9 +334,10 @@ def _judged(
 
 
 def _baseline_path(against: str | Path | None) -> Path | None:
-    if against is not None:
-        return store.resolve(str(against))
-    return newest() if store.list_snapshots() else None
+    """The snapshot the user named, else None: the install is judged against the live
+    venv, never against whichever file in snapshots/ says it is the newest (its `created`
+    is the file's own claim; a stale or planted one would hide a torch swap)."""
+    return store.resolve(str(against)) if against is not None else None
 
 
 def _unknown_build(drift: Drift, after: Snapshot) -> Drift:
@@ -311,7 +384,7 @@ def guard(
     )
     set_interrupt_hint(f"`envguard undo --venv {where}` brings back the venv as it was before")
     code, signum = run_install(
-        seen.command.argv,
+        seen.command.argv if opts.allow_build else held_to_wheels(seen.command),
         installer_env(where, user_environ()),
         stdout_to_stderr=stdout_to_stderr,
     )

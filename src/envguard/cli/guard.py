@@ -4,6 +4,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from typer.core import TyperCommand
 
 from envguard.cli.program import (
     AFTER_AN_INCIDENT,
@@ -29,6 +30,9 @@ from envguard.inuse import InUse
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
+
+    # click as typer vendors it (typer >= 0.26; before, typer depends on click itself).
+    from typer._click.core import Context, Parameter
 
     from envguard.api.guarding import Preview
 
@@ -90,6 +94,42 @@ def _split(words: list[str]) -> tuple[str | None, tuple[str, ...] | str]:
     return snapshot, tuple(words)
 
 
+class _GuardCommand(TyperCommand):
+    """`guard` with its options also after the snapshot's name, before the command:
+    ``envguard guard good --venv V -- uv pip install X`` (click stops at the first word
+    that is not an option, so that the install command's own options stay its own)."""
+
+    def parse_args(self, ctx: "Context", args: list[str]) -> list[str]:
+        return super().parse_args(ctx, _options_first(self.get_params(ctx), args))
+
+
+def _options_first(params: list["Parameter"], args: list[str]) -> list[str]:
+    """``args`` with guard's own options that follow the snapshot's name moved before it;
+    which words are options, and which take a value, is what the command declares."""
+    takes_value = {
+        spelled: not (getattr(p, "is_flag", False) or getattr(p, "count", False))
+        for p in params
+        if p.param_type_name == "option"
+        for spelled in (*p.opts, *p.secondary_opts)
+    }
+
+    def width(word: str) -> int:  # the words an option uses; 0: not one of guard's
+        name, eq, _ = word.partition("=")
+        if name not in takes_value:
+            return 0
+        return 2 if takes_value[name] and not eq else 1
+
+    i = 0
+    while i < len(args) and args[i] != "--" and width(args[i]):
+        i += width(args[i])
+    if i >= len(args) or args[i] == "--" or _is_installer(args[i].split(" ", 1)[0]):
+        return args
+    end = i + 1
+    while end < len(args) and args[end] != "--" and width(args[end]):
+        end += width(args[end])
+    return [*args[:i], *args[i + 1 : end], args[i], *args[end:]]
+
+
 def _show(seen: "Preview") -> None:
     from envguard.render.text import printable
 
@@ -102,6 +142,7 @@ def _show(seen: "Preview") -> None:
 
 
 @app.command(
+    cls=_GuardCommand,
     context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True},
     rich_help_panel=BEFORE_AN_INSTALL,
 )
@@ -110,8 +151,8 @@ def guard(
         list[str] | None,
         typer.Argument(
             metavar="[SNAPSHOT] -- COMMAND...",
-            help="The snapshot to hold the venv to [default: the newest in snapshots/,"
-            " else the venv as it is], then the install command.",
+            help="A snapshot to hold the venv to as well [default: none; always the venv"
+            " as it is], then the install command.",
         ),
     ] = None,
     venv: Venv = None,
@@ -146,6 +187,13 @@ def guard(
     ] = 20,
     force: Force = False,
     wait: Wait = 0.0,
+    allow_build: Annotated[
+        bool,
+        typer.Option(
+            "--allow-build",
+            help="Let the preview run a build backend (a local project, an sdist).",
+        ),
+    ] = False,
     format: Annotated[
         OutputFormat,
         typer.Option(
@@ -172,6 +220,7 @@ def guard(
         keep=keep,
         in_use=InUse(force=force, wait=wait),
         waiting=None if quiet() else _waiting,
+        allow_build=allow_build,
     )
     if preview:
         seen = api.preview(command, options)

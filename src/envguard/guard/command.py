@@ -157,6 +157,11 @@ class InstallCommand:
     files: tuple[str, ...]
     # `uv add|remove|sync`: the project's environment is what changes.
     project: bool = False
+    # The interpreters the command names with --python (guard.target holds them to the
+    # guarded venv); the option is not in ``args``: the dry run names the venv itself.
+    pythons: tuple[str, ...] = ()
+    # What the command names that would be built (a local project, an sdist, a VCS URL).
+    sources: tuple[str, ...] = ()
 
     def label(self) -> str:
         import shlex
@@ -201,6 +206,7 @@ def parse(argv: tuple[str, ...]) -> InstallCommand:
                 requested=requested,
                 files=files,
                 project=True,
+                sources=_sources(args) if project == "add" else (),
             )
         if rest[:1] != ["pip"]:
             raise UsageError(
@@ -229,10 +235,65 @@ def parse(argv: tuple[str, ...]) -> InstallCommand:
             hint="run other commands without the guard",
         )
     args = (*rest[1:], *general)  # pip and uv take their general options after it too
+    args, pythons = _take_python(args, tool=tool)
     requested, files = _read_args(args, tool=tool, action=action)
     return InstallCommand(
-        argv=argv, tool=tool, action=action, args=args, requested=requested, files=files
+        argv=argv,
+        tool=tool,
+        action=action,
+        args=args,
+        requested=requested,
+        files=files,
+        pythons=pythons,
+        sources=_sources(args),
     )
+
+
+def _take_python(args: tuple[str, ...], *, tool: Tool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(``args`` without --python VALUE (and uv's -p), the values): an interpreter named
+    there is judged against the guarded venv (guard.target), not refused by spelling."""
+    spellings = ("--python", "-p") if tool == "uv" else ("--python",)
+    kept: list[str] = []
+    values: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        option, eq, value = arg.partition("=")
+        if option in spellings and (eq or i + 1 < len(args)):
+            if not eq:
+                i += 1
+                value = args[i]
+            values.append(value)
+        elif tool == "uv" and arg.startswith("-p") and not arg.startswith("--") and len(arg) > 2:
+            values.append(arg[2:])  # uv's -pVALUE
+        else:
+            kept.append(arg)
+        i += 1
+    return tuple(kept), tuple(values)
+
+
+def _sources(args: tuple[str, ...]) -> tuple[str, ...]:
+    """What the command names that installing would build: editables, and arguments that
+    are a folder, an archive or a URL rather than a name (guard.reqfile decides)."""
+    from envguard.guard.reqfile import needs_build
+
+    found: list[str] = []
+    i = 0
+    while i < len(args):
+        option, eq, value = args[i].partition("=")
+        if option in ("-e", "--editable"):
+            if not eq and i + 1 < len(args):
+                i += 1
+                value = args[i]
+            found.append(value)
+        elif args[i].startswith("-e") and not args[i].startswith("--"):
+            found.append(args[i][2:])
+        elif option in _VALUE_OPTIONS and not eq:
+            i += 1  # the option's value
+        elif not args[i].startswith("-") and needs_build(args[i]):
+            found.append(args[i])
+        i += 1
+    return tuple(found)
 
 
 def _leading_options(words: list[str]) -> tuple[list[str], list[str]]:
@@ -241,7 +302,8 @@ def _leading_options(words: list[str]) -> tuple[list[str], list[str]]:
     i = 0
     while i < len(words) and words[i].startswith("-"):
         option = words[i].partition("=")[0]
-        i += 2 if option in _VALUE_OPTIONS and "=" not in words[i] else 1
+        takes_value = option in _VALUE_OPTIONS or option in ("--python", "-p")
+        i += 2 if takes_value and "=" not in words[i] else 1
     return words[:i], words[i:]
 
 
@@ -283,7 +345,7 @@ def _check_option(option: str, *, tool: Tool) -> None:
     if option in _RETARGETING:
         raise UsageError(
             f"{option}: envguard guard installs into the venv it guards, as previewed",
-            hint="pass the venv with envguard guard --venv DIR and drop this option",
+            hint=_retarget_hint(option, tool=tool),
         )
     if tool != "pip" or not option.startswith("--") or option in _PIP_FLAGS:
         return
@@ -294,6 +356,32 @@ def _check_option(option: str, *, tool: Tool) -> None:
             " as spelled",
             hint="give the option in full",
         )
+
+
+# Where each retargeting option sends an install (for the hint).
+_ELSEWHERE = {
+    "-t": "into a folder",
+    "--target": "into a folder",
+    "--prefix": "under another prefix",
+    "--root": "under another root",
+    "--user": "into your user site-packages",
+    "--system": "into the system Python",
+    "-p": "into another interpreter's environment",
+    "--python": "into another interpreter's environment",
+}
+
+
+def _retarget_hint(option: str, *, tool: Tool) -> str:
+    """What to do instead, in the words of the installer the user typed."""
+    installer = "pip" if tool == "pip" else "uv"
+    if option in _ELSEWHERE:
+        return (
+            f"drop {option} to install into the guarded venv; to install"
+            f" {_ELSEWHERE[option]}, run the {installer} command without envguard guard"
+        )
+    if option in ("--report", "--dry-run", "--output-format"):
+        return f"drop {option}: envguard guard --preview says what the install would change"
+    return f"drop {option} and run envguard guard in the folder it names"
 
 
 def _short_options(args: tuple[str, ...], i: int, files: list[str], *, tool: Tool) -> int:
@@ -322,7 +410,6 @@ def _value(args: tuple[str, ...], i: int, option: str, attached: str | None) -> 
 
 
 _FORBIDDEN_ROOTS = ("/proc", "/dev", "/sys")
-_INCLUDE = re.compile(r"^\s*(-r|-c|--requirement|--constraint)(?:\s*=\s*|\s+)(\S+)", re.M)
 
 
 # Variables whose value names requirements files the installer reads as if given -r/-c.
@@ -351,17 +438,34 @@ def check_variables(command: InstallCommand, env: Mapping[str, str]) -> None:
             )
 
 
-def check_files(command: InstallCommand, *, cwd: Path, env: Mapping[str, str]) -> None:
-    """Each requirements or constraints file the command, its variables (PIP_REQUIREMENT,
-    UV_CONSTRAINT, ...) or a file they include names: a regular file inside reach, as
-    ``check --lock`` reads one; never /proc, /dev or a FIFO."""
+def check_files(command: InstallCommand, *, cwd: Path, env: Mapping[str, str]) -> tuple[str, ...]:
+    """Each requirements or constraints file the command or its variables (PIP_REQUIREMENT
+    in any spelling pip reads, UV_CONSTRAINT, ...) name, checked by check_named(); the
+    sources to build they name."""
+    from envguard.guard.reqfile import pip_name
+
     named = [*command.files]
-    for variable in FILE_VARIABLES[command.tool]:
-        named += env.get(variable, "").split()
+    for variable, value in env.items():
+        pip = command.tool == "pip" and variable.startswith("PIP_")
+        if (pip and pip_name(variable) in ("requirement", "constraint")) or (
+            variable in FILE_VARIABLES[command.tool]
+        ):
+            named += value.split()
+    return check_named(named, cwd=cwd, env=env)
+
+
+def check_named(named: list[str], *, cwd: Path, env: Mapping[str, str]) -> tuple[str, ...]:
+    """Each requirements file in ``named``, and each file they include: a regular file
+    inside reach, as ``check --lock`` reads one; never /proc, /dev or a FIFO. Returns the
+    sources to build the files name (guard.building)."""
+    from envguard.guard.reqfile import read_lines
+
     pending = [(cwd, f) for f in named]
     seen: set[str] = set()
+    builds: list[str] = []
     while pending:
         base, name = pending.pop()
+        name = _local_path(name)
         if "://" in name or name == os.devnull:
             continue  # the resolver fetches it; /dev/null is empty (guard sets it itself)
         if name in ("-", "/dev/stdin", "/proc/self/fd/0"):
@@ -371,21 +475,36 @@ def check_files(command: InstallCommand, *, cwd: Path, env: Mapping[str, str]) -
                 hint="save them to a file and pass -r FILE",
             )
         path = Path(name) if os.path.isabs(name) else base / name
-        text = _read_confined(path, label=name)
+        text = read_confined(path, label=name)
         real = os.path.realpath(path)
         if real in seen or len(seen) > 256:
             continue
         seen.add(real)
-        pending += [(path.parent, m.group(2)) for m in _INCLUDE.finditer(text)]
+        read = read_lines(text, env)
+        builds += read.builds
+        pending += [(path.parent, m) for m in read.includes]
+    return tuple(builds)
 
 
-def _read_confined(path: Path, *, label: str) -> str:
+def _local_path(name: str) -> str:
+    """A ``file:`` URL as the path the installer opens (pip and uv read them as files)."""
+    from urllib.parse import unquote, urlsplit
+
+    if not name.lower().startswith("file:"):
+        return name
+    parts = urlsplit(name)
+    return unquote(parts.path) or name
+
+
+def read_confined(path: Path, *, label: str, what: str = "requirements file") -> str:
+    """The text of a file an installer would read (a requirements or config file), once it
+    is known to be a regular file inside reach, not under /proc, /dev or /sys."""
     from envguard.compare.lockfiles.common import confined, read_lockfile_text
 
     real = os.path.realpath(path)
     if any(real == r or real.startswith(r + "/") for r in _FORBIDDEN_ROOTS):
-        raise UsageError(f"{label}: a requirements file in {real.split('/')[1]}/; not read")
+        raise UsageError(f"{label}: a {what} in {real.split('/')[1]}/; not read")
     if not os.path.lexists(path):
-        raise UsageError(f"{label}: no such requirements file")
+        raise UsageError(f"{label}: no such {what}")
     confined(path, what=label)
     return read_lockfile_text(path)
