@@ -77,6 +77,25 @@ def fit(
     return finish_capture(started)
 
 
+def would_be(*, python: str | Path, overlay: Path, timeout: float | None = 120.0) -> Snapshot:
+    """The venv of ``python`` as an install would leave it: measured with the site-packages
+    folder ``overlay`` (the wheels it would bring, unpacked) read ahead of its own, for the
+    packages' files, torch's build and the fit. Repos, caches and installed files are left
+    out, and the fingerprint cache is not used."""
+    from dataclasses import replace
+
+    request = _snapshot_request(
+        python=python, name="would-be", timeout=timeout, command=("envguard", "guard")
+    )
+    request = replace(
+        request, default_caches=False, include_cwd_repo=False, verify="off", overlay=overlay
+    )
+    started = start_capture(request)
+    from envguard.snapshots.capture import finish_capture
+
+    return finish_capture(started)
+
+
 def snapshot_document(
     *,
     python: str | Path | None = None,

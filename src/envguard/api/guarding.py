@@ -5,7 +5,8 @@ that its later pip and uv installs go through guard() by themselves."""
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -34,6 +35,7 @@ from envguard.tools import find_uv, user_environ
 if TYPE_CHECKING:
     from envguard.compare.models import Change, Drift
     from envguard.compare.policy import Policy
+    from envguard.guard.incoming import Wheel
     from envguard.guard.journal import Record
     from envguard.guard.protect import Protection
     from envguard.guard.report import GuardReport, HistoryReport, ProtectReport, UndoReport
@@ -59,6 +61,22 @@ class Preview:
     blocking: list[Change] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     snapshot: Path | None = None  # the snapshot file held to; None: the venv as it is
+    # The files the install would bring (each by URL and sha256), read before it runs, and
+    # the venv as they would leave it (None: nothing brought, or its files not known).
+    wheels: tuple[Wheel, ...] = ()
+    would: Snapshot | None = None
+    # Packages the install would bring whose files are not known before it (not a wheel).
+    unread: tuple[str, ...] = ()
+    # Each extension the install would leave unable to load -> its package's name.
+    owners: dict[str, str] = field(default_factory=dict)
+
+    def allow_names(self) -> list[str]:
+        """The names `--allow` takes to let the blocking changes through."""
+        names = {
+            self.owners.get(c.name, c.name) if c.section == "fit" else c.name.split(" ", 1)[0]
+            for c in self.blocking
+        }
+        return sorted(names)
 
     def report(self) -> GuardReport:
         """The preview as `envguard guard --preview --format json` prints it."""
@@ -186,7 +204,54 @@ def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> P
     )
     if not resolution.touched():  # nothing to compare: pydantic is never loaded
         return seen
-    return _judged(seen, document.typed(doc), baseline, rules, allow=opts.allow)
+    seen = _read_incoming(seen, env=env, timeout=opts.timeout)
+    seen = _judged(seen, document.typed(doc), baseline, rules, allow=opts.allow)
+    if pinned_possible(seen):
+        n = len(seen.wheels)
+        seen.notes.append(
+            f"guard installs exactly the {n} previewed file{'s' if n != 1 else ''}, each by"
+            " its sha256 (--require-hashes): an index or folder that answers otherwise now"
+            " fails the install, which then changes nothing"
+        )
+    return seen
+
+
+def _read_incoming(seen: Preview, *, env: dict[str, str], timeout: float) -> Preview:
+    """``seen`` with the wheels the install would bring (issue 38: identity, not version)
+    and the venv as they would leave it, measured with them unpacked into a scratch prefix
+    read ahead of the venv: their files, torch's build and the fit (issue 35)."""
+    import shutil
+    import tempfile
+    from dataclasses import replace
+
+    from envguard.api.capture import would_be
+    from envguard.guard import incoming
+
+    planned = seen.resolution.installed
+    if not planned:
+        return seen
+    command, where = seen.command, seen.venv
+    uv = find_uv()
+    known = {
+        p.name: incoming.Wheel(name=p.name, version=p.version, url=p.url, sha256=p.sha256)
+        for p in planned
+        if p.url is not None and p.sha256 is not None
+    }
+    if command.tool == "uv" and not command.project:
+        known = incoming.locate_uv(planned, command, venv=where, uv=uv, env=env, timeout=timeout)
+    wheels = tuple(known[p.name] for p in planned if p.name in known)
+    unread = tuple(p.name for p in planned if p.name not in known)
+    if not wheels:
+        return replace(seen, unread=unread)
+    scratch = Path(tempfile.mkdtemp(prefix="envguard-incoming-"))
+    try:
+        site = incoming.unpack(
+            wheels, command, venv=where, uv=uv, env=env, scratch=scratch, timeout=timeout
+        )
+        would = would_be(python=where / "bin" / "python", overlay=site, timeout=timeout)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return replace(seen, wheels=wheels, would=would, unread=unread)
 
 
 def _project_dry_run(
@@ -229,9 +294,15 @@ def _judged(
     from envguard.guard.preview import after_install, blocking, headline
 
     base = baseline if baseline is not None else live
-    after = after_install(base, live, seen.resolution, tool=seen.command.tool)
+    after = after_install(base, live, seen.resolution, tool=seen.command.tool, would=seen.would)
     drift = _unknown_build(compute(base, after, rules), after)
     notes = []
+    if seen.unread:
+        notes.append(
+            "not read before the install (no wheel named by the installer): "
+            + ", ".join(seen.unread[:10])
+            + (f" and {len(seen.unread) - 10} more" if len(seen.unread) > 10 else "")
+        )
     if baseline is not None:
         installed = {n: p.version for n, p in live.package_map().items()}
         recorded = baseline.package_map()
@@ -244,16 +315,26 @@ def _judged(
                 f"{'s' if len(moved) != 1 else ''} this install leaves alone"
                 " (envguard diff says which)"
             )
+    owners = _owners(after)
     return replace(
         seen,
         drift=drift,
-        blocking=blocking(drift, rules, allowed=allow),
+        blocking=blocking(drift, rules, allowed=allow, owners=owners),
+        owners=owners,
         headline=headline(
             drift, lead=f"this {seen.command.action} would", removes=seen.resolution.removals()
         ),
         live=live,
         notes=notes,
     )
+
+
+def _owners(after: Snapshot) -> dict[str, str]:
+    """Each extension that cannot load -> its distribution's canonical name."""
+    from packaging.utils import canonicalize_name
+
+    broken = after.fit.broken if after.fit is not None else ()
+    return {u.path: canonicalize_name(u.dist.split(" ", 1)[0]) for u in broken if u.dist}
 
 
 def _baseline_path(against: str | Path | None) -> Path | None:
@@ -305,11 +386,10 @@ def guard(
         planned=seen.headline,
     )
     set_interrupt_hint(f"`envguard undo --venv {where}` brings back the venv as it was before")
-    code, signum = run_install(
-        seen.command.argv,
-        installer_env(where, user_environ()),
-        stdout_to_stderr=stdout_to_stderr,
-    )
+    with _pinned(seen) as argv:
+        code, signum = run_install(
+            argv, installer_env(where, user_environ()), stdout_to_stderr=stdout_to_stderr
+        )
     if signum is not None:
         journal.finish(where, record, change="interrupted; not measured", exit_code=code)
         raise Interrupted(signum)
@@ -322,6 +402,42 @@ def guard(
     journal.collect(where, keep=opts.keep)
     set_interrupt_hint(None)
     return Guarded(preview=seen, ran=True, exit_code=code, record=done, change=change)
+
+
+@contextmanager
+def _pinned(seen: Preview) -> Iterator[tuple[str, ...]]:
+    """The command to run: the one given, or, where the preview read every file the
+    install would bring (`pip install`, `uv pip install`), one that installs exactly those
+    files by version and sha256 (``--require-hashes``, the command's index options), so an
+    index or a folder that answers differently now fails the install instead of changing
+    what it installs (issue 38)."""
+    import tempfile
+
+    from envguard.guard.incoming import pinned_install
+
+    command = seen.command
+    if not pinned_possible(seen):
+        yield command.argv
+        return
+    replaced = set(seen.resolution.removed) & {w.name for w in seen.wheels}
+    argv, text = pinned_install(command, seen.wheels, venv=seen.venv, replaced=replaced)
+    with tempfile.TemporaryDirectory(prefix="envguard-pinned-") as folder:
+        requirements = Path(folder) / "previewed.txt"
+        requirements.write_text(text)
+        yield (*argv, str(requirements))
+
+
+def pinned_possible(seen: Preview) -> bool:
+    """Whether guard installs the previewed files by their hashes (else the command as
+    given): an install whose every incoming package was read from its wheel."""
+    command = seen.command
+    return (
+        command.action == "install"
+        and not command.project
+        and bool(seen.wheels)
+        and not seen.unread
+        and not seen.resolution.removed.keys() - {w.name for w in seen.wheels}
+    )
 
 
 def _measured_change(seen: Preview, where: Path) -> str:

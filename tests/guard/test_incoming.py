@@ -1,0 +1,196 @@
+"""What guard reads of an install before it runs (guard/incoming.py): the wheels it would
+bring, by file and hash, not by version. A rebuilt torch of the same version is a change
+(issue 38), the install takes exactly the files previewed, and an extension the install
+would leave unable to load refuses it (issue 35): real venvs, tiny wheels, real uv."""
+
+from __future__ import annotations
+
+import ensurepip
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from elflibs import EXT, TORCH_C, c10, cc, needs_gcc
+from envguard import api
+from envguard.cli import app
+from envguard.guard import journal
+from envguard.testing import make_torch_wheel, make_wheel
+from factories import UV, make_venv, run, uv_install
+
+runner = CliRunner()
+
+
+def _version_py(venv: Path) -> str:
+    return next(venv.glob("lib/python*/site-packages/torch/version.py")).read_text()
+
+
+def _freeze(venv: Path) -> str:
+    return run([UV, "pip", "freeze", "--python", str(venv)]).stdout
+
+
+def guard(venv: Path, *args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["guard", "--venv", str(venv), *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture
+def cu128(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """(venv with torch 2.11.0+cu128 built for CUDA 12.8, a folder holding a wheel of the
+    same version rebuilt for CUDA 13.0): the issue's same-version build swap."""
+    make_torch_wheel(tmp_path / "wh", "2.11.0+cu128", "12.8")
+    make_torch_wheel(tmp_path / "rebuilt", "2.11.0+cu128", "13.0", salt="cu130")
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    uv_install(venv, tmp_path / "wh", "torch==2.11.0+cu128")
+    monkeypatch.chdir(tmp_path)
+    return venv, tmp_path / "rebuilt"
+
+
+def _swap(rebuilt: Path) -> list[str]:
+    links = ["--no-index", "--find-links", str(rebuilt)]
+    return [UV, "pip", "install", "--reinstall-package", "torch", *links, "torch==2.11.0+cu128"]
+
+
+def test_a_same_version_rebuild_of_torch_is_refused_naming_torch(
+    cu128: tuple[Path, Path],
+) -> None:
+    venv, rebuilt = cu128
+    before = _version_py(venv)
+    code, out, err = guard(venv, "--", *_swap(rebuilt))
+    assert code == 1, err
+    assert out.splitlines()[0].startswith(
+        "this install would swap torch 2.11.0+cu128 for another build of the same version"
+        " (CUDA 12.8 -> 13.0, critical)"
+    )
+    assert "refused (--fail-on critical)" in err and "--allow torch" in err
+    assert _version_py(venv) == before
+    assert journal.records(venv) == []
+
+
+def test_the_same_wheel_again_is_no_change(cu128: tuple[Path, Path], tmp_path: Path) -> None:
+    venv, _ = cu128
+    code, out, err = guard(venv, "--", *_swap(tmp_path / "wh"))
+    assert code == 0, err
+    assert out.startswith("this install would change no package")
+
+
+@pytest.mark.slow
+def test_pips_report_names_the_rebuilt_wheel_too(cu128: tuple[Path, Path]) -> None:
+    venv, rebuilt = cu128
+    uv_install(venv, Path(ensurepip.__file__).parent / "_bundled", "pip")
+    pip = ["python", "-m", "pip", "install", "--force-reinstall", "--no-deps", "--no-index"]
+    code, out, err = guard(venv, "--", *pip, "--find-links", str(rebuilt), "torch==2.11.0+cu128")
+    assert code == 1, err
+    assert "swap torch 2.11.0+cu128 for another build of the same version" in out
+    assert "'12.8'" in _version_py(venv)
+
+
+def test_the_install_takes_the_previewed_files_or_nothing(cu128: tuple[Path, Path]) -> None:
+    """The folder changes between the preview and the install (a moving index): the
+    install is pinned to the previewed wheel's sha256, so it fails and changes nothing."""
+    venv, rebuilt = cu128
+    before = _version_py(venv)
+
+    def moved(seen: api.Preview) -> None:
+        assert any("installs exactly the 1 previewed file" in n for n in seen.notes)
+        (wheel,) = rebuilt.iterdir()
+        wheel.unlink()
+        make_torch_wheel(rebuilt, "2.11.0+cu128", "12.9", salt="moved")
+
+    options = api.GuardOptions(venv=venv, allow=("torch",))
+    done = api.guard(_swap(rebuilt), options, on_preview=moved)
+    assert done.ran and done.exit_code != 0
+    assert _version_py(venv) == before  # neither the previewed build nor the new one
+    assert done.change == "no package change"
+
+
+def test_the_install_takes_the_previewed_build(cu128: tuple[Path, Path]) -> None:
+    venv, rebuilt = cu128
+    options = api.GuardOptions(venv=venv, allow=("torch",))
+    done = api.guard(_swap(rebuilt), options)
+    assert done.ran and done.exit_code == 0
+    assert "cuda: Optional[str] = '13.0'" in _version_py(venv)
+    assert "(CUDA 12.8 -> 13.0, critical)" in done.change
+
+
+# The fit of what the install would bring (issue 35 item 4): a torch whose libc10 exports
+# c10_a only, and a "vision" extension built against a torch that also had aoti_*.
+
+
+def _ext(tmp: Path, *calls: str) -> bytes:
+    """vision/_C.so calling ``calls``, linked against a libc10.so that defines them."""
+    lib = c10(tmp / "against" / "libc10.so", *calls)
+    proto = "".join(f"int {n}(void);\n" for n in calls)
+    body = " + ".join(f"{n}()" for n in calls)
+    out = cc(
+        tmp / "ext" / "_C.so", proto + f"int vision_init(void) {{ return {body}; }}\n", link=(lib,)
+    )
+    return out.read_bytes()
+
+
+@pytest.fixture
+def cpu_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """(a venv with a CPU torch whose libraries export c10_a, a folder with vision 0.29.0
+    built for it and vision 0.29.1 built for a torch that also exports an aoti_ symbol)."""
+    work = tmp_path / "build"
+    lib = c10(work / "torch" / "libc10.so", "c10_a")
+    torch_c = cc(
+        work / "torch" / "_C.so",
+        "int c10_a(void);\nint torch_init(void) { return c10_a(); }\n",
+        link=(lib,),
+        runpath="$ORIGIN/lib",
+    )
+    wh = tmp_path / "wh"
+    make_wheel(
+        wh,
+        "torch",
+        "2.13.0+cpu",
+        files={
+            "torch/__init__.py": "raise ImportError('never imported')\n",
+            "torch/lib/libc10.so": lib.read_bytes(),
+            TORCH_C: torch_c.read_bytes(),
+        },
+    )
+    make_wheel(wh, "vision", "0.29.0", files={EXT: _ext(work / "good", "c10_a")})
+    bad = _ext(work / "bad", "c10_a", "aoti_torch_get_current_cuda_stream")
+    make_wheel(wh, "vision", "0.29.1", files={EXT: bad})
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    uv_install(venv, wh, "torch==2.13.0+cpu")
+    monkeypatch.chdir(tmp_path)
+    return venv, wh
+
+
+def _vision(wh: Path, version: str) -> list[str]:
+    links = ["--no-index", "--find-links", str(wh)]
+    return ["--", UV, "pip", "install", "--no-deps", *links, f"vision=={version}"]
+
+
+@needs_gcc
+def test_an_install_that_would_leave_an_extension_unable_to_load_is_refused(
+    cpu_torch: tuple[Path, Path],
+) -> None:
+    venv, wh = cpu_torch
+    before = _freeze(venv)
+    code, out, err = guard(venv, *_vision(wh, "0.29.1"))
+    assert code == 1, err
+    assert out.splitlines()[0].startswith(
+        f"this install would leave {EXT} unable to load: 1 symbol torch 2.13.0+cpu does not"
+        " export (aoti_torch_get_current_cuda_stream)"
+    )
+    assert "--allow vision" in err
+    assert _freeze(venv) == before
+    # Allowed by its package's name, it runs.
+    code, _, err = guard(venv, "--allow", "vision", *_vision(wh, "0.29.1"))
+    assert code == 0, err
+    assert "vision==0.29.1" in _freeze(venv)
+
+
+@needs_gcc
+def test_an_install_that_fits_passes(cpu_torch: tuple[Path, Path]) -> None:
+    venv, wh = cpu_torch
+    code, out, err = guard(venv, *_vision(wh, "0.29.0"))
+    assert code == 0, err
+    assert out.startswith("this install would add 1 package")
+    assert "vision==0.29.0" in _freeze(venv)
