@@ -194,3 +194,17 @@ def test_an_install_that_fits_passes(cpu_torch: tuple[Path, Path]) -> None:
     assert code == 0, err
     assert out.startswith("this install would add 1 package")
     assert "vision==0.29.0" in _freeze(venv)
+
+
+def test_a_wheel_named_by_path_is_installed_as_given_and_said(
+    cu128: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """uv cannot name the file of a wheel given by its path from an index: the preview says
+    so and the install runs as given (what guard did before it read files)."""
+    venv, _ = cu128
+    wheel = make_wheel(tmp_path / "local", "six", "1.17.0")
+    code, out, err = guard(venv, "--", UV, "pip", "install", "--no-index", str(wheel))
+    assert code == 0, err
+    assert out.startswith("this install would add 1 package")
+    assert "the files of this install could not be named before it" in err
+    assert "six @ file:" in _freeze(venv)

@@ -206,7 +206,7 @@ def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> P
         return seen
     seen = _read_incoming(seen, env=env, timeout=opts.timeout)
     seen = _judged(seen, document.typed(doc), baseline, rules, allow=opts.allow)
-    if pinned_possible(seen):
+    if pinned_possible(seen) and not seen.blocking:
         n = len(seen.wheels)
         seen.notes.append(
             f"guard installs exactly the {n} previewed file{'s' if n != 1 else ''}, each by"
@@ -237,12 +237,18 @@ def _read_incoming(seen: Preview, *, env: dict[str, str], timeout: float) -> Pre
         for p in planned
         if p.url is not None and p.sha256 is not None
     }
+    notes = list(seen.notes)
     if command.tool == "uv" and not command.project:
-        known = incoming.locate_uv(planned, command, venv=where, uv=uv, env=env, timeout=timeout)
+        try:
+            known = incoming.locate_uv(
+                planned, command, venv=where, uv=uv, env=env, timeout=timeout
+            )
+        except UsageError as exc:  # a local folder or a URL named on the command line
+            notes.append(f"the files of this install could not be named before it: {exc}")
     wheels = tuple(known[p.name] for p in planned if p.name in known)
     unread = tuple(p.name for p in planned if p.name not in known)
     if not wheels:
-        return replace(seen, unread=unread)
+        return replace(seen, unread=unread, notes=notes)
     scratch = Path(tempfile.mkdtemp(prefix="envguard-incoming-"))
     try:
         site = incoming.unpack(
@@ -251,7 +257,7 @@ def _read_incoming(seen: Preview, *, env: dict[str, str], timeout: float) -> Pre
         would = would_be(python=where / "bin" / "python", overlay=site, timeout=timeout)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return replace(seen, wheels=wheels, would=would, unread=unread)
+    return replace(seen, wheels=wheels, would=would, unread=unread, notes=notes)
 
 
 def _project_dry_run(
@@ -296,7 +302,7 @@ def _judged(
     base = baseline if baseline is not None else live
     after = after_install(base, live, seen.resolution, tool=seen.command.tool, would=seen.would)
     drift = _unknown_build(compute(base, after, rules), after)
-    notes = []
+    notes = list(seen.notes)
     if seen.unread:
         notes.append(
             "not read before the install (no wheel named by the installer): "

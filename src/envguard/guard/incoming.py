@@ -204,8 +204,10 @@ def unpack(
         str(venv / "bin" / "python"),
         "--no-deps",
         "--require-hashes",
+        # Linked from uv's cache where it can (only read, then removed), never symlinked:
+        # a link out of the scratch prefix is not read as its file.
         "--link-mode",
-        "copy",
+        "hardlink",
         "--quiet",
         "-r",
         str(requirements),
