@@ -5,44 +5,29 @@ was built for, it passes."""
 
 from __future__ import annotations
 
-import sys
+import subprocess
 from pathlib import Path
 
-from field.corpus import MACHINE_WHEELS, UV, Corpus, envguard, uv
+from field.corpus import UV, Corpus, cpu_torch_venv, envguard, uv
+
+TORCHVISION = (UV, "pip", "install", "--no-deps", "torchvision==0.29.1")
 
 
 def _freeze(venv: Path) -> str:
     return uv("pip", "freeze", "--python", str(venv / "bin" / "python")).stdout
 
 
+def _guard(venv: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    return envguard("guard", *options, "--venv", str(venv), "--", *TORCHVISION)
+
+
 def test_torchvision_for_another_torch_is_refused_before_the_install(
     field_env: Path, tmp_path: Path
 ) -> None:
     venv = tmp_path / "cpu-torch"
-    uv("venv", "--quiet", "--python", sys.executable, str(venv))
-    py = str(venv / "bin" / "python")
-    uv(
-        "pip",
-        "install",
-        "--quiet",
-        "--python",
-        py,
-        "--find-links",
-        str(MACHINE_WHEELS),
-        "torch==2.13.0+cpu",
-    )
+    cpu_torch_venv(venv)
     before = _freeze(venv)
-    done = envguard(
-        "guard",
-        "--venv",
-        str(venv),
-        "--",
-        UV,
-        "pip",
-        "install",
-        "--no-deps",
-        "torchvision==0.29.1",
-    )
+    done = _guard(venv)
     assert done.returncode == 1, done.stdout + done.stderr
     first = done.stdout.splitlines()[0]
     assert first.startswith(
@@ -58,19 +43,7 @@ def test_torchvision_beside_the_torch_it_was_built_for_passes(
 ) -> None:
     member = corpus("torch-cuda")
     before = _freeze(member.venv)
-    # --preview: the corpus member is shared, nothing is installed into it.
-    done = envguard(
-        "guard",
-        "--preview",
-        "--venv",
-        str(member.venv),
-        "--",
-        UV,
-        "pip",
-        "install",
-        "--no-deps",
-        "torchvision==0.29.1",
-    )
+    done = _guard(member.venv, "--preview")  # the member is shared: nothing installed
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("this install would add 1 package")
     assert _freeze(member.venv) == before
