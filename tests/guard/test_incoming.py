@@ -68,6 +68,29 @@ def test_a_same_version_rebuild_of_torch_is_refused_naming_torch(
     assert journal.records(venv) == []
 
 
+def test_the_json_document_names_the_file_read_before_the_install(
+    cu128: tuple[Path, Path],
+) -> None:
+    import hashlib
+
+    from envguard.guard.report import GuardReport
+
+    venv, rebuilt = cu128
+    code, out, err = guard(venv, "--preview", "--format", "json", "--", *_swap(rebuilt))
+    assert code == 1, err
+    report = GuardReport.model_validate_json(out)
+    (wheel,) = rebuilt.iterdir()
+    ((name, version, file, sha256),) = [(f.name, f.version, f.file, f.sha256) for f in report.files]
+    assert (name, version, file) == ("torch", "2.11.0+cu128", wheel.name)
+    assert sha256 == hashlib.sha256(wheel.read_bytes()).hexdigest()
+    assert report.blocked_by == ("torch",) and not report.pinned
+    code, out, err = guard(
+        venv, "--allow", "torch", "--preview", "--format", "json", "--", *_swap(rebuilt)
+    )
+    assert code == 0, err
+    assert GuardReport.model_validate_json(out).pinned
+
+
 def test_the_same_wheel_again_is_no_change(cu128: tuple[Path, Path], tmp_path: Path) -> None:
     venv, _ = cu128
     code, out, err = guard(venv, "--", *_swap(tmp_path / "wh"))
@@ -102,7 +125,27 @@ def test_the_install_takes_the_previewed_files_or_nothing(cu128: tuple[Path, Pat
     done = api.guard(_swap(rebuilt), options, on_preview=moved)
     assert done.ran and done.exit_code != 0
     assert _version_py(venv) == before  # neither the previewed build nor the new one
-    assert done.change == "no package change"
+    assert done.change is not None
+    assert done.change.startswith("no package change: the install of the previewed files failed")
+
+
+@pytest.mark.slow
+def test_pip_too_installs_the_previewed_files_or_nothing(cu128: tuple[Path, Path]) -> None:
+    venv, rebuilt = cu128
+    uv_install(venv, Path(ensurepip.__file__).parent / "_bundled", "pip")
+    before = _version_py(venv)
+
+    def moved(seen: api.Preview) -> None:
+        (wheel,) = rebuilt.iterdir()
+        wheel.unlink()
+        make_torch_wheel(rebuilt, "2.11.0+cu128", "12.9", salt="moved")
+
+    pip = ["python", "-m", "pip", "install", "--no-deps", "--force-reinstall", "--no-index"]
+    argv = [*pip, "--find-links", str(rebuilt), "torch==2.11.0+cu128"]
+    options = api.GuardOptions(venv=venv, allow=("torch",))
+    done = api.guard(argv, options, on_preview=moved)
+    assert done.ran and done.exit_code != 0
+    assert _version_py(venv) == before
 
 
 def test_the_install_takes_the_previewed_build(cu128: tuple[Path, Path]) -> None:

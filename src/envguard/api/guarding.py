@@ -99,7 +99,7 @@ class Guarded:
 
 
 def _guard_report(seen: Preview, done: Guarded | None) -> GuardReport:
-    from envguard.guard.report import GuardReport, guard_change
+    from envguard.guard.report import GuardReport, IncomingFile, guard_change
 
     drift = seen.drift
     ran = done is not None and done.ran
@@ -122,6 +122,11 @@ def _guard_report(seen: Preview, done: Guarded | None) -> GuardReport:
         record=done.record.number if done is not None and done.record is not None else None,
         change=(done.change or None) if done is not None and ran else None,
         notes=tuple(seen.notes),
+        files=tuple(
+            IncomingFile(name=w.name, version=w.version, file=w.filename, sha256=w.sha256)
+            for w in seen.wheels
+        ),
+        pinned=pinned_possible(seen) and not seen.blocking,
     )
 
 
@@ -401,6 +406,11 @@ def guard(
         raise Interrupted(signum)
     try:
         change = _measured_change(seen, where)
+        if code != 0 and change == "no package change" and pinned_possible(seen):
+            change += (
+                ": the install of the previewed files failed (a file that is not the one"
+                " previewed is refused; the installer says which)"
+            )
     except BaseException:  # installed, not measured: the record still ends
         journal.finish(where, record, change="not measured; see envguard diff", exit_code=code)
         raise

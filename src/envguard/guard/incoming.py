@@ -61,7 +61,7 @@ class Wheel:
 
     @property
     def filename(self) -> str:
-        return self.url.rsplit("/", 1)[-1].split("#", 1)[0]
+        return self.url.split("#", 1)[0].split("?", 1)[0].rsplit("/", 1)[-1]
 
 
 def source_options(command: InstallCommand, *, install: bool = False) -> list[str]:
@@ -118,7 +118,7 @@ def locate_uv(
         *source_options(command),
     ]
     pins = "".join(f"{name}=={version}\n" for name, version in sorted(wanted.items()))
-    out = _run(argv, env, stdin=pins, timeout=timeout, label="uv resolution of the files")
+    out = _run(argv, env, stdin=pins, timeout=timeout, noun="resolution of the files")
     try:
         return _from_pylock(out.decode("utf-8"), wanted)
     except (ValueError, TypeError, UnicodeDecodeError) as exc:
@@ -213,7 +213,7 @@ def unpack(
         str(requirements),
         *sources,
     ]
-    _run(argv, env, stdin=None, timeout=timeout, label="unpack of the incoming wheels")
+    _run(argv, env, stdin=None, timeout=timeout, noun="unpack of the incoming wheels")
     found = sorted(prefix.glob("lib/python*/site-packages"))
     if len(found) != 1:
         raise UsageError("the incoming wheels were unpacked, but not into one site-packages")
@@ -259,7 +259,7 @@ def pinned_install(
 
 
 def _run(
-    argv: list[str], env: Mapping[str, str], *, stdin: str | None, timeout: float, label: str
+    argv: list[str], env: Mapping[str, str], *, stdin: str | None, timeout: float, noun: str
 ) -> bytes:
     """``argv``'s output once it ended by ``timeout`` (UsageError, the child stopped, when
     it did not or failed); ``stdin``: what it reads."""
@@ -268,7 +268,8 @@ def _run(
 
     deadline = time.monotonic() + timeout
     if stdin is None:
-        return read_output(start_reading(argv, env), deadline, timeout=timeout, label=label)
+        proc = start_reading(argv, env)
+        return read_output(proc, deadline, timeout=timeout, label="uv", noun=noun)
     with tempfile.TemporaryFile() as held:
         held.write(stdin.encode())
         held.seek(0)
@@ -282,4 +283,4 @@ def _run(
             env=dict(env),
             cwd=os.getcwd(),
         )
-        return read_output(proc, deadline, timeout=timeout, label=label)
+        return read_output(proc, deadline, timeout=timeout, label="uv", noun=noun)

@@ -166,7 +166,12 @@ def start_reading(
 
 
 def read_output(
-    proc: subprocess.Popen[bytes], deadline: float, *, timeout: float, label: str
+    proc: subprocess.Popen[bytes],
+    deadline: float,
+    *,
+    timeout: float,
+    label: str,
+    noun: str = "dry run",
 ) -> bytes:
     """What a dry run wrote, once it ended by ``deadline``; UsageError (the child stopped)
     when it did not, failed, or wrote more than OUTPUT_CAP."""
@@ -177,7 +182,7 @@ def read_output(
     except subprocess.TimeoutExpired:
         _stop(proc)
         raise UsageError(
-            f"the {label} dry run did not finish in {timeout:g} s; nothing was installed",
+            f"the {label} {noun} did not finish in {timeout:g} s; nothing was installed",
             hint="--timeout SECONDS gives it longer (an index that does not answer?)",
         ) from None
     except BaseException:
@@ -190,11 +195,11 @@ def read_output(
 
         last = [ln for ln in err.decode("utf-8", "replace").splitlines() if ln.strip()][-3:]
         raise UsageError(
-            f"the {label} dry run failed (exit {proc.returncode}); nothing was installed: "
+            f"the {label} {noun} failed (exit {proc.returncode}); nothing was installed: "
             + redact_text(" / ".join(s.strip() for s in last))[:600],
         )
     if len(out) > OUTPUT_CAP:
-        raise UsageError(f"the {label} dry run wrote more than {OUTPUT_CAP >> 20} MiB")
+        raise UsageError(f"the {label} {noun} wrote more than {OUTPUT_CAP >> 20} MiB")
     return out
 
 
