@@ -326,8 +326,8 @@ def wheel_url(value: object) -> str | None:
     """A wheel's URL, one line and bounded (None: not a wheel's)."""
     if not isinstance(value, str) or len(value) > 4096 or not value.endswith(".whl"):
         return None
-    if any(ch in value for ch in "\n\r\x00 "):
-        return None
+    if any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in value):
+        return None  # a blank or a control character: not a URL a report means
     return value if value.startswith(("https://", "http://", "file://")) else None
 
 
