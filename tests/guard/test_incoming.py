@@ -251,3 +251,59 @@ def test_a_wheel_named_by_path_is_installed_as_given_and_said(
     assert out.startswith("this install would add 1 package")
     assert "the files of this install could not be named before it" in err
     assert "six @ file:" in _freeze(venv)
+
+
+SHA = "ab" * 32
+
+
+@pytest.mark.parametrize(
+    "info",
+    [
+        None,
+        "file:///w/torch-2.11.0-py3-none-any.whl",
+        {"url": "file:///w/torch-2.11.0.tar.gz", "archive_info": {"hashes": {"sha256": SHA}}},
+        {"url": "file:///w/t.whl\n--hash=x", "archive_info": {"hashes": {"sha256": SHA}}},
+        {"url": "file:///w/t\x1b[2J.whl", "archive_info": {"hashes": {"sha256": SHA}}},
+        {"url": "ftp://h/t.whl", "archive_info": {"hashes": {"sha256": SHA}}},
+        {"url": "file:///w/t.whl", "archive_info": {"hashes": {"sha256": "zz" * 32}}},
+        {"url": "file:///w/t.whl", "archive_info": {"hash": "md5=" + "a" * 32}},
+        {"url": "file:///w/t.whl" + "a" * 5000, "archive_info": {"hashes": {"sha256": SHA}}},
+        {"url": "file:///w/t.whl", "archive_info": [SHA]},
+    ],
+)
+def test_a_pip_report_naming_no_plain_wheel_and_hash_is_read_as_unknown(info: object) -> None:
+    """pip's report is untrusted text: what is not a wheel's URL with a sha256 leaves the
+    package unread (the preview says so), never a line in a requirements file."""
+    from envguard.guard.resolve import _from_pip
+
+    item = {"metadata": {"name": "torch", "version": "2.11.0"}, "download_info": info}
+    (planned,) = _from_pip({"install": [item]}, {}).installed
+    assert (planned.url, planned.sha256) == (None, None)
+
+
+def test_a_pip_report_names_the_wheel_and_its_hash() -> None:
+    from envguard.guard.resolve import _from_pip
+
+    info = {"url": "file:///w/t-1-py3-none-any.whl", "archive_info": {"hash": "sha256=" + SHA}}
+    item = {"metadata": {"name": "t", "version": "1"}, "download_info": info}
+    (planned,) = _from_pip({"install": [item]}, {}).installed
+    assert (planned.url, planned.sha256) == (info["url"], SHA)
+
+
+def test_uvs_lock_is_read_for_one_wheel_with_its_hash_per_planned_package() -> None:
+    from envguard.guard.incoming import _from_pylock
+
+    text = (
+        'lock-version = "1.0"\n'
+        '[[packages]]\nname = "Torch"\nversion = "2.11.0"\n'
+        f'wheels = [{{ url = "file:///w/torch-2.11.0-py3-none-any.whl", hashes = {{ sha256 = "{SHA}" }} }}]\n'
+        '[[packages]]\nname = "six"\nversion = "1.17.0"\n'
+        f'sdist = {{ url = "file:///w/six-1.17.0.tar.gz", hashes = {{ sha256 = "{SHA}" }} }}\n'
+        '[[packages]]\nname = "numpy"\nversion = "9.9"\n'
+        f'wheels = [{{ url = "file:///w/numpy-9.9-py3-none-any.whl", hashes = {{ sha256 = "{SHA}" }} }}]\n'
+    )
+    wanted = {"torch": "2.11.0", "six": "1.17.0", "numpy": "2.1.0"}
+    found = _from_pylock(text, wanted)
+    assert list(found) == ["torch"]  # six: no wheel; numpy: another version than planned
+    assert found["torch"].filename == "torch-2.11.0-py3-none-any.whl"
+    assert found["torch"].sha256 == SHA
