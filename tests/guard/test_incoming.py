@@ -148,6 +148,39 @@ def test_pip_too_installs_the_previewed_files_or_nothing(cu128: tuple[Path, Path
     assert _version_py(venv) == before
 
 
+def test_a_sync_run_as_given_that_takes_other_files_is_said_and_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`uv pip sync` runs as given (it removes what the file does not list): what it
+    installed is measured and held to the wheels the preview read."""
+    folder = tmp_path / "moving"
+    make_torch_wheel(folder, "2.11.0+cu128", "12.8")
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    monkeypatch.chdir(tmp_path)
+    Path("requirements.txt").write_text("torch==2.11.0+cu128\n")
+
+    def moved(seen: api.Preview) -> None:
+        assert not any("installs exactly" in n for n in seen.notes)
+        (wheel,) = folder.iterdir()
+        wheel.unlink()
+        make_torch_wheel(folder, "2.11.0+cu128", "13.0", salt="moved")
+
+    # --refresh: uv takes the folder's file again, not the one the preview put in its cache
+    # (uv refuses it offline; --no-index keeps it off the network).
+    monkeypatch.delenv("UV_OFFLINE")
+    links = ["--refresh", "--no-index", "--find-links", str(folder)]
+    argv = [UV, "pip", "sync", *links, "requirements.txt"]
+    done = api.guard(argv, api.GuardOptions(venv=venv), on_preview=moved)
+    assert done.ran and done.exit_code == 1
+    assert done.change is not None
+    assert "not what was previewed: torch 2.11.0+cu128 (other files than the previewed" in (
+        done.change
+    )
+    assert f"envguard undo --venv {venv}" in done.change
+    assert "'13.0'" in _version_py(venv)  # installed, then named: undo brings it back
+
+
 def test_the_install_takes_the_previewed_build(cu128: tuple[Path, Path]) -> None:
     venv, rebuilt = cu128
     options = api.GuardOptions(venv=venv, allow=("torch",))

@@ -417,6 +417,8 @@ def guard(
     done = journal.finish(where, record, change=change, exit_code=code)
     journal.collect(where, keep=opts.keep)
     set_interrupt_hint(None)
+    if code == 0 and NOT_PREVIEWED in change:
+        code = 1  # it ran, and did something else than what was judged: a failed action
     return Guarded(preview=seen, ran=True, exit_code=code, record=done, change=change)
 
 
@@ -478,7 +480,49 @@ def _measured_change(seen: Preview, where: Path) -> str:
         before = store.loads(seen.live_text, source="the venv before the install")
         moved = headline(compute(before, after, rules), lead="")
         return f"{moved} (the dry run said: no package change)"
-    return headline(compute(seen.live, after, rules), lead="")
+    change = headline(compute(seen.live, after, rules), lead="")
+    unlike = unlike_preview(seen, after)
+    if unlike:
+        change += (
+            f"; {NOT_PREVIEWED}: {', '.join(unlike)}"
+            f" (envguard undo --venv {where} brings back the venv as it was)"
+        )
+    return change
+
+
+NOT_PREVIEWED = "not what was previewed"
+
+
+def unlike_preview(seen: Preview, after: Snapshot) -> list[str]:
+    """The packages the install changed, and the preview read from their wheels, whose
+    installed files are not those (an index or folder that answered otherwise, for a
+    command run as given): "torch 2.11.0+cu128 (other files than the previewed wheel's)"."""
+    if seen.would is None or seen.live is None:
+        return []
+    read, now = seen.would.package_map(), after.package_map()
+    was = seen.live.package_map()
+    out = []
+    for wheel in seen.wheels:
+        expected, got, old = read.get(wheel.name), now.get(wheel.name), was.get(wheel.name)
+        if expected is None:
+            continue
+        if (
+            got is not None
+            and old is not None
+            and (got.version, got.fingerprint)
+            == (
+                old.version,
+                old.fingerprint,
+            )
+        ):
+            continue  # left as it was (a failed install): not installed from anything
+        if got is None:
+            out.append(f"{wheel.name} (not installed)")
+        elif got.version != expected.version:
+            out.append(f"{wheel.name} {got.version} (previewed: {expected.version})")
+        elif expected.fingerprint and got.fingerprint != expected.fingerprint:
+            out.append(f"{wheel.name} {got.version} (other files than the previewed wheel's)")
+    return out
 
 
 def _versions(doc: Document) -> dict[str, str]:
