@@ -340,3 +340,19 @@ def test_uvs_lock_is_read_for_one_wheel_with_its_hash_per_planned_package() -> N
     assert list(found) == ["torch"]  # six: no wheel; numpy: another version than planned
     assert found["torch"].filename == "torch-2.11.0-py3-none-any.whl"
     assert found["torch"].sha256 == SHA
+
+
+def test_the_scratch_of_a_guard_killed_meanwhile_is_removed_by_the_next(tmp_path: Path) -> None:
+    """The wheels unpacked for a preview lie in a scratch folder named with guard's pid: a
+    guard killed with SIGKILL runs no clean-up, the next one removes it."""
+    import tempfile
+
+    from envguard.recovery import scratch
+
+    dead = Path(tempfile.gettempdir()) / f"envguard-guard-999999999@{scratch.HOST}-x1"
+    (dead / "prefix").mkdir(parents=True)
+    mine = scratch.scratch_folder("guard")
+    try:
+        assert not dead.exists() and mine.name.startswith("envguard-guard-")
+    finally:
+        mine.rmdir()

@@ -28,6 +28,7 @@ from envguard.guard.resolve import DryRun, Resolution, installer_env, project_en
 from envguard.guard.resolve import start as start_dry_run
 from envguard.inuse import REFUSE, InUse
 from envguard.lifecycle import Interrupted, set_interrupt_hint
+from envguard.recovery.scratch import scratch_folder
 from envguard.snapshots import document, store
 from envguard.snapshots.capture import finish_document
 from envguard.tools import find_uv, user_environ
@@ -226,7 +227,6 @@ def _read_incoming(seen: Preview, *, env: dict[str, str], timeout: float) -> Pre
     and the venv as they would leave it, measured with them unpacked into a scratch prefix
     read ahead of the venv: their files, torch's build and the fit (issue 35)."""
     import shutil
-    import tempfile
     from dataclasses import replace
 
     from envguard.api.capture import would_be
@@ -254,7 +254,7 @@ def _read_incoming(seen: Preview, *, env: dict[str, str], timeout: float) -> Pre
     unread = tuple(p.name for p in planned if p.name not in known)
     if not wheels:
         return replace(seen, unread=unread, notes=notes)
-    scratch = Path(tempfile.mkdtemp(prefix="envguard-incoming-"))
+    scratch = scratch_folder("guard")  # named so a later run removes it after a SIGKILL
     try:
         site = incoming.unpack(
             wheels, command, venv=where, uv=uv, env=env, scratch=scratch, timeout=timeout
@@ -429,7 +429,7 @@ def _pinned(seen: Preview) -> Iterator[tuple[str, ...]]:
     files by version and sha256 (``--require-hashes``, the command's index options), so an
     index or a folder that answers differently now fails the install instead of changing
     what it installs (issue 38)."""
-    import tempfile
+    import shutil
 
     from envguard.guard.incoming import pinned_install
 
@@ -439,10 +439,13 @@ def _pinned(seen: Preview) -> Iterator[tuple[str, ...]]:
         return
     replaced = set(seen.resolution.removed) & {w.name for w in seen.wheels}
     argv, text = pinned_install(command, seen.wheels, venv=seen.venv, replaced=replaced)
-    with tempfile.TemporaryDirectory(prefix="envguard-pinned-") as folder:
-        requirements = Path(folder) / "previewed.txt"
+    folder = scratch_folder("guard")
+    try:
+        requirements = folder / "previewed.txt"
         requirements.write_text(text)
         yield (*argv, str(requirements))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def pinned_possible(seen: Preview) -> bool:
