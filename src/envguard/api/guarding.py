@@ -127,7 +127,7 @@ def _guard_report(seen: Preview, done: Guarded | None) -> GuardReport:
             IncomingFile(name=w.name, version=w.version, file=w.filename, sha256=w.sha256)
             for w in seen.wheels
         ),
-        pinned=pinned_possible(seen) and not seen.blocking,
+        pinned=_pinned_possible(seen) and not seen.blocking,
     )
 
 
@@ -212,7 +212,7 @@ def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> P
         return seen
     seen = _read_incoming(seen, env=env, timeout=opts.timeout)
     seen = _judged(seen, document.typed(doc), baseline, rules, allow=opts.allow)
-    if pinned_possible(seen) and not seen.blocking:
+    if _pinned_possible(seen) and not seen.blocking:
         n = len(seen.wheels)
         seen.notes.append(
             f"guard installs exactly the {n} previewed file{'s' if n != 1 else ''}, each by"
@@ -229,7 +229,7 @@ def _read_incoming(seen: Preview, *, env: dict[str, str], timeout: float) -> Pre
     import shutil
     from dataclasses import replace
 
-    from envguard.api.capture import would_be
+    from envguard.api.capture import fit
     from envguard.guard import incoming
 
     planned = seen.resolution.installed
@@ -259,7 +259,7 @@ def _read_incoming(seen: Preview, *, env: dict[str, str], timeout: float) -> Pre
         site = incoming.unpack(
             wheels, command, venv=where, uv=uv, env=env, scratch=scratch, timeout=timeout
         )
-        would = would_be(python=where / "bin" / "python", overlay=site, timeout=timeout)
+        would = fit(python=where / "bin" / "python", overlay=site, timeout=timeout)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return replace(seen, wheels=wheels, would=would, unread=unread, notes=notes)
@@ -406,7 +406,7 @@ def guard(
         raise Interrupted(signum)
     try:
         change = _measured_change(seen, where)
-        if code != 0 and change == "no package change" and pinned_possible(seen):
+        if code != 0 and change == "no package change" and _pinned_possible(seen):
             change += (
                 ": the install of the previewed files failed (a file that is not the one"
                 " previewed is refused; the installer says which)"
@@ -434,7 +434,7 @@ def _pinned(seen: Preview) -> Iterator[tuple[str, ...]]:
     from envguard.guard.incoming import pinned_install
 
     command = seen.command
-    if not pinned_possible(seen):
+    if not _pinned_possible(seen):
         yield command.argv
         return
     replaced = set(seen.resolution.removed) & {w.name for w in seen.wheels}
@@ -448,7 +448,7 @@ def _pinned(seen: Preview) -> Iterator[tuple[str, ...]]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def pinned_possible(seen: Preview) -> bool:
+def _pinned_possible(seen: Preview) -> bool:
     """Whether guard installs the previewed files by their hashes (else the command as
     given): an install whose every incoming package was read from its wheel."""
     command = seen.command
@@ -484,7 +484,7 @@ def _measured_change(seen: Preview, where: Path) -> str:
         moved = headline(compute(before, after, rules), lead="")
         return f"{moved} (the dry run said: no package change)"
     change = headline(compute(seen.live, after, rules), lead="")
-    unlike = unlike_preview(seen, after)
+    unlike = _unlike_preview(seen, after)
     if unlike:
         change += (
             f"; {NOT_PREVIEWED}: {', '.join(unlike)}"
@@ -496,7 +496,7 @@ def _measured_change(seen: Preview, where: Path) -> str:
 NOT_PREVIEWED = "not what was previewed"
 
 
-def unlike_preview(seen: Preview, after: Snapshot) -> list[str]:
+def _unlike_preview(seen: Preview, after: Snapshot) -> list[str]:
     """The packages the install changed, and the preview read from their wheels, whose
     installed files are not those (an index or folder that answered otherwise, for a
     command run as given): "torch 2.11.0+cu128 (other files than the previewed wheel's)"."""
