@@ -356,3 +356,35 @@ def test_the_scratch_of_a_guard_killed_meanwhile_is_removed_by_the_next(tmp_path
         assert not dead.exists() and mine.name.startswith("envguard-guard-")
     finally:
         mine.rmdir()
+
+
+def test_the_commands_index_options_are_what_the_resolution_and_the_pinned_install_see() -> None:
+    from envguard.guard.command import parse
+    from envguard.guard.incoming import source_options
+
+    command = parse(
+        (
+            "uv",
+            "pip",
+            "install",
+            "-fDIR",
+            "--index-url=https://idx/simple",
+            "--reinstall-package",
+            "torch",
+            "--no-index",
+            "--link-mode",
+            "copy",
+            "--extra-index-url",
+            "https://other/simple",
+            "torch==2.11.0",
+        )
+    )
+    shared = ["-fDIR", "--index-url=https://idx/simple", "--no-index"]
+    shared += ["--extra-index-url", "https://other/simple"]
+    assert source_options(command) == shared
+    assert source_options(command, install=True) == [
+        *shared[:3],
+        "--link-mode",
+        "copy",
+        *shared[3:],
+    ]

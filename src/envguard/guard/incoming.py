@@ -4,7 +4,7 @@ pylock.toml with the command's own index options), unpacked into a scratch prefi
 anything touches the venv, and the pinned requirements that make the install itself take
 exactly those files (``--require-hashes``).
 
-The scratch prefix is what the would-be venv is measured from (api.capture.would_be):
+The scratch prefix is what the would-be venv is measured from (api.capture.fit, overlay):
 each package's files (a rebuilt wheel of the same version is a change), torch's build from
 its own version.py, and the fit of every extension against what the venv would hold."""
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from envguard.guard.command import InstallCommand
     from envguard.guard.resolve import Planned
 
-# Packages whose files are fetched and read before an install; past it, the preview says so.
+# Packages whose files are fetched and read before an install; past it, guard refuses.
 MAX_PACKAGES = 1000
 
 # The options of an install command that say where packages come from and how they are
@@ -75,7 +75,8 @@ def source_options(command: InstallCommand, *, install: bool = False) -> list[st
     i = 0
     while i < len(args):
         word = args[i]
-        option = word.partition("=")[0] if word.startswith("--") else word
+        # --find-links=DIR, -fDIR: the option's own part.
+        option = word.partition("=")[0] if word.startswith("--") else word[:2]
         if option in valued:
             if "=" in word or (not word.startswith("--") and len(word) > 2):
                 out.append(word)
