@@ -37,6 +37,8 @@ TAKES_PARTS = {
     "api/_shared.py:settings",  # those keywords into the value, once
     # below the value: the request from resolved parts, and the probe's own channels
     "snapshots/live.py:request_like", "probe/channel.py:__init__", "probe/runner.py:__init__",
+    # the installer's interpreter asked for its config files: not where envguard measures
+    "guard/target.py:pip_files",
 }  # fmt: skip
 
 

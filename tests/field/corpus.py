@@ -72,6 +72,15 @@ def uv(
     return done
 
 
+def cpu_torch_venv(venv: Path) -> Path:
+    """A venv at ``venv`` holding the machine's torch 2.13.0+cpu; returns its python."""
+    uv("venv", "--quiet", "--python", sys.executable, str(venv))
+    py = venv / "bin" / "python"
+    links = ["--find-links", str(MACHINE_WHEELS)]
+    uv("pip", "install", "--quiet", "--python", str(py), *links, "torch==2.13.0+cpu")
+    return py
+
+
 NETWORK_WORDS = (
     "network",
     "connect",

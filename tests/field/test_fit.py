@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from field.corpus import MACHINE_WHEELS, Corpus, envguard, load_json, uv
+from field.corpus import Corpus, cpu_torch_venv, envguard, load_json, uv
 
 MEMBERS = sorted(Corpus.SPECS)
 
@@ -27,18 +27,7 @@ def test_torchvision_for_another_torch_is_named_before_import(
     corpus: Corpus, field_env: Path, tmp_path: Path
 ) -> None:
     venv = tmp_path / "torchvision-split"
-    uv("venv", "--quiet", "--python", sys.executable, str(venv))
-    py = str(venv / "bin" / "python")
-    uv(
-        "pip",
-        "install",
-        "--quiet",
-        "--python",
-        py,
-        "--find-links",
-        str(MACHINE_WHEELS),
-        "torch==2.13.0+cpu",
-    )
+    py = str(cpu_torch_venv(venv))
     uv("pip", "install", "--quiet", "--python", py, "--no-deps", "torchvision==0.29.1")
     done = envguard("fit", "--python", py, "--format", "json")
     assert done.returncode == 1, done.stdout + done.stderr

@@ -13,7 +13,7 @@ none exits. Failures raise EnvguardError (``.message``, ``.hint``, ``.exit_code`
     if drift.reaches(envguard.Severity.warning): ...
 
 The operations live in one module per kind of work (capture, records, compare, recover,
-restoration, bisection, hosts, guarding) and are re-exported here, each module loaded when
+restoration, bisection, hosts, guarding, undoing) and are re-exported here, each module loaded when
 one of its names is first used: `envguard snapshot` loads the capture module and nothing of
 restore's. Heavy modules (pydantic, rich, git) load inside the functions.
 """
@@ -39,21 +39,7 @@ if TYPE_CHECKING:
         start_document,
     )
     from envguard.api.compare import check, diff, diff_locks, find_lock, load_policy
-    from envguard.api.guarding import (
-        Guarded,
-        GuardOptions,
-        Preview,
-        Undone,
-        guard,
-        history,
-        history_report,
-        preview,
-        protect,
-        protection,
-        protection_report,
-        undo,
-        unprotect,
-    )
+    from envguard.api.guarding import Guarded, GuardOptions, Preview, guard, preview
     from envguard.api.hosts import fleet, probe_payload, restore_hosts, snapshot_hosts
     from envguard.api.records import keep, log
     from envguard.api.recover import (
@@ -66,6 +52,16 @@ if TYPE_CHECKING:
         warm,
     )
     from envguard.api.restoration import RestoreOptions, restore, restore_env
+    from envguard.api.undoing import (
+        Undone,
+        history,
+        history_report,
+        protect,
+        protection,
+        protection_report,
+        undo,
+        unprotect,
+    )
 
 # Each module and the names it exports.
 _MODULES = {
@@ -85,15 +81,11 @@ _MODULES = {
         "start_document",
     ),
     "compare": ("check", "diff", "diff_locks", "find_lock", "load_policy"),
-    "guarding": (
-        "GuardOptions",
-        "Guarded",
-        "Preview",
+    "guarding": ("GuardOptions", "Guarded", "Preview", "guard", "preview"),
+    "undoing": (
         "Undone",
-        "guard",
         "history",
         "history_report",
-        "preview",
         "protect",
         "protection",
         "protection_report",

@@ -61,16 +61,22 @@ def fit(
     via: str | Sequence[str] | None = None,
     timeout: float | None = 120.0,
     measure: Measure | None = None,
+    overlay: Path | None = None,
 ) -> Snapshot:
     """Measure the environment (as snapshot() does) for its fit: whether each compiled
     extension that takes torch's or CUDA's symbols will load, from its files and the
     libraries the loader will give it (``.fit`` of the result; nothing is imported). The
-    repos, compile caches and installed files a snapshot also measures are left out."""
+    repos, compile caches and installed files a snapshot also measures are left out.
+    ``overlay``: a site-packages folder read ahead of the environment's own (guard's
+    wheels an install would bring, unpacked): the environment as the install would leave
+    it, its packages and torch's build included; the fingerprint cache is not used."""
     from dataclasses import replace
 
     where = settings(measure, python=python, via=via, timeout=timeout)
     request = capture_request(where, name="fit", command=("envguard", "fit"))
-    request = replace(request, default_caches=False, include_cwd_repo=False, verify="off")
+    request = replace(
+        request, default_caches=False, include_cwd_repo=False, verify="off", overlay=overlay
+    )
     started = start_capture(request)
     from envguard.snapshots.capture import finish_capture
 

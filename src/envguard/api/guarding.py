@@ -4,16 +4,16 @@ that its later pip and uv installs go through guard() by themselves."""
 
 from __future__ import annotations
 
-import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from envguard import inuse
 from envguard.api.capture import snapshot_document, start_document
 from envguard.api.compare import load_policy
-from envguard.errors import StoppedError, UsageError
+from envguard.errors import UsageError
 from envguard.guard import journal, nesting
 from envguard.guard.building import (
     check_project,
@@ -36,6 +36,7 @@ from envguard.guard.resolve import start as start_dry_run
 from envguard.guard.target import guard_target
 from envguard.inuse import REFUSE, InUse
 from envguard.lifecycle import Interrupted, set_interrupt_hint
+from envguard.recovery.scratch import scratch_folder
 from envguard.snapshots import document, store
 from envguard.snapshots.capture import finish_document
 from envguard.tools import find_uv, user_environ
@@ -43,11 +44,9 @@ from envguard.tools import find_uv, user_environ
 if TYPE_CHECKING:
     from envguard.compare.models import Change, Drift
     from envguard.compare.policy import Policy
+    from envguard.guard.incoming import Wheel
     from envguard.guard.journal import Record
-    from envguard.guard.protect import Protection
-    from envguard.guard.report import GuardReport, HistoryReport, ProtectReport, UndoReport
-    from envguard.recovery.outcome import Outcome
-    from envguard.recovery.sources import Sources
+    from envguard.guard.report import GuardReport
     from envguard.snapshots.document import Document
     from envguard.snapshots.models import Snapshot
     from envguard.snapshots.request import StartedCapture
@@ -69,6 +68,22 @@ class Preview:
     blocking: list[Change] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     snapshot: Path | None = None  # the snapshot file held to; None: the venv as it is
+    # The files the install would bring (each by URL and sha256), read before it runs, and
+    # the venv as they would leave it (None: nothing brought, or its files not known).
+    wheels: tuple[Wheel, ...] = ()
+    would: Snapshot | None = None
+    # Packages the install would bring whose files are not known before it (not a wheel).
+    unread: tuple[str, ...] = ()
+    # Each extension the install would leave unable to load -> its package's name.
+    owners: dict[str, str] = field(default_factory=dict)
+
+    def allow_names(self) -> list[str]:
+        """The names `--allow` takes to let the blocking changes through."""
+        names = {
+            self.owners.get(c.name, c.name) if c.section == "fit" else c.name.split(" ", 1)[0]
+            for c in self.blocking
+        }
+        return sorted(names)
 
     def report(self) -> GuardReport:
         """The preview as `envguard guard --preview --format json` prints it."""
@@ -91,7 +106,7 @@ class Guarded:
 
 
 def _guard_report(seen: Preview, done: Guarded | None) -> GuardReport:
-    from envguard.guard.report import GuardReport, guard_change
+    from envguard.guard.report import GuardReport, IncomingFile, guard_change
 
     drift = seen.drift
     ran = done is not None and done.ran
@@ -114,6 +129,11 @@ def _guard_report(seen: Preview, done: Guarded | None) -> GuardReport:
         record=done.record.number if done is not None and done.record is not None else None,
         change=(done.change or None) if done is not None and ran else None,
         notes=tuple(seen.notes),
+        files=tuple(
+            IncomingFile(name=w.name, version=w.version, file=w.filename, sha256=w.sha256)
+            for w in seen.wheels
+        ),
+        pinned=_pinned_possible(seen) and not seen.blocking,
     )
 
 
@@ -174,9 +194,10 @@ def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> P
     held = command if opts.allow_build else without_builds(command)
     started: StartedCapture | None = None
     if command.project:
-        where, _, dry_run = _project_dry_run(command, opts, held=held)
+        where, env, dry_run = _project_dry_run(command, opts, held=held)
     else:
         where, dry_run, started = _venv_dry_run(command, opts, held=held)
+        env = installer_env(where, user_environ())
     try:
         if started is not None:
             doc = finish_document(started)
@@ -205,7 +226,59 @@ def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> P
     )
     if not resolution.touched():  # nothing to compare: pydantic is never loaded
         return seen
-    return _judged(seen, document.typed(doc), baseline, rules, allow=opts.allow)
+    seen = _read_incoming(seen, env=env, timeout=opts.timeout)
+    seen = _judged(seen, document.typed(doc), baseline, rules, allow=opts.allow)
+    if _pinned_possible(seen) and not seen.blocking:
+        n = len(seen.wheels)
+        seen.notes.append(
+            f"guard installs exactly the {n} previewed file{'s' if n != 1 else ''}, each by"
+            " its sha256 (--require-hashes): an index or folder that answers otherwise now"
+            " fails the install, which then changes nothing"
+        )
+    return seen
+
+
+def _read_incoming(seen: Preview, *, env: dict[str, str], timeout: float) -> Preview:
+    """``seen`` with the wheels the install would bring (issue 38: identity, not version)
+    and the venv as they would leave it, measured with them unpacked into a scratch prefix
+    read ahead of the venv: their files, torch's build and the fit (issue 35)."""
+    import shutil
+    from dataclasses import replace
+
+    from envguard.api.capture import fit
+    from envguard.guard import incoming
+
+    planned = seen.resolution.installed
+    if not planned:
+        return seen
+    command, where = seen.command, seen.venv
+    uv = find_uv()
+    known = {
+        p.name: incoming.Wheel(name=p.name, version=p.version, url=p.url, sha256=p.sha256)
+        for p in planned
+        if p.url is not None and p.sha256 is not None
+    }
+    notes = list(seen.notes)
+    if command.tool == "uv" and not command.project:
+        try:
+            known = incoming.locate_uv(
+                planned, command, venv=where, uv=uv, env=env, timeout=timeout
+            )
+        except UsageError as exc:  # a local folder or a URL named on the command line
+            notes.append(f"the files of this install could not be named before it: {exc}")
+    wheels = tuple(known[p.name] for p in planned if p.name in known)
+    unread = tuple(p.name for p in planned if p.name not in known)
+    if not wheels:
+        return replace(seen, unread=unread, notes=notes)
+    scratch = scratch_folder("guard")  # named so a later run removes it after a SIGKILL
+    try:
+        site = incoming.unpack(
+            wheels, command, venv=where, uv=uv, env=env, scratch=scratch, timeout=timeout
+        )
+        would = fit(python=where / "bin" / "python", overlay=site, timeout=timeout)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return replace(seen, wheels=wheels, would=would, unread=unread, notes=notes)
 
 
 def _venv_dry_run(
@@ -290,15 +363,22 @@ def _judged(
     from envguard.guard.preview import after_install, blocking, headline
 
     tool = seen.command.tool
+    notes = list(seen.notes)
+    if seen.unread:
+        notes.append(
+            "not read before the install (no wheel named by the installer): "
+            + ", ".join(seen.unread[:10])
+            + (f" and {len(seen.unread) - 10} more" if len(seen.unread) > 10 else "")
+        )
     # Always against the venv as it is: what the install would do to it.
-    after = after_install(live, live, seen.resolution, tool=tool)
+    after = after_install(live, live, seen.resolution, tool=tool, would=seen.would)
     drift = _unknown_build(compute(live, after, rules), after)
-    stops = blocking(drift, rules, allowed=allow)
-    notes = []
+    owners = _owners(after)
+    stops = blocking(drift, rules, allowed=allow, owners=owners)
     if baseline is not None:  # and, in addition, against the snapshot the user named
-        after = after_install(baseline, live, seen.resolution, tool=tool)
+        after = after_install(baseline, live, seen.resolution, tool=tool, would=seen.would)
         held = _unknown_build(compute(baseline, after, rules), after)
-        named = blocking(held, rules, allowed=allow)
+        named = blocking(held, rules, allowed=allow, owners=owners)
         shown = {(c.section, c.name) for c in named}
         extra = [c for c in stops if (c.section, c.name) not in shown]
         if extra:  # the snapshot hides a change to the venv itself: the venv's drift shown
@@ -321,16 +401,26 @@ def _judged(
                 f"{'s' if len(moved) != 1 else ''} this install leaves alone"
                 " (envguard diff says which)"
             )
+    owners = _owners(after)
     return replace(
         seen,
         drift=drift,
         blocking=stops,
+        owners=owners,
         headline=headline(
             drift, lead=f"this {seen.command.action} would", removes=seen.resolution.removals()
         ),
         live=live,
         notes=notes,
     )
+
+
+def _owners(after: Snapshot) -> dict[str, str]:
+    """Each extension that cannot load -> its distribution's canonical name."""
+    from packaging.utils import canonicalize_name
+
+    broken = after.fit.broken if after.fit is not None else ()
+    return {u.path: canonicalize_name(u.dist.split(" ", 1)[0]) for u in broken if u.dist}
 
 
 def _baseline_path(against: str | Path | None) -> Path | None:
@@ -383,23 +473,69 @@ def guard(
         planned=seen.headline,
     )
     set_interrupt_hint(f"`envguard undo --venv {where}` brings back the venv as it was before")
-    code, signum = run_install(
-        seen.command.argv if opts.allow_build else held_to_wheels(seen.command),
-        installer_env(where, user_environ()),
-        stdout_to_stderr=stdout_to_stderr,
-    )
+    with _pinned(seen, allow_build=opts.allow_build) as argv:
+        code, signum = run_install(
+            argv, installer_env(where, user_environ()), stdout_to_stderr=stdout_to_stderr
+        )
     if signum is not None:
         journal.finish(where, record, change="interrupted; not measured", exit_code=code)
         raise Interrupted(signum)
     try:
         change = _measured_change(seen, where)
+        if code != 0 and change == "no package change" and _pinned_possible(seen):
+            change += (
+                ": the install of the previewed files failed (a file that is not the one"
+                " previewed is refused; the installer says which)"
+            )
     except BaseException:  # installed, not measured: the record still ends
         journal.finish(where, record, change="not measured; see envguard diff", exit_code=code)
         raise
     done = journal.finish(where, record, change=change, exit_code=code)
     journal.collect(where, keep=opts.keep)
     set_interrupt_hint(None)
+    if code == 0 and NOT_PREVIEWED in change:
+        code = 1  # it ran, and did something else than what was judged: a failed action
     return Guarded(preview=seen, ran=True, exit_code=code, record=done, change=change)
+
+
+@contextmanager
+def _pinned(seen: Preview, *, allow_build: bool) -> Iterator[tuple[str, ...]]:
+    """The command to run: the one given (held to wheels as its dry run was, unless
+    ``allow_build``), or, where the preview read every file the install would bring
+    (`pip install`, `uv pip install`), one that installs exactly those files by version and
+    sha256 (``--require-hashes``, the command's index options), so an index or a folder
+    that answers differently now fails the install instead of changing what it installs
+    (issue 38)."""
+    import shutil
+
+    from envguard.guard.incoming import pinned_install
+
+    command = seen.command
+    if not _pinned_possible(seen):
+        yield command.argv if allow_build else held_to_wheels(command)
+        return
+    replaced = set(seen.resolution.removed) & {w.name for w in seen.wheels}
+    argv, text = pinned_install(command, seen.wheels, venv=seen.venv, replaced=replaced)
+    folder = scratch_folder("guard")
+    try:
+        requirements = folder / "previewed.txt"
+        requirements.write_text(text)
+        yield (*argv, str(requirements))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _pinned_possible(seen: Preview) -> bool:
+    """Whether guard installs the previewed files by their hashes (else the command as
+    given): an install whose every incoming package was read from its wheel."""
+    command = seen.command
+    return (
+        command.action == "install"
+        and not command.project
+        and bool(seen.wheels)
+        and not seen.unread
+        and not seen.resolution.removed.keys() - {w.name for w in seen.wheels}
+    )
 
 
 def _measured_change(seen: Preview, where: Path) -> str:
@@ -424,7 +560,49 @@ def _measured_change(seen: Preview, where: Path) -> str:
         before = store.loads(seen.live_text, source="the venv before the install")
         moved = headline(compute(before, after, rules), lead="")
         return f"{moved} (the dry run said: no package change)"
-    return headline(compute(seen.live, after, rules), lead="")
+    change = headline(compute(seen.live, after, rules), lead="")
+    unlike = _unlike_preview(seen, after)
+    if unlike:
+        change += (
+            f"; {NOT_PREVIEWED}: {', '.join(unlike)}"
+            f" (envguard undo --venv {where} brings back the venv as it was)"
+        )
+    return change
+
+
+NOT_PREVIEWED = "not what was previewed"
+
+
+def _unlike_preview(seen: Preview, after: Snapshot) -> list[str]:
+    """The packages the install changed, and the preview read from their wheels, whose
+    installed files are not those (an index or folder that answered otherwise, for a
+    command run as given): "torch 2.11.0+cu128 (other files than the previewed wheel's)"."""
+    if seen.would is None or seen.live is None:
+        return []
+    read, now = seen.would.package_map(), after.package_map()
+    was = seen.live.package_map()
+    out = []
+    for wheel in seen.wheels:
+        expected, got, old = read.get(wheel.name), now.get(wheel.name), was.get(wheel.name)
+        if expected is None:
+            continue
+        if (
+            got is not None
+            and old is not None
+            and (got.version, got.fingerprint)
+            == (
+                old.version,
+                old.fingerprint,
+            )
+        ):
+            continue  # left as it was (a failed install): not installed from anything
+        if got is None:
+            out.append(f"{wheel.name} (not installed)")
+        elif got.version != expected.version:
+            out.append(f"{wheel.name} {got.version} (previewed: {expected.version})")
+        elif expected.fingerprint and got.fingerprint != expected.fingerprint:
+            out.append(f"{wheel.name} {got.version} (other files than the previewed wheel's)")
+    return out
 
 
 def _versions(doc: Document) -> dict[str, str]:
@@ -439,183 +617,3 @@ def _builds(doc: Document) -> dict[str, tuple[str, str]]:
         for p in doc["packages"]
         if not p.get("shadowed")
     }
-
-
-def history(*, venv: str | Path | None = None) -> list[Record]:
-    """The guarded changes of ``venv``, newest first."""
-    return journal.records(_venv_path(venv))
-
-
-def history_report(*, venv: str | Path | None = None) -> HistoryReport:
-    """history() as `envguard history --format json` prints it."""
-    from envguard.guard.report import HistoryReport, history_record
-
-    where = _venv_path(venv)
-    return HistoryReport(
-        venv=str(where), records=tuple(history_record(r) for r in journal.records(where))
-    )
-
-
-@dataclass
-class Undone:
-    """What undo() brought back, and the rebuild that did it."""
-
-    record: Record  # the undo's own
-    target: Record  # the change it went back before
-    restored: str
-    outcome: Outcome
-
-    def report(self) -> UndoReport:
-        """What undo() did as `envguard undo --format json` prints it."""
-        from envguard.guard.report import UndoReport, history_record
-
-        outcome = self.outcome
-        return UndoReport(
-            venv=str(outcome.venv),
-            target=history_record(self.target),
-            record=self.record.number,
-            restored=self.restored,
-            packages=outcome.packages,
-            backup=str(outcome.backup) if outcome.backup is not None else None,
-            backup_bytes=outcome.backup_bytes,
-            notes=tuple(outcome.notes),
-            not_restored=tuple(outcome.not_restored),
-        )
-
-
-def undo(
-    steps: int = 1,
-    *,
-    venv: str | Path | None = None,
-    sources: Sources | None = None,
-    in_place: bool = False,
-    keep_backups: int = 1,
-    in_use: InUse = REFUSE,
-    status: Callable[[str], None] = lambda _: None,
-    on_line: Callable[[str], None] | None = None,
-) -> Undone:
-    """Bring ``venv`` back to where it was before its ``steps``-th newest guarded change,
-    through the atomic rebuild (``in_place``: `uv pip sync` into the venv, faster and not
-    atomic); the state it leaves is recorded first (an undo is undone as any change)."""
-    from envguard.api.recover import rebuild
-    from envguard.compare.engine import diff as compute
-    from envguard.guard.preview import headline
-
-    where = _venv_path(venv)
-    found = journal.records(where)
-    if not found:  # an install nobody guarded: a snapshot is the way back
-        raise UsageError(
-            f"nothing to undo: {where} has no guarded change recorded",
-            hint=f"envguard restore SNAPSHOT --venv {shlex.quote(str(where))} brings back a"
-            " snapshot (envguard list names them); envguard guard -- ... records the next"
-            " install",
-        )
-    if steps < 1 or steps > len(found):
-        raise UsageError(
-            f"undo {steps}: the venv has {len(found)} guarded change"
-            f"{'s' if len(found) != 1 else ''} recorded",
-            hint="envguard history lists them",
-        )
-    target = found[steps - 1]
-    # Before anything is recorded: an --in-place undo records the venv before its sync.
-    inuse.check(where, in_use, action="the undo")
-    path = journal.snapshot_path(where, target)
-    # The venv as it is now, for the record that makes the undo undoable: probed while the
-    # snapshot is read and the new venv is built, and taken before the swap.
-    started = start_document(python=where / "bin" / "python", name="guard")
-    begun: list[tuple[Record, Document]] = []
-
-    def record_it() -> None:
-        if not begun:
-            doc = finish_document(started)
-            entry = journal.begin(
-                where,
-                store.dumps(doc),
-                command=("envguard", "undo", str(steps)),
-                allowed=(),
-                planned=f"back to before #{target.number}",
-            )
-            begun.append((entry, doc))
-
-    try:
-        good = store.load(path)  # validated before anything runs
-        if in_place:  # the sync changes the venv itself: recorded first
-            record_it()
-        outcome = rebuild(
-            path,
-            venv=where,
-            in_place=in_place,
-            sources=sources,
-            keep_backups=keep_backups,
-            in_use=in_use,
-            status=status,
-            on_line=on_line,
-            before_swap=record_it,
-        )
-    except (StoppedError, KeyboardInterrupt):  # the swap may have happened: kept
-        started.cancel()
-        if begun:
-            journal.finish(
-                where, begun[0][0], change="interrupted; see envguard diff", exit_code=130
-            )
-        raise
-    except BaseException:
-        started.cancel()
-        if begun:  # past the point of the swap: whether it happened, diff says
-            journal.finish(where, begun[0][0], change="failed; see envguard diff", exit_code=1)
-        raise
-    record, doc = begun[0]
-    try:
-        restored = headline(compute(document.typed(doc), good, load_policy()), lead="")
-        done = journal.finish(where, record, change=restored, exit_code=0)
-    except KeyboardInterrupt:  # swapped in already: the record is kept, and finished
-        journal.finish(where, record, change="interrupted; see envguard diff", exit_code=130)
-        raise
-    journal.collect(where)
-    return Undone(record=done, target=target, restored=restored, outcome=outcome)
-
-
-def protect(*, venv: str | Path | None = None) -> Protection:
-    """Route later `pip install|uninstall`, `python -m pip ...` and (with the venv active)
-    `uv pip install|uninstall|sync` and `uv add|remove|sync` in ``venv`` through `envguard
-    guard`; pin the GPU stack as installed in the venv's pip.conf (a pip from another
-    interpreter, `pip --python VENV`, reads it too)."""
-    from envguard.guard import protect as protection_files
-
-    where = _venv_path(venv)
-    doc = snapshot_document(python=where / "bin" / "python", name="protect")
-    installed = [(str(p["name"]), str(p["version"])) for p in doc["packages"]]
-    return protection_files.protect_installed(where, installed, rules=load_policy())
-
-
-def unprotect(*, venv: str | Path | None = None) -> Protection | None:
-    """Remove every trace of protect() from ``venv``: what was removed (None: nothing was
-    protected)."""
-    from envguard.guard import protect as protection_files
-
-    return protection_files.unprotect(_venv_path(venv))
-
-
-def protection(*, venv: str | Path | None = None) -> Protection | None:
-    """``venv``'s protection, each file checked against what protect() wrote (an edit by
-    hand is in ``edited``); None when it is not protected."""
-    from envguard.guard import protect as protection_files
-
-    return protection_files.status(_venv_path(venv))
-
-
-def protection_report(
-    action: Literal["protect", "check", "off"], *, venv: str | Path | None = None
-) -> ProtectReport:
-    """protect() (``action`` "protect"), protection() ("check") or unprotect() ("off") as
-    `envguard protect --format json` prints it."""
-    from envguard.guard.report import protect_report
-
-    where = _venv_path(venv)
-    if action == "protect":
-        found: Protection | None = protect(venv=where)
-    elif action == "off":
-        found = unprotect(venv=where)
-    else:
-        found = protection(venv=where)
-    return protect_report(where, found, action=action)

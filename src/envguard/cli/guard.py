@@ -240,8 +240,9 @@ def guard(
     if not done.ran:
         import shlex
 
-        # A split pair (siblings) is named "torch torchvision": allowing its first unblocks it.
-        names = sorted({c.name.split(" ", 1)[0] for c in done.preview.blocking})
+        # A split pair (siblings) is named "torch torchvision": allowing its first unblocks
+        # it; an extension left unable to load, by its package.
+        names = done.preview.allow_names()
         typer.echo(
             printable(f"refused (--fail-on {fail_on}): nothing was installed or removed"),
             err=True,

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from envguard.compare.models import Change, Drift, primary_changes
+from envguard.compare.sections.torch import BUILD_FIELDS
 from envguard.compare.severity import Severity
 from envguard.guard.resolve import Planned, Resolution
 from envguard.snapshots.models import Package, Snapshot, Source, TorchBuild
@@ -19,22 +20,56 @@ if TYPE_CHECKING:
 # What an install does to what was there: these stop it at --fail-on. An added package is
 # what an install is for; it is counted and shown, never a reason to refuse by itself.
 CHANGING = frozenset(
-    {"removed", "upgraded", "downgraded", "variant_changed", "version_changed", "source_changed"}
+    {
+        "removed",
+        "upgraded",
+        "downgraded",
+        "variant_changed",
+        "version_changed",
+        "source_changed",
+        "content_changed",
+    }
 )
+# What the install would leave unable to run (compare/sections/fit.py): stops it too.
+UNFIT = frozenset({"unfit", "driver", "arch"})
 
 
 def after_install(
-    baseline: Snapshot, live: Snapshot, resolution: Resolution, *, tool: str
+    baseline: Snapshot,
+    live: Snapshot,
+    resolution: Resolution,
+    *,
+    tool: str,
+    would: Snapshot | None = None,
 ) -> Snapshot:
     """``baseline`` with the packages the install touches as it would leave them: the
-    drift from ``baseline`` is the install's alone (what else moved since is `diff`'s)."""
+    drift from ``baseline`` is the install's alone (what else moved since is `diff`'s).
+    ``would``: the venv measured with the incoming wheels unpacked ahead of it; each
+    package it brings is then its files (a same-version rebuild differs), torch's build is
+    what its version.py says, and the fit is of the would-be venv."""
     touched = resolution.touched()
     live_map = live.package_map()
+    brought = would.package_map() if would is not None else {}
     site = next(iter(live.interpreter.site_packages), live.interpreter.prefix)
     kept = [p for p in baseline.packages if p.name not in touched]
     added = _with_requires(resolution)
     for planned in added:
         was = live_map.get(planned.name)
+        read = brought.get(planned.name)
+        if read is not None and read.version == planned.version:
+            kept.append(
+                read.model_copy(
+                    update={
+                        "requested": planned.requested or (was is not None and was.requested),
+                        "location": was.location if was is not None else site,
+                        # How the scratch copy was unpacked (by URL, for pip's) is not
+                        # where the install takes it from: as before, the index.
+                        "source": Source.model_construct(),
+                        "requires": planned.requires or read.requires,
+                    }
+                )
+            )
+            continue
         kept.append(
             Package.model_construct(
                 name=planned.name,
@@ -53,14 +88,23 @@ def after_install(
     if "torch" in touched:
         now = next((p.version for p in added if p.name == "torch"), None)
         torch = _torch_build(now)
-    return baseline.model_copy(
-        update={
-            "name": "after the install",
-            "packages": tuple(sorted(kept, key=lambda p: (p.name, p.shadowed))),
-            "torch": torch,
-            "metrics": {},
-        }
-    )
+        # PyPI's CUDA wheel is 2.14.1 by name and 2.14.1+cu130 by its version.py.
+        built = would.torch if would is not None else None
+        if (
+            built is not None
+            and now is not None
+            and built.version.split("+")[0] == now.split("+")[0]
+        ):
+            torch = built
+    update: dict[str, object] = {
+        "name": "after the install",
+        "packages": tuple(sorted(kept, key=lambda p: (p.name, p.shadowed))),
+        "torch": torch,
+        "metrics": {},
+    }
+    if would is not None and would.fit is not None:
+        update["fit"] = would.fit
+    return baseline.model_copy(update=update)
 
 
 def _with_requires(resolution: Resolution) -> tuple[Planned, ...]:
@@ -90,9 +134,17 @@ def _torch_build(version: str | None) -> TorchBuild | None:
     return None  # a wheel without a label (PyPI's): its build is known once installed
 
 
-def blocking(drift: Drift, policy: Policy, *, allowed: Iterable[str]) -> list[Change]:
-    """The changes that stop the install: to what was there, or a pair of packages that
-    move together left split, at ``policy.fail_on`` or above, and not allowed by name."""
+def blocking(
+    drift: Drift,
+    policy: Policy,
+    *,
+    allowed: Iterable[str],
+    owners: Mapping[str, str] | None = None,
+) -> list[Change]:
+    """The changes that stop the install: to what was there, a pair of packages that move
+    together left split, or an extension left unable to load, at ``policy.fail_on`` or
+    above, and not allowed by name (an extension by its package's: ``owners``, path ->
+    canonical name)."""
     from packaging.utils import canonicalize_name
 
     level = policy.fail_on
@@ -105,6 +157,8 @@ def blocking(drift: Drift, policy: Policy, *, allowed: Iterable[str]) -> list[Ch
         if c.severity.rank >= level.rank
         and (
             (c.section == "packages" and c.kind in CHANGING and c.name not in allow)
+            # An extension the install would leave unable to load (or run on the GPU).
+            or (c.section == "fit" and c.kind in UNFIT and (owners or {}).get(c.name) not in allow)
             # A pair the install would leave split (siblings.py), unless one is allowed.
             or (c.section == "siblings" and c.kind == "split" and not allow & set(c.name.split()))
         )
@@ -119,14 +173,29 @@ def headline(drift: Drift, *, lead: str, removes: Mapping[str, str] | None = Non
     snapshot never had is no drift, but the user still loses it)."""
     by_name = primary_changes(drift.changes)
     removes = dict(removes or {})
+    unfit = [
+        c.message.replace(" cannot load: ", " unable to load: ", 1)
+        for c in drift.changes
+        if c.section == "fit" and c.kind == "unfit" and c.severity is Severity.critical
+    ]
+    leave = [f"leave {m}" for m in unfit[:2]]
+    if len(unfit) > 2:
+        leave.append(f"leave {len(unfit) - 2} more extensions unable to load")
     if not by_name and not removes:
+        if leave:
+            return f"{lead} {', '.join(leave)}".strip()
         return f"{lead} change no package".strip() if lead else "no package change"
     # The GPU stack's changes by name, torch and changed versions before removals.
     named = sorted(
         (c for c in by_name.values() if c.severity is Severity.critical and c.kind in CHANGING),
         key=lambda c: (c.name != "torch", c.kind == "removed", c.name),
     )
-    parts = [_named(c) for c in named[:3]]
+    builds = {
+        c.name: f"{BUILD_FIELDS.get(c.kind, c.kind)} {c.expected or 'none'} -> {c.actual or 'none'}"
+        for c in drift.changes
+        if c.section == "torch" and c.kind in BUILD_FIELDS
+    }
+    parts = [*leave, *(_named(c, build=builds) for c in named[:3])]
     if len(named) > 3:
         parts.append(f"{len(named) - 3} more of the GPU stack")
     for change in named:
@@ -144,6 +213,7 @@ def headline(drift: Drift, *, lead: str, removes: Mapping[str, str] | None = Non
         ("variant_changed", "change the build of"),
         ("version_changed", "change"),
         ("source_changed", "change the source of"),
+        ("content_changed", "swap the files of"),
         ("removed", "remove"),
     ):
         n = counted.get(kind, 0)
@@ -154,10 +224,18 @@ def headline(drift: Drift, *, lead: str, removes: Mapping[str, str] | None = Non
     return f"{lead} {', '.join(parts)}".strip()
 
 
-def _named(change: Change) -> str:
+def _named(change: Change, *, build: dict[str, str]) -> str:
     why = ["critical"]
     if change.groups:
         why.append("pulled in by " + ", ".join(change.groups))
     if change.kind == "removed":
         return f"remove {change.name} {change.expected} ({', '.join(why)})"
+    if change.kind == "content_changed":
+        # torch's build as its version.py says (CUDA 12.8 -> 13.0), else its files differ.
+        said = build.get("cuda") if change.name == "torch" else None
+        why.insert(0, said or "other files")
+        # The message begins "torch 2.11.0+cu128: same version, different files".
+        head = change.message.split(":", 1)[0]
+        named = head if head.startswith(change.name + " ") else change.name
+        return f"swap {named} for another build of the same version ({', '.join(why)})"
     return f"change {change.name} {change.expected} -> {change.actual} ({', '.join(why)})"

@@ -36,6 +36,18 @@ class GuardChange(BaseModel):
     blocking: bool = False
 
 
+class IncomingFile(BaseModel):
+    """A wheel the install would bring, read before it ran (its files, its fit)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    version: str
+    # The wheel's file name (its URL less the host: an index's may carry credentials).
+    file: str
+    sha256: str
+
+
 class GuardReport(BaseModel):
     """`envguard guard --format json` (and with --preview)."""
 
@@ -61,6 +73,10 @@ class GuardReport(BaseModel):
     record: int | None = None
     change: str | None = None
     notes: tuple[str, ...] = ()
+    # The wheels the install would bring, each read before it ran.
+    files: tuple[IncomingFile, ...] = ()
+    # The install takes exactly ``files``, each by its sha256 (else the command as given).
+    pinned: bool = False
 
 
 class HistoryRecord(BaseModel):

@@ -32,6 +32,9 @@ class Planned:
     version: str
     requires: tuple[str, ...] = ()
     requested: bool = False
+    # The wheel it would come from, where the installer's report says (pip's does).
+    url: str | None = None
+    sha256: str | None = None
 
 
 @dataclass(frozen=True)
@@ -167,7 +170,12 @@ def start_reading(
 
 
 def read_output(
-    proc: subprocess.Popen[bytes], deadline: float, *, timeout: float, label: str
+    proc: subprocess.Popen[bytes],
+    deadline: float,
+    *,
+    timeout: float,
+    label: str,
+    noun: str = "dry run",
 ) -> bytes:
     """What a dry run wrote, once it ended by ``deadline``; UsageError (the child stopped)
     when it did not, failed, or wrote more than OUTPUT_CAP."""
@@ -178,7 +186,7 @@ def read_output(
     except subprocess.TimeoutExpired:
         _stop(proc)
         raise UsageError(
-            f"the {label} dry run did not finish in {timeout:g} s; nothing was installed",
+            f"the {label} {noun} did not finish in {timeout:g} s; nothing was installed",
             hint="--timeout SECONDS gives it longer (an index that does not answer?)",
         ) from None
     except BaseException:
@@ -191,11 +199,11 @@ def read_output(
 
         last = [ln for ln in err.decode("utf-8", "replace").splitlines() if ln.strip()][-3:]
         raise UsageError(
-            f"the {label} dry run failed (exit {proc.returncode}); nothing was installed: "
+            f"the {label} {noun} failed (exit {proc.returncode}); nothing was installed: "
             + redact_text(" / ".join(s.strip() for s in last))[:600],
         )
     if len(out) > OUTPUT_CAP:
-        raise UsageError(f"the {label} dry run wrote more than {OUTPUT_CAP >> 20} MiB")
+        raise UsageError(f"the {label} {noun} wrote more than {OUTPUT_CAP >> 20} MiB")
     return out
 
 
@@ -272,12 +280,15 @@ def _from_pip(data: object, installed: Mapping[str, str]) -> Resolution:
         if not isinstance(reqs, list) or len(reqs) > 2000:
             raise ValueError(f"{name}'s requires_dist is not a list")
         requires = tuple(_text(r, "a requirement") for r in reqs)
+        url, digest = _download_info(item.get("download_info"))
         planned.append(
             Planned(
                 name=name,
                 version=version,
                 requires=requires,
                 requested=item.get("requested") is True,
+                url=url,
+                sha256=digest,
             )
         )
         # pip replaces an installed distribution of the same name (a reinstall too).
@@ -286,6 +297,42 @@ def _from_pip(data: object, installed: Mapping[str, str]) -> Resolution:
     return Resolution(
         removed=removed, installed=tuple(sorted(planned, key=lambda p: p.name)), requires_known=True
     )
+
+
+def _download_info(info: object) -> tuple[str | None, str | None]:
+    """(the wheel's URL, its sha256) from a pip report's ``download_info`` (PEP 610's
+    shape); None for what is not a wheel with a sha256."""
+    if not isinstance(info, dict):
+        return None, None
+    url = wheel_url(info.get("url"))
+    archive = info.get("archive_info")
+    digest = None
+    if isinstance(archive, dict):
+        hashes = archive.get("hashes")
+        if isinstance(hashes, dict):
+            digest = sha256_of(hashes.get("sha256"))
+        legacy = archive.get("hash")
+        if digest is None and isinstance(legacy, str) and legacy.startswith("sha256="):
+            digest = sha256_of(legacy[len("sha256=") :])
+    return (url, digest) if url is not None and digest is not None else (None, None)
+
+
+def sha256_of(value: object) -> str | None:
+    """A sha256 hex digest as an installer's report holds one (None: not one)."""
+    if isinstance(value, str):
+        value = value.lower()
+        if len(value) == 64 and all(ch in "0123456789abcdef" for ch in value):
+            return value
+    return None
+
+
+def wheel_url(value: object) -> str | None:
+    """A wheel's URL, one line and bounded (None: not a wheel's)."""
+    if not isinstance(value, str) or len(value) > 4096 or not value.endswith(".whl"):
+        return None
+    if any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in value):
+        return None  # a blank or a control character: not a URL a report means
+    return value if value.startswith(("https://", "http://", "file://")) else None
 
 
 def installer_env(venv: Path, base: Mapping[str, str]) -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""Scratch folders in $TMPDIR (bisect's venvs and worktrees, export's locks), named with
+"""Scratch folders in $TMPDIR (bisect's venvs and worktrees, export's locks, the wheels
+guard reads before an install and the requirements it pins it to), named with
 the pid and host of the envguard that made them: a run killed with SIGKILL runs no clean-up,
 so each new one first removes the folders whose owner is gone."""
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 HOST = re.sub(r"[^A-Za-z0-9.]", "_", os.uname().nodename)
 # envguard-<kind>-<pid>@<host>-<mkdtemp's random part, which never holds a dash>
-_NAME = re.compile(r"^envguard-(?:bisect|bisect-worktree|export)-([0-9]+)@(.+)-[^-]+$")
+_NAME = re.compile(r"^envguard-(?:bisect|bisect-worktree|export|guard)-([0-9]+)@(.+)-[^-]+$")
 
 
 def alive(pid: int) -> bool:

@@ -62,6 +62,9 @@ class CaptureRequest:
     verify: str = "quick"
     # A running process (a trainer) whose mapped GPU libraries are recorded (--pid).
     pid: int | None = None
+    # guard's would-be venv: a site-packages folder holding the wheels an install would
+    # bring, read ahead of the venv's own (the fingerprint cache is not used).
+    overlay: Path | None = None
 
 
 def parse_metric(text: str) -> tuple[str, MetricValue]:
@@ -126,6 +129,8 @@ def probe_args(request: CaptureRequest, user_repos: Sequence[Path] = ()) -> dict
         args["verify"] = request.verify
     if request.pid is not None:
         args["pid"] = request.pid
+    if request.overlay is not None:
+        args["overlay"] = str(request.overlay)
     if request.confined:
         # Remote paths stay as given: the far side resolves them against its own cwd.
         allow = (

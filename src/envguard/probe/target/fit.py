@@ -184,7 +184,9 @@ def fit(
     folders: Dict[str, str] = {}  # folder -> its real path
     extensions: List[Tuple[str, str]] = []  # (real path, path relative to its site)
     for dist in packages:
-        if not dist["metadata_dir"].endswith(".dist-info"):
+        # A shadowed distribution's files are not what import finds (guard's would-be venv:
+        # the one the install replaces).
+        if not dist["metadata_dir"].endswith(".dist-info") or dist["shadowed"]:
             continue
         site = dist["location"]
         record = os.path.join(site, dist["metadata_dir"], "RECORD")

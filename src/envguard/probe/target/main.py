@@ -58,8 +58,13 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
     cxx = start_tool([cxx_path, "--version"]) if cxx_path else None
     warnings: List[str] = []
     sites = site_dirs()
+    overlay = args.get("overlay")
+    if type(overlay) is str and os.path.isdir(overlay):
+        # guard's would-be venv: the wheels an install would bring, unpacked in a scratch
+        # folder read ahead of the venv's own (which they shadow, as the install replaces).
+        sites = [overlay, *sites]
     cached = DistCache(
-        cache_path(environ) if args.get("fingerprint_cache", True) else None,
+        cache_path(environ) if args.get("fingerprint_cache", True) and not overlay else None,
         sites,
         code=args.get("code"),
         quiet=float(args.get("cache_quiet_seconds", QUIET_SECONDS)),
