@@ -20,16 +20,15 @@ import hashlib
 import json
 import os
 import socket
-import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from envguard.errors import ActionError, UsageError
 from envguard.probe.payload import code_key, local_entry
+from envguard.rendezvous import BoundedStore, Deadline, Store, StoreGoneError, tcp_store
 
 if TYPE_CHECKING:
     from envguard.snapshots.models import Snapshot
@@ -40,15 +39,6 @@ DEFAULT_TIMEOUT = 120.0
 DEFAULT_ENV = ("NCCL_*",)
 _MAX_GROUPS = 3  # odd groups whose difference is spelled out; the rest are only named
 _MAX_ITEMS = 6  # differences said per group
-
-
-class Store(Protocol):
-    """What the gate uses of a ``torch.distributed.Store`` (TCPStore, FileStore, ...)."""
-
-    def set(self, key: str, value: str | bytes) -> None: ...
-    def get(self, key: str) -> bytes: ...
-    def check(self, keys: list[str]) -> bool: ...
-    def wait(self, keys: list[str], timeout: timedelta) -> None: ...
 
 
 class GateError(ActionError):
@@ -277,35 +267,27 @@ def _arrival(rank: int, raw: bytes, unit: str) -> _Arrival:
     return _Arrival(rank, _line(digest), _line(host), _line(node))
 
 
-class _Deadline:
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.end = time.monotonic() + seconds
-
-    def left(self, floor: float = 0.05) -> timedelta:
-        return timedelta(seconds=max(floor, self.end - time.monotonic()))
-
-
-def _wait(store: Store, keys: list[str], deadline: _Deadline, *, floor: float = 0.05) -> bool:
-    """Whether every key arrived before the deadline."""
+def _wait(store: BoundedStore, keys: list[str], deadline: Deadline, *, floor: float = 0.05) -> bool:
+    """Whether every key arrived before the deadline (:class:`StoreGoneError` when the store
+    stopped answering meanwhile)."""
     try:
         store.wait(keys, deadline.left(floor))
+    except StoreGoneError:
+        raise
     except Exception:  # torch raises DistStoreError (a RuntimeError) on a timeout
         return store.check(keys)
     return True
 
 
+def _await(store: BoundedStore, key: str, deadline: Deadline, late: Deadline, floor: float) -> bool:
+    """Whether ``key`` arrived by ``deadline``, or by ``late`` while the store still answers:
+    a frozen store is found out at ``deadline`` (plus ANSWER), not at ``late``."""
+    return _wait(store, [key], deadline, floor=floor) or _wait(store, [key], late)
+
+
 # How much longer than rank 0 the others wait for its verdict: rank 0 may have arrived
 # late, and its own deadline runs from then.
 _GRACE = 10.0
-
-
-def _get_all(store: Store, keys: list[str]) -> list[bytes]:
-    """Every key's value in one request where the store can (multi_get, torch 2.4+)."""
-    multi = getattr(store, "multi_get", None)
-    if multi is not None:
-        return list(multi(keys))
-    return [store.get(k) for k in keys]
 
 
 def exchange(
@@ -317,37 +299,72 @@ def exchange(
     timeout: float,
     host: str,
     node: str,
+    server: str | None = None,
 ) -> None:
     """Publish this rank's hash under ``prefix``; rank 0 judges everyone's and publishes one
     verdict, which every rank raises when the environments differ or some ranks never
     arrive. Returns when all agree. Each rank but rank 0 makes a handful of requests,
-    whatever the size of the job; rank 0 reads all hashes in one."""
+    whatever the size of the job; rank 0 reads all hashes in one.
+
+    Every wait ends by envguard's own deadline, whatever the store does: a store that
+    stops answering (its server frozen or killed, the link down) is a
+    :class:`MissingRanksError` naming rank 0 and ``server`` (where the store is) within
+    ``timeout`` plus a second."""
     rank = topology.rank
-    deadline = _Deadline(timeout)
-    store.set(f"{prefix}/hash/{rank}", json.dumps([mine.digest, host, node]))
-    if rank == 0:
-        verdict = _judge(store, mine, topology, prefix=prefix, deadline=deadline, host=host)
-        store.set(f"{prefix}/verdict", json.dumps(verdict))
-    else:
-        late = _Deadline(timeout + _GRACE)
-        if not _wait(store, [f"{prefix}/wanted"], late):
-            _no_verdict(store, topology, prefix=prefix, timeout=timeout)
-        wanted = _json(store.get(f"{prefix}/wanted"))
-        if isinstance(wanted, list) and rank in wanted:
-            store.set(f"{prefix}/detail/{rank}", json.dumps(mine.detail, sort_keys=True))
-        if not _wait(store, [f"{prefix}/verdict"], late):
-            _no_verdict(store, topology, prefix=prefix, timeout=timeout)
-        verdict = _json(store.get(f"{prefix}/verdict"))
+    deadline = Deadline(timeout)
+    bounded = _bounded(store, timeout)
+    try:
+        bounded.set(f"{prefix}/hash/{rank}", json.dumps([mine.digest, host, node]))
+        if rank == 0:
+            verdict = _judge(bounded, mine, topology, prefix=prefix, deadline=deadline, host=host)
+            bounded.set(f"{prefix}/verdict", json.dumps(verdict))
+        else:
+            late = Deadline(timeout + _GRACE)
+            if not _await(bounded, f"{prefix}/wanted", deadline, late, 0.05):
+                _no_verdict(bounded, topology, prefix=prefix, timeout=timeout)
+            wanted = _json(bounded.get(f"{prefix}/wanted"))
+            if isinstance(wanted, list) and rank in wanted:
+                bounded.set(f"{prefix}/detail/{rank}", json.dumps(mine.detail, sort_keys=True))
+            # Rank 0 may wait for the odd groups' details (up to 5 s) before its verdict.
+            if not _await(bounded, f"{prefix}/verdict", deadline, late, 6.0):
+                _no_verdict(bounded, topology, prefix=prefix, timeout=timeout)
+            verdict = _json(bounded.get(f"{prefix}/verdict"))
+    except StoreGoneError as exc:
+        raise _gone(exc, topology, host=host, server=server, waited=deadline.elapsed()) from None
     _raise_for(verdict, topology)
 
 
+def _bounded(store: Store, timeout: float) -> BoundedStore:
+    """``store`` with envguard's deadlines (itself when it has them already)."""
+    if isinstance(store, BoundedStore):
+        return store
+    return BoundedStore(store, Deadline(timeout))
+
+
+def _gone(
+    exc: StoreGoneError, topology: Topology, *, host: str, server: str | None, waited: float
+) -> MissingRanksError:
+    """The one line for a store that stopped answering mid-gate: on rank 0's peers, rank 0
+    (whose node serves it, or whose verdict it carries) is the one that did not answer."""
+    unit, rank = topology.unit, topology.rank
+    where = server or "the gate's store"
+    how = "stopped answering" if exc.frozen else "lost its connection"
+    who = f"{unit} 0 did not answer at the environment gate: " if rank else ""
+    return MissingRanksError(
+        f"{who}{where} {how} after {waited:.1f} s (frozen, killed or cut off; {unit} {rank}"
+        f" on {_line(host)} waited): {exc.reason}",
+        f"see {unit} 0's node and its log; ENVGUARD_GATE_TIMEOUT sets the wait",
+        missing=(0,) if rank else (),
+    )
+
+
 def _judge(
-    store: Store,
+    store: BoundedStore,
     mine: Fingerprint,
     topology: Topology,
     *,
     prefix: str,
-    deadline: _Deadline,
+    deadline: Deadline,
     host: str,
 ) -> dict[str, Any]:
     """Rank 0's part: wait for every hash, and when they differ, fetch the detail of one
@@ -356,7 +373,7 @@ def _judge(
     keys = [f"{prefix}/hash/{r}" for r in range(world)]
     if not _wait(store, keys, deadline):
         store.set(f"{prefix}/wanted", "[]")
-        missing = [r for r in range(world) if not store.check([keys[r]])]
+        missing = [r for r, came in enumerate(store.check_each(keys)) if not came]
         return {
             "kind": "missing",
             "missing": missing,
@@ -364,7 +381,7 @@ def _judge(
             f" gate within {deadline.seconds:g} s ({unit} 0 waited at {host})",
         }
     try:
-        arrivals = [_arrival(r, raw, unit) for r, raw in enumerate(_get_all(store, keys))]
+        arrivals = [_arrival(r, raw, unit) for r, raw in enumerate(store.multi_get(keys))]
     except GateError as exc:  # said by every rank, like any verdict
         store.set(f"{prefix}/wanted", "[]")
         return {"kind": "error", "message": exc.message}
@@ -394,7 +411,9 @@ def _judge(
     return {"kind": "differ", "odd": list(odd), "message": message}
 
 
-def _no_verdict(store: Store, topology: Topology, *, prefix: str, timeout: float) -> NoReturn:
+def _no_verdict(
+    store: BoundedStore, topology: Topology, *, prefix: str, timeout: float
+) -> NoReturn:
     came = store.check([f"{prefix}/hash/0"])
     what = "stopped before it judged" if came else "never arrived"
     raise MissingRanksError(
@@ -444,32 +463,31 @@ def _env_int(name: str, environ: Mapping[str, str]) -> int:
 def _tcp_store(
     addr: str, port: int, topology: Topology, *, is_master: bool, timeout: float
 ) -> Store:
-    import torch.distributed as dist
-
     try:
-        store: Store = dist.TCPStore(
-            addr,
-            port,
-            topology.world_size,
-            is_master=is_master,
-            timeout=timedelta(seconds=timeout),
-            wait_for_workers=False,
-        )
-    except Exception as exc:  # torch's DistNetworkError and its kin
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return tcp_store(addr, port, topology.world_size, is_master=is_master, timeout=timeout)
+    except StoreGoneError as exc:  # torch's DistNetworkError and its kin, or no answer
         raise GateError(
             f"{topology.unit} {topology.rank}: no rendezvous store at {addr}:{port} within"
-            f" {timeout:g} s ({first})",
+            f" {timeout:g} s ({exc.reason})",
             "is MASTER_ADDR reachable from here, and is the port free on the master?",
         ) from None
-    return store
+
+
+@dataclass(frozen=True)
+class Rendezvous:
+    """A store the gate uses, the key prefix within it, whether the gate made it (rank 0
+    serving it) rather than joined torchrun's, and where it is, for messages."""
+
+    store: Store
+    prefix: str = "envguard/gate"
+    made: bool = False
+    server: str | None = None
 
 
 def default_store(
     topology: Topology, *, timeout: float, environ: Mapping[str, str] = os.environ
-) -> tuple[Store, str, bool]:
-    """The store the gate uses when none is passed, the key prefix within it, and whether
-    the gate made it (rank 0 serving it) rather than joined torchrun's.
+) -> Rendezvous:
+    """The store the gate uses when none is passed.
 
     Under torchrun (TORCHELASTIC_USE_AGENT_STORE): its agent's store at MASTER_ADDR:
     MASTER_PORT, keys under the run id and restart count. Otherwise a TCPStore of the
@@ -484,13 +502,14 @@ def default_store(
         run = environ.get("TORCHELASTIC_RUN_ID", "none")
         attempt = environ.get("TORCHELASTIC_RESTART_COUNT", "0")
         store = _tcp_store(addr, port, topology, is_master=False, timeout=timeout)
-        return store, f"envguard/gate/{run}/{attempt}", False
+        prefix = f"envguard/gate/{run}/{attempt}"
+        return Rendezvous(store, prefix, server=f"torchrun's store at {addr}:{port}")
     if environ.get("ENVGUARD_GATE_PORT"):
         port = _env_int("ENVGUARD_GATE_PORT", environ)
     else:
         port += 1
     store = _tcp_store(addr, port, topology, is_master=topology.rank == 0, timeout=timeout)
-    return store, "envguard/gate", True
+    return Rendezvous(store, made=True, server=f"its store at {addr}:{port}")
 
 
 def _timeout(timeout: float | None, environ: Mapping[str, str]) -> float:
@@ -548,12 +567,12 @@ def assert_homogeneous(
     )
     if not 0 <= topology.rank < topology.world_size:
         raise UsageError(f"rank {topology.rank} is outside a world of {topology.world_size}")
-    made = False
+    rdv = None if store is None else Rendezvous(store, prefix)
     if store is None and topology.world_size > 1:
-        store, prefix, made = default_store(topology, timeout=seconds, environ=environ)
+        rdv = default_store(topology, timeout=seconds, environ=environ)
     node = environ.get("GROUP_RANK") or environ.get("SLURM_NODEID")
     wanted = _Wanted(snapshot, tuple(env), seconds)
-    return _gate(store, topology, wanted, prefix=prefix, made=made, node=node)
+    return _gate(rdv, topology, wanted, node=node)
 
 
 @dataclass(frozen=True)
@@ -566,36 +585,35 @@ class _Wanted:
 
 
 def _gate(
-    store: Store | None,
-    topology: Topology,
-    wanted: _Wanted,
-    *,
-    prefix: str,
-    made: bool,
-    node: str | None,
+    rdv: Rendezvous | None, topology: Topology, wanted: _Wanted, *, node: str | None
 ) -> Fingerprint:
-    """Fingerprint, exchange, compare with the snapshot; ``made``: the gate made ``store``
-    (rank 0 serves it, and waits for the others' word before it goes)."""
+    """Fingerprint, exchange, compare with the snapshot; when the gate made the store, rank
+    0 serves it, and waits for the others' word before it goes."""
     mine = fingerprint(env=wanted.env)
     host = socket.gethostname()
+    store = None if rdv is None else _bounded(rdv.store, wanted.timeout)
+    linger = _LINGER_FAILED
     try:
-        if store is not None and topology.world_size > 1:
+        if rdv is not None and store is not None and topology.world_size > 1:
             exchange(
                 store,
                 mine,
                 topology,
-                prefix=prefix,
+                prefix=rdv.prefix,
                 timeout=wanted.timeout,
                 host=host,
                 node=node or host,
+                server=rdv.server,
             )
+        linger = _LINGER_PASSED
         # After the exchange: a rank stopped here first would leave the others waiting.
         if wanted.snapshot is not None:
             where = f"{topology.unit} {topology.rank} on {host}"
             _check_snapshot(mine, wanted.snapshot, env=wanted.env, where=where)
     finally:
-        if store is not None:
-            _release(store, topology, prefix=prefix, serving=made and topology.rank == 0)
+        if rdv is not None and store is not None:
+            serving = rdv.made and topology.rank == 0
+            _release(store, topology, prefix=rdv.prefix, linger=linger if serving else None)
     return mine
 
 
@@ -678,31 +696,34 @@ def gate_launch(
         raise UsageError(
             f"torchrun --node-rank {topology.rank} is outside --nnodes {launch.nnodes}"
         )
-    store: Store | None = None
+    rdv = None
     if topology.world_size > 1:
-        port = (
-            _env_int("ENVGUARD_GATE_PORT", environ) if environ.get("ENVGUARD_GATE_PORT") else None
-        )
-        store = _tcp_store(
-            launch.addr,
-            port or launch.port + 1,
-            topology,
-            is_master=topology.rank == 0,
-            timeout=seconds,
-        )
+        port = launch.port + 1
+        if environ.get("ENVGUARD_GATE_PORT"):
+            port = _env_int("ENVGUARD_GATE_PORT", environ)
+        master = topology.rank == 0
+        store = _tcp_store(launch.addr, port, topology, is_master=master, timeout=seconds)
+        rdv = Rendezvous(store, made=True, server=f"its store at {launch.addr}:{port}")
     wanted = _Wanted(snapshot, tuple(env), seconds)
-    node = str(launch.node_rank)
-    return _gate(store, topology, wanted, prefix="envguard/gate", made=True, node=node)
+    return _gate(rdv, topology, wanted, node=str(launch.node_rank))
 
 
-def _release(store: Store, topology: Topology, *, prefix: str, serving: bool) -> None:
-    """Say this rank is done with the gate's store; the rank serving it waits (briefly) for
-    the word of every rank that arrived before it goes, so none loses the store mid-read."""
+# How long the rank serving the gate's store waits for the others to read the verdict
+# before it goes: long when they go on to start the job (one losing the store mid-read
+# would stop it), short when the gate failed (every live rank ends within the timeout + 2 s).
+_LINGER_PASSED = 10.0
+_LINGER_FAILED = 1.0
+
+
+def _release(store: BoundedStore, topology: Topology, *, prefix: str, linger: float | None) -> None:
+    """Say this rank is done with the gate's store; the rank serving it (``linger`` given)
+    waits for the word of every rank that arrived before it goes, so none loses the store
+    mid-read. Bounded like every call of the gate."""
     try:
         store.set(f"{prefix}/done/{topology.rank}", "1")
-        if serving:
-            ranks = range(topology.world_size)
-            came = [r for r in ranks if store.check([f"{prefix}/hash/{r}"])]
-            _wait(store, [f"{prefix}/done/{r}" for r in came], _Deadline(10.0))
+        if linger is not None:
+            hashes = [f"{prefix}/hash/{r}" for r in range(topology.world_size)]
+            came = [r for r, there in enumerate(store.check_each(hashes)) if there]
+            _wait(store, [f"{prefix}/done/{r}" for r in came], Deadline(linger))
     except Exception:  # noqa: S110  # the store went (its server exited): nothing to release
         pass
