@@ -110,9 +110,10 @@ def test_one_package_apart_both_nodes_abort_naming_the_node_and_package(
         entered.append(float(failed.group(1)))
         aborted.append(float(failed.group(2)))
         # Two launches on one host: the nodes are told apart by torchrun's node rank.
+        # Two nodes: no majority, so both sides are named (node 0 is as suspect as node 1).
         assert failed.group(3) == (
-            f"environments differ across the job: node {host}[node 1] (rank 1) differs from"
-            " the majority (1 node, rank 0): gatepkg 1.0 -> 1.1"
+            f"environments differ across the job, no majority: node {host}[node 0] (rank 0)"
+            f" vs node {host}[node 1] (rank 1): gatepkg 1.0 -> 1.1"
         )
         assert "all_reduce" not in result.stdout
     # Both abort within 2 s of the second one reaching the gate (the first one's wait for
@@ -153,9 +154,10 @@ def test_on_a_launcher_line_the_gate_stops_both_nodes_before_torchrun(
     for result in results:
         assert result.returncode == 1, result.stderr
         assert result.stderr == (
-            f"error: environments differ across the job: node {host}[node 1] (node rank 1)"
-            " differs from the majority (1 node, node rank 0): gatepkg 1.0 -> 1.1\n"
-            "hint: envguard diff between a node of the majority and an odd one shows all of it\n"
+            "error: environments differ across the job, no majority: node"
+            f" {host}[node 0] (node rank 0) vs node {host}[node 1] (node rank 1):"
+            " gatepkg 1.0 -> 1.1\n"
+            "hint: envguard diff between a node of each group shows all of it\n"
         )
 
 
