@@ -6,8 +6,8 @@
 # Usage: examples/fleet/slurm-fanout.sh JOBID [PYTHON]   (PYTHON: the venv's, on the nodes)
 # ENVGUARD_NODE_TIMEOUT: seconds one node's step may take (default 120);
 # ENVGUARD_FANOUT: steps at once (default 32).
-# Tested with stand-ins for scontrol and srun on three nodes and against a real Slurm 22.05
-# (tests/compare/test_fanout.py).
+# Tested with stand-ins for scontrol and srun on three nodes and on a real two-node Slurm
+# 22.05 allocation (tests/compare/test_fanout.py).
 set -uo pipefail
 job="$1"; python="${2:-python3}"; out="snapshots/fanout-$job-$(date -u +%Y%m%d-%H%M%S)"
 limit="${ENVGUARD_NODE_TIMEOUT:-120}"; width="${ENVGUARD_FANOUT:-32}"

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from envguard import api
 from envguard.cli import app
-from factories import engine_answers, slurm_job
+from factories import engine_answers, own_slurm, own_slurm_missing, slurm_job
 
 runner = CliRunner()
 
@@ -310,4 +310,38 @@ def test_slurm_recipe_checks_every_node_and_finds_the_odd_one(
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert sorted((nodes / "steps.log").read_text().split()) == ["n1", "n2", "n3"]
     assert "2 distinct environments across 3 hosts; odd ones out: n2" in proc.stdout
+    assert "package oddpkg" in proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(own_slurm_missing() is not None, reason=own_slurm_missing() or "")
+def test_slurm_recipe_on_a_real_two_node_allocation_finds_the_odd_node(
+    in_tmp: Path, tmp_path: Path, wheelhouse: Path
+) -> None:
+    """Two slurmd of a Slurm of the test's own, one allocation over both; the node's
+    interpreter is the same path on both, a different venv behind it on gn2."""
+    from factories import make_venv, make_wheel, uv_install
+
+    base = make_venv(tmp_path / "base")
+    make_venv(tmp_path / "odd")
+    make_wheel(wheelhouse, "oddpkg", "1.0")
+    uv_install(tmp_path / "odd", wheelhouse, "oddpkg==1.0")
+    python = tmp_path / "py"  # what a shared path would be: each node its own venv
+    python.write_text(
+        f'#!/bin/sh\n[ "$SLURMD_NODENAME" = gn2 ] && exec {tmp_path}/odd/bin/python "$@"\n'
+        f'exec {base} "$@"\n',
+        encoding="utf-8",
+    )
+    python.chmod(0o755)
+    with own_slurm(tmp_path / "slurm", ("gn1", "gn2")) as env:
+        salloc = ["salloc", "--no-shell", "-N2", "--immediate=30", "-J", "eg-fanout"]
+        got = subprocess.run(salloc, capture_output=True, text=True, env=env, timeout=60)
+        job = got.stderr.split("Granted job allocation")[1].split()[0]
+        try:
+            conf = env["SLURM_CONF"]
+            proc = _recipe("slurm-fanout.sh", job, str(python), cwd=in_tmp, SLURM_CONF=conf)
+        finally:
+            subprocess.run(["scancel", job], env=env, check=False, timeout=30)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "2 distinct environments across 2 hosts" in proc.stdout
     assert "package oddpkg" in proc.stdout

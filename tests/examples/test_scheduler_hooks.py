@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from factories import uv_install
+from factories import own_slurm, own_slurm_missing, uv_install
 
 ROOT = Path(__file__).resolve().parents[2]
 NHC_CHECK = ROOT / "examples" / "slurm" / "envguard.nhc"
@@ -202,89 +199,12 @@ def test_the_prolog_lets_a_repair_in_the_maintenance_reservation_through(tmp_pat
     assert "scontrol update NodeName=gpu017 State=DRAIN" in log.read_text()
 
 
-# A real single-node Slurm, its own configuration, on free ports.
-SLURM_CONF = """\
-ClusterName=envguardtest
-SlurmctldHost={host}
-SlurmctldPort={ctld_port}
-SlurmdPort={slurmd_port}
-AuthType=auth/munge
-CredType=cred/munge
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-SlurmctldPidFile={d}/slurmctld.pid
-SlurmdPidFile={d}/slurmd.pid
-SlurmdSpoolDir={d}/spool
-StateSaveLocation={d}/state
-SlurmUser=root
-ReturnToService=2
-MpiDefault=none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-SlurmctldLogFile={d}/slurmctld.log
-SlurmdLogFile={d}/slurmd.log
-Prolog={d}/prolog.sh
-NodeName=egnode NodeHostname={host} NodeAddr=127.0.0.1 Port={slurmd_port} CPUs=1 State=UNKNOWN
-PartitionName=eg Nodes=egnode Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
-"""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _slurm_missing() -> str | None:
-    if os.geteuid() != 0:
-        return "starts slurmctld and slurmd: needs root"
-    if not (shutil.which("slurmctld") and shutil.which("slurmd") and shutil.which("srun")):
-        return "needs Slurm (slurmctld, slurmd, srun)"
-    if not Path("/run/munge/munge.socket.2").exists():
-        return "needs a running munged"
-    return None
-
-
 @pytest.fixture
 def slurm(tmp_path: Path) -> Iterator[dict[str, str]]:
-    """A single-node Slurm of the test's own; its environment (SLURM_CONF) for clients.
-    Its daemons are stopped, by their pids, when the test ends."""
-    d = tmp_path / "slurm"
-    for sub in ("spool", "state"):
-        (d / sub).mkdir(parents=True)
-    conf = d / "slurm.conf"
-    values = {"host": socket.gethostname(), "d": str(d)}
-    conf.write_text(SLURM_CONF.format(ctld_port=_free_port(), slurmd_port=_free_port(), **values))
-    env = dict(os.environ, SLURM_CONF=str(conf))
-    started = []
-    try:
-        subprocess.run(["slurmctld", "-f", str(conf), "-i"], env=env, check=True)
-        started.append(d / "slurmctld.pid")
-        subprocess.run(["slurmd", "-f", str(conf), "-N", "egnode"], env=env, check=True)
-        started.append(d / "slurmd.pid")
-        deadline = time.monotonic() + 30
-        while "idle" not in _sinfo(env, "%t"):
-            assert time.monotonic() < deadline, (d / "slurmctld.log").read_text()
-            time.sleep(0.3)
+    """A single-node Slurm of the test's own (node egnode, prolog at its folder's
+    prolog.sh); its environment (SLURM_CONF) for clients."""
+    with own_slurm(tmp_path / "slurm", prolog=True) as env:
         yield env
-    finally:
-        for pidfile in reversed(started):
-            for _ in range(50):  # a daemon writes its pid file just after forking
-                if pidfile.exists():
-                    break
-                time.sleep(0.1)
-            if pidfile.exists():
-                pid = int(pidfile.read_text().strip())
-                os.kill(pid, signal.SIGTERM)
-                for _ in range(100):
-                    try:
-                        os.kill(pid, 0)
-                    except ProcessLookupError:
-                        break
-                    time.sleep(0.1)
 
 
 def _sinfo(env: dict[str, str], fmt: str) -> str:
@@ -293,7 +213,7 @@ def _sinfo(env: dict[str, str], fmt: str) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(_slurm_missing() is not None, reason=_slurm_missing() or "")
+@pytest.mark.skipif(own_slurm_missing() is not None, reason=own_slurm_missing() or "")
 def test_the_prolog_drains_a_drifted_node_of_a_real_slurm(
     slurm: dict[str, str], node_venv: tuple[Path, Path, Callable[[], None]], tmp_path: Path
 ) -> None:
@@ -320,7 +240,7 @@ def test_the_prolog_drains_a_drifted_node_of_a_real_slurm(
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(_slurm_missing() is not None, reason=_slurm_missing() or "")
+@pytest.mark.skipif(own_slurm_missing() is not None, reason=own_slurm_missing() or "")
 @pytest.mark.skipif(not os.environ.get("ENVGUARD_NHC"), reason="ENVGUARD_NHC: an NHC checkout")
 def test_real_nhc_drains_a_drifted_node_and_brings_it_back(
     slurm: dict[str, str],
