@@ -387,3 +387,107 @@ def slurm_job() -> Iterator[str]:
         yield job
     finally:
         subprocess.run(["scancel", job], check=False)
+
+
+# A real Slurm of a test's own: its configuration, on free ports, one slurmd per node
+# (Debian's slurm-wlm runs several on one machine, each its own port).
+OWN_SLURM_CONF = """\
+ClusterName=envguardtest
+SlurmctldHost={host}
+SlurmctldPort={ctld_port}
+AuthType=auth/munge
+CredType=cred/munge
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SlurmctldPidFile={d}/slurmctld.pid
+SlurmdPidFile={d}/slurmd-%n.pid
+SlurmdSpoolDir={d}/spool-%n
+StateSaveLocation={d}/state
+SlurmUser=root
+ReturnToService=2
+MpiDefault=none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SlurmctldLogFile={d}/slurmctld.log
+SlurmdLogFile={d}/slurmd-%n.log
+"""
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def own_slurm_missing() -> str | None:
+    """Why a Slurm of the test's own cannot start here (None: it can)."""
+    import shutil
+
+    if os.geteuid() != 0:
+        return "starts slurmctld and slurmd: needs root"
+    if not (shutil.which("slurmctld") and shutil.which("slurmd") and shutil.which("srun")):
+        return "needs Slurm (slurmctld, slurmd, srun)"
+    if not Path("/run/munge/munge.socket.2").exists():
+        return "needs a running munged"
+    return None
+
+
+@contextlib.contextmanager
+def own_slurm(
+    d: Path, nodes: tuple[str, ...] = ("egnode",), *, prolog: bool = False
+) -> Iterator[dict[str, str]]:
+    """A Slurm of the test's own in ``d`` with ``nodes`` (one slurmd each; ``prolog``:
+    Prolog=d/prolog.sh, written by the test); yields its environment (SLURM_CONF) for
+    clients. Its daemons are stopped, by their pids, when the block ends."""
+    import signal
+    import socket
+    import time
+
+    (d / "state").mkdir(parents=True)
+    host = socket.gethostname()
+    text = OWN_SLURM_CONF.format(host=host, ctld_port=_free_port(), d=d)
+    text += f"Prolog={d}/prolog.sh\n" if prolog else ""
+    for node in nodes:
+        (d / f"spool-{node}").mkdir()
+        text += f"NodeName={node} NodeHostname={host} NodeAddr=127.0.0.1 Port={_free_port()}"
+        text += " CPUs=1 State=UNKNOWN\n"
+    text += f"PartitionName=eg Nodes={','.join(nodes)} Default=YES MaxTime=INFINITE State=UP"
+    text += " OverSubscribe=YES\n"
+    conf = d / "slurm.conf"
+    conf.write_text(text, encoding="utf-8")
+    env = dict(os.environ, SLURM_CONF=str(conf))
+    started = []
+    try:
+        subprocess.run(["slurmctld", "-f", str(conf), "-i"], env=env, check=True)
+        started.append(d / "slurmctld.pid")
+        for node in nodes:
+            subprocess.run(["slurmd", "-f", str(conf), "-N", node], env=env, check=True)
+            started.append(d / f"slurmd-{node}.pid")
+        deadline = time.monotonic() + 30
+        argv = ["sinfo", "-h", "-N", "-o", "%t"]
+        while subprocess.run(argv, capture_output=True, text=True, env=env).stdout.split() != [
+            "idle"
+        ] * len(nodes):
+            assert time.monotonic() < deadline, (d / "slurmctld.log").read_text()
+            time.sleep(0.3)
+        yield env
+    finally:
+        for pidfile in reversed(started):
+            for _ in range(50):  # a daemon writes its pid file just after forking
+                if pidfile.exists():
+                    break
+                time.sleep(0.1)
+            if pidfile.exists():
+                pid = int(pidfile.read_text().strip())
+                os.kill(pid, signal.SIGTERM)
+                for _ in range(100):
+                    try:
+                        os.kill(pid, 0)
+                    except ProcessLookupError:
+                        break
+                    time.sleep(0.1)

@@ -30,7 +30,10 @@ ALLOWED: dict[str, set[str]] = {
     "cli": {"base", "probe", "snapshots", "compare", "recovery", "render", "api", "schemas"}
     | {"distributed"},
     # The rank gate, called from training scripts: measures in-process, loads a snapshot.
-    "distributed": {"base", "probe", "snapshots"},
+    "distributed": {"base", "probe", "snapshots", "rendezvous", "blame"},
+    # The gate's store with deadlines of its own (imports torch when asked for one).
+    "rendezvous": {"base"},
+    "blame": set(),  # who the gate names: pure functions over what the ranks published
     # Starts the probe from argv before the command line (typer) loads: outside cli/.
     "prestart": {"base", "api"},
     "help_screen": set(),  # the root --help, written before typer loads

@@ -9,6 +9,10 @@
 #   ENVGUARD_SNAPSHOT=/shared/envguard/good.json
 #   ENVGUARD_PYTHON=/shared/venvs/train        # the venv jobs run (default: the snapshot's)
 #   ENVGUARD_FAIL_ON=critical                  # the lowest severity that drains
+#   ENVGUARD_MAINT_RESERVATION=envguard-maint  # jobs in it are not checked: the repair path
+#
+# Set SchedulerParameters=nohold_on_prolog_fail in slurm.conf: without it Slurm requeues
+# the job of a failed prolog held, and it never moves to another node (node-health.md).
 #
 # The prolog runs as SlurmdUser (root) on every job start: envguard check reads the venv
 # through its distribution cache, a few hundred milliseconds on a venv of 300 packages.
@@ -23,6 +27,16 @@ if [[ -r "$CONF" ]]; then
 fi
 ENVGUARD="${ENVGUARD:-envguard}"
 [[ -n "$ENVGUARD_SNAPSHOT" ]] || exit 0  # not configured: nothing to check
+
+# The maintenance path: a repair run through srun inside the maintenance reservation
+# reaches the drifted node (node-health.md). The reservation from Slurm's environment,
+# else from the job itself.
+MAINT="${ENVGUARD_MAINT_RESERVATION:-envguard-maint}"
+RESV="${SLURM_JOB_RESERVATION:-}"
+if [[ -z "$RESV" && -n "${SLURM_JOB_ID:-}" ]]; then
+    RESV=$(scontrol show job -o "$SLURM_JOB_ID" 2> /dev/null | tr ' ' '\n' | sed -n 's/^Reservation=//p')
+fi
+[[ -n "$RESV" && "$RESV" == "$MAINT" ]] && exit 0
 
 ARGS=( check "$ENVGUARD_SNAPSHOT" --fail-on "${ENVGUARD_FAIL_ON:-critical}" --format table )
 [[ -n "$ENVGUARD_PYTHON" ]] && ARGS+=( --python "$ENVGUARD_PYTHON" )

@@ -20,16 +20,26 @@ import hashlib
 import json
 import os
 import socket
-import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from envguard.errors import ActionError, UsageError
+from envguard.blame import (
+    MAX_GROUPS,
+    Arrival,
+    differences,
+    line,
+    mismatch_message,
+    missing_nodes,
+    ranks,
+    said,
+    snapshot_message,
+)
+from envguard.errors import ActionError, EnvguardError, UsageError
 from envguard.probe.payload import code_key, local_entry
+from envguard.rendezvous import BoundedStore, Deadline, Store, StoreGoneError, tcp_store
 
 if TYPE_CHECKING:
     from envguard.snapshots.models import Snapshot
@@ -38,17 +48,6 @@ if TYPE_CHECKING:
 DEFAULT_TIMEOUT = 120.0
 # Variables compared when none are named; the same default as the target side's.
 DEFAULT_ENV = ("NCCL_*",)
-_MAX_GROUPS = 3  # odd groups whose difference is spelled out; the rest are only named
-_MAX_ITEMS = 6  # differences said per group
-
-
-class Store(Protocol):
-    """What the gate uses of a ``torch.distributed.Store`` (TCPStore, FileStore, ...)."""
-
-    def set(self, key: str, value: str | bytes) -> None: ...
-    def get(self, key: str) -> bytes: ...
-    def check(self, keys: list[str]) -> bool: ...
-    def wait(self, keys: list[str], timeout: timedelta) -> None: ...
 
 
 class GateError(ActionError):
@@ -146,117 +145,6 @@ def snapshot_detail(snapshot: Snapshot, *, env: Sequence[str] = DEFAULT_ENV) -> 
     }
 
 
-def _absent(value: object) -> str:
-    return "(absent)" if value is None else str(value)
-
-
-def differences(reference: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
-    """What ``other`` has that ``reference`` has not, one short phrase per difference,
-    packages first ("six 1.16.0 -> 1.17.0", "six 1.17.0: files differ")."""
-    out: list[str] = []
-    ref_pkgs: Mapping[str, Any] = reference.get("packages") or {}
-    pkgs: Mapping[str, Any] = other.get("packages") or {}
-    for name in sorted(set(ref_pkgs) | set(pkgs)):
-        before, after = ref_pkgs.get(name), pkgs.get(name)
-        if before is None or after is None:
-            out.append(f"{name} {_absent(before and before[0])} -> {_absent(after and after[0])}")
-        elif before[0] != after[0]:
-            out.append(f"{name} {before[0]} -> {after[0]}")
-        elif before[1] != after[1] and before[1] and after[1]:
-            out.append(f"{name} {after[0]}: installed files differ (RECORD)")
-    for key in ("python", "driver", "nccl"):
-        if key in reference and key in other and reference[key] != other[key]:
-            label = {"python": "python", "driver": "NVIDIA driver", "nccl": "torch's NCCL"}[key]
-            out.append(f"{label} {_absent(reference[key])} -> {_absent(other[key])}")
-    ref_torch, torch = reference.get("torch") or {}, other.get("torch") or {}
-    for key in ("cuda", "hip", "git_version"):
-        if ref_torch and torch and ref_torch.get(key) != torch.get(key):
-            out.append(f"torch {key} {_absent(ref_torch.get(key))} -> {_absent(torch.get(key))}")
-    ref_env, env = reference.get("env") or {}, other.get("env") or {}
-    for name in sorted(set(ref_env) | set(env)):
-        if ref_env.get(name) != env.get(name):
-            out.append(f"{name}={_unset(ref_env.get(name))} -> {_unset(env.get(name))}")
-    return out
-
-
-def _unset(value: str | None) -> str:
-    return "(unset)" if value is None else value
-
-
-def _said(items: list[str]) -> str:
-    if not items:
-        return "the fingerprints differ, the details do not say how"
-    shown = ", ".join(items[:_MAX_ITEMS])
-    more = len(items) - _MAX_ITEMS
-    return shown + (f", and {more} more" if more > 0 else "")
-
-
-def _ranks(unit: str, ranks: Sequence[int]) -> str:
-    shown = ", ".join(str(r) for r in ranks[:8]) + (", ..." if len(ranks) > 8 else "")
-    return f"{unit}{'s' if len(ranks) > 1 else ''} {shown}"
-
-
-@dataclass(frozen=True)
-class _Arrival:
-    rank: int
-    digest: str
-    host: str
-    node: str  # the launcher's node rank (GROUP_RANK) when it says one, else the host
-
-
-def _node_names(arrivals: Sequence[_Arrival]) -> dict[int, str]:
-    """Each rank's node by name: the host, with the launcher's node rank when several nodes
-    share a host name (two launches on one machine)."""
-    per_host: dict[str, set[str]] = {}
-    for a in arrivals:
-        per_host.setdefault(a.host, set()).add(a.node)
-    return {
-        a.rank: a.host if len(per_host[a.host]) == 1 else f"{a.host}[node {a.node}]"
-        for a in arrivals
-    }
-
-
-def _nodes(group: Sequence[_Arrival], names: Mapping[int, str]) -> list[str]:
-    return list(dict.fromkeys(names[a.rank] for a in group))
-
-
-def mismatch_message(
-    arrivals: Sequence[_Arrival], details: Mapping[int, Mapping[str, Any]], *, unit: str
-) -> tuple[str, tuple[int, ...]]:
-    """The one line every rank says, and the odd ranks, from everyone's arrival and the
-    representatives' details (a representative's detail may be missing: then unsaid)."""
-    groups: dict[str, list[_Arrival]] = {}
-    for a in sorted(arrivals, key=lambda a: a.rank):
-        groups.setdefault(a.digest, []).append(a)
-    # The majority: the most ranks; a tie goes to the group holding the lowest rank.
-    ordered = sorted(groups.values(), key=lambda g: (-len(g), g[0].rank))
-    # The odd groups, largest first: the first few said in full (their representatives are
-    # the ranks rank 0 asked for details), the rest counted.
-    majority, odd = ordered[0], ordered[1:]
-    names = _node_names(arrivals)
-    maj_nodes = _nodes(majority, names)
-    reference = details.get(majority[0].rank)
-    parts = []
-    for group in odd[:_MAX_GROUPS]:
-        nodes = _nodes(group, names)
-        more = f" and {len(nodes) - 5} more" if len(nodes) > 5 else ""
-        text = f"node {', '.join(nodes[:5])}{more} ({_ranks(unit, [a.rank for a in group])})"
-        count = f"{len(maj_nodes)} node{'s' if len(maj_nodes) > 1 else ''}"
-        text += f" differs from the majority ({count}, {_ranks(unit, [a.rank for a in majority])})"
-        theirs = details.get(group[0].rank)
-        if reference is not None and theirs is not None:
-            text += ": " + _said(differences(reference, theirs))
-        parts.append(text)
-    if len(odd) > _MAX_GROUPS:
-        rest = odd[_MAX_GROUPS:]
-        rest_nodes = {names[a.rank] for g in rest for a in g}
-        parts.append(
-            f"and {len(rest)} more groups ({len(rest_nodes)} nodes, {sum(map(len, rest))} {unit}s)"
-        )
-    odd_ranks = tuple(sorted(a.rank for g in odd for a in g))
-    return "environments differ across the job: " + "; ".join(parts), odd_ranks
-
-
 def _json(raw: bytes) -> Any:
     try:
         return json.loads(raw)
@@ -264,48 +152,68 @@ def _json(raw: bytes) -> Any:
         return None
 
 
-def _line(text: object, cap: int = 64) -> str:
-    """Another rank's word, as one short printable line (it goes into every rank's error)."""
-    return "".join(c if c.isprintable() else "?" for c in str(text))[:cap]
+@dataclass(frozen=True)
+class Against:
+    """The snapshot a gate also requires: its name, and how this rank differs from it
+    ("" when it does not)."""
+
+    name: str
+    said: str
 
 
-def _arrival(rank: int, raw: bytes, unit: str) -> _Arrival:
+def _published(mine: Fingerprint, host: str, node: str, extra: _Extra) -> str:
+    more: dict[str, object] = {"local_world_size": extra.local_world_size}
+    if extra.against is not None:
+        more["snapshot"] = extra.against.said
+    return json.dumps([mine.digest, host, node, more])
+
+
+def _arrival(rank: int, raw: bytes, unit: str) -> Arrival:
     value = _json(raw)
-    if not (isinstance(value, list) and len(value) == 3):
+    if not (isinstance(value, list) and len(value) in (3, 4)):
         raise GateError(f"{unit} {rank} published something other than a fingerprint at the gate")
-    digest, host, node = value
-    return _Arrival(rank, _line(digest), _line(host), _line(node))
+    digest, host, node = value[:3]
+    more = value[3] if len(value) == 4 and isinstance(value[3], dict) else {}
+    size, snap = more.get("local_world_size"), more.get("snapshot")
+    return Arrival(
+        rank,
+        line(digest),
+        line(host),
+        line(node),
+        local_world_size=size if isinstance(size, int) and size > 0 else None,
+        snapshot=None if snap is None else line(snap, cap=400),
+    )
 
 
-class _Deadline:
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.end = time.monotonic() + seconds
+@dataclass(frozen=True)
+class _Extra:
+    """What a rank publishes beside its hash: its node's rank count and its snapshot word."""
 
-    def left(self, floor: float = 0.05) -> timedelta:
-        return timedelta(seconds=max(floor, self.end - time.monotonic()))
+    local_world_size: int | None = None
+    against: Against | None = None
 
 
-def _wait(store: Store, keys: list[str], deadline: _Deadline, *, floor: float = 0.05) -> bool:
-    """Whether every key arrived before the deadline."""
+def _wait(store: BoundedStore, keys: list[str], deadline: Deadline, *, floor: float = 0.05) -> bool:
+    """Whether every key arrived before the deadline (:class:`StoreGoneError` when the store
+    stopped answering meanwhile)."""
     try:
         store.wait(keys, deadline.left(floor))
+    except StoreGoneError:
+        raise
     except Exception:  # torch raises DistStoreError (a RuntimeError) on a timeout
         return store.check(keys)
     return True
 
 
+def _await(store: BoundedStore, key: str, deadline: Deadline, late: Deadline, floor: float) -> bool:
+    """Whether ``key`` arrived by ``deadline``, or by ``late`` while the store still answers:
+    a frozen store is found out at ``deadline`` (plus ANSWER), not at ``late``."""
+    return _wait(store, [key], deadline, floor=floor) or _wait(store, [key], late)
+
+
 # How much longer than rank 0 the others wait for its verdict: rank 0 may have arrived
 # late, and its own deadline runs from then.
 _GRACE = 10.0
-
-
-def _get_all(store: Store, keys: list[str]) -> list[bytes]:
-    """Every key's value in one request where the store can (multi_get, torch 2.4+)."""
-    multi = getattr(store, "multi_get", None)
-    if multi is not None:
-        return list(multi(keys))
-    return [store.get(k) for k in keys]
 
 
 def exchange(
@@ -317,66 +225,113 @@ def exchange(
     timeout: float,
     host: str,
     node: str,
+    server: str | None = None,
+    local_world_size: int | None = None,
+    against: Against | None = None,
 ) -> None:
     """Publish this rank's hash under ``prefix``; rank 0 judges everyone's and publishes one
     verdict, which every rank raises when the environments differ or some ranks never
     arrive. Returns when all agree. Each rank but rank 0 makes a handful of requests,
-    whatever the size of the job; rank 0 reads all hashes in one."""
+    whatever the size of the job; rank 0 reads all hashes in one.
+
+    Every wait ends by envguard's own deadline, whatever the store does: a store that
+    stops answering (its server frozen or killed, the link down) is a
+    :class:`MissingRanksError` naming rank 0 and ``server`` (where the store is) within
+    ``timeout`` plus a second.
+
+    ``local_world_size``: how many ranks this node runs (the missing are then placed on
+    their nodes); ``against``: the snapshot the gate also requires, and how this rank
+    differs from it (rank 0 then blames the nodes that differ from it, not a majority)."""
     rank = topology.rank
-    deadline = _Deadline(timeout)
-    store.set(f"{prefix}/hash/{rank}", json.dumps([mine.digest, host, node]))
-    if rank == 0:
-        verdict = _judge(store, mine, topology, prefix=prefix, deadline=deadline, host=host)
-        store.set(f"{prefix}/verdict", json.dumps(verdict))
-    else:
-        late = _Deadline(timeout + _GRACE)
-        if not _wait(store, [f"{prefix}/wanted"], late):
-            _no_verdict(store, topology, prefix=prefix, timeout=timeout)
-        wanted = _json(store.get(f"{prefix}/wanted"))
-        if isinstance(wanted, list) and rank in wanted:
-            store.set(f"{prefix}/detail/{rank}", json.dumps(mine.detail, sort_keys=True))
-        if not _wait(store, [f"{prefix}/verdict"], late):
-            _no_verdict(store, topology, prefix=prefix, timeout=timeout)
-        verdict = _json(store.get(f"{prefix}/verdict"))
+    extra = _Extra(local_world_size, against)
+    deadline = Deadline(timeout)
+    bounded = _bounded(store, timeout)
+    try:
+        bounded.set(f"{prefix}/hash/{rank}", _published(mine, host, node, extra))
+        if rank == 0:
+            verdict = _judge(
+                bounded, mine, topology, prefix=prefix, deadline=deadline, host=host, extra=extra
+            )
+            bounded.set(f"{prefix}/verdict", json.dumps(verdict))
+        else:
+            late = Deadline(timeout + _GRACE)
+            if not _await(bounded, f"{prefix}/wanted", deadline, late, 0.05):
+                _no_verdict(bounded, topology, prefix=prefix, timeout=timeout)
+            wanted = _json(bounded.get(f"{prefix}/wanted"))
+            if isinstance(wanted, list) and rank in wanted:
+                bounded.set(f"{prefix}/detail/{rank}", json.dumps(mine.detail, sort_keys=True))
+            # Rank 0 may wait for the odd groups' details (up to 5 s) before its verdict.
+            if not _await(bounded, f"{prefix}/verdict", deadline, late, 6.0):
+                _no_verdict(bounded, topology, prefix=prefix, timeout=timeout)
+            verdict = _json(bounded.get(f"{prefix}/verdict"))
+    except StoreGoneError as exc:
+        raise _gone(exc, topology, host=host, server=server, waited=deadline.elapsed()) from None
     _raise_for(verdict, topology)
 
 
+def _bounded(store: Store, timeout: float) -> BoundedStore:
+    """``store`` with envguard's deadlines (itself when it has them already)."""
+    if isinstance(store, BoundedStore):
+        return store
+    return BoundedStore(store, Deadline(timeout))
+
+
+def _gone(
+    exc: StoreGoneError, topology: Topology, *, host: str, server: str | None, waited: float
+) -> MissingRanksError:
+    """The one line for a store that stopped answering mid-gate: on rank 0's peers, rank 0
+    (whose node serves it, or whose verdict it carries) is the one that did not answer."""
+    unit, rank = topology.unit, topology.rank
+    where = server or "the gate's store"
+    how = "stopped answering" if exc.frozen else "lost its connection"
+    who = f"{unit} 0 did not answer at the environment gate: " if rank else ""
+    return MissingRanksError(
+        f"{who}{where} {how} after {waited:.1f} s (frozen, killed or cut off; {unit} {rank}"
+        f" on {line(host)} waited): {exc.reason}",
+        f"see {unit} 0's node and its log; ENVGUARD_GATE_TIMEOUT sets the wait",
+        missing=(0,) if rank else (),
+    )
+
+
 def _judge(
-    store: Store,
+    store: BoundedStore,
     mine: Fingerprint,
     topology: Topology,
     *,
     prefix: str,
-    deadline: _Deadline,
+    deadline: Deadline,
     host: str,
+    extra: _Extra,
 ) -> dict[str, Any]:
-    """Rank 0's part: wait for every hash, and when they differ, fetch the detail of one
-    rank of the majority and of each odd group (those ranks are told through ``wanted``)."""
+    """Rank 0's part: wait for every hash; blame the ranks that differ from the snapshot
+    when one is asked for, else, when the hashes differ, fetch the detail of one rank of
+    each of the largest groups (those ranks are told through ``wanted``)."""
     world, unit = topology.world_size, topology.unit
     keys = [f"{prefix}/hash/{r}" for r in range(world)]
     if not _wait(store, keys, deadline):
         store.set(f"{prefix}/wanted", "[]")
-        missing = [r for r in range(world) if not store.check([keys[r]])]
-        return {
-            "kind": "missing",
-            "missing": missing,
-            "message": f"{_ranks(unit, missing)} of {world} never arrived at the environment"
-            f" gate within {deadline.seconds:g} s ({unit} 0 waited at {host})",
-        }
+        return _missing(store, keys, topology, deadline=deadline, host=host)
     try:
-        arrivals = [_arrival(r, raw, unit) for r, raw in enumerate(_get_all(store, keys))]
+        arrivals = [_arrival(r, raw, unit) for r, raw in enumerate(store.multi_get(keys))]
     except GateError as exc:  # said by every rank, like any verdict
         store.set(f"{prefix}/wanted", "[]")
         return {"kind": "error", "message": exc.message}
+    off = (
+        None
+        if extra.against is None
+        else snapshot_message(arrivals, snapshot=extra.against.name, unit=unit)
+    )
     sizes = Counter(a.digest for a in arrivals)
-    if len(sizes) == 1:
+    if len(sizes) == 1 or off is not None:
         store.set(f"{prefix}/wanted", "[]")
+        if off is not None:
+            return {"kind": "differ", "odd": list(off[1]), "message": off[0], "snapshot": True}
         return {"kind": "same"}
     first: dict[str, int] = {}
     for a in arrivals:
         first.setdefault(a.digest, a.rank)
     by_size = sorted(first, key=lambda d: (-sizes[d], first[d]))
-    wanted = [first[d] for d in by_size[: _MAX_GROUPS + 1]]
+    wanted = [first[d] for d in by_size[: MAX_GROUPS + 1]]
     store.set(f"{prefix}/wanted", json.dumps(wanted))
     detail_keys = [f"{prefix}/detail/{r}" for r in wanted if r != 0]
     # A representative that died after publishing its hash leaves the message shorter.
@@ -394,7 +349,33 @@ def _judge(
     return {"kind": "differ", "odd": list(odd), "message": message}
 
 
-def _no_verdict(store: Store, topology: Topology, *, prefix: str, timeout: float) -> NoReturn:
+def _missing(
+    store: BoundedStore, keys: list[str], topology: Topology, *, deadline: Deadline, host: str
+) -> dict[str, Any]:
+    """The verdict when some ranks never came: which, and on which nodes where it can say."""
+    world, unit = topology.world_size, topology.unit
+    there = store.check_each(keys)
+    missing = [r for r, came in enumerate(there) if not came]
+    came = [r for r, here in enumerate(there) if here]
+    arrivals = []
+    for r, raw in zip(came, store.multi_get([keys[r] for r in came]), strict=True):
+        try:
+            arrivals.append(_arrival(r, raw, unit))
+        except GateError:  # garbage from one rank: its node unknown
+            continue
+    where = missing_nodes(missing, arrivals, unit=unit)
+    return {
+        "kind": "missing",
+        "missing": missing,
+        "message": f"{ranks(unit, missing)} of {world} never arrived at the environment gate"
+        f" within {deadline.seconds:g} s ({where + '; ' if where else ''}{unit} 0 waited at"
+        f" {host})",
+    }
+
+
+def _no_verdict(
+    store: BoundedStore, topology: Topology, *, prefix: str, timeout: float
+) -> NoReturn:
     came = store.check([f"{prefix}/hash/0"])
     what = "stopped before it judged" if came else "never arrived"
     raise MissingRanksError(
@@ -406,7 +387,8 @@ def _no_verdict(store: Store, topology: Topology, *, prefix: str, timeout: float
 
 
 _HINTS = {
-    "differ": "envguard diff between a node of the majority and an odd one shows all of it",
+    "differ": "envguard diff between a node of each group shows all of it",
+    "snapshot": "envguard diff SNAPSHOT on an odd node shows all of it",
     "missing": "see why they did not start (their own logs); ENVGUARD_GATE_TIMEOUT sets the wait",
 }
 
@@ -419,13 +401,14 @@ def _raise_for(verdict: object, topology: Topology) -> None:
     kind = verdict["kind"]
     if kind == "same":
         return
-    message = _line(verdict.get("message"), cap=2000)
+    message = line(verdict.get("message"), cap=2000)
     if kind == "error":
         raise GateError(message)
-    ranks = verdict.get("odd" if kind == "differ" else "missing")
-    listed = tuple(r for r in ranks if isinstance(r, int)) if isinstance(ranks, list) else ()
+    named = verdict.get("odd" if kind == "differ" else "missing")
+    listed = tuple(r for r in named if isinstance(r, int)) if isinstance(named, list) else ()
     if kind == "differ":
-        raise InhomogeneousError(message, _HINTS[kind], odd=listed)
+        hint = _HINTS["snapshot" if verdict.get("snapshot") is True else kind]
+        raise InhomogeneousError(message, hint, odd=listed)
     raise MissingRanksError(message, _HINTS[kind], missing=listed)
 
 
@@ -444,32 +427,31 @@ def _env_int(name: str, environ: Mapping[str, str]) -> int:
 def _tcp_store(
     addr: str, port: int, topology: Topology, *, is_master: bool, timeout: float
 ) -> Store:
-    import torch.distributed as dist
-
     try:
-        store: Store = dist.TCPStore(
-            addr,
-            port,
-            topology.world_size,
-            is_master=is_master,
-            timeout=timedelta(seconds=timeout),
-            wait_for_workers=False,
-        )
-    except Exception as exc:  # torch's DistNetworkError and its kin
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return tcp_store(addr, port, topology.world_size, is_master=is_master, timeout=timeout)
+    except StoreGoneError as exc:  # torch's DistNetworkError and its kin, or no answer
         raise GateError(
             f"{topology.unit} {topology.rank}: no rendezvous store at {addr}:{port} within"
-            f" {timeout:g} s ({first})",
+            f" {timeout:g} s ({exc.reason})",
             "is MASTER_ADDR reachable from here, and is the port free on the master?",
         ) from None
-    return store
+
+
+@dataclass(frozen=True)
+class Rendezvous:
+    """A store the gate uses, the key prefix within it, whether the gate made it (rank 0
+    serving it) rather than joined torchrun's, and where it is, for messages."""
+
+    store: Store
+    prefix: str = "envguard/gate"
+    made: bool = False
+    server: str | None = None
 
 
 def default_store(
     topology: Topology, *, timeout: float, environ: Mapping[str, str] = os.environ
-) -> tuple[Store, str, bool]:
-    """The store the gate uses when none is passed, the key prefix within it, and whether
-    the gate made it (rank 0 serving it) rather than joined torchrun's.
+) -> Rendezvous:
+    """The store the gate uses when none is passed.
 
     Under torchrun (TORCHELASTIC_USE_AGENT_STORE): its agent's store at MASTER_ADDR:
     MASTER_PORT, keys under the run id and restart count. Otherwise a TCPStore of the
@@ -484,13 +466,14 @@ def default_store(
         run = environ.get("TORCHELASTIC_RUN_ID", "none")
         attempt = environ.get("TORCHELASTIC_RESTART_COUNT", "0")
         store = _tcp_store(addr, port, topology, is_master=False, timeout=timeout)
-        return store, f"envguard/gate/{run}/{attempt}", False
+        prefix = f"envguard/gate/{run}/{attempt}"
+        return Rendezvous(store, prefix, server=f"torchrun's store at {addr}:{port}")
     if environ.get("ENVGUARD_GATE_PORT"):
         port = _env_int("ENVGUARD_GATE_PORT", environ)
     else:
         port += 1
     store = _tcp_store(addr, port, topology, is_master=topology.rank == 0, timeout=timeout)
-    return store, "envguard/gate", True
+    return Rendezvous(store, made=True, server=f"its store at {addr}:{port}")
 
 
 def _timeout(timeout: float | None, environ: Mapping[str, str]) -> float:
@@ -508,19 +491,13 @@ def _timeout(timeout: float | None, environ: Mapping[str, str]) -> float:
     return value
 
 
-def _check_snapshot(
-    mine: Fingerprint, snapshot: Snapshot | str | Path, *, env: Sequence[str], where: str
-) -> None:
+def _against(mine: Fingerprint, snapshot: Snapshot | str | Path, *, env: Sequence[str]) -> Against:
+    """How this rank differs from the snapshot the gate also requires."""
     from envguard.snapshots.store import load
 
     snap = snapshot if not isinstance(snapshot, (str, Path)) else load(snapshot)
     items = differences(snapshot_detail(snap, env=env), {**mine.detail, "nccl": None})
-    if items:
-        raise InhomogeneousError(
-            f"{where} differs from the snapshot {snap.name}: {_said(items)}",
-            "envguard diff SNAPSHOT on this node shows all of it",
-            odd=(),
-        )
+    return Against(snap.name, said(items) if items else "")
 
 
 def assert_homogeneous(
@@ -548,12 +525,14 @@ def assert_homogeneous(
     )
     if not 0 <= topology.rank < topology.world_size:
         raise UsageError(f"rank {topology.rank} is outside a world of {topology.world_size}")
-    made = False
+    rdv = None if store is None else Rendezvous(store, prefix)
     if store is None and topology.world_size > 1:
-        store, prefix, made = default_store(topology, timeout=seconds, environ=environ)
+        rdv = default_store(topology, timeout=seconds, environ=environ)
     node = environ.get("GROUP_RANK") or environ.get("SLURM_NODEID")
+    size = environ.get("LOCAL_WORLD_SIZE", "")
     wanted = _Wanted(snapshot, tuple(env), seconds)
-    return _gate(store, topology, wanted, prefix=prefix, made=made, node=node)
+    lws = int(size) if size.isdigit() else None
+    return _gate(rdv, topology, wanted, node=node, local_world_size=lws)
 
 
 @dataclass(frozen=True)
@@ -566,36 +545,53 @@ class _Wanted:
 
 
 def _gate(
-    store: Store | None,
+    rdv: Rendezvous | None,
     topology: Topology,
     wanted: _Wanted,
     *,
-    prefix: str,
-    made: bool,
     node: str | None,
+    local_world_size: int | None = None,
 ) -> Fingerprint:
-    """Fingerprint, exchange, compare with the snapshot; ``made``: the gate made ``store``
-    (rank 0 serves it, and waits for the others' word before it goes)."""
+    """Fingerprint, compare with the snapshot, exchange; when the gate made the store, rank
+    0 serves it, and waits for the others' word before it goes."""
     mine = fingerprint(env=wanted.env)
     host = socket.gethostname()
+    store = None if rdv is None else _bounded(rdv.store, wanted.timeout)
+    against, unreadable = None, None
+    if wanted.snapshot is not None:
+        try:
+            against = _against(mine, wanted.snapshot, env=wanted.env)
+        except EnvguardError as exc:  # said after the exchange: the others would wait
+            unreadable = exc
+    linger = _LINGER_FAILED
     try:
-        if store is not None and topology.world_size > 1:
+        if rdv is not None and store is not None and topology.world_size > 1:
             exchange(
                 store,
                 mine,
                 topology,
-                prefix=prefix,
+                prefix=rdv.prefix,
                 timeout=wanted.timeout,
                 host=host,
                 node=node or host,
+                server=rdv.server,
+                local_world_size=local_world_size,
+                against=against,
             )
-        # After the exchange: a rank stopped here first would leave the others waiting.
-        if wanted.snapshot is not None:
-            where = f"{topology.unit} {topology.rank} on {host}"
-            _check_snapshot(mine, wanted.snapshot, env=wanted.env, where=where)
+        linger = _LINGER_PASSED
+        if unreadable is not None:
+            raise unreadable
+        if against is not None and against.said:  # no exchange (one rank) said it
+            raise InhomogeneousError(
+                f"{topology.unit} {topology.rank} on {host} differs from the snapshot"
+                f" {against.name}: {against.said}",
+                _HINTS["snapshot"],
+                odd=(topology.rank,),
+            )
     finally:
-        if store is not None:
-            _release(store, topology, prefix=prefix, serving=made and topology.rank == 0)
+        if rdv is not None and store is not None:
+            serving = rdv.made and topology.rank == 0
+            _release(store, topology, prefix=rdv.prefix, linger=linger if serving else None)
     return mine
 
 
@@ -678,31 +674,34 @@ def gate_launch(
         raise UsageError(
             f"torchrun --node-rank {topology.rank} is outside --nnodes {launch.nnodes}"
         )
-    store: Store | None = None
+    rdv = None
     if topology.world_size > 1:
-        port = (
-            _env_int("ENVGUARD_GATE_PORT", environ) if environ.get("ENVGUARD_GATE_PORT") else None
-        )
-        store = _tcp_store(
-            launch.addr,
-            port or launch.port + 1,
-            topology,
-            is_master=topology.rank == 0,
-            timeout=seconds,
-        )
+        port = launch.port + 1
+        if environ.get("ENVGUARD_GATE_PORT"):
+            port = _env_int("ENVGUARD_GATE_PORT", environ)
+        master = topology.rank == 0
+        store = _tcp_store(launch.addr, port, topology, is_master=master, timeout=seconds)
+        rdv = Rendezvous(store, made=True, server=f"its store at {launch.addr}:{port}")
     wanted = _Wanted(snapshot, tuple(env), seconds)
-    node = str(launch.node_rank)
-    return _gate(store, topology, wanted, prefix="envguard/gate", made=True, node=node)
+    return _gate(rdv, topology, wanted, node=str(launch.node_rank))
 
 
-def _release(store: Store, topology: Topology, *, prefix: str, serving: bool) -> None:
-    """Say this rank is done with the gate's store; the rank serving it waits (briefly) for
-    the word of every rank that arrived before it goes, so none loses the store mid-read."""
+# How long the rank serving the gate's store waits for the others to read the verdict
+# before it goes: long when they go on to start the job (one losing the store mid-read
+# would stop it), short when the gate failed (every live rank ends within the timeout + 2 s).
+_LINGER_PASSED = 10.0
+_LINGER_FAILED = 1.0
+
+
+def _release(store: BoundedStore, topology: Topology, *, prefix: str, linger: float | None) -> None:
+    """Say this rank is done with the gate's store; the rank serving it (``linger`` given)
+    waits for the word of every rank that arrived before it goes, so none loses the store
+    mid-read. Bounded like every call of the gate."""
     try:
         store.set(f"{prefix}/done/{topology.rank}", "1")
-        if serving:
-            ranks = range(topology.world_size)
-            came = [r for r in ranks if store.check([f"{prefix}/hash/{r}"])]
-            _wait(store, [f"{prefix}/done/{r}" for r in came], _Deadline(10.0))
+        if linger is not None:
+            hashes = [f"{prefix}/hash/{r}" for r in range(topology.world_size)]
+            came = [r for r, there in enumerate(store.check_each(hashes)) if there]
+            _wait(store, [f"{prefix}/done/{r}" for r in came], Deadline(linger))
     except Exception:  # noqa: S110  # the store went (its server exited): nothing to release
         pass

@@ -4,6 +4,7 @@ what the engine left: every node a row, a failed one too."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from typer.testing import CliRunner
 
 from envguard import api
 from envguard.cli import app
-from factories import engine_answers, slurm_job
+from factories import engine_answers, own_slurm, own_slurm_missing, slurm_job
 
 runner = CliRunner()
 
@@ -181,7 +182,7 @@ def test_pdsh_recipe_and_nodes_that_fail(in_tmp: Path, tmp_path: Path) -> None:
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "pdcp").write_text('#!/bin/sh\nshift 2; cp "$1" "$2"\n')
+    (bin_dir / "pdcp").write_text('#!/bin/sh\nfor a; do src=$dst; dst=$a; done; cp "$src" "$dst"\n')
     (bin_dir / "pdcp").chmod(0o755)
     env = {
         "PDSH_RCMD_TYPE": "exec",
@@ -253,3 +254,94 @@ def test_a_hostile_stream_is_rows_or_one_error_never_a_traceback(text: bytes, in
     if result.exit_code == 1:
         for failed in json.loads(result.stdout)["failed"]:
             assert failed["host"].isprintable() and "/" not in failed["host"]
+
+
+FAKE_SCONTROL = """\
+#!/usr/bin/env bash
+# scontrol as the recipe asks it: the job's node list, then that list expanded.
+case "$1 $2" in
+  "show job") echo "JobId=$4 JobName=train ReqNodeList=(null) ExcNodeList=(null) NodeList=n[1-3]";;
+  "show hostnames") [ "$3" = "n[1-3]" ] && printf 'n1\\nn2\\nn3\\n';;
+  *) echo "scontrol: unexpected $*" >&2; exit 2;;
+esac
+"""
+
+# srun as a step on node -w NODE: logs the node, runs the command with that node's own
+# interpreter ($NODES/NODE/bin/python when there is one), and says a failure as srun does.
+FAKE_SRUN = """\
+#!/usr/bin/env bash
+node=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -w) node="$2"; shift 2;;
+    --jobid=*|--overlap|-N1|-n1|--kill-on-bad-exit=0|--input=all) shift;;
+    -*) echo "srun: unexpected option $1" >&2; exit 2;;
+    *) break;;
+  esac
+done
+echo "$node" >> "$NODES/steps.log"
+python="$1"; shift
+[ -x "$NODES/$node/bin/python" ] && python="$NODES/$node/bin/python"
+"$python" "$@"; rc=$?
+[ $rc -ne 0 ] && echo "srun: error: $node: task 0: Exited with exit code $rc" >&2
+exit $rc
+"""
+
+
+@pytest.mark.slow
+def test_slurm_recipe_checks_every_node_and_finds_the_odd_one(
+    in_tmp: Path, tmp_path: Path, wheelhouse: Path
+) -> None:
+    """Three nodes in the allocation, n2 with one package more: one step per node (the
+    recipe used to start one task on one node and say "all 1 hosts agree")."""
+    from factories import make_venv, make_wheel, uv_install
+
+    bin_dir, nodes = tmp_path / "bin", tmp_path / "nodes"
+    bin_dir.mkdir()
+    for name, text in (("scontrol", FAKE_SCONTROL), ("srun", FAKE_SRUN)):
+        (bin_dir / name).write_text(text, encoding="utf-8")
+        (bin_dir / name).chmod(0o755)
+    python = make_venv(tmp_path / "venv")
+    make_venv(nodes / "n2")
+    make_wheel(wheelhouse, "oddpkg", "1.0")
+    uv_install(nodes / "n2", wheelhouse, "oddpkg==1.0")
+    path = f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}"
+    proc = _recipe("slurm-fanout.sh", "42", str(python), cwd=in_tmp, PATH=path, NODES=str(nodes))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert sorted((nodes / "steps.log").read_text().split()) == ["n1", "n2", "n3"]
+    assert "2 distinct environments across 3 hosts; odd ones out: n2" in proc.stdout
+    assert "package oddpkg" in proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(own_slurm_missing() is not None, reason=own_slurm_missing() or "")
+def test_slurm_recipe_on_a_real_two_node_allocation_finds_the_odd_node(
+    in_tmp: Path, tmp_path: Path, wheelhouse: Path
+) -> None:
+    """Two slurmd of a Slurm of the test's own, one allocation over both; the node's
+    interpreter is the same path on both, a different venv behind it on gn2."""
+    from factories import make_venv, make_wheel, uv_install
+
+    base = make_venv(tmp_path / "base")
+    make_venv(tmp_path / "odd")
+    make_wheel(wheelhouse, "oddpkg", "1.0")
+    uv_install(tmp_path / "odd", wheelhouse, "oddpkg==1.0")
+    python = tmp_path / "py"  # what a shared path would be: each node its own venv
+    python.write_text(
+        f'#!/bin/sh\n[ "$SLURMD_NODENAME" = gn2 ] && exec {tmp_path}/odd/bin/python "$@"\n'
+        f'exec {base} "$@"\n',
+        encoding="utf-8",
+    )
+    python.chmod(0o755)
+    with own_slurm(tmp_path / "slurm", ("gn1", "gn2")) as env:
+        salloc = ["salloc", "--no-shell", "-N2", "--immediate=30", "-J", "eg-fanout"]
+        got = subprocess.run(salloc, capture_output=True, text=True, env=env, timeout=60)
+        job = got.stderr.split("Granted job allocation")[1].split()[0]
+        try:
+            conf = env["SLURM_CONF"]
+            proc = _recipe("slurm-fanout.sh", job, str(python), cwd=in_tmp, SLURM_CONF=conf)
+        finally:
+            subprocess.run(["scancel", job], env=env, check=False, timeout=30)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "2 distinct environments across 2 hosts" in proc.stdout
+    assert "package oddpkg" in proc.stdout

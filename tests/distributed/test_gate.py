@@ -147,7 +147,10 @@ def test_two_nodes_on_one_host_are_told_apart() -> None:
     for t in threads:
         t.join(30)
     assert len(errors) == 2
-    assert "node vm[node 1] (rank 1) differs from the majority (1 node, rank 0)" in str(errors[0])
+    assert str(errors[0]) == (
+        "environments differ across the job, no majority: node vm[node 0] (rank 0)"
+        " vs node vm[node 1] (rank 1): six 1.16.0 -> 1.17.0"
+    )
 
 
 def test_differences_say_what_changed() -> None:

@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from factories import uv_install
+from factories import own_slurm, own_slurm_missing, uv_install
 
 ROOT = Path(__file__).resolve().parents[2]
 NHC_CHECK = ROOT / "examples" / "slurm" / "envguard.nhc"
@@ -105,89 +102,109 @@ def test_the_init_container_manifest_has_what_an_init_container_needs() -> None:
         assert init["resources"]["limits"]
 
 
-# A real single-node Slurm, its own configuration, on free ports.
-SLURM_CONF = """\
-ClusterName=envguardtest
-SlurmctldHost={host}
-SlurmctldPort={ctld_port}
-SlurmdPort={slurmd_port}
-AuthType=auth/munge
-CredType=cred/munge
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-SlurmctldPidFile={d}/slurmctld.pid
-SlurmdPidFile={d}/slurmd.pid
-SlurmdSpoolDir={d}/spool
-StateSaveLocation={d}/state
-SlurmUser=root
-ReturnToService=2
-MpiDefault=none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-SlurmctldLogFile={d}/slurmctld.log
-SlurmdLogFile={d}/slurmd.log
-Prolog={d}/prolog.sh
-NodeName=egnode NodeHostname={host} NodeAddr=127.0.0.1 Port={slurmd_port} CPUs=1 State=UNKNOWN
-PartitionName=eg Nodes=egnode Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
-"""
+FLEET_JOB = ROOT / "examples" / "fleet" / "k8s-job.yaml"
+FLEET_RECIPES = ROOT / "examples" / "fleet"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+def test_the_fleet_job_runs_one_pod_per_gpu_node_named_after_the_node() -> None:
+    import yaml
+
+    (job,) = [d for d in yaml.safe_load_all(FLEET_JOB.read_text(encoding="utf-8")) if d]
+    assert job["kind"] == "Job" and job["spec"]["completionMode"] == "Indexed"
+    assert job["spec"]["completions"] == job["spec"]["parallelism"]
+    pod = job["spec"]["template"]
+    labels = pod["metadata"]["labels"]
+    spec = pod["spec"]
+    # One pod per node: a required anti-affinity and a spread that will not go past skew 1,
+    # both over the node's hostname and both selecting this Job's own pods.
+    (anti,) = spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    (spread,) = spec["topologySpreadConstraints"]
+    for rule in (anti, spread):
+        assert rule["topologyKey"] == "kubernetes.io/hostname"
+        assert rule["labelSelector"]["matchLabels"].items() <= labels.items()
+    assert (spread["maxSkew"], spread["whenUnsatisfiable"]) == (1, "DoNotSchedule")
+    (capture,) = spec["containers"]
+    # The node's name through the downward API, and it names the snapshot and its file.
+    env = {e["name"]: e for e in capture["env"]}
+    names = [
+        n
+        for n, e in env.items()
+        if e.get("valueFrom", {}).get("fieldRef") == {"fieldPath": "spec.nodeName"}
+    ]
+    assert names == ["NODE_NAME"]
+    script = " ".join(capture["args"])
+    assert '--name "$NODE_NAME"' in script and '--out "/snapshots/$NODE_NAME.json"' in script
+    assert "{host}" not in script
+    assert capture["resources"]["limits"]["nvidia.com/gpu"] >= 1
+    mounts = {m["name"]: m["mountPath"] for m in capture["volumeMounts"]}
+    assert mounts["snapshots"] == "/snapshots"
+    assert "snapshots" in {v["name"] for v in spec["volumes"]}
 
 
-def _slurm_missing() -> str | None:
-    if os.geteuid() != 0:
-        return "starts slurmctld and slurmd: needs root"
-    if not (shutil.which("slurmctld") and shutil.which("slurmd") and shutil.which("srun")):
-        return "needs Slurm (slurmctld, slurmd, srun)"
-    if not Path("/run/munge/munge.socket.2").exists():
-        return "needs a running munged"
-    return None
+@pytest.mark.parametrize(
+    ("recipe", "engines"), [("clush.sh", ("clush",)), ("pdsh.sh", ("pdsh", "pdcp"))]
+)
+def test_the_fan_out_recipes_bound_every_node(recipe: str, engines: tuple[str, ...]) -> None:
+    """Every clush/pdsh/pdcp line of the recipe carries a command timeout (-u) and a
+    connect timeout (-t): one hung node must not hold the whole fan-out."""
+    import shlex
+
+    text = (FLEET_RECIPES / recipe).read_text(encoding="utf-8").replace("\\\n", " ")
+    calls = []
+    for line in text.splitlines():
+        if line.lstrip().startswith("#"):
+            continue
+        words = shlex.split(line.replace('"${bounds[@]}"', "-t 30 -u 120"), posix=True)
+        calls += [words[i:] for i, w in enumerate(words) if w in engines and "-w" in words[i:]]
+    assert {c[0] for c in calls} == set(engines)
+    for call in calls:
+        assert "-u" in call and "-t" in call, call
+
+
+def test_the_prolog_lets_a_repair_in_the_maintenance_reservation_through(tmp_path: Path) -> None:
+    """A drifted node (envguard check exits 1): a job in the maintenance reservation starts,
+    any other job drains the node; scontrol and envguard are stand-ins that log."""
+    log = tmp_path / "calls.log"
+    for name, body in (
+        (
+            "scontrol",
+            f'echo "scontrol $*" >> {log}\ncase "$1 $2" in "show job") echo "JobId=$4 Reservation=${{FAKE_RESV:-(null)}}";; esac\n',
+        ),
+        (
+            "envguard",
+            f'echo "envguard $*" >> {log}\necho "torch 2.11.0+cu128 -> 2.11.0+cu130"; exit 1\n',
+        ),
+    ):
+        (tmp_path / name).write_text(f"#!/bin/bash\n{body}", encoding="utf-8")
+        (tmp_path / name).chmod(0o755)
+    conf = tmp_path / "envguard.conf"
+    conf.write_text(f"ENVGUARD={tmp_path / 'envguard'}\nENVGUARD_SNAPSHOT=/x/good.json\n")
+    env = {
+        "PATH": f"{tmp_path}:/usr/bin:/bin",
+        "ENVGUARD_PROLOG_CONF": str(conf),
+        "SLURM_JOB_ID": "7",
+        "SLURMD_NODENAME": "gpu017",
+    }
+
+    def prolog(**more: str) -> subprocess.CompletedProcess[str]:
+        log.write_text("")
+        argv = ["bash", str(PROLOG)]
+        return subprocess.run(argv, capture_output=True, text=True, env={**env, **more}, timeout=60)
+
+    for how in ({"SLURM_JOB_RESERVATION": "envguard-maint"}, {"FAKE_RESV": "envguard-maint"}):
+        assert prolog(**how).returncode == 0
+        assert "envguard check" not in log.read_text() and "State=DRAIN" not in log.read_text()
+    refused = prolog(FAKE_RESV="other")
+    assert refused.returncode == 1
+    assert "scontrol update NodeName=gpu017 State=DRAIN" in log.read_text()
 
 
 @pytest.fixture
 def slurm(tmp_path: Path) -> Iterator[dict[str, str]]:
-    """A single-node Slurm of the test's own; its environment (SLURM_CONF) for clients.
-    Its daemons are stopped, by their pids, when the test ends."""
-    d = tmp_path / "slurm"
-    for sub in ("spool", "state"):
-        (d / sub).mkdir(parents=True)
-    conf = d / "slurm.conf"
-    values = {"host": socket.gethostname(), "d": str(d)}
-    conf.write_text(SLURM_CONF.format(ctld_port=_free_port(), slurmd_port=_free_port(), **values))
-    env = dict(os.environ, SLURM_CONF=str(conf))
-    started = []
-    try:
-        subprocess.run(["slurmctld", "-f", str(conf), "-i"], env=env, check=True)
-        started.append(d / "slurmctld.pid")
-        subprocess.run(["slurmd", "-f", str(conf), "-N", "egnode"], env=env, check=True)
-        started.append(d / "slurmd.pid")
-        deadline = time.monotonic() + 30
-        while "idle" not in _sinfo(env, "%t"):
-            assert time.monotonic() < deadline, (d / "slurmctld.log").read_text()
-            time.sleep(0.3)
+    """A single-node Slurm of the test's own (node egnode, prolog at its folder's
+    prolog.sh); its environment (SLURM_CONF) for clients."""
+    with own_slurm(tmp_path / "slurm", prolog=True) as env:
         yield env
-    finally:
-        for pidfile in reversed(started):
-            for _ in range(50):  # a daemon writes its pid file just after forking
-                if pidfile.exists():
-                    break
-                time.sleep(0.1)
-            if pidfile.exists():
-                pid = int(pidfile.read_text().strip())
-                os.kill(pid, signal.SIGTERM)
-                for _ in range(100):
-                    try:
-                        os.kill(pid, 0)
-                    except ProcessLookupError:
-                        break
-                    time.sleep(0.1)
 
 
 def _sinfo(env: dict[str, str], fmt: str) -> str:
@@ -196,7 +213,7 @@ def _sinfo(env: dict[str, str], fmt: str) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(_slurm_missing() is not None, reason=_slurm_missing() or "")
+@pytest.mark.skipif(own_slurm_missing() is not None, reason=own_slurm_missing() or "")
 def test_the_prolog_drains_a_drifted_node_of_a_real_slurm(
     slurm: dict[str, str], node_venv: tuple[Path, Path, Callable[[], None]], tmp_path: Path
 ) -> None:
@@ -223,7 +240,7 @@ def test_the_prolog_drains_a_drifted_node_of_a_real_slurm(
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(_slurm_missing() is not None, reason=_slurm_missing() or "")
+@pytest.mark.skipif(own_slurm_missing() is not None, reason=own_slurm_missing() or "")
 @pytest.mark.skipif(not os.environ.get("ENVGUARD_NHC"), reason="ENVGUARD_NHC: an NHC checkout")
 def test_real_nhc_drains_a_drifted_node_and_brings_it_back(
     slurm: dict[str, str],
