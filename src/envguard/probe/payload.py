@@ -26,6 +26,7 @@ TARGET_MODULES = (
     "system",
     "distcache",
     "dists",
+    "loaded",
     "installed",
     "torchbuild",
     "compilekey",
