@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from envguard import api
-from factories import make_venv, make_wheel, uv_install
+from factories import make_venv, make_wheel, pip_install, uv_install
 
 TAG = sys.implementation.cache_tag
 LLAMA = "def forward(x):\n    return x * 2\n"
@@ -113,6 +113,8 @@ def test_a_planted_pyc_python_loads_is_named(venv: Path, in_tmp: Path, hash_base
     assert live.package_map()["modeling"].on_disk.added == (rel,)  # type: ignore[union-attr]
     drift = api.diff(good, live)
     assert ("files_added", "modeling") in _kinds(drift)
+    (change,) = [c for c in drift.changes if c.kind == "files_added"]
+    assert change.message.endswith("; bytecode that Python runs and no source here compiles to")
     assert api.diff(live, _snap(venv)).changes == ()  # one verdict, kept
 
 
@@ -212,3 +214,22 @@ def test_clash_warnings_are_bounded(tmp_path: Path, in_tmp: Path) -> None:
     claimed = [w for w in live.warnings if " is claimed by " in w]
     assert len(claimed) == 20
     assert "and 40 more paths claimed twice (1000 listed in clashes)" in live.warnings
+
+
+def test_pip_compiled_bytecode_is_checked_against_its_source(
+    tmp_path: Path, wheels: Path, in_tmp: Path
+) -> None:
+    venv = tmp_path / "pip"
+    make_venv(venv)
+    pip_install(venv, next(wheels.glob("modeling-*.whl")))  # pip compiles
+    record = next(_site(venv).glob("modeling-*.dist-info")) / "RECORD"
+    assert f"modeling/__pycache__/llama.{TAG}.pyc,," in record.read_text()  # with no hash
+    good = _snap(venv)
+    assert good.package_map()["modeling"].on_disk == _snap(venv).package_map()["modeling"].on_disk
+    assert good.package_map()["modeling"].on_disk.modified == ()  # type: ignore[union-attr]
+    pyc = _plant(venv, body=LLAMA.replace("x * 2", "x * 5"))
+    assert _forward(venv) == "5"
+    live = _snap(venv)
+    on_disk = live.package_map()["modeling"].on_disk
+    assert on_disk is not None
+    assert on_disk.added == (f"modeling/__pycache__/{pyc.name}",)

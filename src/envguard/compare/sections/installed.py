@@ -77,6 +77,8 @@ def _compare_package(
             continue
         if new:
             message = f"{name} {ap.version}: {_files(new, what)}"
+            if field == "added" and any(p.endswith(".pyc") for p in new):
+                message += "; bytecode that Python runs and no source here compiles to"
             if field == "clobbered":
                 winners = {p: c.owner for p, c in (owners or {}).items()}
                 message = f"{name} {ap.version}: " + "; ".join(

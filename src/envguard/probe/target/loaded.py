@@ -13,7 +13,8 @@ compilers' reference counts can cause). A pyc whose header is stale is never loa
 compiles the source again) and a pyc in ``__pycache__`` whose source is gone is never
 loaded either (PEP 3147): neither is drift. A pyc beside its module's folder entries
 (``F/m.pyc``, no ``m.py``) is loaded as a sourceless module: installed.py lists such files.
-RECORD-listed pycs (``pip --compile``) are checked against RECORD like every other file.
+A pyc RECORD lists with a hash is checked against RECORD like every other file (pip lists
+the pycs it compiles with none, uv lists none: those are compared with their source).
 The verdict for an unchanged pyc and source (inode, size, mtime, ctime of both) is kept in
 the distribution cache, so a venv is compiled once, not at each probe.
 """
@@ -43,7 +44,7 @@ SOURCE_CAP = 16 << 20
 # Compiling costs ~4 ms a module: a torch venv whose modules were all imported holds a few
 # thousand pycs. The quick check compiles for at most this long per run (then says how many
 # were left); verdicts are kept, so the next run goes on where this one stopped.
-QUICK_COMPILE_SECONDS = 60.0
+QUICK_COMPILE_SECONDS = 20.0
 # Entries read per __pycache__ folder (a real one holds a few hundred).
 MAX_ENTRIES = 100000
 # Per-item warnings kept (the rest counted in one line).
@@ -78,7 +79,8 @@ def check_bytecode(
     deadline: List[float],
 ) -> None:
     """Every ``__pycache__`` of the folders RECORD rows name (and of the top of ``site``):
-    the pycs of this interpreter that Python would load, compared with their sources.
+    the pycs of this interpreter that Python would load, compared with their sources, the
+    most recently changed first (a planted file is among them; ctime cannot be put back).
     ``folders``: folder -> mtime_ns, None below a symlink (not read). ``deadline``: one
     float shared by all sites (quick: a time; deep: -1, none)."""
     tag = getattr(sys.implementation, "cache_tag", None)
@@ -94,55 +96,146 @@ def check_bytecode(
     names = [f for f, mtime in folders.items() if mtime is not None and not in_cache_dir(f)]
     if "" in folder_owner:
         names.append("")
+    pending: List[_Pending] = []
+    for folder in sorted(set(names)):
+        for rel, source, verdict in _candidates(site, folder, owner, tag, cache, pending):
+            if not verdict:
+                _found(found, rel, owner.get(source), folder_owner, folder)
+    pending.sort(key=lambda p: -p.ctime_ns)
     with warnings.catch_warnings():  # compile() warns on stderr about the target's sources
         warnings.simplefilter("ignore")
-        for folder in sorted(set(names)):
-            _check_folder(site, folder, owner, folder_owner, cache, found, deadline, tag, deep)
+        for item in pending:
+            if deadline[0] >= 0 and time.monotonic() > deadline[0]:
+                found.unchecked += 1
+                continue
+            same = _compiled_same(item, cache)
+            if same is None:
+                found.unchecked += 1
+            elif not same:
+                folder = item.rel.rpartition("/__pycache__/")[0]
+                _found(found, item.rel, owner.get(item.source), folder_owner, folder)
 
 
 def in_cache_dir(folder: str) -> bool:
     return folder == "__pycache__" or folder.endswith("/__pycache__")
 
 
-def _check_folder(
+class _Pending:
+    """A pyc Python would load, to be compared with its source by compiling it."""
+
+    def __init__(
+        self, rel: str, source: str, full: str, opt: int, key: str, ctime_ns: int, settled: int
+    ) -> None:
+        self.rel, self.source, self.full, self.opt = rel, source, full, opt
+        self.key, self.ctime_ns, self.settled = key, ctime_ns, settled
+
+
+def _candidates(
     site: str,
     folder: str,
     owner: Dict[str, int],
-    folder_owner: Dict[str, int],
-    cache: Optional[DistCache],
-    found: Bytecode,
-    deadline: List[float],
     tag: str,
-    deep: bool,
-) -> None:
+    cache: Optional[DistCache],
+    pending: List[_Pending],
+) -> List[Tuple[str, str, bool]]:
+    """(pyc, its source, verdict) told without compiling (a link is drift); the pycs that
+    need a compile are added to ``pending``."""
     lead = folder + "/" if folder else ""
     where = site + "/" + lead + "__pycache__"
     try:
         st = os.lstat(where)
     except OSError:
-        return
+        return []
     if stat.S_ISLNK(st.st_mode):  # Python follows it: what it leads to is loaded, unread here
-        _found(found, lead + "__pycache__", owner.get(lead + "__init__.py"), folder_owner, folder)
-        return
+        return [(lead + "__pycache__", lead + "__init__.py", False)]
     if not stat.S_ISDIR(st.st_mode):
-        return
+        return []
     try:
         entries = sorted(os.listdir(where))[:MAX_ENTRIES]
     except OSError:
-        return
+        return []
+    out = []
     for name in entries:
         match = _PYC.match(name)
         if match is None or match.group(2) != tag:
             continue  # another interpreter's, or no module's
         rel = lead + "__pycache__/" + name
         if rel in owner:
-            continue  # RECORD lists it: checked against RECORD's hash
+            continue  # RECORD lists it with a hash: checked against RECORD
         source = lead + match.group(1) + ".py"
-        verdict = _verdict(site + "/" + rel, site + "/" + source, match.group(3), cache, deadline)
-        if verdict is None:
-            found.unchecked += 1
-        elif not verdict:
-            _found(found, rel, owner.get(source), folder_owner, folder)
+        verdict = _screen(site, rel, source, int(match.group(3) or 0), cache, pending)
+        if verdict is not None:
+            out.append((rel, source, verdict))
+    return out
+
+
+def _screen(
+    site: str,
+    rel: str,
+    source: str,
+    opt: int,
+    cache: Optional[DistCache],
+    pending: List[_Pending],
+) -> Optional[bool]:
+    """True: Python would not load the pyc at ``rel``, or it was found the source's before;
+    False: Python would load it and it is a link; None: added to ``pending``."""
+    pyc, src = site + "/" + rel, site + "/" + source
+    try:
+        src_st = os.lstat(src)
+        pyc_st = os.lstat(pyc)
+    except OSError:
+        return True  # no source: never loaded from __pycache__ (PEP 3147)
+    if not stat.S_ISREG(src_st.st_mode):
+        return True  # a linked or odd source: RECORD's check names it
+    if stat.S_ISLNK(pyc_st.st_mode):
+        return False  # Python follows the link; nothing is read through it here
+    if not stat.S_ISREG(pyc_st.st_mode):
+        return True
+    # A source uv links from its cache has its ctime moved by every venv linked to it: its
+    # mtime stands for it (as installed.py keys a file with several links).
+    src_ctime = src_st.st_ctime_ns if src_st.st_nlink == 1 else -1
+    key = "pyc\0%s\0%d,%d,%d,%d\0%d,%d,%d,%d" % (
+        pyc,
+        pyc_st.st_ino,
+        pyc_st.st_size,
+        pyc_st.st_mtime_ns,
+        pyc_st.st_ctime_ns,
+        src_st.st_ino,
+        src_st.st_size,
+        src_st.st_mtime_ns,
+        src_ctime,
+    )
+    if cache is not None and cache.was_verified(key):
+        return True
+    try:
+        fd = os.open(pyc, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        try:
+            header = os.read(fd, 16)
+        finally:
+            os.close(fd)
+    except OSError:
+        return True  # unreadable to us; Python (the same user) cannot load it either
+    if _loads_without_source(header, src_st) is None:
+        return True  # stale, or not this interpreter's bytecode: compiled again
+    settled = max(pyc_st.st_ctime_ns, src_ctime, src_st.st_mtime_ns)
+    pending.append(_Pending(rel, src, pyc, opt, key, pyc_st.st_ctime_ns, settled))
+    return None
+
+
+def _compiled_same(item: _Pending, cache: Optional[DistCache]) -> Optional[bool]:
+    """Whether the pending pyc is what its source compiles to (a checked hash pyc of
+    another source is never loaded: True); None when a cap stops the check."""
+    try:
+        data = read_bytes(item.full, PYC_CAP)
+        source = read_bytes(item.source, SOURCE_CAP)
+    except OSError as exc:
+        return None if exc.errno == 27 else True  # EFBIG: over a cap
+    if data[4:8] == b"\x03\x00\x00\x00" and not _hash_matches(data, source):
+        return True  # a checked hash pyc of another source: compiled again
+    same = _same_code(data[16:], source, item.source, item.opt)
+    if same and cache is not None:
+        cache.keep_verified(item.key, item.settled)
+    return same
 
 
 def _found(
@@ -154,65 +247,6 @@ def _found(
         found.top.append(rel)
     else:
         found.by_dist.setdefault(index, []).append(rel)
-
-
-def _verdict(
-    pyc: str, source: str, opt: Optional[str], cache: Optional[DistCache], deadline: List[float]
-) -> Optional[bool]:
-    """True: Python would not load ``pyc``, or it is the source's; False: Python would load
-    it and it is not; None: not told (a cap or the time budget)."""
-    try:
-        src_st = os.lstat(source)
-        pyc_st = os.lstat(pyc)
-    except OSError:
-        return True  # no source: never loaded from __pycache__ (PEP 3147)
-    if not stat.S_ISREG(src_st.st_mode):
-        return True  # a linked or odd source: RECORD's check names it
-    if stat.S_ISLNK(pyc_st.st_mode):
-        return False  # Python follows the link; nothing is read through it here
-    if not stat.S_ISREG(pyc_st.st_mode):
-        return True
-    if pyc_st.st_size > PYC_CAP or src_st.st_size > SOURCE_CAP:
-        return None
-    key = "pyc\0%s\0%d,%d,%d,%d\0%d,%d,%d,%d" % (
-        pyc,
-        pyc_st.st_ino,
-        pyc_st.st_size,
-        pyc_st.st_mtime_ns,
-        pyc_st.st_ctime_ns,
-        src_st.st_ino,
-        src_st.st_size,
-        src_st.st_mtime_ns,
-        src_st.st_ctime_ns,
-    )
-    if cache is not None and cache.was_verified(key):
-        return True
-    try:
-        data = read_bytes(pyc, PYC_CAP)
-    except OSError:
-        return True  # unreadable to us; Python (the same user) cannot load it either
-    header = _loads_without_source(data, src_st)
-    if header is None:
-        return True  # stale, or not this interpreter's bytecode: compiled again
-    source_bytes = None
-    if not header:
-        try:
-            source_bytes = read_bytes(source, SOURCE_CAP)
-        except OSError:
-            return True
-        if not _hash_matches(data, source_bytes):
-            return True  # a checked hash pyc of another source: compiled again
-    if deadline[0] >= 0 and time.monotonic() > deadline[0]:
-        return None
-    if source_bytes is None:
-        try:
-            source_bytes = read_bytes(source, SOURCE_CAP)
-        except OSError:
-            return True
-    same = _same_code(data[16:], source_bytes, source, int(opt or 0))
-    if same and cache is not None:
-        cache.keep_verified(key, max(pyc_st.st_ctime_ns, src_st.st_ctime_ns))
-    return same
 
 
 def _loads_without_source(data: bytes, src_st: os.stat_result) -> Optional[bool]:
