@@ -233,3 +233,25 @@ def test_pip_compiled_bytecode_is_checked_against_its_source(
     on_disk = live.package_map()["modeling"].on_disk
     assert on_disk is not None
     assert on_disk.added == (f"modeling/__pycache__/{pyc.name}",)
+
+
+def test_links_out_at_the_top_of_site_packages_are_named_not_read(
+    venv: Path, tmp_path: Path, in_tmp: Path
+) -> None:
+    site = _site(venv)
+    outside = tmp_path / "outside"
+    (outside / "evil").mkdir(parents=True)
+    (outside / "evil" / "__init__.py").write_text("print('runs on import')\n")
+    (outside / "stray.pth").write_text("import evil\n")
+    dist_info = outside / "evil-1.0.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: evil\nVersion: 1.0\n")
+    good = _snap(venv)
+    for name in ("evil", "stray.pth", "evil-1.0.dist-info"):
+        (site / name).symlink_to(outside / name)
+    live = _snap(venv)
+    assert live.unowned is not None and {"evil", "stray.pth"} <= set(live.unowned)
+    assert "evil" not in live.package_map()  # its metadata lies outside: not read
+    assert any("evil-1.0.dist-info is a link out of the venv" in w for w in live.warnings)
+    names = {c.name for c in api.diff(good, live).changes if c.kind == "unowned_added"}
+    assert {"evil", "stray.pth"} <= names

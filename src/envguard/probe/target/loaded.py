@@ -382,8 +382,8 @@ def check_scripts(
 def unowned_startup(site: str, names: List[str], owner: Dict[str, int]) -> List[str]:
     """Entries at the top of ``site`` no RECORD claims that run at start-up or on import and
     that the file rule (a regular ``.py``/``.pth``/``.so``) misses: a ``sitecustomize`` or
-    ``usercustomize`` package (a folder), a sourceless ``.pyc``, or a link to any of these
-    (Python follows it; it is named, not read). Folders end in ``/``."""
+    ``usercustomize`` package (a folder), a sourceless ``.pyc``, or a link (Python follows
+    it; it is named, not read). Folders end in ``/``."""
     out: List[str] = []
     for name in names:
         if name in owner:
@@ -395,9 +395,15 @@ def unowned_startup(site: str, names: List[str], owner: Dict[str, int]) -> List[
         if name in STARTUP and (stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
             if not _owned_below(name, owner):
                 out.append(name + "/")
-        elif (name.endswith(".pyc") and stat.S_ISREG(mode)) or (
-            stat.S_ISLNK(mode) and name.endswith((".py", ".pth", ".so", ".pyc"))
+        elif name.endswith(".pyc") and stat.S_ISREG(mode):
+            out.append(name)
+        elif (
+            stat.S_ISLNK(mode)
+            and not name.endswith((".dist-info", ".egg-info"))
+            and (name.endswith((".py", ".pth", ".so", ".pyc")) or not _owned_below(name, owner))
         ):
+            # a module, a .pth or a package that Python reaches through the link: named,
+            # never read (a linked folder a RECORD lists is installed.py's to name)
             out.append(name)
     return out
 
@@ -405,6 +411,17 @@ def unowned_startup(site: str, names: List[str], owner: Dict[str, int]) -> List[
 def _owned_below(folder: str, owner: Dict[str, int]) -> bool:
     lead = folder + "/"
     return any(path.startswith(lead) for path in owner)
+
+
+def leads_out(path: str, prefix: str) -> Optional[str]:
+    """Where ``path`` leads when it is a symlink out of the venv at ``prefix``; else None."""
+    try:
+        if not stat.S_ISLNK(os.lstat(path).st_mode):
+            return None
+    except OSError:
+        return None
+    target, inside = os.path.realpath(path), os.path.realpath(prefix)
+    return None if target == inside or target.startswith(inside + "/") else target
 
 
 def confined_sites(sites: List[str], prefix: str, warnings: List[str]) -> List[str]:
