@@ -96,13 +96,13 @@ def read_number(text: str, integer: bool = False) -> float:
     wrong (never echoing more than a few characters of it) otherwise."""
     text = text.strip()
     shown = text if len(text) <= 24 else text[:12] + "..." + text[-6:]
-    if len(text) > MAX_NUMBER_TEXT:
-        raise ValueError("a number of %d characters (at most %d)" % (len(text), MAX_NUMBER_TEXT))
     if not text or not set(text) <= _NUMBER_CHARS:
         raise ValueError("%r is not a number" % shown)
     digits = sum(c.isdigit() for c in text.partition("e")[0].partition("E")[0])
     if digits > MAX_DIGITS:
         raise ValueError("a number of %d digits (at most %d)" % (digits, MAX_DIGITS))
+    if len(text) > MAX_NUMBER_TEXT:
+        raise ValueError("a number of %d characters (at most %d)" % (len(text), MAX_NUMBER_TEXT))
     if integer:
         if not text.lstrip("+-").isdigit() or text[:2] in ("+-", "-+", "--", "++"):
             raise ValueError("%r is not a whole number" % shown)
