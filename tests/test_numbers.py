@@ -102,3 +102,30 @@ def test_every_numeric_option_is_bounded(argv: list[str], option: str, in_tmp: P
     assert result.exit_code == 2, result.output
     assert f"error: Invalid value for '{option}'" in result.output
     assert HUGE not in result.output
+
+
+@pytest.mark.parametrize(
+    ("number", "said"),
+    [
+        (HUGE, "a number of 5000 digits or more (at most 40)"),
+        ("1e309", "'1e309' is out of range"),
+        ("inf", "'inf' is not a number"),
+        ("nan", "'nan' is not a number"),
+    ],
+)
+def test_lockfiles_and_the_config_read_numbers_through_the_one_reader(
+    tmp_path: Path, in_tmp: Path, number: str, said: str
+) -> None:
+    from envguard.compare.lockfiles.common import LockfileError, parse_toml
+    from envguard.compare.policy import load_policy
+    from envguard.errors import UsageError
+
+    text = f"version = 1\nrevision = {number}\n"
+    with pytest.raises(LockfileError) as caught:
+        parse_toml(text, where="uv.lock")
+    assert str(caught.value) == f"uv.lock: not valid TOML ({said})"
+    (tmp_path / "pyproject.toml").write_text(f"[tool.envguard]\nx = {number}\n")
+    with pytest.raises(UsageError) as refused:
+        load_policy(tmp_path)
+    assert str(refused.value).endswith(f"cannot read it as TOML ({said})")
+    assert parse_toml('a = "' + HUGE + '"\nb = 1_000\n', where="x") == {"a": HUGE, "b": 1000}
