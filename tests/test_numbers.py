@@ -129,3 +129,34 @@ def test_lockfiles_and_the_config_read_numbers_through_the_one_reader(
         load_policy(tmp_path)
     assert str(refused.value).endswith(f"cannot read it as TOML ({said})")
     assert parse_toml('a = "' + HUGE + '"\nb = 1_000\n', where="x") == {"a": HUGE, "b": 1000}
+
+
+def test_variables_and_metrics_read_numbers_through_the_one_reader() -> None:
+    from envguard.distributed import _env_int, _timeout
+    from envguard.errors import UsageError
+    from envguard.snapshots.request import parse_metric
+
+    for text in ("inf", "nan", "1e309", HUGE):
+        with pytest.raises(UsageError, match=r"^ENVGUARD_GATE_TIMEOUT"):
+            _timeout(None, {"ENVGUARD_GATE_TIMEOUT": text})  # inf: a rank waiting for ever
+    with pytest.raises(UsageError, match=r"^RANK: a number of 5000 digits"):
+        _env_int("RANK", {"RANK": HUGE})
+    for text in ("1e309", HUGE):
+        with pytest.raises(UsageError, match=r"^--metric loss: "):
+            parse_metric(f"loss={text}")
+    assert parse_metric("loss=nan") == ("loss", "nan")  # kept as text, as before
+    assert parse_metric("tok_s=21500") == ("tok_s", 21500)
+
+
+def test_a_fleet_stream_envelope_with_a_huge_byte_count_is_a_failed_node(tmp_path: Path) -> None:
+    from envguard.snapshots.fanout import gather
+
+    stream = tmp_path / "fleet.log"
+    stream.write_bytes(
+        b'{"node": "n1", "exit": 0, "bytes": ' + HUGE.encode() + b', "report": {}}\n'
+    )
+    found = gather([str(stream)])  # never int() of 5,000 digits
+    assert found.sources
+    for source in found.sources:
+        with pytest.raises(NodeFailed):
+            read_document(source)

@@ -123,7 +123,7 @@ def _stdin_copy() -> Path:
 # long lines (srun --label every 1,024 bytes, each piece prefixed again) is undone by
 # joining a node's pieces until the envelope is whole.
 _ENVELOPE = re.compile(
-    rb'^\{"node": (?:"(?:[^"\\]|\\.)*"|null), "exit": -?\d+, "bytes": (\d+), "report": '
+    rb'^\{"node": (?:"(?:[^"\\]|\\.)*"|null), "exit": -?\d{1,12}, "bytes": (\d{1,15}), "report": '
 )
 
 
