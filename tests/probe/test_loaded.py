@@ -55,7 +55,7 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
         wh,
         "modeling",
         "4.57.1",
-        files={"modeling/__init__.py": "", "modeling/llama.py": LLAMA},
+        files={"modeling/__init__.py": "", "modeling/llama.py": LLAMA, "modeling_top.py": LLAMA},
         scripts={"modeling-train": "modeling.llama:forward"},
     )
     return wh
@@ -69,13 +69,15 @@ def venv(tmp_path: Path, wheels: Path) -> Path:
     return venv
 
 
-def _plant(venv: Path, *, body: str, hash_based: bool = False) -> Path:
-    """A pyc of ``body`` where Python looks for modeling/llama.py's, its header made to
-    match the real source (its mtime and size, or an unchecked hash pyc)."""
-    source = _site(venv) / "modeling" / "llama.py"
-    fake = source.parent / "fake_llama.py"
+def _plant(
+    venv: Path, *, body: str, hash_based: bool = False, module: str = "modeling/llama"
+) -> Path:
+    """A pyc of ``body`` where Python looks for ``module``'s (modeling/llama.py), its header
+    made to match the real source (its mtime and size, or an unchecked hash pyc)."""
+    source = _site(venv) / f"{module}.py"
+    fake = source.parent / "fake_module.py"
     fake.write_text(body)
-    pyc = source.parent / "__pycache__" / f"llama.{TAG}.pyc"
+    pyc = source.parent / "__pycache__" / f"{source.stem}.{TAG}.pyc"
     mode = py_compile.PycInvalidationMode
     py_compile.compile(
         str(fake),
@@ -255,3 +257,13 @@ def test_links_out_at_the_top_of_site_packages_are_named_not_read(
     assert any("evil-1.0.dist-info is a link out of the venv" in w for w in live.warnings)
     names = {c.name for c in api.diff(good, live).changes if c.kind == "unowned_added"}
     assert {"evil", "stray.pth"} <= names
+
+
+def test_a_planted_pyc_of_a_top_level_module_is_its_distribution_s(
+    venv: Path, in_tmp: Path
+) -> None:
+    pyc = _plant(venv, body=LLAMA.replace("x * 2", "x * 7"), module="modeling_top")
+    live = _snap(venv)
+    on_disk = live.package_map()["modeling"].on_disk
+    assert on_disk is not None and on_disk.added == (f"__pycache__/{pyc.name}",)
+    assert live.unowned is not None and not any(u.startswith("__pycache__") for u in live.unowned)

@@ -15,8 +15,9 @@ loaded either (PEP 3147): neither is drift. A pyc beside its module's folder ent
 (``F/m.pyc``, no ``m.py``) is loaded as a sourceless module: installed.py lists such files.
 A pyc RECORD lists with a hash is checked against RECORD like every other file (pip lists
 the pycs it compiles with none, uv lists none: those are compared with their source).
-The verdict for an unchanged pyc and source (inode, size, mtime, ctime of both) is kept in
-the distribution cache, so a venv is compiled once, not at each probe.
+The verdict for an unchanged pyc and source (inode, size, mtime and ctime of both; no ctime
+for a source with several links) is kept in the distribution cache, so a venv is compiled
+once, not at each probe (docs/benchmarks.md has the cost).
 """
 
 # ruff: noqa: UP006, UP035, UP045, B905
@@ -41,9 +42,9 @@ if TYPE_CHECKING:
 # few MB); counted as not checked.
 PYC_CAP = 64 << 20
 SOURCE_CAP = 16 << 20
-# Compiling costs ~4 ms a module: a torch venv whose modules were all imported holds a few
-# thousand pycs. The quick check compiles for at most this long per run (then says how many
-# were left); verdicts are kept, so the next run goes on where this one stopped.
+# A torch venv whose modules were all imported (or compiled at install) holds thousands of
+# pycs. The quick check compiles for at most this long per run (then says how many were
+# left); verdicts are kept, so the next run goes on where this one stopped.
 QUICK_COMPILE_SECONDS = 20.0
 # Entries read per __pycache__ folder (a real one holds a few hundred).
 MAX_ENTRIES = 100000
@@ -113,7 +114,7 @@ def check_bytecode(
                 found.unchecked += 1
             elif not same:
                 folder = item.rel.rpartition("/__pycache__/")[0]
-                _found(found, item.rel, owner.get(item.source), folder_owner, folder)
+                _found(found, item.rel, owner.get(item.source_rel), folder_owner, folder)
 
 
 def in_cache_dir(folder: str) -> bool:
@@ -123,11 +124,10 @@ def in_cache_dir(folder: str) -> bool:
 class _Pending:
     """A pyc Python would load, to be compared with its source by compiling it."""
 
-    def __init__(
-        self, rel: str, source: str, full: str, opt: int, key: str, ctime_ns: int, settled: int
-    ) -> None:
-        self.rel, self.source, self.full, self.opt = rel, source, full, opt
-        self.key, self.ctime_ns, self.settled = key, ctime_ns, settled
+    def __init__(self, rel: str, source_rel: str, site: str, opt: int, key: str) -> None:
+        self.rel, self.source_rel, self.opt, self.key = rel, source_rel, opt, key
+        self.full, self.source = site + "/" + rel, site + "/" + source_rel
+        self.ctime_ns = self.settled = 0
 
 
 def _candidates(
@@ -217,8 +217,10 @@ def _screen(
         return True  # unreadable to us; Python (the same user) cannot load it either
     if _loads_without_source(header, src_st) is None:
         return True  # stale, or not this interpreter's bytecode: compiled again
-    settled = max(pyc_st.st_ctime_ns, src_ctime, src_st.st_mtime_ns)
-    pending.append(_Pending(rel, src, pyc, opt, key, pyc_st.st_ctime_ns, settled))
+    item = _Pending(rel, source, site, opt, key)
+    item.ctime_ns = pyc_st.st_ctime_ns
+    item.settled = max(pyc_st.st_ctime_ns, src_ctime, src_st.st_mtime_ns)
+    pending.append(item)
     return None
 
 
