@@ -154,32 +154,3 @@ def suspect_numbers(text: str | bytes) -> bool:
     if isinstance(text, bytes):
         return re.search(_SUSPECT_BYTES, text) is not None
     return re.search(_SUSPECT, text) is not None
-
-
-# Where a TOML value starts (after "=", "[", "," or "{", or at a line's start inside an
-# array), a number of more digits than read_number takes (underscores count: TOML allows
-# them between digits). tomllib has no hook for ints: a match is refused before it parses.
-_TOML_LONG = r"(?m)(?:^|[=,\[{])[ \t]*[+-]?[0-9][0-9_]{%d,}" % MAX_DIGITS
-
-
-def toml_loads(text: str) -> dict[str, Any]:
-    """TOML whose every number went through read_number (ValueError otherwise): floats by
-    tomllib's hook (inf and nan are valid TOML, and no number envguard reads), ints by a
-    scan first."""
-    import re
-    import sys
-
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    found = re.search(_TOML_LONG, text)
-    if found is not None:
-        digits = sum(c.isdigit() for c in found.group())
-        raise ValueError("a number of %d digits or more (at most %d)" % (digits, MAX_DIGITS))
-    data: dict[str, Any] = tomllib.loads(text, parse_float=_toml_float)
-    return data
-
-
-def _toml_float(text: str) -> float:
-    return read_number(text.replace("_", ""))

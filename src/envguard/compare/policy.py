@@ -13,7 +13,7 @@ from typing import Any
 from envguard.compare.sections import SECTIONS
 from envguard.compare.severity import Severity
 from envguard.errors import UsageError
-from envguard.reading import toml_loads
+from envguard.toml_reading import toml_loads
 
 # Distributions whose change (added, removed, any version or build) breaks GPU training.
 GPU_STACK = (

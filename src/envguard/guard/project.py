@@ -22,7 +22,8 @@ from envguard.errors import ActionError, UsageError
 from envguard.guard.command import InstallCommand
 from envguard.guard.resolve import Resolution, from_uv_changes, read_output, start_reading
 from envguard.lifecycle import signals_deferred
-from envguard.reading import SMALL_CAP, not_json_constant, toml_loads
+from envguard.reading import SMALL_CAP, not_json_constant
+from envguard.toml_reading import toml_loads
 
 # Options of `uv add`/`uv remove` that choose what the sync after it installs: passed to
 # the sync dry run (``--optional E`` installs extra E; see _selection()).

@@ -12,8 +12,9 @@ from typing import Any
 from packaging.markers import InvalidMarker, Marker
 
 from envguard.errors import UsageError
-from envguard.reading import LOCKFILE_CAP, NotRegular, read_bytes, toml_loads
+from envguard.reading import LOCKFILE_CAP, NotRegular, read_bytes
 from envguard.snapshots.models import Snapshot
+from envguard.toml_reading import toml_loads
 
 if sys.version_info >= (3, 11):
     import tomllib

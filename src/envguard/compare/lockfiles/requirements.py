@@ -24,7 +24,7 @@ from envguard.compare.lockfiles.common import (
     read_lockfile_text,
     reason,
 )
-from envguard.reading import toml_loads
+from envguard.toml_reading import toml_loads
 
 _MAX_INCLUDE_DEPTH = 10
 _MAX_INCLUDED_FILES = 1000

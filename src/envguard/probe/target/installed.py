@@ -5,7 +5,8 @@ another distribution's bytes (clobbered); per site-packages: paths two distribut
 claim with different contents (clashes) and whose copy is on disk; files at the top of
 site-packages that no RECORD claims (a stray ``.pth`` runs code at every start-up).
 
-``quick`` (the default) looks at the files that run (``.py``, shared libraries, ``.pth``):
+``quick`` (the default) looks at the files that run (``.py``, shared libraries, ``.pth``, a
+``.pyc`` RECORD hashes; bytecode, start-up code and console scripts beyond: loaded.py):
 one ``lstat`` each, compared with RECORD's size. A file of the right size is hashed when
 anything on disk says it may have been written after its wheel was unpacked:
 - its mtime is later than RECORD's (written after the install);
