@@ -39,6 +39,7 @@ from envguard.blame import (
 )
 from envguard.errors import ActionError, EnvguardError, UsageError
 from envguard.probe.payload import code_key, local_entry
+from envguard.reading import read_number
 from envguard.rendezvous import BoundedStore, Deadline, Store, StoreGoneError, tcp_store
 
 if TYPE_CHECKING:
@@ -414,6 +415,11 @@ def _raise_for(verdict: object, topology: Topology) -> None:
 
 def _env_int(name: str, environ: Mapping[str, str]) -> int:
     value = environ.get(name)
+    if value is not None and value.strip().isdigit():
+        try:
+            return int(read_number(value, integer=True))
+        except ValueError as exc:
+            raise UsageError(f"{name}: {exc}") from None
     if value is None or not value.strip().isdigit():
         raise UsageError(
             f"{name} is {'not set' if value is None else f'not a number ({value!r})'}: the"
@@ -483,9 +489,9 @@ def _timeout(timeout: float | None, environ: Mapping[str, str]) -> float:
     if text is None:
         return DEFAULT_TIMEOUT
     try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
+        value = read_number(text)
+    except ValueError as exc:
+        raise UsageError(f"ENVGUARD_GATE_TIMEOUT: {exc}") from None
     if not value > 0:
         raise UsageError(f"ENVGUARD_GATE_TIMEOUT is not a positive number of seconds: {text!r}")
     return value

@@ -7,7 +7,7 @@ import stat
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Optional
+    from typing import Any, Optional
 
 # Caps per kind of file: a damaged or hostile site-packages must not exhaust memory.
 METADATA_CAP = 16 << 20
@@ -79,3 +79,78 @@ def read_text(path: str, cap: int = SMALL_CAP) -> Optional[str]:
 
 
 LOCKFILE_CAP = 64 << 20  # uv.lock of a large monorepo is a few MB; 64 MiB is not a lockfile
+
+
+# The one reader of numbers from files, streams and options. A JSON number of more digits
+# than any envguard writes (nanosecond times have 19) is refused before int() sees it:
+# Python's int() refuses 4,300 digits with a message about sys.set_int_max_str_digits, and
+# a float of 5,000 digits is silently inf. inf, nan and what overflows to them (1e309) are
+# no number a snapshot, a report or an option means.
+MAX_DIGITS = 40
+MAX_NUMBER_TEXT = 64  # characters of one number: digits, sign, point and exponent
+_NUMBER_CHARS = frozenset("0123456789+-.eE")
+
+
+def read_number(text: str, integer: bool = False) -> float:
+    """``text`` as a finite number (an int when ``integer``); ValueError saying what is
+    wrong (never echoing more than a few characters of it) otherwise."""
+    text = text.strip()
+    shown = text if len(text) <= 24 else text[:12] + "..." + text[-6:]
+    if not text or not set(text) <= _NUMBER_CHARS:
+        raise ValueError("%r is not a number" % shown)
+    digits = sum(c.isdigit() for c in text.partition("e")[0].partition("E")[0])
+    if digits > MAX_DIGITS:
+        raise ValueError("a number of %d digits (at most %d)" % (digits, MAX_DIGITS))
+    if len(text) > MAX_NUMBER_TEXT:
+        raise ValueError("a number of %d characters (at most %d)" % (len(text), MAX_NUMBER_TEXT))
+    if integer:
+        if not text.lstrip("+-").isdigit() or text[:2] in ("+-", "-+", "--", "++"):
+            raise ValueError("%r is not a whole number" % shown)
+        return int(text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError("%r is not a number" % shown) from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError("%r is out of range" % shown)
+    return value
+
+
+def json_int(text: str) -> int:
+    """json's ``parse_int``: a bounded int."""
+    return int(read_number(text, integer=True))
+
+
+def json_float(text: str) -> float:
+    """json's ``parse_float``: a bounded, finite float."""
+    return read_number(text)
+
+
+def json_loads(text: str | bytes) -> Any:
+    """JSON whose every number went through read_number (ValueError otherwise). A text with
+    no long run of digits and no exponent of three digits is parsed without the per-number
+    hooks (as fast as json itself): it holds no number they would refuse."""
+    import json
+
+    if suspect_numbers(text):
+        return json.loads(
+            text, parse_int=json_int, parse_float=json_float, parse_constant=not_json_constant
+        )
+    return json.loads(text, parse_constant=not_json_constant)
+
+
+# Where a JSON value starts, a number read_number may refuse: more than MAX_DIGITS digits,
+# or an exponent of three digits or more (1e309 is inf). Text inside a string may match too
+# (a hash's hex digits after a comma): that costs the hooks, never a wrong answer.
+_SUSPECT = r"(?:^|[\[:,])\s*-?[0-9.]*(?:[0-9]{%d}|[eE][+-]?[0-9]{3})" % (MAX_DIGITS + 1)
+_SUSPECT_BYTES = _SUSPECT.encode()
+
+
+def suspect_numbers(text: str | bytes) -> bool:
+    """Whether ``text`` may hold a number read_number refuses (a parser that takes any
+    number, such as pydantic's, must not read it first)."""
+    import re
+
+    if isinstance(text, bytes):
+        return re.search(_SUSPECT_BYTES, text) is not None
+    return re.search(_SUSPECT, text) is not None

@@ -178,7 +178,7 @@ def test_a_hand_edited_cache_row_is_read_again_not_followed(
     honest = _probe(site, xdg)
     (shard,) = (xdg / "envguard" / "dists-v3").glob("*.json")
     data = json.loads(shard.read_text())
-    (key,) = [k for k in data["rows"] if "/evil-1.0.dist-info/" in k]
+    (key,) = [k for k in data["rows"] if "/evil-1.0.dist-info/RECORD\0" in k]
     count = paths.count("\n") + 1
     data["rows"][key] = [paths, ",".join(["0"] * count), "\n".join(["sha256=AAAA"] * count)]
     shard.write_text(json.dumps(data))

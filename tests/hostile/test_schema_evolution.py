@@ -155,11 +155,19 @@ def test_a_refused_newer_file_says_no_note_only_the_error(change: dict[str, Any]
 
 def test_the_note_is_bounded_whatever_the_minor() -> None:
     doc = _future(cluster=1)
-    doc["schema_minor"] = 10**4000  # JSON reads up to 4300 digits
+    doc["schema_minor"] = 10**39  # as many digits as a number may have (reading.MAX_DIGITS)
     snap, error, notes = _notes_of(json.dumps(doc), "huge-minor.json")
     assert error is None and snap is not None
     (note,) = notes
     assert len(note) <= 400 and note.isprintable(), len(note)
+
+
+def test_a_minor_past_the_digit_cap_is_one_error_and_no_note() -> None:
+    doc = _future(cluster=1)
+    doc["schema_minor"] = 10**4000  # JSON reads up to 4300 digits; envguard, 40
+    snap, error, notes = _notes_of(json.dumps(doc), "huge-minor.json")
+    assert snap is None and notes == []
+    assert error == "huge-minor.json: not valid JSON (a number of 4001 digits (at most 40))"
 
 
 def test_the_note_counts_every_field_ignored_even_alike_when_cut() -> None:

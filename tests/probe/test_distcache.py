@@ -244,10 +244,11 @@ def test_another_envguards_records_are_not_used(
 
 
 def test_nothing_reached_through_a_symlink_is_kept(tmp_path: Path, env: dict[str, str]) -> None:
-    """A linked .dist-info flipped to another folder and back leaves every stamp as it was."""
+    """A linked .dist-info flipped to another folder and back leaves every stamp as it was.
+    (One linked out of the venv is not read at all: tests/probe/test_loaded.py.)"""
     venv = tmp_path / "venv"
     make_venv(venv)
-    real = make_dist_info(tmp_path / "elsewhere", "foo", "1.0", record="foo/x.py,sha256=AA,1\n")
+    real = make_dist_info(venv / "elsewhere", "foo", "1.0", record="foo/x.py,sha256=AA,1\n")
     (site(venv) / real.name).symlink_to(real)
     assert probe(venv, env)["foo"]["version"] == "1.0"
     assert kept(tmp_path / "xdg") == {}

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,9 +49,14 @@ def test_the_kept_code_gives_the_same_report(tmp_path: Path) -> None:
     assert kept.stat().st_mode & 0o777 == 0o600
     assert (xdg / "envguard").stat().st_mode & 0o777 == 0o700
     warm = probe(xdg)
-    assert {k: v for k, v in warm.items() if k != "elapsed"} == {
-        k: v for k, v in cold.items() if k != "elapsed"
-    }
+
+    def same(report: dict[str, Any]) -> dict[str, Any]:
+        # How many pycs are still to compare depends on the clock (a budget per run): the
+        # rest of the report may not.
+        kept = [w for w in report.get("warnings", []) if "bytecode files were not" not in w]
+        return {k: v for k, v in report.items() if k != "elapsed"} | {"warnings": kept}
+
+    assert same(warm) == same(cold)
     assert kept.stat().st_mtime_ns == code_file(xdg).stat().st_mtime_ns  # used, not rewritten
 
 

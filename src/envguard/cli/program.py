@@ -10,6 +10,7 @@ import typer
 from typer.core import TyperGroup
 
 from envguard.cli.lazy import built_short_helps, format_commands_lazily, lazy_group, write_commands
+from envguard.cli.numbers import bounded
 from envguard.errors import EnvguardError, UsageError
 from envguard.lifecycle import (
     Interrupted,
@@ -177,6 +178,7 @@ def _tidy_options(command: Any) -> None:
             param.metavar = "N"  # not <int range>
         elif not param.is_flag and param.metavar is None and param.type.name in ("float", "int"):
             param.metavar = _METAVARS.get(param.name, "N" if param.type.name == "int" else "X")
+        param.type = bounded(param.type)  # every number through the one reader
 
 
 def _interrupted_if_signalled() -> None:

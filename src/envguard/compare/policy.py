@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from fnmatch import translate
@@ -14,11 +13,7 @@ from typing import Any
 from envguard.compare.sections import SECTIONS
 from envguard.compare.severity import Severity
 from envguard.errors import UsageError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from envguard.toml_reading import toml_loads
 
 # Distributions whose change (added, removed, any version or build) breaks GPU training.
 GPU_STACK = (
@@ -228,8 +223,8 @@ def load_policy(start: Path | None = None) -> Policy:
     if path is None:
         return Policy()
     try:
-        data = tomllib.loads(_read_policy_file(path).decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        data = toml_loads(_read_policy_file(path).decode("utf-8"))
+    except (ValueError, RecursionError) as exc:  # TOMLDecodeError and a refused number too
         reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         raise UsageError(f"{path}: cannot read it as TOML ({reason})") from None
     tool = data.get("tool", {})

@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import stat
-import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from envguard.guard.command import InstallCommand
 from envguard.guard.resolve import Resolution, from_uv_changes, read_output, start_reading
 from envguard.lifecycle import signals_deferred
 from envguard.reading import SMALL_CAP, not_json_constant
+from envguard.toml_reading import toml_loads
 
 # Options of `uv add`/`uv remove` that choose what the sync after it installs: passed to
 # the sync dry run (``--optional E`` installs extra E; see _selection()).
@@ -155,14 +155,10 @@ def _members(root: Path) -> list[Path]:
 
     from envguard.reading import read_bytes
 
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
     try:
         text = read_bytes(str(root / "pyproject.toml"), _HELD_CAP).decode("utf-8")
-        members = tomllib.loads(text)["tool"]["uv"]["workspace"]["members"]
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError, TypeError):
+        members = toml_loads(text)["tool"]["uv"]["workspace"]["members"]
+    except (OSError, ValueError, KeyError, TypeError):  # TOMLDecodeError is a ValueError
         return []
     if not isinstance(members, list):
         return []

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import json
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from envguard.errors import ActionError, EnvguardError
 from envguard.lifecycle import cleaning_up, signals_deferred
+from envguard.reading import json_loads
 from envguard.redact import redact_text
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ class RemoteTarget(Target):
         run = self._start(op, args, cap=1 << 20)
         data, stderr = run.output()
         try:
-            answer = json.loads(data)
+            answer = json_loads(data)
             if not isinstance(answer, dict):
                 raise ValueError
         except (ValueError, RecursionError):

@@ -26,6 +26,7 @@ TARGET_MODULES = (
     "system",
     "distcache",
     "forked",
+    "loaded",
     "dists",
     "installed",
     "checking",

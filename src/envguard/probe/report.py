@@ -10,7 +10,6 @@ one declaration of its shape: probe/spec.py is generated from them
 
 from __future__ import annotations
 
-import json
 import re
 from typing import TYPE_CHECKING, Annotated, Any, TypedDict, cast
 
@@ -19,7 +18,7 @@ if TYPE_CHECKING:  # a string below (annotations are not evaluated): an import s
 
 from envguard.errors import ProbeError
 from envguard.probe.spec import REPORT_SPEC
-from envguard.reading import UNSAFE_CHARS, not_json_constant
+from envguard.reading import UNSAFE_CHARS, json_loads
 
 # The version of probe/target/main.py this host sends; a report of another is refused.
 PROBE_VERSION = 8
@@ -307,7 +306,7 @@ def _one_line(text: str) -> str:
 
 
 def _loads(stdout: bytes) -> Any:
-    return json.loads(stdout, parse_constant=not_json_constant)
+    return json_loads(stdout)
 
 
 def parse_report(

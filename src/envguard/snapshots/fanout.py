@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from envguard.errors import EnvguardError, UsageError
 from envguard.probe.report import validate_report
-from envguard.reading import not_json_constant
+from envguard.reading import json_loads
 from envguard.snapshots import document, store
 from envguard.snapshots.hosts import check_host
 
@@ -123,7 +123,7 @@ def _stdin_copy() -> Path:
 # long lines (srun --label every 1,024 bytes, each piece prefixed again) is undone by
 # joining a node's pieces until the envelope is whole.
 _ENVELOPE = re.compile(
-    rb'^\{"node": (?:"(?:[^"\\]|\\.)*"|null), "exit": -?\d+, "bytes": (\d+), "report": '
+    rb'^\{"node": (?:"(?:[^"\\]|\\.)*"|null), "exit": -?\d{1,12}, "bytes": (\d{1,15}), "report": '
 )
 
 
@@ -237,7 +237,7 @@ def read_document(source: Source) -> NodeDocument:
     if not raw.strip():
         raise NodeFailed("no report (empty output)")
     try:
-        data = json.loads(raw, parse_constant=not_json_constant)
+        data = json_loads(raw)
     except RecursionError:
         raise NodeFailed("not a report (JSON nested too deeply)") from None
     except UnicodeDecodeError:
@@ -248,6 +248,8 @@ def read_document(source: Source) -> NodeDocument:
         if not raw.rstrip().endswith(b"}"):  # a node killed mid-write, a full disk
             raise NodeFailed(f"not a report (JSON cut off after {len(raw)} bytes)") from None
         raise NodeFailed(f"not a report (bad JSON at byte {exc.pos})") from None
+    except ValueError as exc:  # a number read_number refuses
+        raise NodeFailed(f"not a report ({exc})") from None
     if not isinstance(data, dict):
         raise NodeFailed("not a report (not a JSON object)")
     node = data.get("node")

@@ -7,7 +7,6 @@ listed with why, as `list` does."""
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envguard.errors import EnvguardError
-from envguard.reading import UNSAFE_CHARS, not_json_constant
+from envguard.reading import UNSAFE_CHARS, json_loads
 from envguard.snapshots import shape
 from envguard.version import SCHEMA_VERSION
 
@@ -80,7 +79,7 @@ def _read(path: Path) -> tuple[Entry, dict[str, str]]:
     from envguard.snapshots.store import read
 
     try:
-        raw = json.loads(read(path), parse_constant=not_json_constant)
+        raw = json_loads(read(path))
         if not isinstance(raw, dict):
             raise ValueError("not an object")
         unknown = set(raw) - shape.SNAPSHOT_KEYS

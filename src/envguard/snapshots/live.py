@@ -15,7 +15,6 @@ before validation (the early start, prestart_like).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from envguard.errors import UsageError
 from envguard.lifecycle import validate_meanwhile
 from envguard.probe.interpreters import resolve_python
+from envguard.reading import json_loads
 from envguard.snapshots.measure import VIA_TIMEOUT, Measure
 from envguard.snapshots.repos import find_work_tree
 from envguard.snapshots.request import CaptureRequest, StartedCapture, start_capture, start_early
@@ -70,7 +70,7 @@ class Recorded:
     def from_json(cls, text: str) -> Recorded | None:
         """The same from raw JSON; None when it is not plainly shaped (validation explains)."""
         try:
-            raw = json.loads(text)
+            raw = json_loads(text)
             recorded = cls(
                 name=_text(raw["name"]),
                 executable=_text(raw["interpreter"]["executable"]),

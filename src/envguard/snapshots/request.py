@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from envguard.confine import Roots, roots_for
 from envguard.errors import UsageError
 from envguard.probe.runner import ProbeRun
+from envguard.reading import read_number
 from envguard.snapshots.repos import find_work_tree
 
 if TYPE_CHECKING:
@@ -74,11 +75,15 @@ def parse_metric(text: str) -> tuple[str, MetricValue]:
         raise UsageError(f"--metric {text!r}: expected NAME=VALUE, e.g. tok_s=21500")
     value = value.strip()
     try:
-        number = float(value)
+        float(value)
     except ValueError:
-        return key.strip(), value
-    if number != number or number in (float("inf"), float("-inf")):
-        return key.strip(), value  # NaN and infinities are not JSON numbers
+        return key.strip(), value  # text: a label, a version
+    if value.lstrip("+-").lower() in ("nan", "inf", "infinity"):
+        return key.strip(), value  # a loss that went NaN is worth keeping, as text
+    try:  # what else Python takes as a number goes through the one reader (1e309, digits)
+        number = read_number(value)
+    except ValueError as exc:
+        raise UsageError(f"--metric {key.strip()}: {exc}") from None
     return key.strip(), int(number) if number.is_integer() and "." not in value else number
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from envguard import notices
 from envguard.errors import ActionError, SnapshotError, UsageError, field_path
 from envguard.owned import own_folder
-from envguard.reading import not_json_constant
+from envguard.reading import json_loads, suspect_numbers
 from envguard.snapshots import shape
 from envguard.version import SCHEMA_VERSION
 
@@ -65,8 +65,10 @@ def loads(text: str, *, source: str) -> Snapshot:
     # A newer minor version's note is said once the file reads: never before its error.
     note: str | None = None
     try:
-        if document.building_directly() and len(text) <= _DIRECT_TEXT:
-            data = json.loads(text, parse_constant=not_json_constant)
+        if suspect_numbers(text):
+            snap = None  # a number json_loads below may refuse: said, never a traceback
+        elif document.building_directly() and len(text) <= _DIRECT_TEXT:
+            data = json_loads(text)
             if isinstance(data, dict) and data.get("schema_version") == SCHEMA_VERSION:
                 data, note = _read_past(data, source=source)
             snap = document.typed(data) if isinstance(data, dict) else None
@@ -79,7 +81,7 @@ def loads(text: str, *, source: str) -> Snapshot:
             notices.say(note)
         return snap
     try:
-        data = json.loads(text, parse_constant=not_json_constant)
+        data = json_loads(text)
     except RecursionError:
         raise SnapshotError(f"{source}: not a snapshot (JSON nested too deeply)") from None
     except ValueError as exc:
@@ -260,7 +262,7 @@ def newest(*, root: Path | None = None) -> Path:
     best: tuple[datetime, Path] | None = None
     for path in list_snapshots(root=root):
         try:  # plain JSON: no model needed to read one timestamp
-            raw = json.loads(read(path))
+            raw = json_loads(read(path))
             created = datetime.fromisoformat(str(raw["created"]).replace("Z", "+00:00"))
         except (SnapshotError, ValueError, KeyError, TypeError, RecursionError):
             continue  # an unreadable one is never "the newest good run"

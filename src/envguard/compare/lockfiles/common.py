@@ -14,6 +14,7 @@ from packaging.markers import InvalidMarker, Marker
 from envguard.errors import UsageError
 from envguard.reading import LOCKFILE_CAP, NotRegular, read_bytes
 from envguard.snapshots.models import Snapshot
+from envguard.toml_reading import toml_loads
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -262,10 +263,11 @@ def read_toml(path: Path) -> dict[str, Any]:
 def parse_toml(text: str, *, where: str) -> dict[str, Any]:
     """TOML from a lockfile's text; one-line errors that quote nothing of it."""
     try:
-        data: dict[str, Any] = tomllib.loads(text)
-        return data
+        return toml_loads(text)
     except RecursionError:
         raise LockfileError(f"{where}: not valid TOML (nested too deeply)") from None
     except tomllib.TOMLDecodeError as exc:
         # tomllib's message is "reason (at line N, column M)": it quotes no content.
         raise LockfileError(f"{where}: not valid TOML ({reason(exc)})") from None
+    except ValueError as exc:  # a number the one reader refuses
+        raise LockfileError(f"{where}: not valid TOML ({exc})") from None

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -25,11 +24,7 @@ from envguard.compare.lockfiles.common import (
     read_lockfile_text,
     reason,
 )
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from envguard.toml_reading import toml_loads
 
 _MAX_INCLUDE_DEPTH = 10
 _MAX_INCLUDED_FILES = 1000
@@ -277,7 +272,7 @@ def _editable_name(folder: Path, roots: tuple[str, ...]) -> str | None:
     if not _inside(os.path.realpath(pyproject), roots):
         return None
     try:
-        name = tomllib.loads(read_lockfile_text(pyproject)).get("project", {}).get("name")
-    except (LockfileError, tomllib.TOMLDecodeError, RecursionError):
+        name = toml_loads(read_lockfile_text(pyproject)).get("project", {}).get("name")
+    except (LockfileError, ValueError, RecursionError):  # TOMLDecodeError is a ValueError
         return None
     return canonicalize_name(name) if isinstance(name, str) else None

@@ -27,8 +27,11 @@ _LISTS = (
 )
 
 
-# Modules Python's site imports at start-up when they exist (site.execsitecustomize).
-_STARTUP = frozenset({"sitecustomize.py", "usercustomize.py"})
+# Modules Python's site imports at start-up when they exist (site.execsitecustomize), as a
+# module, a package (the probe names a folder with a trailing "/") or sourceless bytecode.
+_STARTUP = frozenset(
+    f"{name}{form}" for name in ("sitecustomize", "usercustomize") for form in (".py", "/", ".pyc")
+)
 
 
 def _files(paths: list[str], what: str) -> str:
@@ -74,6 +77,8 @@ def _compare_package(
             continue
         if new:
             message = f"{name} {ap.version}: {_files(new, what)}"
+            if field == "added" and any(p.endswith(".pyc") for p in new):
+                message += "; bytecode that Python runs and no source here compiles to"
             if field == "clobbered":
                 winners = {p: c.owner for p, c in (owners or {}).items()}
                 message = f"{name} {ap.version}: " + "; ".join(

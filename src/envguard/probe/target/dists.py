@@ -11,6 +11,7 @@ import sys
 import sysconfig
 
 from .distcache import DistCache, dist_stamp, file_stamp, record_key
+from .loaded import leads_out
 from .reading import (
     METADATA_CAP,
     RECORD_CAP,
@@ -322,6 +323,12 @@ def scan_packages(
             continue
         for entry in entries:
             if not entry.endswith((".dist-info", ".egg-info")):
+                continue
+            outside = leads_out(os.path.join(site, entry), sys.prefix)
+            if outside is not None:
+                warnings.append(
+                    "%s/%s is a link out of the venv (to %s); not read" % (site, entry, outside)
+                )
                 continue
             dist = read_distribution(site, entry, warnings, cache)
             if dist is None:

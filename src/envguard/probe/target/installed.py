@@ -5,7 +5,8 @@ another distribution's bytes (clobbered); per site-packages: paths two distribut
 claim with different contents (clashes) and whose copy is on disk; files at the top of
 site-packages that no RECORD claims (a stray ``.pth`` runs code at every start-up).
 
-``quick`` (the default) looks at the files that run (``.py``, shared libraries, ``.pth``):
+``quick`` (the default) looks at the files that run (``.py``, shared libraries, ``.pth``, a
+``.pyc`` RECORD hashes; bytecode, start-up code and console scripts beyond: loaded.py):
 one ``lstat`` each, compared with RECORD's size. A file of the right size is hashed when
 anything on disk says it may have been written after its wheel was unpacked:
 - its mtime is later than RECORD's (written after the install);
@@ -35,10 +36,22 @@ import os
 import posixpath
 import re
 import stat
+import time
 from itertools import repeat
 from operator import and_, attrgetter, gt, itemgetter, methodcaller
 
 from .distcache import record_key
+from .loaded import (
+    PYC_CAP,
+    QUICK_COMPILE_SECONDS,
+    Bytecode,
+    capped,
+    check_bytecode,
+    check_scripts,
+    in_cache_dir,
+    script_rows,
+    unowned_startup,
+)
 from .reading import RECORD_CAP, UNSAFE_CHARS, read_bytes
 
 TYPE_CHECKING = False
@@ -65,7 +78,7 @@ QUICK_HASH_BUDGET = 8 << 30
 COPY_AFTER_NS = 2 * 10**9
 COPY_SLACK_NS = 600 * 10**9
 # Suffixes of the files that run: what the quick check stats.
-_RUNS = (".py", ".so", ".pth", ".pyd", ".dylib")
+_RUNS = (".py", ".so", ".pth", ".pyd", ".dylib", ".pyc")
 _SO_VERSIONED = re.compile(r"\.so(\.[0-9]+)+$")
 # RECORD rows with a hash and a size whose path does not start with "/", "./" or "../"
 # (console scripts in ../../../bin are not site-packages' files), at C speed.
@@ -209,6 +222,7 @@ class _Site:
         self.rows: Dict[int, List[Tuple[str, str, str]]] = {}
         self.paths: Dict[int, List[str]] = {}  # dist index -> the paths of its rows
         self.dirs: Dict[int, Set[str]] = {}  # dist index -> the folders of its rows
+        self.scripts: Dict[int, List[Tuple[str, str, str]]] = {}  # console scripts in bin/
         self.by_path: Dict[int, Dict[str, Tuple[str, str, str]]] = {}  # see _row_of()
         self.folders: Dict[str, Optional[int]] = {}  # folder -> its mtime_ns; None: not safe
         self.folder_stamps: Dict[str, str] = {}  # folder -> its inode, mtime_ns and ctime_ns
@@ -238,23 +252,41 @@ def check_installed(
     clashes: List[Dict[str, Any]] = []
     unowned: List[str] = []
     budget = _Budget(deep)
+    deadline = [-1.0 if deep else time.monotonic() + QUICK_COMPILE_SECONDS]
+    bytecode = Bytecode()
+    clashing: List[str] = []
     for site in sites.values():
         _check_folders(site, warnings)
-        lost = _clashes(site, packages, clashes, warnings, budget)
+        lost = _clashes(site, packages, clashes, clashing, budget)
         for index, rows in site.rows.items():
-            packages[index]["on_disk"] = _check_dist(
+            result = packages[index]["on_disk"] = _check_dist(
                 site, index, rows, lost.get(index, {}), deep, budget
             )
+            check_scripts(site.site, site.scripts.get(index, []), result, _same_bytes, budget.take)
+        bytecode.by_dist, bytecode.top = {}, []
+        check_bytecode(site.site, site.folders, site.owner, site.cache, deep, bytecode, deadline)
+        for index, paths in bytecode.by_dist.items():
+            packages[index]["on_disk"]["added"].extend(paths)
         _added(site, packages)
-        unowned.extend(_unowned(site))
+        unowned.extend(sorted(_unowned(site) + bytecode.top))
+    capped(warnings, clashing, "paths claimed twice (%d listed in clashes)" % MAX_CLASHES)
+    if bytecode.unchecked:
+        warnings.append(
+            "%d bytecode files were not compared with their source (over %d MiB, or over %gs "
+            "of compiling without --deep)"
+            % (bytecode.unchecked, PYC_CAP >> 20, QUICK_COMPILE_SECONDS)
+        )
     if budget.skipped:
         warnings.append(
             "%d installed files were not hashed (over %d GiB each, or over %d GiB in all "
             "without --deep); their size was checked"
             % (budget.skipped, HASH_FILE_CAP >> 30, QUICK_HASH_BUDGET >> 30)
         )
-    if len(clashes) > MAX_CLASHES:
-        warnings.append("%d more paths claimed twice are not listed" % (len(clashes) - MAX_CLASHES))
+    if len(unowned) > MAX_UNOWNED:
+        warnings.append(
+            "and %d more files at the top of site-packages that no RECORD claims (%d listed)"
+            % (len(unowned) - MAX_UNOWNED, MAX_UNOWNED)
+        )
     return {"clashes": clashes[:MAX_CLASHES], "unowned": unowned[:MAX_UNOWNED]}
 
 
@@ -271,6 +303,7 @@ def _read_record(
     held = cache.record_rows(key) if cache is not None and key is not None else None
     rows = _held_rows(held) if held is not None else None
     escaped = unreadable = 0
+    text = None
     if rows is not None and key is not None:
         installed, record_ctime = map(int, key.rsplit("\0", 1)[1].split(",")[3:5])
     else:
@@ -280,7 +313,8 @@ def _read_record(
             record = read_bytes(record_path, RECORD_CAP)
         except OSError:
             return  # said by the metadata scan: no RECORD, or unreadable
-        rows, escaped, unreadable = _rows(record.decode("utf-8", "surrogateescape"), deep)
+        text = record.decode("utf-8", "surrogateescape")
+        rows, escaped, unreadable = _rows(text, deep)
         if cache is not None and not escaped and not unreadable:
             cache.keep_record_rows(
                 key,
@@ -307,6 +341,7 @@ def _read_record(
     )
     site.unpacked[index] = _unpacked(os.path.join(site.site, dist["metadata_dir"]), installed)
     site.rows[index] = rows
+    site.scripts[index] = script_rows(record_path, key, cache, text)
     owner = site.owner
     paths = site.paths[index] = list(map(_FIRST, rows))
     site.dirs[index] = set(map(_FIRST, map(_SPLIT_FOLDER, paths)))
@@ -369,6 +404,7 @@ def _check_folders(site: _Site, warnings: List[str]) -> None:
             parent = parent.rpartition("/")[0]
     found = site.folders
     base = site.site + "/"
+    linked: List[str] = []
     for folder in sorted(folders):  # parents first
         parent = folder.rpartition("/")[0]
         if parent and parent in found and found[parent] is None:
@@ -385,10 +421,11 @@ def _check_folders(site: _Site, warnings: List[str]) -> None:
         else:
             found[folder] = None
             site.linked = True
-            warnings.append(
+            linked.append(
                 "%s: %s is a symlink or not a folder; the files RECORD lists below it are "
                 "not checked" % (site.site, folder)
             )
+    capped(warnings, linked, "folders that are symlinks or not folders")
 
 
 def _readable(site: _Site, path: str) -> bool:
@@ -577,8 +614,8 @@ def _added(site: _Site, packages: List[Dict[str, Any]]) -> None:
     cache = site.cache
     for folder, when in newest.items():
         mtime = site.folders.get(folder)
-        if mtime is None or mtime <= when:
-            continue
+        if mtime is None or mtime <= when or in_cache_dir(folder):
+            continue  # (bytecode in __pycache__: loaded.check_bytecode)
         full = site.site + "/" + folder
         key = "added\0%s\0%s\0%s" % (
             full,
@@ -639,7 +676,7 @@ def _unowned(site: _Site) -> List[str]:
                 out.append(name)
         except OSError:
             continue
-    return out
+    return out + unowned_startup(site.site, names, site.owner)
 
 
 # `envguard protect`'s hook as it writes it (guard/hook.py with its two lines filled in):

@@ -32,6 +32,7 @@ from .env import capture_env
 from .fit import fit
 from .gitrepos import probe_repos
 from .libs import libraries
+from .loaded import confined_sites
 from .system import accelerator, enter_venv, finish_tool, interpreter, start_tool, user
 from .torchbuild import torch_build
 from .trees import default_caches, hash_files, not_walked, walk_tree
@@ -57,7 +58,7 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
     cxx_path = compiler_path(cxx_name, environ)
     cxx = start_tool([cxx_path, "--version"]) if cxx_path else None
     warnings: List[str] = []
-    sites = site_dirs()
+    sites = confined_sites(site_dirs(), sys.prefix, warnings)
     overlay = args.get("overlay")
     if type(overlay) is str and os.path.isdir(overlay):
         # guard's would-be venv: the wheels an install would bring, unpacked in a scratch

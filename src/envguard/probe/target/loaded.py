@@ -1,0 +1,477 @@
+"""What runs beyond the RECORD rows installed.py checks: bytecode Python would load instead of
+its source, start-up code that is a folder or bytecode, console scripts in ``bin/``, and
+site-packages folders reached through a link out of the venv.
+
+Bytecode. For a module ``F/m.py``, Python loads ``F/__pycache__/m.<cache_tag>.pyc`` without
+reading the source whenever the pyc's header says it is current: a timestamp pyc whose
+recorded mtime and size are the source's, a checked hash pyc whose hash is the source's, or
+an unchecked hash pyc (never compared with its source). A pyc is drift when Python would
+load it and it is not what compiling that source gives: a planted pyc only has to copy the
+source's mtime and size into its header. What compiling gives is checked by compiling the
+source (marshal's bytes first; the code objects compared when the bytes differ, which two
+compilers' reference counts can cause). A pyc whose header is stale is never loaded (Python
+compiles the source again) and a pyc in ``__pycache__`` whose source is gone is never
+loaded either (PEP 3147): neither is drift. A pyc beside its module's folder entries
+(``F/m.pyc``, no ``m.py``) is loaded as a sourceless module: installed.py lists such files.
+A pyc RECORD lists with a hash is checked against RECORD like every other file (pip lists
+the pycs it compiles with none, uv lists none: those are compared with their source).
+The verdict for an unchanged pyc and source (inode, size, mtime and ctime of both; no ctime
+for a source with several links) is kept in the distribution cache, so a venv is compiled
+once, not at each probe (docs/benchmarks.md has the cost).
+"""
+
+# ruff: noqa: UP006, UP035, UP045, B905
+# (B905: zip(strict=) is 3.10+; the target runs 3.8)
+from __future__ import annotations
+
+import os
+import re
+import stat
+import sys
+import time
+
+from .reading import RECORD_CAP, read_bytes
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List, Optional, Tuple
+
+    from .distcache import DistCache
+
+# Bytecode and sources larger than these are not compiled (the largest real modules are a
+# few MB); counted as not checked.
+PYC_CAP = 64 << 20
+SOURCE_CAP = 16 << 20
+# A torch venv whose modules were all imported (or compiled at install) holds thousands of
+# pycs. The quick check compiles for at most this long per run (then says how many were
+# left); verdicts are kept, so the next run goes on where this one stopped. Newest first:
+# a pyc planted since the last run is among the first compared. Short, because every
+# snapshot, diff and check pays it until the venv is done (issue 33's budget).
+QUICK_COMPILE_SECONDS = 3.0
+# Entries read per __pycache__ folder (a real one holds a few hundred).
+MAX_ENTRIES = 100000
+# Per-item warnings kept (the rest counted in one line).
+MAX_WARNED = 20
+# Start-up modules Python's site imports when they exist anywhere on sys.path.
+STARTUP = ("sitecustomize", "usercustomize")
+_PYC = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\.([^./]+?)(?:\.opt-([12]))?\.pyc$")
+# A console script's RECORD row: ../../../bin/NAME (from <venv>/lib/pythonX.Y/site-packages).
+_SCRIPT = re.compile(
+    r'^\.\./\.\./\.\./bin/([^\\/",\r\n\x00]+),([a-z0-9]+=[^,\r\n]*),([0-9]+)\r?$', re.M
+)
+_FLAGS_KNOWN = 0b11
+
+
+class Bytecode:
+    """The pycs Python would load that are not their source's: per distribution (by index)
+    and at the top of site-packages (no distribution owns the source)."""
+
+    def __init__(self) -> None:
+        self.by_dist: Dict[int, List[str]] = {}
+        self.top: List[str] = []
+        self.unchecked = 0  # over a cap or the time budget
+
+
+def check_bytecode(
+    site: str,
+    folders: Dict[str, Optional[int]],
+    owner: Dict[str, int],
+    cache: Optional[DistCache],
+    deep: bool,
+    found: Bytecode,
+    deadline: List[float],
+) -> None:
+    """Every ``__pycache__`` of the folders RECORD rows name (and of the top of ``site``):
+    the pycs of this interpreter that Python would load, compared with their sources, the
+    most recently changed first (a planted file is among them; ctime cannot be put back).
+    ``folders``: folder -> mtime_ns, None below a symlink (not read). ``deadline``: one
+    float shared by all sites (quick: a time; deep: -1, none)."""
+    tag = getattr(sys.implementation, "cache_tag", None)
+    if not tag:
+        return  # this interpreter writes and loads no bytecode
+    import warnings
+
+    # Folders that hold a module RECORD lists, by owner: a pyc of an unowned source there
+    # belongs to whoever owns the folder.
+    folder_owner: Dict[str, int] = {}
+    for path, index in owner.items():
+        folder_owner.setdefault(path.rpartition("/")[0], index)
+    names = [f for f, mtime in folders.items() if mtime is not None and not in_cache_dir(f)]
+    if "" in folder_owner:
+        names.append("")
+    pending: List[_Pending] = []
+    for folder in sorted(set(names)):
+        for rel, source, verdict in _candidates(site, folder, owner, tag, cache, pending):
+            if not verdict:
+                _found(found, rel, owner.get(source), folder_owner, folder)
+    pending.sort(key=lambda p: -p.ctime_ns)
+    with warnings.catch_warnings():  # compile() warns on stderr about the target's sources
+        warnings.simplefilter("ignore")
+        for item in pending:
+            if deadline[0] >= 0 and time.monotonic() > deadline[0]:
+                found.unchecked += 1
+                continue
+            same = _compiled_same(item, cache)
+            if same is None:
+                found.unchecked += 1
+            elif not same:
+                folder = item.rel.rpartition("/__pycache__/")[0]
+                _found(found, item.rel, owner.get(item.source_rel), folder_owner, folder)
+
+
+def in_cache_dir(folder: str) -> bool:
+    return folder == "__pycache__" or folder.endswith("/__pycache__")
+
+
+class _Pending:
+    """A pyc Python would load, to be compared with its source by compiling it."""
+
+    def __init__(self, rel: str, source_rel: str, site: str, opt: int, key: str) -> None:
+        self.rel, self.source_rel, self.opt, self.key = rel, source_rel, opt, key
+        self.full, self.source = site + "/" + rel, site + "/" + source_rel
+        self.ctime_ns = self.settled = 0
+
+
+def _candidates(
+    site: str,
+    folder: str,
+    owner: Dict[str, int],
+    tag: str,
+    cache: Optional[DistCache],
+    pending: List[_Pending],
+) -> List[Tuple[str, str, bool]]:
+    """(pyc, its source, verdict) told without compiling (a link is drift); the pycs that
+    need a compile are added to ``pending``."""
+    lead = folder + "/" if folder else ""
+    where = site + "/" + lead + "__pycache__"
+    try:
+        st = os.lstat(where)
+    except OSError:
+        return []
+    if stat.S_ISLNK(st.st_mode):  # Python follows it: what it leads to is loaded, unread here
+        return [(lead + "__pycache__", lead + "__init__.py", False)]
+    if not stat.S_ISDIR(st.st_mode):
+        return []
+    try:
+        entries = sorted(os.listdir(where))[:MAX_ENTRIES]
+    except OSError:
+        return []
+    out = []
+    for name in entries:
+        match = _PYC.match(name)
+        if match is None or match.group(2) != tag:
+            continue  # another interpreter's, or no module's
+        rel = lead + "__pycache__/" + name
+        if rel in owner:
+            continue  # RECORD lists it with a hash: checked against RECORD
+        source = lead + match.group(1) + ".py"
+        verdict = _screen(site, rel, source, int(match.group(3) or 0), cache, pending)
+        if verdict is not None:
+            out.append((rel, source, verdict))
+    return out
+
+
+def _screen(
+    site: str,
+    rel: str,
+    source: str,
+    opt: int,
+    cache: Optional[DistCache],
+    pending: List[_Pending],
+) -> Optional[bool]:
+    """True: Python would not load the pyc at ``rel``, or it was found the source's before;
+    False: Python would load it and it is a link; None: added to ``pending``."""
+    pyc, src = site + "/" + rel, site + "/" + source
+    try:
+        src_st = os.lstat(src)
+        pyc_st = os.lstat(pyc)
+    except OSError:
+        return True  # no source: never loaded from __pycache__ (PEP 3147)
+    if not stat.S_ISREG(src_st.st_mode):
+        return True  # a linked or odd source: RECORD's check names it
+    if stat.S_ISLNK(pyc_st.st_mode):
+        return False  # Python follows the link; nothing is read through it here
+    if not stat.S_ISREG(pyc_st.st_mode):
+        return True
+    # A source uv links from its cache has its ctime moved by every venv linked to it: its
+    # mtime stands for it (as installed.py keys a file with several links).
+    src_ctime = src_st.st_ctime_ns if src_st.st_nlink == 1 else -1
+    key = "pyc\0%s\0%d,%d,%d,%d\0%d,%d,%d,%d" % (
+        pyc,
+        pyc_st.st_ino,
+        pyc_st.st_size,
+        pyc_st.st_mtime_ns,
+        pyc_st.st_ctime_ns,
+        src_st.st_ino,
+        src_st.st_size,
+        src_st.st_mtime_ns,
+        src_ctime,
+    )
+    if cache is not None and cache.was_verified(key):
+        return True
+    try:
+        fd = os.open(pyc, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        try:
+            header = os.read(fd, 16)
+        finally:
+            os.close(fd)
+    except OSError:
+        return True  # unreadable to us; Python (the same user) cannot load it either
+    if _loads_without_source(header, src_st) is None:
+        return True  # stale, or not this interpreter's bytecode: compiled again
+    item = _Pending(rel, source, site, opt, key)
+    item.ctime_ns = pyc_st.st_ctime_ns
+    item.settled = max(pyc_st.st_ctime_ns, src_ctime, src_st.st_mtime_ns)
+    pending.append(item)
+    return None
+
+
+def _compiled_same(item: _Pending, cache: Optional[DistCache]) -> Optional[bool]:
+    """Whether the pending pyc is what its source compiles to (a checked hash pyc of
+    another source is never loaded: True); None when a cap stops the check."""
+    try:
+        data = read_bytes(item.full, PYC_CAP)
+        source = read_bytes(item.source, SOURCE_CAP)
+    except OSError as exc:
+        return None if exc.errno == 27 else True  # EFBIG: over a cap
+    if data[4:8] == b"\x03\x00\x00\x00" and not _hash_matches(data, source):
+        return True  # a checked hash pyc of another source: compiled again
+    same = _same_code(data[16:], source, item.source, item.opt)
+    if same and cache is not None:
+        cache.keep_verified(item.key, item.settled)
+    return same
+
+
+def _found(
+    found: Bytecode, rel: str, index: Optional[int], folder_owner: Dict[str, int], folder: str
+) -> None:
+    if index is None:
+        index = folder_owner.get(folder) if folder else None
+    if index is None:
+        found.top.append(rel)
+    else:
+        found.by_dist.setdefault(index, []).append(rel)
+
+
+def _loads_without_source(data: bytes, src_st: os.stat_result) -> Optional[bool]:
+    """Whether Python's import would take this pyc's code: None if not (wrong magic, bad
+    flags, a stale timestamp); True if its header alone says so (a timestamp pyc matching
+    the source, an unchecked hash pyc); False if the source's hash must match too."""
+    from importlib.util import MAGIC_NUMBER
+
+    if len(data) < 16 or data[:4] != MAGIC_NUMBER:
+        return None
+    flags = int.from_bytes(data[4:8], "little")
+    if flags & ~_FLAGS_KNOWN:
+        return None
+    if flags & 1:  # hash-based: checked when bit 1 is set (the default mode's rule)
+        return not flags & 2
+    mtime = int.from_bytes(data[8:12], "little")
+    size = int.from_bytes(data[12:16], "little")
+    if mtime != int(src_st.st_mtime) & 0xFFFFFFFF or size != src_st.st_size & 0xFFFFFFFF:
+        return None
+    return True
+
+
+def _hash_matches(data: bytes, source: bytes) -> bool:
+    from importlib.util import source_hash
+
+    return data[8:16] == source_hash(source)
+
+
+def _same_code(body: bytes, source: bytes, path: str, optimize: int) -> Optional[bool]:
+    """Whether ``body`` (a pyc after its header) is what compiling ``source`` gives."""
+    import marshal
+
+    try:
+        code = compile(source, path, "exec", dont_inherit=True, optimize=optimize)
+    except (SyntaxError, ValueError):
+        return False  # no compiler made this pyc from that source
+    except (RecursionError, MemoryError):
+        return None
+    if marshal.dumps(code) == body:
+        return True
+    try:
+        loaded = marshal.loads(body)
+    except (ValueError, EOFError, TypeError, RecursionError, MemoryError):
+        return False  # Python's import would fail on it
+    return type(loaded) is type(code) and loaded == code
+
+
+def script_rows(
+    record_path: str, key: Optional[str], cache: Optional[DistCache], text: Optional[str]
+) -> List[Tuple[str, str, str]]:
+    """(name, hash, size) of the console scripts a RECORD lists in ``bin/``: from ``text``
+    (RECORD just read), else kept in ``cache``, else read again."""
+    held_key = key.replace("\0", "|scripts\0", 1) if key is not None else None
+    if text is None and cache is not None and held_key is not None:
+        held = cache.record_rows(held_key)
+        if held is not None:
+            rows = _held(held)
+            if rows is not None:
+                return rows
+    if text is None:
+        try:
+            text = read_bytes(record_path, RECORD_CAP).decode("utf-8", "surrogateescape")
+        except OSError:
+            return []
+    rows = _SCRIPT.findall(text) if "../../../bin/" in text else []
+    if cache is not None and held_key is not None:
+        cache.keep_record_rows(held_key, ["\n".join(r[i] for r in rows) for i in range(3)])
+    return rows
+
+
+def _held(held: List[str]) -> Optional[List[Tuple[str, str, str]]]:
+    if held == ["", "", ""]:
+        return []
+    names, hashes, sizes = (part.split("\n") for part in held)
+    if not len(names) == len(hashes) == len(sizes) or not "".join(sizes).isdigit():
+        return None
+    rows = list(zip(names, hashes, sizes))
+    for row in rows:
+        if _SCRIPT.match("../../../bin/%s,%s,%s" % row) is None or "\n" in "".join(row):
+            return None
+    return rows
+
+
+def bin_folder(site: str) -> Optional[str]:
+    """``<venv>/bin`` for a site-packages at ``<venv>/lib/pythonX.Y/site-packages`` (built
+    from the path's text, never by resolving ``..``), when it is a real folder."""
+    parts = site.rstrip("/").rsplit("/", 3)
+    if len(parts) != 4 or parts[3] != "site-packages" or not parts[2].startswith("python"):
+        return None
+    folder = (parts[0] or "") + "/bin"
+    try:
+        if not stat.S_ISDIR(os.lstat(folder).st_mode):
+            return None
+    except OSError:
+        return None
+    return folder
+
+
+def check_scripts(
+    site: str,
+    rows: List[Tuple[str, str, str]],
+    result: Dict[str, Any],
+    same_bytes: Callable[[str, str], Optional[bool]],
+    take: Callable[[int], bool],
+) -> None:
+    """Each console script RECORD lists, hashed (they are small, and an installer writes
+    them itself: their times say nothing). Paths are RECORD's (``../../../bin/NAME``)."""
+    if not rows:
+        return
+    folder = bin_folder(site)
+    if folder is None:
+        return
+    for name, digest, size in rows:
+        if name in (".", "..") or not name.strip():
+            continue
+        rel = "../../../bin/" + name
+        full = folder + "/" + name
+        try:
+            st = os.lstat(full)
+        except OSError as exc:
+            if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
+                result["missing"].append(rel)
+            continue
+        result["checked"] += 1
+        if (
+            not stat.S_ISREG(st.st_mode)
+            or str(st.st_size) != size
+            or (take(st.st_size) and same_bytes(full, digest) is False)
+        ):
+            result["modified"].append(rel)
+
+
+def unowned_startup(site: str, names: List[str], owner: Dict[str, int]) -> List[str]:
+    """Entries at the top of ``site`` no RECORD claims that run at start-up or on import and
+    that the file rule (a regular ``.py``/``.pth``/``.so``) misses: a ``sitecustomize`` or
+    ``usercustomize`` package (a folder), a sourceless ``.pyc``, or a link (Python follows
+    it; it is named, not read). Folders end in ``/``."""
+    out: List[str] = []
+    for name in names:
+        if name in owner:
+            continue
+        try:
+            mode = os.lstat(site + "/" + name).st_mode
+        except OSError:
+            continue
+        if name in STARTUP and (stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+            if not _owned_below(name, owner):
+                out.append(name + "/")
+        elif name.endswith(".pyc") and stat.S_ISREG(mode):
+            out.append(name)
+        elif (
+            stat.S_ISLNK(mode)
+            and not name.endswith((".dist-info", ".egg-info"))
+            and (name.endswith((".py", ".pth", ".so", ".pyc")) or not _owned_below(name, owner))
+        ):
+            # a module, a .pth or a package that Python reaches through the link: named,
+            # never read (a linked folder a RECORD lists is installed.py's to name)
+            out.append(name)
+    return out
+
+
+def _owned_below(folder: str, owner: Dict[str, int]) -> bool:
+    lead = folder + "/"
+    return any(path.startswith(lead) for path in owner)
+
+
+def leads_out(path: str, prefix: str) -> Optional[str]:
+    """Where ``path`` leads when it is a symlink out of the venv at ``prefix``; else None."""
+    try:
+        if not stat.S_ISLNK(os.lstat(path).st_mode):
+            return None
+    except OSError:
+        return None
+    target, inside = os.path.realpath(path), os.path.realpath(prefix)
+    return None if target == inside or target.startswith(inside + "/") else target
+
+
+def confined_sites(sites: List[str], prefix: str, warnings: List[str]) -> List[str]:
+    """``sites`` without those reached through a link out of the venv at ``prefix`` (a
+    ``lib`` folder linked elsewhere): nothing below one is read, and each is named."""
+    if sys.prefix == getattr(sys, "base_prefix", sys.prefix):
+        return sites  # not a venv: the interpreter's own folders
+    real_prefix = os.path.realpath(prefix)
+    out = []
+    for site in sites:
+        leak = _link_out(site, prefix, real_prefix)
+        if leak is None:
+            out.append(site)
+        else:
+            warnings.append(
+                "%s: %s is a link out of the venv (to %s); nothing below it is read"
+                % (site, leak[0], leak[1])
+            )
+    return out
+
+
+def _link_out(site: str, prefix: str, real_prefix: str) -> Optional[Tuple[str, str]]:
+    """The first folder between ``prefix`` and ``site`` that is a link leading out of the
+    venv, with where it leads; None if there is none (``lib64 -> lib`` stays inside)."""
+    lead = prefix.rstrip("/") + "/"
+    if not site.startswith(lead):
+        return None
+    path = prefix.rstrip("/")
+    for part in site[len(lead) :].split("/"):
+        if not part:
+            continue
+        path = path + "/" + part
+        try:
+            if not stat.S_ISLNK(os.lstat(path).st_mode):
+                continue
+        except OSError:
+            return None
+        target = os.path.realpath(path)
+        if target != real_prefix and not target.startswith(real_prefix + "/"):
+            return path, target
+    return None
+
+
+def capped(warnings: List[str], lines: List[str], what: str) -> None:
+    """``lines`` added to ``warnings``, at most MAX_WARNED of them, then one line counting
+    the rest."""
+    warnings.extend(lines[:MAX_WARNED])
+    if len(lines) > MAX_WARNED:
+        warnings.append("and %d more %s" % (len(lines) - MAX_WARNED, what))

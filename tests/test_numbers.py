@@ -1,0 +1,162 @@
+"""One bounded reader for every number from a file, a stream or an option: digits capped,
+inf and nan refused with `error:` naming the thing, exit 2, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from envguard.cli import app
+from envguard.reading import json_loads, read_number
+from envguard.snapshots.fanout import NodeFailed, Source, read_document
+
+runner = CliRunner()
+HUGE = "9" * 5000
+
+
+@pytest.mark.parametrize("text", [HUGE, "inf", "-inf", "nan", "1e309", "0x10", "1_000", ""])
+def test_the_reader_refuses_what_is_no_finite_number(text: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        read_number(text)
+    assert len(str(caught.value)) < 80  # never the 5,000 digits back
+    if text == HUGE:
+        assert str(caught.value) == "a number of 5000 digits (at most 40)"
+
+
+@pytest.mark.parametrize("doc", ['{"a": ' + HUGE + "}", '{"a": 1e309}', '{"a": NaN}', "[-1e400]"])
+def test_json_from_files_and_streams_is_bounded(doc: str) -> None:
+    with pytest.raises(ValueError):
+        json_loads(doc)
+    with pytest.raises(ValueError):
+        json_loads(doc.encode())
+    doc = '{"a": 12, "b": 1.5e3, "c": "' + HUGE + '"}'
+    assert json_loads(doc) == {"a": 12, "b": 1500.0, "c": HUGE}
+
+
+def _snapshot(tmp_path: Path, number: str) -> Path:
+    good = tmp_path / "good.json"
+    result = runner.invoke(app, ["snapshot", "--python", sys.executable, "-o", str(good), "-q"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(good.read_text())
+    data["metrics"] = {"loss": 1}
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data).replace('"loss": 1', '"loss": ' + number))
+    return bad
+
+
+@pytest.mark.parametrize("number", [HUGE, "1e309"])
+def test_a_snapshot_with_an_unbounded_number_is_refused(
+    tmp_path: Path, in_tmp: Path, number: str
+) -> None:
+    bad = _snapshot(tmp_path, number)
+    proc = subprocess.run(
+        [sys.executable, "-m", "envguard", "show", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"error: {bad}")
+    assert "Traceback" not in proc.stderr and "set_int_max_str_digits" not in proc.stderr
+
+
+@pytest.mark.parametrize("number", [HUGE, "1e309", "NaN"])
+def test_a_fleet_stream_with_an_unbounded_number_is_a_failed_node(
+    tmp_path: Path, number: str
+) -> None:
+    node = tmp_path / "node.json"
+    node.write_text('{"probe_version": ' + number + "}")
+    with pytest.raises(NodeFailed) as caught:
+        read_document(Source(path=str(node), host=None))
+    assert str(caught.value).startswith("not a report")
+
+
+def test_a_probe_report_with_an_unbounded_number_is_refused() -> None:
+    from envguard.probe.report import _loads
+
+    with pytest.raises(ValueError):
+        _loads(b'{"probe_version": ' + HUGE.encode() + b"}")
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["guard", "--timeout", "inf", "--", "pip", "install", "x"], "--timeout"),
+        (["guard", "--timeout", "nan", "--", "pip", "install", "x"], "--timeout"),
+        (["guard", "--timeout", "1e309", "--", "pip", "install", "x"], "--timeout"),
+        (["guard", "--keep", HUGE, "--", "pip", "install", "x"], "--keep"),
+        (["snapshot", "--timeout", HUGE], "--timeout"),
+        (["restore", "--warm-timeout", "inf"], "--warm-timeout"),
+        (["bisect", "--min", "nan"], "--min"),
+        (["gate", "--timeout", "inf"], "--timeout"),
+    ],
+)
+def test_every_numeric_option_is_bounded(argv: list[str], option: str, in_tmp: Path) -> None:
+    result = runner.invoke(app, argv)
+    assert result.exit_code == 2, result.output
+    assert f"error: Invalid value for '{option}'" in result.output
+    assert HUGE not in result.output
+
+
+@pytest.mark.parametrize(
+    ("number", "said"),
+    [
+        (HUGE, "a number of 5000 digits or more (at most 40)"),
+        ("1e309", "'1e309' is out of range"),
+        ("inf", "'inf' is not a number"),
+        ("nan", "'nan' is not a number"),
+    ],
+)
+def test_lockfiles_and_the_config_read_numbers_through_the_one_reader(
+    tmp_path: Path, in_tmp: Path, number: str, said: str
+) -> None:
+    from envguard.compare.lockfiles.common import LockfileError, parse_toml
+    from envguard.compare.policy import load_policy
+    from envguard.errors import UsageError
+
+    text = f"version = 1\nrevision = {number}\n"
+    with pytest.raises(LockfileError) as caught:
+        parse_toml(text, where="uv.lock")
+    assert str(caught.value) == f"uv.lock: not valid TOML ({said})"
+    (tmp_path / "pyproject.toml").write_text(f"[tool.envguard]\nx = {number}\n")
+    with pytest.raises(UsageError) as refused:
+        load_policy(tmp_path)
+    assert str(refused.value).endswith(f"cannot read it as TOML ({said})")
+    assert parse_toml('a = "' + HUGE + '"\nb = 1_000\n', where="x") == {"a": HUGE, "b": 1000}
+
+
+def test_variables_and_metrics_read_numbers_through_the_one_reader() -> None:
+    from envguard.distributed import _env_int, _timeout
+    from envguard.errors import UsageError
+    from envguard.snapshots.request import parse_metric
+
+    for text in ("inf", "nan", "1e309", HUGE):
+        with pytest.raises(UsageError, match=r"^ENVGUARD_GATE_TIMEOUT"):
+            _timeout(None, {"ENVGUARD_GATE_TIMEOUT": text})  # inf: a rank waiting for ever
+    with pytest.raises(UsageError, match=r"^RANK: a number of 5000 digits"):
+        _env_int("RANK", {"RANK": HUGE})
+    for text in ("1e309", HUGE):
+        with pytest.raises(UsageError, match=r"^--metric loss: "):
+            parse_metric(f"loss={text}")
+    assert parse_metric("loss=nan") == ("loss", "nan")  # kept as text, as before
+    assert parse_metric("tok_s=21500") == ("tok_s", 21500)
+
+
+def test_a_fleet_stream_envelope_with_a_huge_byte_count_is_a_failed_node(tmp_path: Path) -> None:
+    from envguard.snapshots.fanout import gather
+
+    stream = tmp_path / "fleet.log"
+    stream.write_bytes(
+        b'{"node": "n1", "exit": 0, "bytes": ' + HUGE.encode() + b', "report": {}}\n'
+    )
+    found = gather([str(stream)])  # never int() of 5,000 digits
+    assert found.sources
+    for source in found.sources:
+        with pytest.raises(NodeFailed):
+            read_document(source)
