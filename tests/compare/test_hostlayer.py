@@ -152,3 +152,32 @@ def test_this_untouched_machine_matches_its_own_snapshot(tmp_path: Path) -> None
     assert checked.returncode == 0, checked.stdout + checked.stderr
     sections = {c["section"] for c in json.loads(checked.stdout)["changes"]}
     assert not sections & {"host_layer", "accelerator", "interpreter"}
+
+
+@pytest.mark.parametrize(
+    "layer",
+    [
+        {"net_plugins": "libnccl-net.so"},
+        {"nccl_conf": [{"path": "/etc/nccl.conf", "sha256": "../../etc/passwd"}]},
+        {"gpu_devices": ["10de:2330"] * 65},
+        {"container": {"runtime": "docker\x1b[2J"}},
+    ],
+)
+def test_a_forged_host_layer_is_one_line_and_exit_2(tmp_path: Path, layer: dict[str, Any]) -> None:
+    doc = json.loads(snapshot().model_dump_json())
+    doc["host_layer"] = layer
+    (tmp_path / "forged.json").write_text(json.dumps(doc))
+    done = envguard_cli("show", tmp_path / "forged.json", cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("error: ") and "host_layer" in done.stderr.splitlines()[0]
+
+
+def test_show_says_the_host_layer_in_one_line(tmp_path: Path) -> None:
+    from envguard.compare.sections.host_layer import host_label
+
+    snap = node(tmp_path / "a", plugins=PLUGIN, nccl_conf="NCCL_IB_HCA=mlx5_0\n")
+    assert host_label(snap) == (
+        "kernel 5.15.0-105-generic, 2 GPUs on the bus, net plugin libnccl-net.so,"
+        " /etc/nccl.conf, peermem"
+    )
+    assert host_label(snapshot()) == "kernel (absent)"

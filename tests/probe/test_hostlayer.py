@@ -100,3 +100,22 @@ def test_peermem_infiniband_ofed_and_container(tmp_path: Path) -> None:
     }  # fmt: skip
     # Without /sys/module, peermem is unknown, not "not loaded".
     assert script.host_layer({}, str(tmp_path / "nothing"))["peermem"] is None
+
+
+def test_fifos_and_huge_files_in_the_trees_are_not_read_and_never_hang(tmp_path: Path) -> None:
+    """A node (or a test tree) with a FIFO where sysfs has a file, a FIFO named like a net
+    plugin, a config file past the cap: each is skipped or reported, in bounded time."""
+    root = make_host_tree(tmp_path, gpus=[H100])
+    vendor = root / "sys" / "bus" / "pci" / "devices" / "0000:18:00.0" / "vendor"
+    vendor.unlink()
+    os.mkfifo(vendor)
+    os.mkfifo(root / "usr" / "lib" / "libnccl-net.so")
+    (root / "etc" / "nccl.conf").write_bytes(b"NCCL_X=1\n" * (1 << 18))  # 2.3 MB
+    layer = script.host_layer({}, str(root))
+    assert layer["gpu_devices"] == []
+    assert layer["net_plugins"] == [
+        {"name": "libnccl-net.so", "path": "/usr/lib/libnccl-net.so", "sha256": None}
+    ]
+    assert layer["nccl_conf"] == [
+        {"path": "/etc/nccl.conf", "sha256": None, "keys": {}, "error": "cannot be read"}
+    ]

@@ -171,6 +171,27 @@ def _compare_confs(b: Collector, el: HostLayer, al: HostLayer) -> None:
         )
 
 
+def host_label(snap: Snapshot) -> str:
+    """One line for `envguard show`: "kernel 6.8.0, 8 GPUs on the bus, net plugin
+    libnccl-net.so, /etc/nccl.conf, peermem, docker"."""
+    layer = snap.host_layer
+    parts = [f"kernel {_kernel(snap) or ABSENT}"]
+    if layer is None:
+        return parts[0]
+    parts.append(f"{len(layer.gpu_devices)} GPUs on the bus")
+    parts.append(
+        f"net plugin {layer.net_plugin.rsplit('/', 1)[-1]}" if layer.net_plugin else "no net plugin"
+    )
+    parts += [c.path for c in layer.nccl_conf]
+    if layer.peermem:
+        parts.append("peermem")
+    if layer.ofed:
+        parts.append(layer.ofed)
+    if layer.container is not None:
+        parts.append(_container(layer) or layer.container.runtime)
+    return ", ".join(parts)
+
+
 def identity(snap: Snapshot) -> Iterator[tuple[str, str]]:
     yield "kernel", _kernel(snap) or ABSENT
     layer = snap.host_layer

@@ -34,19 +34,23 @@ _CGROUP_ID = re.compile(r"(?:docker|cri-containerd|crio|libpod)[-/]([0-9a-f]{64}
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 # Bounds: a hostile or broken node must not make the probe list or hash without end.
 MAX_ENTRIES = 4096  # names looked at per directory
+LIB_ENTRIES = 1 << 17  # in a library directory (a big node's /usr/lib/x86_64-linux-gnu)
 MAX_LISTED = 64  # devices, plugins, keys kept
 PLUGIN_CAP = 256 << 20  # bytes hashed per plugin
 DEFAULT_LIB_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib")
 
 
-def _names(path: str) -> List[str]:
+def _names(path: str, match: Optional[Any] = None, limit: int = MAX_ENTRIES) -> List[str]:
+    """The names in ``path`` (those ``match`` takes), sorted; at most ``limit`` entries are
+    looked at, so a huge or hostile directory costs a bounded walk."""
+    out = []
     try:
         with os.scandir(path) as it:
-            out = []
-            for entry in it:
-                out.append(entry.name)
-                if len(out) >= MAX_ENTRIES:
+            for seen, entry in enumerate(it):
+                if seen >= limit:
                     break
+                if match is None or match(entry.name):
+                    out.append(entry.name)
     except OSError:
         return []
     return sorted(out)
@@ -197,8 +201,8 @@ def net_plugins(environ: Dict[str, str], root: str = "") -> Dict[str, Any]:
     NCCL would load (the first of the names it tries, in the loader's order)."""
     found: List[Dict[str, Any]] = []
     for folder in loader_dirs(environ, root):
-        for name in _names(root + folder):
-            if _PLUGIN.match(name) and len(found) < MAX_LISTED:
+        for name in _names(root + folder, _PLUGIN.match, LIB_ENTRIES):
+            if len(found) < MAX_LISTED:
                 path = folder + "/" + name
                 found.append({"name": name, "path": path, "sha256": sha256_file(root + path)})
     chosen = None
