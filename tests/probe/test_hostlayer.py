@@ -42,7 +42,7 @@ def test_net_plugins_the_loader_would_find_and_the_one_nccl_loads(tmp_path: Path
     (root / "opt" / "ofi").mkdir(parents=True)
     (root / "opt" / "ofi" / "libnccl-net.so").write_bytes(b"newer")
     (root / "etc" / "ld.so.conf.d").mkdir()
-    (root / "etc" / "ld.so.conf").write_text("include /etc/ld.so.conf.d/*.conf\n")
+    (root / "etc" / "ld.so.conf").write_text("include ld.so.conf.d/*.conf\n")  # relative
     (root / "etc" / "ld.so.conf.d" / "ofi.conf").write_text("/opt/ofi\n")
     assert script.host_layer({}, str(root))["net_plugin"] == "/opt/ofi/libnccl-net.so"
     empty = make_host_tree(tmp_path / "bare")
@@ -52,14 +52,17 @@ def test_net_plugins_the_loader_would_find_and_the_one_nccl_loads(tmp_path: Path
 
 def test_nccl_conf_files_hash_and_keys(tmp_path: Path) -> None:
     root = make_host_tree(
-        tmp_path, nccl_conf="# site\nNCCL_IB_HCA=mlx5_0\nNCCL_SOCKET_IFNAME = eth0\n"
+        tmp_path,
+        nccl_conf="# site\nNCCL_IB_HCA=mlx5_0\nNCCL_SOCKET_IFNAME = eth0\nNCCL_X_TOKEN=s3cret\n",
     )
     home = root / "home" / "u"
     home.mkdir(parents=True)
     (home / ".nccl.conf").write_text("NCCL_DEBUG=WARN\n")
     confs = script.host_layer({"HOME": "/home/u"}, str(root))["nccl_conf"]
     assert [c["path"] for c in confs] == ["~/.nccl.conf", "/etc/nccl.conf"]
-    assert confs[1]["keys"] == {"NCCL_IB_HCA": "mlx5_0", "NCCL_SOCKET_IFNAME": "eth0"}
+    assert confs[1]["keys"]["NCCL_IB_HCA"] == "mlx5_0"
+    assert confs[1]["keys"]["NCCL_SOCKET_IFNAME"] == "eth0"
+    assert "s3cret" not in str(confs) and confs[1]["keys"]["NCCL_X_TOKEN"].startswith("<")
     assert confs[0]["keys"] == {"NCCL_DEBUG": "WARN"} and len(confs[0]["sha256"]) == 64
     # NCCL_CONF_FILE replaces ~/.nccl.conf; a FIFO there is reported, never read (no hang).
     os.mkfifo(root / "fifo")

@@ -18,6 +18,7 @@ import re
 import stat
 
 from .reading import SMALL_CAP, open_regular, read_text
+from .redact import is_secret_name, secret_digest
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -128,7 +129,9 @@ def nccl_conf(path: str, shown: str) -> Optional[Dict[str, Any]]:
     for raw in text.splitlines():
         match = _NCCL_LINE.match(raw)
         if match and not raw.lstrip().startswith("#") and len(keys) < MAX_LISTED:
-            keys[match.group(1)] = _line(match.group(2)) or ""
+            name, value = match.group(1), _line(match.group(2)) or ""
+            # A secret-looking key is kept as a salted hash, as in the environment section.
+            keys[name] = secret_digest(name, value) if is_secret_name(name) else value
     digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
     return {"path": shown, "sha256": digest, "keys": keys, "error": None}
 
@@ -179,9 +182,15 @@ def _conf_dirs(conf: str, root: str, depth: int = 0) -> List[str]:
             out.append(line)
         elif line.startswith("include") and depth < 2:
             folder, glob = os.path.split(line[len("include") :].strip())
-            for name in _names(root + folder):
+            # ldconfig reads a relative include from the including file's folder.
+            where = (
+                root + folder
+                if folder.startswith("/")
+                else os.path.join(os.path.dirname(conf), folder)
+            )
+            for name in _names(where):
                 if fnmatch.fnmatchcase(name, glob):
-                    out += _conf_dirs(root + folder + "/" + name, root, depth + 1)
+                    out += _conf_dirs(where + "/" + name, root, depth + 1)
     return out
 
 
