@@ -181,3 +181,24 @@ def test_show_says_the_host_layer_in_one_line(tmp_path: Path) -> None:
         " /etc/nccl.conf, peermem"
     )
     assert host_label(snapshot()) == "kernel (absent)"
+
+
+def test_a_plugin_gone_from_ld_library_path_fails_check_through_the_real_probe(
+    tmp_path: Path,
+) -> None:
+    """The whole path on this machine: the probe finds a libnccl-net.so on LD_LIBRARY_PATH,
+    the snapshot records it, and `check` fails (exit 1) once it is gone."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "libnccl-net.so").write_bytes(b"\x7fELF plugin")
+    env = {"LD_LIBRARY_PATH": str(lib)}
+    taken = envguard_cli("snapshot", "-o", tmp_path / "s.json", cwd=tmp_path, env=env)
+    assert taken.returncode == 0, taken.stderr
+    layer = json.loads((tmp_path / "s.json").read_text())["host_layer"]
+    assert layer["net_plugin"] == str(lib / "libnccl-net.so")
+    assert envguard_cli("check", tmp_path / "s.json", cwd=tmp_path, env=env).returncode == 0
+    (lib / "libnccl-net.so").unlink()
+    done = envguard_cli("check", tmp_path / "s.json", "--format", "json", cwd=tmp_path, env=env)
+    assert done.returncode == 1, done.stderr
+    found = {(c["kind"], c["severity"]) for c in json.loads(done.stdout)["changes"]}
+    assert found == {("net_plugins", "critical"), ("net_plugin", "critical")}
