@@ -491,3 +491,58 @@ def own_slurm(
                     except ProcessLookupError:
                         break
                     time.sleep(0.1)
+
+
+def make_host_tree(
+    root: Path,
+    *,
+    driver: str | None = "550.54.15",
+    gpus: Iterable[tuple[str, str]] = (("NVIDIA H100 80GB HBM3", "0x2330"),) * 2,
+    plugins: Mapping[str, bytes] | None = None,
+    nccl_conf: str | None = None,
+    peermem: bool = True,
+    infiniband: Mapping[str, str] | None = None,
+) -> Path:
+    """A fake node under ``root``: /proc/driver/nvidia (version, one folder per GPU), sysfs
+    PCI devices (an NVIDIA display controller per GPU, beside a non-NVIDIA one and an
+    NVSwitch, which are not GPUs), /sys/module, /sys/class/infiniband, /etc/nccl.conf, and
+    net plugins under /usr/lib (``plugins``: file name -> bytes)."""
+    proc = root / "proc" / "driver" / "nvidia"
+    pci = root / "sys" / "bus" / "pci" / "devices"
+    pci.mkdir(parents=True)
+    for bus, (vendor, cls, device) in {
+        "0000:00:1f.0": ("0x8086", "0x060100", "0xa1c8"),
+        "0000:c0:00.0": ("0x10de", "0x068000", "0x22a3"),  # NVSwitch: a bridge
+    }.items():
+        (pci / bus).mkdir()
+        for key, value in (("vendor", vendor), ("class", cls), ("device", device)):
+            (pci / bus / key).write_text(value + "\n")
+    if driver is not None:
+        proc.mkdir(parents=True)
+        (proc / "version").write_text(
+            f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {driver}  Tue Mar  5 2024\n"
+        )
+    for i, (model, device) in enumerate(gpus):
+        bus = f"0000:{0x18 + i:02x}:00.0"
+        if driver is not None:
+            (proc / "gpus" / bus).mkdir(parents=True)
+            (proc / "gpus" / bus / "information").write_text(
+                f"Model: \t\t {model}\nIRQ:   \t\t 42\nBus Location: \t {bus}\n"
+            )
+        (pci / bus).mkdir()
+        for key, value in (("vendor", "0x10de"), ("class", "0x030200"), ("device", device)):
+            (pci / bus / key).write_text(value + "\n")
+    module = root / "sys" / "module"
+    (module / "nvidia").mkdir(parents=True)
+    if peermem:
+        (module / "nvidia_peermem").mkdir()
+    for name, fw in (infiniband or {}).items():
+        (root / "sys" / "class" / "infiniband" / name).mkdir(parents=True)
+        (root / "sys" / "class" / "infiniband" / name / "fw_ver").write_text(fw + "\n")
+    (root / "etc").mkdir(exist_ok=True)
+    if nccl_conf is not None:
+        (root / "etc" / "nccl.conf").write_text(nccl_conf)
+    (root / "usr" / "lib").mkdir(parents=True)
+    for name, data in (plugins or {}).items():
+        (root / "usr" / "lib" / name).write_bytes(data)
+    return root

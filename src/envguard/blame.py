@@ -37,6 +37,8 @@ def differences(reference: Mapping[str, Any], other: Mapping[str, Any]) -> list[
         if key in reference and key in other and reference[key] != other[key]:
             label = {"python": "python", "driver": "NVIDIA driver", "nccl": "torch's NCCL"}[key]
             out.append(f"{label} {_absent(reference[key])} -> {_absent(other[key])}")
+    if "host" in reference and "host" in other:
+        out += _host(reference["host"] or {}, other["host"] or {})
     ref_torch, torch = reference.get("torch") or {}, other.get("torch") or {}
     for key in ("cuda", "hip", "git_version"):
         if ref_torch and torch and ref_torch.get(key) != torch.get(key):
@@ -46,6 +48,39 @@ def differences(reference: Mapping[str, Any], other: Mapping[str, Any]) -> list[
         if ref_env.get(name) != env.get(name):
             out.append(f"{name}={_unset(ref_env.get(name))} -> {_unset(env.get(name))}")
     return out
+
+
+_HOST_LABELS = {
+    "gpus": "GPUs on the PCI bus",
+    "net_plugins": "NCCL net plugins",
+    "net_plugin": "the net plugin NCCL loads",
+    "nccl_conf": "NCCL config files",
+    "peermem": "nvidia_peermem loaded",
+}
+
+
+def _host(reference: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
+    """The host layer's differences (probe/target/hostlayer.gated's fields)."""
+    out = []
+    for key, label in _HOST_LABELS.items():
+        before, after = reference.get(key), other.get(key)
+        if before == after:
+            continue
+        if isinstance(before, list) or isinstance(after, list):
+            gone = sorted(set(before or ()) - set(after or ()))
+            new = sorted(set(after or ()) - set(before or ()))
+            parts = [f"-{_short(v)}" for v in gone] + [f"+{_short(v)}" for v in new]
+            counted = f"{len(before or ())} -> {len(after or ())}"
+            out.append(f"{label}: {' '.join(parts) or counted}")
+        else:
+            out.append(f"{label} {_absent(before)} -> {_absent(after)}")
+    return out
+
+
+def _short(value: object) -> str:
+    """ "libnccl-net.so <sha256>" as "libnccl-net.so <first 12 hex>"."""
+    name, _, digest = str(value).partition(" ")
+    return f"{name} {digest[:12]}" if digest else name
 
 
 def _unset(value: str | None) -> str:

@@ -34,6 +34,7 @@ from envguard.snapshots.checks import LINE_PATTERN, SERIALIZERS_ALLOWED, VALIDAT
 SRC = Path(__file__).resolve().parent
 REPO = SRC.parent.parent
 SHAPE = SRC / "snapshots" / "shape.py"
+BUILDERS = SRC / "snapshots" / "builders.py"
 SPEC = SRC / "probe" / "spec.py"
 SCHEMA_DIR = REPO / "schema"
 
@@ -322,23 +323,18 @@ def shape_source() -> str:
 
     shape = _Shape(models=_models(Snapshot))
     fits = [line for m in shape.models for line in _fits_function(shape, m)]
-    built = [line for m in shape.models for line in _built_function(m)]
     out = [
         _HEADER.format(
             source="snapshots/models.py",
             what="A snapshot document's shape for the paths that must not load pydantic: the key\n"
-            "sets, the schema's minor version, fits() and built() (snapshots/document.py uses\n"
-            "them), and what a reader of an older minor version reads past (snapshots/store.py).",
+            "sets, the schema's minor version, fits() (snapshots/document.py uses it; built() is\n"
+            "in builders.py), and what a reader of an older minor version reads past\n"
+            "(snapshots/store.py).",
         ),
         "import re",
-        "from typing import TYPE_CHECKING, Any",
+        "from typing import Any",
         "",
         "from envguard.snapshots import checks as _c",
-        "",
-        "if TYPE_CHECKING:",
-        "    from types import ModuleType",
-        "",
-        "    from envguard.snapshots.models import Snapshot",
         "",
         "# The largest Since(minor) of any field: what a file written now is.",
         f"SCHEMA_MINOR = {shape.minor}",
@@ -391,19 +387,45 @@ def shape_source() -> str:
         "    return _fits_Snapshot(doc)",
         "",
         "",
+        *fits,
+        "",
+    ]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def builders_source() -> str:
+    """snapshots/builders.py: built() and a builder per model (shape.py would be over 800
+    lines with them)."""
+    from envguard.snapshots.models import Snapshot
+
+    built = [line for m in _models(Snapshot) for line in _built_function(m)]
+    out = [
+        _HEADER.format(
+            source="snapshots/models.py",
+            what="built(): the Snapshot model of a document shape.fits() vouched for, without\n"
+            "validation (snapshots/document.py uses it).",
+        ),
+        "from typing import TYPE_CHECKING, Any",
+        "",
+        "from envguard.snapshots import checks as _c",
+        "",
+        "if TYPE_CHECKING:",
+        "    from types import ModuleType",
+        "",
+        "    from envguard.snapshots.models import Snapshot",
+        "",
+        "",
         "def built(doc: Any, models: ModuleType) -> Snapshot:",
         '    """The model of a document fits() vouched for, without validation: each field as',
         "    the model's validation makes it (tuples, a datetime, nested models); ``models`` is",
-        '    snapshots.models, passed in: the models import this module."""',
+        '    snapshots.models, passed in: the models import shape.py, a sibling of this module."""',
         "    snapshot: Snapshot = _built_Snapshot(doc, models)",
         "    return snapshot",
         "",
         "",
-        *fits,
-        "",
+        # The builders take the models module as an argument: this module never imports it.
+        *built,
     ]
-    # The builders take the models module as an argument: this module never imports it.
-    out += built
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -513,7 +535,7 @@ def generated() -> dict[Path, str]:
     """Every generated file and the text it must hold."""
     from envguard.schemas import KINDS, schema_text
 
-    files = {SHAPE: shape_source(), SPEC: spec_source()}
+    files = {SHAPE: shape_source(), BUILDERS: builders_source(), SPEC: spec_source()}
     for kind in KINDS:
         files[SCHEMA_DIR / f"{kind}.v1.json"] = schema_text(kind)
     return files

@@ -126,7 +126,7 @@ def snapshot_detail(snapshot: Snapshot, *, env: Sequence[str] = DEFAULT_ENV) -> 
 
     interp = snapshot.interpreter
     torch = snapshot.torch
-    return {
+    detail: dict[str, Any] = {
         "python": f"{interp.implementation.lower()} {interp.version}",
         "packages": {
             p.name: [str(p.version), p.fingerprint] for p in snapshot.packages if not p.shadowed
@@ -144,6 +144,10 @@ def snapshot_detail(snapshot: Snapshot, *, env: Sequence[str] = DEFAULT_ENV) -> 
             k: v for k, v in sorted(snapshot.env.items()) if any(fnmatchcase(k, p) for p in env)
         },
     }
+    if snapshot.host_layer is not None:  # else not recorded: left out, as NCCL's version
+        hostlayer = local_entry("fingerprint").hostlayer
+        detail["host"] = hostlayer.gated(snapshot.host_layer.model_dump(mode="json"))
+    return detail
 
 
 def _json(raw: bytes) -> Any:

@@ -24,6 +24,7 @@ TARGET_MODULES = (
     "reading",
     "confine",
     "system",
+    "hostlayer",
     "distcache",
     "forked",
     "loaded",

@@ -21,7 +21,7 @@ from envguard.probe.spec import REPORT_SPEC
 from envguard.reading import UNSAFE_CHARS, json_loads
 
 # The version of probe/target/main.py this host sends; a report of another is refused.
-PROBE_VERSION = 8
+PROBE_VERSION = 9
 # A report larger than this is not a real environment's (271 real dists: about 0.3 MB).
 MAX_REPORT_BYTES = 64 << 20
 _CONTROL = re.compile("[" + UNSAFE_CHARS + "]")
@@ -169,6 +169,41 @@ class ReportAccelerator(TypedDict):
     source: Line | None
 
 
+class ReportNcclConf(TypedDict):
+    """An NCCL config file (probe/target/hostlayer.py): its hash and the NCCL_* keys."""
+
+    path: Line
+    sha256: Line | None
+    keys: dict[Line, Line]
+    error: Line | None
+
+
+class ReportNetPlugin(TypedDict):
+    name: Line
+    path: Line
+    sha256: Line | None
+
+
+class ReportContainer(TypedDict):
+    runtime: Line
+    image: Line | None
+    digest: Line | None
+    id: Line | None
+
+
+class ReportHostLayer(TypedDict):
+    """The host under the venv (probe/target/hostlayer.py)."""
+
+    gpu_devices: list[Line]
+    nccl_conf: list[ReportNcclConf]
+    net_plugins: list[ReportNetPlugin]
+    net_plugin: Line | None
+    peermem: bool | None
+    infiniband: list[Line]
+    ofed: Line | None
+    container: ReportContainer | None
+
+
 class ReportLibrary(TypedDict):
     """A GPU library file (probe/target/libs.py): what its bytes say and what loads."""
 
@@ -232,6 +267,7 @@ class ProbeReport(TypedDict):
     caches: list[ReportCache]
     env: dict[Line, Text]
     accelerator: ReportAccelerator
+    host_layer: ReportHostLayer
     compile: ReportCompile
     warnings: list[Text]
 

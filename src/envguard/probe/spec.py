@@ -426,6 +426,91 @@ REPORT_SPEC: Any = (
             },
             frozenset([]),
         ),
+        "host_layer": (
+            "fields",
+            {
+                "gpu_devices": (
+                    "list",
+                    "line",
+                ),
+                "nccl_conf": (
+                    "list",
+                    (
+                        "fields",
+                        {
+                            "path": "line",
+                            "sha256": (
+                                "?",
+                                "line",
+                            ),
+                            "keys": (
+                                "map",
+                                "line",
+                            ),
+                            "error": (
+                                "?",
+                                "line",
+                            ),
+                        },
+                        frozenset([]),
+                    ),
+                ),
+                "net_plugins": (
+                    "list",
+                    (
+                        "fields",
+                        {
+                            "name": "line",
+                            "path": "line",
+                            "sha256": (
+                                "?",
+                                "line",
+                            ),
+                        },
+                        frozenset([]),
+                    ),
+                ),
+                "net_plugin": (
+                    "?",
+                    "line",
+                ),
+                "peermem": (
+                    "?",
+                    "bool",
+                ),
+                "infiniband": (
+                    "list",
+                    "line",
+                ),
+                "ofed": (
+                    "?",
+                    "line",
+                ),
+                "container": (
+                    "?",
+                    (
+                        "fields",
+                        {
+                            "runtime": "line",
+                            "image": (
+                                "?",
+                                "line",
+                            ),
+                            "digest": (
+                                "?",
+                                "line",
+                            ),
+                            "id": (
+                                "?",
+                                "line",
+                            ),
+                        },
+                        frozenset([]),
+                    ),
+                ),
+            },
+            frozenset([]),
+        ),
         "compile": (
             "fields",
             {

@@ -132,6 +132,10 @@ def show_snapshot(snap: Snapshot, console: Console) -> None:
         else (f"driver {a.driver}" if a.driver else "none")
     )
     _row(head, "accelerator", accel + (f", nvcc {a.nvcc}" if a.nvcc else ""))
+    if snap.host_layer is not None:
+        from envguard.compare.sections.host_layer import host_label
+
+        _row(head, "host", host_label(snap))
     if snap.compile is not None:
         _row(head, "compile", compile_label(snap.compile))
     _row(head, "metrics", metrics_label(snap.metrics))

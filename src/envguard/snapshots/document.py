@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlsplit
 from envguard.confine import OUTSIDE
 from envguard.errors import UsageError
 from envguard.redact import redact_argv, redact_env, redact_metrics, redact_text, redact_url
-from envguard.snapshots import shape
+from envguard.snapshots import builders, shape
 from envguard.snapshots.request import USER_CACHE
 from envguard.version import SCHEMA_VERSION, __version__
 
@@ -274,6 +274,7 @@ def from_report(report: ProbeReport, request: CaptureRequest) -> Document:
         "torch": torch_build(report["torch"], versions),
         "libraries": _libraries(report["libraries"]),
         "accelerator": report["accelerator"],
+        "host_layer": report["host_layer"],
         "repos": _repos(request, report["repos"]),
         "files": _files(report["files"], request, tops),
         "caches": _caches(report["caches"]),
@@ -302,7 +303,7 @@ def stored(document: Document) -> Document:
     return out
 
 
-# fits() and built() are generated from the models (snapshots/shape.py).
+# fits() and built() are generated from the models (snapshots/shape.py, builders.py).
 fits = shape.fits
 
 
@@ -310,7 +311,7 @@ def built(doc: Document) -> Snapshot:
     """The model of a document fits() vouched for, built without validation."""
     from envguard.snapshots import models
 
-    return shape.built(doc, models)
+    return builders.built(doc, models)
 
 
 # ---- typed(): the model of a document ------------------------------------------------------

@@ -239,6 +239,52 @@ class Repo(Model):
 Sha256 = Annotated[str, StringConstraints(pattern="^[0-9a-f]{64}$")]
 
 
+class NcclConf(Model):
+    """An NCCL config file (/etc/nccl.conf, ~/.nccl.conf or $NCCL_CONF_FILE): its sha256
+    and the NCCL_* keys it sets."""
+
+    path: Line
+    sha256: Sha256 | None = None
+    keys: dict[str, Line] = Field(default_factory=dict, max_length=64)
+    error: Line | None = None
+
+
+class NetPlugin(Model):
+    """A libnccl-net*.so on the loader's path (NCCL's network plugin)."""
+
+    name: Line
+    path: Line
+    sha256: Sha256 | None = None
+
+
+class Container(Model):
+    """The container the environment runs in, as its runtime says from inside."""
+
+    runtime: Line
+    image: Line | None = None
+    digest: Line | None = None
+    # The container's id: one per node, never compared.
+    id: Line | None = None
+
+
+class HostLayer(Model):
+    """The host under the venv (probe/target/hostlayer.py): what every environment on the
+    node shares and NCCL reads before its first collective. The kernel and glibc are the
+    interpreter's markers and libc; the driver and GPU models the accelerator's."""
+
+    # NVIDIA GPUs on the PCI bus as "10de:DEVICE" ids, one per GPU (sysfs).
+    gpu_devices: tuple[Line, ...] = Field(default=(), max_length=64)
+    nccl_conf: tuple[NcclConf, ...] = Field(default=(), max_length=2)
+    net_plugins: tuple[NetPlugin, ...] = Field(default=(), max_length=64)
+    # The plugin NCCL would load (NCCL_NET_PLUGIN, else libnccl-net.so); None: none found.
+    net_plugin: Line | None = None
+    # nvidia_peermem loaded (GPUDirect RDMA); None: /sys/module not readable.
+    peermem: bool | None = None
+    infiniband: tuple[Line, ...] = Field(default=(), max_length=64)
+    ofed: Line | None = None
+    container: Container | None = None
+
+
 # Permission bits as os.stat gives them (st_mode & 0o7777): a number, not true (0o001) or
 # "0755" (decimal 755, 0o1363), which a lax int would make of a forged file's text.
 FileMode = Annotated[StrictInt, Field(ge=0, le=0o7777)]
@@ -352,6 +398,8 @@ class Snapshot(Model):
     torch: TorchBuild | None = None
     libraries: Annotated[tuple[Library, ...], Since(2)] = ()
     accelerator: Accelerator = Accelerator.model_construct()
+    # The host under the venv; None: not recorded (a snapshot before minor 7).
+    host_layer: Annotated[HostLayer | None, Since(7)] = None
     repos: tuple[Repo, ...] = ()
     files: tuple[FileDigest, ...] = ()
     caches: tuple[Cache, ...] = ()

@@ -1,24 +1,20 @@
 """GENERATED from snapshots/models.py by `python -m envguard.dev regenerate`: do not edit.
 
 A snapshot document's shape for the paths that must not load pydantic: the key
-sets, the schema's minor version, fits() and built() (snapshots/document.py uses
-them), and what a reader of an older minor version reads past (snapshots/store.py).
+sets, the schema's minor version, fits() (snapshots/document.py uses it; built() is
+in builders.py), and what a reader of an older minor version reads past
+(snapshots/store.py).
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from envguard.snapshots import checks as _c
 
-if TYPE_CHECKING:
-    from types import ModuleType
-
-    from envguard.snapshots.models import Snapshot
-
 # The largest Since(minor) of any field: what a file written now is.
-SCHEMA_MINOR = 6
+SCHEMA_MINOR = 7
 
 _KEYS_Snapshot = frozenset(
     [
@@ -38,6 +34,7 @@ _KEYS_Snapshot = frozenset(
         "torch",
         "libraries",
         "accelerator",
+        "host_layer",
         "repos",
         "files",
         "caches",
@@ -51,7 +48,7 @@ _KEYS_Snapshot = frozenset(
     ]
 )
 _REQUIRED_Snapshot = _KEYS_Snapshot - frozenset(
-    ["schema_minor", "libraries", "clashes", "unowned", "fit", "compile", "signature"]
+    ["schema_minor", "libraries", "host_layer", "clashes", "unowned", "fit", "compile", "signature"]
 )
 _KEYS_Interpreter = frozenset(
     [
@@ -109,6 +106,21 @@ _KEYS_Library = frozenset(
     ]
 )
 _KEYS_Accelerator = frozenset(["present", "driver", "gpus", "count", "nvcc", "source"])
+_KEYS_HostLayer = frozenset(
+    [
+        "gpu_devices",
+        "nccl_conf",
+        "net_plugins",
+        "net_plugin",
+        "peermem",
+        "infiniband",
+        "ofed",
+        "container",
+    ]
+)
+_KEYS_NcclConf = frozenset(["path", "sha256", "keys", "error"])
+_KEYS_NetPlugin = frozenset(["name", "path", "sha256"])
+_KEYS_Container = frozenset(["runtime", "image", "digest", "id"])
 _KEYS_Repo = frozenset(
     ["path", "head", "branch", "dirty", "diff_sha256", "untracked", "remote", "error"]
 )
@@ -160,6 +172,10 @@ FIELDS: dict[str, frozenset[str]] = {
     "TorchBuild": _KEYS_TorchBuild,
     "Library": _KEYS_Library,
     "Accelerator": _KEYS_Accelerator,
+    "HostLayer": _KEYS_HostLayer,
+    "NcclConf": _KEYS_NcclConf,
+    "NetPlugin": _KEYS_NetPlugin,
+    "Container": _KEYS_Container,
     "Repo": _KEYS_Repo,
     "FileDigest": _KEYS_FileDigest,
     "Cache": _KEYS_Cache,
@@ -182,6 +198,7 @@ NESTED: dict[str, dict[str, str]] = {
         "torch": "TorchBuild",
         "libraries": "Library",
         "accelerator": "Accelerator",
+        "host_layer": "HostLayer",
         "repos": "Repo",
         "files": "FileDigest",
         "caches": "Cache",
@@ -190,6 +207,7 @@ NESTED: dict[str, dict[str, str]] = {
         "compile": "CompileKey",
     },
     "Package": {"source": "Source", "on_disk": "OnDisk"},
+    "HostLayer": {"nccl_conf": "NcclConf", "net_plugins": "NetPlugin", "container": "Container"},
     "Cache": {"archive": "CacheArchive", "builds": "CacheBuild"},
     "Clash": {"claimants": "Claimant"},
     "Fit": {"broken": "Unfit", "archs": "GpuArchs"},
@@ -210,14 +228,6 @@ def fits(doc: Any) -> bool:
     """True when ``Snapshot.model_validate(doc)`` takes ``doc`` as it is (and writes it
     back unchanged, when it holds every key); False when unsure: the model decides."""
     return _fits_Snapshot(doc)
-
-
-def built(doc: Any, models: ModuleType) -> Snapshot:
-    """The model of a document fits() vouched for, without validation: each field as
-    the model's validation makes it (tuples, a datetime, nested models); ``models`` is
-    snapshots.models, passed in: the models import this module."""
-    snapshot: Snapshot = _built_Snapshot(doc, models)
-    return snapshot
 
 
 def _fits_Snapshot(d: Any) -> bool:
@@ -246,6 +256,7 @@ def _fits_Snapshot(d: Any) -> bool:
             or (type(d["libraries"]) is list and all(_fits_Library(x0) for x0 in d["libraries"]))
         )
         and (_fits_Accelerator(d["accelerator"]))
+        and ("host_layer" not in d or (d["host_layer"] is None or _fits_HostLayer(d["host_layer"])))
         and (type(d["repos"]) is list and all(_fits_Repo(x0) for x0 in d["repos"]))
         and (type(d["files"]) is list and all(_fits_FileDigest(x0) for x0 in d["files"]))
         and (type(d["caches"]) is list and all(_fits_Cache(x0) for x0 in d["caches"]))
@@ -416,6 +427,72 @@ def _fits_Accelerator(d: Any) -> bool:
         and (type(d["count"]) is int)
         and (d["nvcc"] is None or type(d["nvcc"]) is str)
         and (d["source"] is None or type(d["source"]) is str)
+    )
+
+
+def _fits_HostLayer(d: Any) -> bool:
+    return (
+        type(d) is dict
+        and d.keys() == _KEYS_HostLayer
+        and (
+            type(d["gpu_devices"]) is list
+            and len(d["gpu_devices"]) <= 64
+            and all(_c.line(x0) for x0 in d["gpu_devices"])
+        )
+        and (
+            type(d["nccl_conf"]) is list
+            and len(d["nccl_conf"]) <= 2
+            and all(_fits_NcclConf(x0) for x0 in d["nccl_conf"])
+        )
+        and (
+            type(d["net_plugins"]) is list
+            and len(d["net_plugins"]) <= 64
+            and all(_fits_NetPlugin(x0) for x0 in d["net_plugins"])
+        )
+        and (d["net_plugin"] is None or _c.line(d["net_plugin"]))
+        and (d["peermem"] is None or type(d["peermem"]) is bool)
+        and (
+            type(d["infiniband"]) is list
+            and len(d["infiniband"]) <= 64
+            and all(_c.line(x0) for x0 in d["infiniband"])
+        )
+        and (d["ofed"] is None or _c.line(d["ofed"]))
+        and (d["container"] is None or _fits_Container(d["container"]))
+    )
+
+
+def _fits_NcclConf(d: Any) -> bool:
+    return (
+        type(d) is dict
+        and d.keys() == _KEYS_NcclConf
+        and (_c.line(d["path"]))
+        and (d["sha256"] is None or _c.matches(d["sha256"], _PATTERN_0))
+        and (
+            type(d["keys"]) is dict
+            and all(type(k0) is str and _c.line(x0) for k0, x0 in d["keys"].items())
+        )
+        and (d["error"] is None or _c.line(d["error"]))
+    )
+
+
+def _fits_NetPlugin(d: Any) -> bool:
+    return (
+        type(d) is dict
+        and d.keys() == _KEYS_NetPlugin
+        and (_c.line(d["name"]))
+        and (_c.line(d["path"]))
+        and (d["sha256"] is None or _c.matches(d["sha256"], _PATTERN_0))
+    )
+
+
+def _fits_Container(d: Any) -> bool:
+    return (
+        type(d) is dict
+        and d.keys() == _KEYS_Container
+        and (_c.line(d["runtime"]))
+        and (d["image"] is None or _c.line(d["image"]))
+        and (d["digest"] is None or _c.line(d["digest"]))
+        and (d["id"] is None or _c.line(d["id"]))
     )
 
 
@@ -622,149 +699,3 @@ def _fits_TritonKey(d: Any) -> bool:
         and (type(d["files"]) is int)
         and (d["error"] is None or _c.line(d["error"]))
     )
-
-
-def _built_Snapshot(d: Any, m: Any) -> Any:
-    v = {
-        **d,
-        "created": _c.created_value(d["created"]),
-        "command": tuple(d["command"]),
-        "metrics": dict(d["metrics"]),
-        "interpreter": _built_Interpreter(d["interpreter"], m),
-        "packages": tuple(_built_Package(x0, m) for x0 in d["packages"]),
-        "torch": (None if d["torch"] is None else _built_TorchBuild(d["torch"], m)),
-        "accelerator": _built_Accelerator(d["accelerator"], m),
-        "repos": tuple(_built_Repo(x0, m) for x0 in d["repos"]),
-        "files": tuple(_built_FileDigest(x0, m) for x0 in d["files"]),
-        "caches": tuple(_built_Cache(x0, m) for x0 in d["caches"]),
-        "env": _c.env_value(d["env"]),
-        "warnings": tuple(d["warnings"]),
-    }
-    if "libraries" in d:
-        v["libraries"] = tuple(_built_Library(x0, m) for x0 in d["libraries"])
-    if "clashes" in d:
-        v["clashes"] = (
-            None if d["clashes"] is None else tuple(_built_Clash(x0, m) for x0 in d["clashes"])
-        )
-    if "unowned" in d:
-        v["unowned"] = None if d["unowned"] is None else tuple(d["unowned"])
-    if "fit" in d:
-        v["fit"] = None if d["fit"] is None else _built_Fit(d["fit"], m)
-    if "compile" in d:
-        v["compile"] = None if d["compile"] is None else _built_CompileKey(d["compile"], m)
-    return m.Snapshot.model_construct(**v)
-
-
-def _built_Interpreter(d: Any, m: Any) -> Any:
-    return m.Interpreter.model_construct(
-        **{**d, "site_packages": tuple(d["site_packages"]), "markers": dict(d["markers"])}
-    )
-
-
-def _built_Package(d: Any, m: Any) -> Any:
-    v = {**d, "source": _built_Source(d["source"], m), "requires": tuple(d["requires"])}
-    if "on_disk" in d:
-        v["on_disk"] = None if d["on_disk"] is None else _built_OnDisk(d["on_disk"], m)
-    return m.Package.model_construct(**v)
-
-
-def _built_Source(d: Any, m: Any) -> Any:
-    return m.Source.model_construct(**d)
-
-
-def _built_OnDisk(d: Any, m: Any) -> Any:
-    return m.OnDisk.model_construct(
-        **{
-            **d,
-            "modified": tuple(d["modified"]),
-            "missing": tuple(d["missing"]),
-            "added": tuple(d["added"]),
-            "clobbered": tuple(d["clobbered"]),
-        }
-    )
-
-
-def _built_TorchBuild(d: Any, m: Any) -> Any:
-    return m.TorchBuild.model_construct(**d)
-
-
-def _built_Library(d: Any, m: Any) -> Any:
-    return m.Library.model_construct(**{**d, "also_claimed_by": tuple(d["also_claimed_by"])})
-
-
-def _built_Accelerator(d: Any, m: Any) -> Any:
-    return m.Accelerator.model_construct(**{**d, "gpus": tuple(d["gpus"])})
-
-
-def _built_Repo(d: Any, m: Any) -> Any:
-    return m.Repo.model_construct(**d)
-
-
-def _built_FileDigest(d: Any, m: Any) -> Any:
-    return m.FileDigest.model_construct(**d)
-
-
-def _built_Cache(d: Any, m: Any) -> Any:
-    v = {**d, "archive": (None if d["archive"] is None else _built_CacheArchive(d["archive"], m))}
-    if "builds" in d:
-        v["builds"] = tuple(_built_CacheBuild(x0, m) for x0 in d["builds"])
-    return m.Cache.model_construct(**v)
-
-
-def _built_CacheArchive(d: Any, m: Any) -> Any:
-    return m.CacheArchive.model_construct(**d)
-
-
-def _built_CacheBuild(d: Any, m: Any) -> Any:
-    return m.CacheBuild.model_construct(**d)
-
-
-def _built_Clash(d: Any, m: Any) -> Any:
-    return m.Clash.model_construct(
-        **{**d, "claimants": tuple(_built_Claimant(x0, m) for x0 in d["claimants"])}
-    )
-
-
-def _built_Claimant(d: Any, m: Any) -> Any:
-    return m.Claimant.model_construct(**d)
-
-
-def _built_Fit(d: Any, m: Any) -> Any:
-    v = {**d, "broken": tuple(_built_Unfit(x0, m) for x0 in d["broken"])}
-    if "archs" in d:
-        v["archs"] = tuple(_built_GpuArchs(x0, m) for x0 in d["archs"])
-    return m.Fit.model_construct(**v)
-
-
-def _built_Unfit(d: Any, m: Any) -> Any:
-    return m.Unfit.model_construct(
-        **{
-            **d,
-            "missing": tuple(d["missing"]),
-            "versions": tuple(d["versions"]),
-            "symbols": tuple(d["symbols"]),
-        }
-    )
-
-
-def _built_GpuArchs(d: Any, m: Any) -> Any:
-    return m.GpuArchs.model_construct(**{**d, "cubins": tuple(d["cubins"]), "ptx": tuple(d["ptx"])})
-
-
-def _built_CompileKey(d: Any, m: Any) -> Any:
-    return m.CompileKey.model_construct(
-        **{
-            **d,
-            "cxx": (None if d["cxx"] is None else _built_Compiler(d["cxx"], m)),
-            "triton": (None if d["triton"] is None else _built_TritonKey(d["triton"], m)),
-            "capabilities": tuple(d["capabilities"]),
-        }
-    )
-
-
-def _built_Compiler(d: Any, m: Any) -> Any:
-    return m.Compiler.model_construct(**d)
-
-
-def _built_TritonKey(d: Any, m: Any) -> Any:
-    return m.TritonKey.model_construct(**d)

@@ -1,4 +1,7 @@
-"""The GPUs and their driver, and the CUDA compiler on PATH."""
+"""The GPUs and their driver, and the CUDA compiler on PATH.
+
+The driver, the GPU count and models are critical: the nodes of a job must agree on them
+(NCCL's protocols and a compiled kernel's fit depend on them), and so must a relaunch."""
 
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
             "driver",
             expected=ea.driver,
             actual=aa.driver,
-            severity=W,
+            severity=C,
             message=f"NVIDIA driver {ea.driver} -> {aa.driver}",
         )
     if ea.count != aa.count:
@@ -43,7 +46,7 @@ def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
             "gpus",
             expected=ea.count,
             actual=aa.count,
-            severity=W,
+            severity=C,
             message=f"GPU count {ea.count} -> {aa.count}",
         )
     if sorted(set(ea.gpus)) != sorted(set(aa.gpus)) and ea.gpus and aa.gpus:
@@ -52,7 +55,7 @@ def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
             "gpu",
             expected=", ".join(sorted(set(ea.gpus))),
             actual=", ".join(sorted(set(aa.gpus))),
-            severity=W,
+            severity=C,
             message="GPU model changed",
         )
     if ea.nvcc != aa.nvcc:

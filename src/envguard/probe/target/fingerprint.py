@@ -3,9 +3,10 @@ fingerprint (envguard/distributed.py hashes it and exchanges only the hash).
 
 Packages with their builds (the version's local label: 2.13.0+cpu) and RECORD fingerprints
 (what each installed file's hash is, as the installer wrote it), torch's build from its
-version.py, the NVIDIA driver from the kernel module, and the environment variables the
-caller names. Read through the probe's distribution cache, so an unchanged venv costs a
-stat per .dist-info folder; nothing installed is imported and no tool is started.
+version.py, the NVIDIA driver from the kernel module, the host layer's part that must
+match (hostlayer.gated), and the environment variables the caller names. Read through the
+probe's distribution cache, so an unchanged venv costs a stat per .dist-info folder;
+nothing installed is imported and no tool is started.
 """
 
 # ruff: noqa: UP006, UP035
@@ -17,6 +18,7 @@ import sys
 
 from .distcache import DistCache, cache_path
 from .dists import scan_packages, site_dirs
+from .hostlayer import gated, host_layer
 from .redact import is_secret_name, redact_text, secret_digest
 from .system import accelerator
 from .torchbuild import torch_build
@@ -45,6 +47,7 @@ def fingerprint(args: Dict[str, Any]) -> Dict[str, Any]:
     ``code`` (what the distribution cache is tied to; the probe's own key, so the gate and
     ``envguard snapshot`` keep one cache), ``fingerprint_cache`` (False: no cache)."""
     environ = dict(os.environ)
+    root = str(args.get("host_root") or "")  # fake /proc, /sys, /etc trees: tests only
     sites = site_dirs()
     cache = DistCache(
         cache_path(environ) if args.get("fingerprint_cache", True) else None,
@@ -64,6 +67,10 @@ def fingerprint(args: Dict[str, Any]) -> Dict[str, Any]:
         "python": "%s %d.%d.%d" % (sys.implementation.name, *sys.version_info[:3]),
         "packages": packages,
         "torch": torch,
-        "driver": accelerator(None, None)["driver"],
+        "driver": accelerator(None, None, root + "/proc")["driver"],
         "env": chosen_env(environ, args.get("env") or DEFAULT_ENV),
+        # The host under the venv that must match across nodes (GPUs on the bus, NCCL's net
+        # plugins and config files, peermem): a function of the host layer, as a snapshot
+        # records it too (distributed.snapshot_detail).
+        "host": gated(host_layer(environ, root)),
     }

@@ -31,6 +31,7 @@ from .dists import scan_packages, site_dirs
 from .env import capture_env
 from .fit import fit
 from .gitrepos import probe_repos
+from .hostlayer import host_layer
 from .libs import libraries
 from .loaded import confined_sites
 from .system import accelerator, enter_venv, finish_tool, interpreter, start_tool, user
@@ -42,13 +43,15 @@ if TYPE_CHECKING:
     from typing import Any, Dict, List
 
 # Bumped when the report's shape changes; the host checks it (envguard/probe/report.py).
-PROBE_VERSION = 8
+PROBE_VERSION = 9
 
 
 def probe(args: Dict[str, Any]) -> Dict[str, Any]:
     """Everything the snapshot needs from this side, as plain JSON-able data."""
     enter_venv()  # before sysconfig computes any path
     environ = dict(os.environ)
+    # Where /proc, /sys and /etc are read from for the host layer: "" but in tests.
+    root = str(args.get("host_root") or "")
     # Slow external tools run while the file system is read.
     smi = start_tool(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
     nvcc = start_tool(["nvcc", "--version"])
@@ -137,7 +140,8 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
         "repos": repos,
         "caches": caches,
         "env": capture_env(environ) if args.get("env", True) else {},
-        "accelerator": accelerator(finish_tool(smi), finish_tool(nvcc)),
+        "accelerator": accelerator(finish_tool(smi), finish_tool(nvcc), proc=root + "/proc"),
+        "host_layer": host_layer(environ, root),
         "compile": {
             "cxx": compiler(cxx_name, cxx_path, finish_tool(cxx, timeout=5.0)),
             "triton": triton_key(packages, warnings),

@@ -172,6 +172,24 @@ def finish_tool(started: Optional[Tuple[int, int]], timeout: float = 15.0) -> Op
     return b"".join(chunks).decode("utf-8", "replace")
 
 
+def proc_gpus(proc: str = "/proc") -> List[str]:
+    """The GPU models the kernel module lists (driver/nvidia/gpus/*/information), in bus
+    order: what nvidia-smi would name where it is not installed (a container without it)."""
+    base = proc + "/driver/nvidia/gpus"
+    try:
+        buses = sorted(os.listdir(base))[:64]
+    except OSError:
+        return []
+    out = []
+    for bus in buses:
+        match = re.search(
+            r"^Model:\s*(\S[^\n]{0,200})", read_text(base + "/" + bus + "/information") or "", re.M
+        )
+        if match:
+            out.append(re.sub(r"[\x00-\x1f\x7f-\x9f]", " ", match.group(1)).strip())
+    return out
+
+
 def accelerator(smi: Optional[str], nvcc: Optional[str], proc: str = "/proc") -> Dict[str, Any]:
     """GPUs and driver from nvidia-smi's CSV (else the kernel module's file under ``proc``),
     and nvcc's release."""
@@ -190,6 +208,8 @@ def accelerator(smi: Optional[str], nvcc: Optional[str], proc: str = "/proc") ->
         match = re.search(r"Kernel Module(?: for [\w]+)?\s+([0-9][0-9.]+)", text or "")
         if match:
             driver, source = match.group(1), "/proc/driver/nvidia/version"
+    if not gpus and driver is not None:
+        gpus = proc_gpus(proc)
     nvcc_version = None
     if nvcc:
         match = re.search(r"release [0-9.]+, V([0-9.]+)", nvcc)

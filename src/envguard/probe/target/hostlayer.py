@@ -1,0 +1,333 @@
+"""The host under the venv: what a node gives every environment on it and NCCL reads before
+the first collective. The GPUs on the PCI bus, the NCCL config files and net plugins the
+loader would find (NVIDIA/nccl#1634: a plugin missing on some nodes), GPUDirect RDMA
+(nvidia_peermem), the InfiniBand devices and OFED, the container image.
+
+Files only, every read bounded (reading.py), nothing started; ``root`` prefixes every
+absolute path so tests read fake /proc, /sys and /etc trees. The kernel release and glibc
+are recorded with the interpreter (its markers and libc); the driver and GPU models with
+the accelerator (system.py).
+"""
+
+# ruff: noqa: UP006, UP035, UP045
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+
+from .reading import SMALL_CAP, open_regular, read_text
+from .redact import is_secret_name, secret_digest
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional
+
+NVIDIA_VENDOR = "0x10de"
+# PCI class 0x03xxxx: display controllers (VGA 0x0300, 3D 0x0302); NVSwitch is 0x0680.
+_DISPLAY_CLASS = "0x03"
+_PLUGIN = re.compile(r"\Alibnccl-net[A-Za-z0-9_.+-]*\.so(?:\.[0-9]+)*\Z")
+_NCCL_LINE = re.compile(r"\A\s*(NCCL_[A-Za-z0-9_]{1,64})\s*=\s*(.*?)\s*\Z")
+_OFED = re.compile(r"(MLNX_OFED_LINUX-[0-9][A-Za-z0-9.-]{0,60}|OFED-internal-[0-9][\w.-]{0,60})")
+_HEX64 = re.compile(r"\A(?:sha256:)?([0-9a-f]{64})\Z")
+_CGROUP_ID = re.compile(r"(?:docker|cri-containerd|crio|libpod)[-/]([0-9a-f]{64})")
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Bounds: a hostile or broken node must not make the probe list or hash without end.
+MAX_ENTRIES = 4096  # names looked at per directory
+LIB_ENTRIES = 1 << 17  # in a library directory (a big node's /usr/lib/x86_64-linux-gnu)
+MAX_LISTED = 64  # devices, plugins, keys kept
+PLUGIN_CAP = 256 << 20  # bytes hashed per plugin
+DEFAULT_LIB_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib")
+
+
+def _names(path: str, match: Optional[Any] = None, limit: int = MAX_ENTRIES) -> List[str]:
+    """The names in ``path`` (those ``match`` takes), sorted; at most ``limit`` entries are
+    looked at, so a huge or hostile directory costs a bounded walk."""
+    out = []
+    try:
+        with os.scandir(path) as it:
+            for seen, entry in enumerate(it):
+                if seen >= limit:
+                    break
+                if match is None or match(entry.name):
+                    out.append(entry.name)
+    except OSError:
+        return []
+    return sorted(out)
+
+
+def _line(text: Optional[str], cap: int = 200) -> Optional[str]:
+    if text is None:
+        return None
+    text = _UNSAFE.sub(" ", text.strip())[:cap]
+    return text or None
+
+
+def _first_line(path: str) -> Optional[str]:
+    text = read_text(path, 64 << 10)
+    return _line(text.splitlines()[0]) if text and text.strip() else None
+
+
+def sha256_file(path: str, cap: int = PLUGIN_CAP) -> Optional[str]:
+    """The sha256 of a regular file of at most ``cap`` bytes; None otherwise."""
+    try:
+        fd = open_regular(path)
+    except OSError:
+        return None
+    try:
+        if os.fstat(fd).st_size > cap:
+            return None
+        digest = hashlib.sha256()
+        total = 0
+        while True:
+            block = os.read(fd, 1 << 20)
+            if not block:
+                break
+            total += len(block)
+            if total > cap:
+                return None
+            digest.update(block)
+        return digest.hexdigest()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def gpu_devices(root: str = "") -> List[str]:
+    """The NVIDIA GPUs on the PCI bus as "vendor:device" ids ("10de:2330"), one per GPU,
+    from sysfs (seen with or without a driver loaded); [] without sysfs."""
+    base = root + "/sys/bus/pci/devices"
+    out = []
+    for name in _names(base):
+        folder = base + "/" + name
+        if (read_text(folder + "/vendor", 64) or "").strip() != NVIDIA_VENDOR:
+            continue
+        if not (read_text(folder + "/class", 64) or "").strip().startswith(_DISPLAY_CLASS):
+            continue
+        device = (read_text(folder + "/device", 64) or "").strip()
+        if re.match(r"\A0x[0-9a-f]{4}\Z", device):
+            out.append("10de:" + device[2:])
+        if len(out) >= MAX_LISTED:
+            break
+    return sorted(out)
+
+
+def nccl_conf(path: str, shown: str) -> Optional[Dict[str, Any]]:
+    """An NCCL config file's sha256 and the NCCL_* keys it sets; None when absent."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return {"path": shown, "sha256": None, "keys": {}, "error": "not a regular file"}
+    text = read_text(path, SMALL_CAP)
+    if text is None:
+        return {"path": shown, "sha256": None, "keys": {}, "error": "cannot be read"}
+    keys: Dict[str, str] = {}
+    for raw in text.splitlines():
+        match = _NCCL_LINE.match(raw)
+        if match and not raw.lstrip().startswith("#") and len(keys) < MAX_LISTED:
+            name, value = match.group(1), _line(match.group(2)) or ""
+            # A secret-looking key is kept as a salted hash, as in the environment section.
+            keys[name] = secret_digest(name, value) if is_secret_name(name) else value
+    digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
+    return {"path": shown, "sha256": digest, "keys": keys, "error": None}
+
+
+def conf_files(environ: Dict[str, str], root: str = "") -> List[Dict[str, Any]]:
+    """What NCCL's initEnv reads: $NCCL_CONF_FILE (else ~/.nccl.conf), then /etc/nccl.conf
+    (its values under the user's, which win). The user's file is shown as ~/.nccl.conf, the
+    same name on every node whoever runs there."""
+    out = []
+    named = environ.get("NCCL_CONF_FILE")
+    if named:
+        user = nccl_conf(root + named if named.startswith("/") else named, named)
+    else:
+        home = environ.get("HOME") or ""
+        user = nccl_conf(root + home + "/.nccl.conf", "~/.nccl.conf") if home else None
+    for found in (user, nccl_conf(root + "/etc/nccl.conf", "/etc/nccl.conf")):
+        if found is not None:
+            out.append(found)
+    return out
+
+
+def loader_dirs(environ: Dict[str, str], root: str = "") -> List[str]:
+    """Where dlopen("libnccl-net.so") looks, in its order: LD_LIBRARY_PATH, the directories
+    ld.so.conf gives ldconfig (the cache's), the default paths."""
+    dirs = [d for d in environ.get("LD_LIBRARY_PATH", "").split(":") if d.startswith("/")]
+    dirs += _conf_dirs(root + "/etc/ld.so.conf", root)
+    dirs += list(DEFAULT_LIB_DIRS)
+    seen = set()
+    out = []
+    for d in dirs:
+        d = os.path.normpath(d)
+        if d not in seen:
+            seen.add(d)
+            out.append(d)
+    return out[:MAX_LISTED]
+
+
+def _conf_dirs(conf: str, root: str, depth: int = 0) -> List[str]:
+    """The directories an ld.so.conf names, its includes followed (read under ``root``,
+    two levels deep at most)."""
+    import fnmatch
+
+    text = read_text(conf, SMALL_CAP) or ""
+    out: List[str] = []
+    for raw in text.splitlines()[:MAX_ENTRIES]:
+        line = raw.split("#", 1)[0].strip()
+        if line.startswith("/"):
+            out.append(line)
+        elif line.startswith("include") and depth < 2:
+            folder, glob = os.path.split(line[len("include") :].strip())
+            # ldconfig reads a relative include from the including file's folder.
+            where = (
+                root + folder
+                if folder.startswith("/")
+                else os.path.join(os.path.dirname(conf), folder)
+            )
+            for name in _names(where):
+                if fnmatch.fnmatchcase(name, glob):
+                    out += _conf_dirs(where + "/" + name, root, depth + 1)
+    return out
+
+
+def wanted_plugin(environ: Dict[str, str]) -> List[str]:
+    """The file names NCCL tries for its net plugin, in order: NCCL_NET_PLUGIN=X gives
+    libnccl-net-X.so then X itself; unset, libnccl-net.so; "none" turns plugins off."""
+    value = environ.get("NCCL_NET_PLUGIN")
+    if value is None or value == "":
+        return ["libnccl-net.so"]
+    if value.lower() == "none":
+        return []
+    return ["libnccl-net-%s.so" % value, value]
+
+
+def net_plugins(environ: Dict[str, str], root: str = "") -> Dict[str, Any]:
+    """The libnccl-net*.so files on the loader's path (name, directory, sha256), and the one
+    NCCL would load (the first of the names it tries, in the loader's order)."""
+    found: List[Dict[str, Any]] = []
+    for folder in loader_dirs(environ, root):
+        for name in _names(root + folder, _PLUGIN.match, LIB_ENTRIES):
+            if len(found) < MAX_LISTED:
+                path = folder + "/" + name
+                found.append({"name": name, "path": path, "sha256": sha256_file(root + path)})
+    chosen = None
+    for name in wanted_plugin(environ):
+        if "/" in name:
+            chosen = name if os.path.isfile(root + name) else None
+        else:
+            chosen = next((f["path"] for f in found if f["name"] == name), None)
+        if chosen:
+            break
+    return {"net_plugins": found, "net_plugin": chosen}
+
+
+def ofed(root: str = "") -> Optional[str]:
+    """The OFED release: mlx5_core's module version (MLNX_OFED's driver says one; the
+    kernel's own does not), else the one ofed_info prints (it is a script that holds it)."""
+    for script in ("/usr/bin/ofed_info", "/usr/sbin/ofed_info"):
+        text = read_text(root + script, SMALL_CAP)
+        match = _OFED.search(text or "")
+        if match:
+            return match.group(1).rstrip(".:-")
+    return _first_line(root + "/sys/module/mlx5_core/version")
+
+
+def infiniband(root: str = "") -> List[str]:
+    """The RDMA devices (/sys/class/infiniband) with their firmware: "mlx5_0 fw 28.39.1002"."""
+    base = root + "/sys/class/infiniband"
+    out = []
+    for name in _names(base)[:MAX_LISTED]:
+        fw = _first_line(base + "/" + name + "/fw_ver")
+        out.append(_line(name + (" fw " + fw if fw else "")) or name)
+    return out
+
+
+def peermem(root: str = "") -> Optional[bool]:
+    """Whether GPUDirect RDMA's module is loaded (nvidia_peermem, or the older nv_peer_mem);
+    None where /sys/module cannot be read."""
+    if not os.path.isdir(root + "/sys/module"):
+        return None
+    return any(os.path.isdir(root + "/sys/module/" + m) for m in ("nvidia_peermem", "nv_peer_mem"))
+
+
+def _digest(value: Optional[str]) -> Optional[str]:
+    match = _HEX64.match((value or "").strip())
+    return "sha256:" + match.group(1) if match else None
+
+
+def container(environ: Dict[str, str], root: str = "") -> Optional[Dict[str, Any]]:
+    """The container this runs in, as far as the runtime says from inside: podman's
+    /run/.containerenv (image and image id), apptainer's variables (the image file), docker
+    (/.dockerenv) or Kubernetes (its variables) with the id from /proc/1/cgroup. None
+    outside any container it can tell."""
+    runtime = image = digest = ident = None
+    fields: Dict[str, str] = {}
+    text = read_text(root + "/run/.containerenv", 64 << 10)
+    if text is not None:
+        runtime = "podman"
+        for raw in text.splitlines():
+            key, _, value = raw.partition("=")
+            fields[key.strip()] = value.strip().strip('"')
+        image, digest = fields.get("image"), _digest(fields.get("imageid"))
+        ident = fields.get("id")
+    sif = environ.get("APPTAINER_CONTAINER") or environ.get("SINGULARITY_CONTAINER")
+    if runtime is None and sif:
+        runtime = "apptainer" if environ.get("APPTAINER_CONTAINER") else "singularity"
+        image = sif
+    if runtime is None and os.path.exists(root + "/.dockerenv"):
+        runtime = "docker"
+    if runtime is None and environ.get("KUBERNETES_SERVICE_HOST"):
+        runtime = "kubernetes"
+    if runtime is None:
+        return None
+    if ident is None:
+        match = _CGROUP_ID.search(read_text(root + "/proc/1/cgroup", 64 << 10) or "")
+        ident = match.group(1) if match else None
+    # Set by the operator (a job template, an entrypoint): the only digest docker and
+    # Kubernetes expose inside; the names are envguard's own convention.
+    digest = digest or _digest(environ.get("ENVGUARD_IMAGE_DIGEST"))
+    image = image or environ.get("ENVGUARD_IMAGE")
+    return {
+        "runtime": runtime,
+        "image": _line(image, 400),
+        "digest": digest,
+        "id": _line(ident, 80),
+    }
+
+
+def host_layer(environ: Dict[str, str], root: str = "") -> Dict[str, Any]:
+    """Everything above, as plain JSON-able data (the report's ``host_layer``)."""
+    out: Dict[str, Any] = {
+        "gpu_devices": gpu_devices(root),
+        "nccl_conf": conf_files(environ, root),
+        "peermem": peermem(root),
+        "infiniband": infiniband(root),
+        "ofed": ofed(root),
+        "container": container(environ, root),
+    }
+    out.update(net_plugins(environ, root))
+    return out
+
+
+def gated(layer: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """The part of a host layer (as the report or a snapshot document holds it) that must be
+    the same on every node of a job: the GPUs, the net plugins and the one NCCL loads, the
+    NCCL config files, peermem. The rank gate's fingerprint holds this, from the live node
+    or from a snapshot alike, so the two are compared field for field."""
+    if layer is None:
+        return None
+    return {
+        "gpus": list(layer.get("gpu_devices") or []),
+        "net_plugins": sorted(
+            "%s %s" % (p.get("name"), p.get("sha256")) for p in layer.get("net_plugins") or []
+        ),
+        "net_plugin": os.path.basename(layer.get("net_plugin") or "") or None,
+        "nccl_conf": sorted(
+            "%s %s" % (c.get("path"), c.get("sha256")) for c in layer.get("nccl_conf") or []
+        ),
+        "peermem": layer.get("peermem"),
+    }
