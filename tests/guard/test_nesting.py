@@ -240,3 +240,31 @@ def test_the_shim_and_the_hook_spell_the_marker_as_the_guard_sets_it(
     written = next(venv.glob("lib/python3*/site-packages/_envguard_protect.py"))
     assert f'TOKEN = "{nesting.TOKEN}"' in written.read_text()
     assert "import _envguard_protect as hook" in (venv / "bin" / "uv").read_text()
+
+
+@pytest.mark.parametrize("planted", ["link", "file", "open"])
+def test_a_guard_folder_planted_by_another_refuses_in_a_whole_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, planted: str
+) -> None:
+    """$TMPDIR/envguard-UID planted before the guard (a link to another folder, a file, a
+    folder others can write): refused in one line that reads whole (the redactor took
+    "token cannot" for a secret and printed "token <redacted> be written")."""
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    folder = tmp_path / "tmp" / f"envguard-{os.getuid()}"
+    folder.parent.mkdir()
+    if planted == "link":
+        (tmp_path / "theirs").mkdir()
+        folder.symlink_to(tmp_path / "theirs")
+    elif planted == "file":
+        folder.write_text("")
+    else:
+        folder.mkdir(mode=0o777)
+        folder.chmod(0o777)
+    monkeypatch.setenv("TMPDIR", str(folder.parent))
+    monkeypatch.setattr(nesting, "_token", [])
+    result = runner.invoke(app, ["guard", "--venv", str(venv), "--format", "json", "--", *GUARDED])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"error: {folder}: envguard guard cannot keep its nonce file")
+    assert "<redacted>" not in result.stderr and not list((tmp_path / "theirs").glob("*"))

@@ -101,7 +101,9 @@ def token() -> str:
         finally:
             os.close(fd)
     except OSError as exc:
-        raise UsageError(f"{folder}: the guard's token cannot be written there ({exc})") from None
+        raise UsageError(
+            f"{folder}: envguard guard cannot keep its nonce file there ({exc})"
+        ) from None
     atexit.register(_remove, path)
     _token[:] = [f"{pid}:{nonce}"]
     return _token[0]
