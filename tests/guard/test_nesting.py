@@ -82,7 +82,7 @@ def _forged() -> list[dict[str, str]]:
 def test_the_shim_runs_uv_at_once_under_a_guard(protected: tuple[Path, Path]) -> None:
     venv, tools = protected
     shim = str(venv / "bin" / "uv")
-    for args in (["add", "six"], ["sync", "--dry-run"], ["pip", "install", "six"]):
+    for args in (["add", "six"], ["sync", "--locked"], ["pip", "install", "six"]):
         guarded = _run([shim, *args], venv, tools).strip()
         assert guarded == f"guard guard --venv {venv} -- uv {' '.join(args)}"
         assert _run([shim, *args], venv, tools, **_under_a_guard()).strip() == (
