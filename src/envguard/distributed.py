@@ -41,12 +41,15 @@ from envguard.errors import ActionError, EnvguardError, UsageError
 from envguard.probe.payload import code_key, local_entry
 from envguard.reading import read_number
 from envguard.rendezvous import BoundedStore, Deadline, Store, StoreGoneError, tcp_store
+from envguard.units import seconds
 
 if TYPE_CHECKING:
     from envguard.snapshots.models import Snapshot
 
 # How long a rank waits for the others, unless told (ENVGUARD_GATE_TIMEOUT, seconds).
 DEFAULT_TIMEOUT = 120.0
+# The longest wait a rank may be given: 11 days.
+MOST_TIMEOUT = 1e6
 # Variables compared when none are named; the same default as the target side's.
 DEFAULT_ENV = ("NCCL_*",)
 
@@ -487,8 +490,10 @@ def default_store(
 
 
 def _timeout(timeout: float | None, environ: Mapping[str, str]) -> float:
+    # One reader of seconds (units.seconds): `inf`, `1e309`, `nan` and `-1` passed here
+    # and ended in a traceback (a timedelta too large) once the store was made.
     if timeout is not None:
-        return timeout
+        return seconds(timeout, option="--timeout", most=MOST_TIMEOUT)
     text = environ.get("ENVGUARD_GATE_TIMEOUT")
     if text is None:
         return DEFAULT_TIMEOUT
@@ -496,9 +501,12 @@ def _timeout(timeout: float | None, environ: Mapping[str, str]) -> float:
         value = read_number(text)
     except ValueError as exc:
         raise UsageError(f"ENVGUARD_GATE_TIMEOUT: {exc}") from None
-    if not value > 0:
-        raise UsageError(f"ENVGUARD_GATE_TIMEOUT is not a positive number of seconds: {text!r}")
-    return value
+    try:
+        return seconds(value, option="ENVGUARD_GATE_TIMEOUT", most=MOST_TIMEOUT)
+    except UsageError:
+        raise UsageError(
+            f"ENVGUARD_GATE_TIMEOUT is not a positive number of seconds: {text[:40]!r}"
+        ) from None
 
 
 def _against(mine: Fingerprint, snapshot: Snapshot | str | Path, *, env: Sequence[str]) -> Against:

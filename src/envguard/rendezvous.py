@@ -22,6 +22,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Protocol, TypeVar
 
+from envguard.errors import UsageError
+
 # How long past its own timeout a wait may take before the store counts as not answering
 # (a live server answers a timed-out wait with one round trip).
 ANSWER = 1.0
@@ -152,9 +154,18 @@ def tcp_store(addr: str, port: int, world_size: int, *, is_master: bool, timeout
         os.environ["TORCH_CPP_LOG_LEVEL"] = "ERROR"
         try:
             import torch.distributed  # noqa: F401
+        except ImportError:
+            pass  # said below, in one line
         finally:
             del os.environ["TORCH_CPP_LOG_LEVEL"]
-    import torch.distributed as dist
+    try:
+        import torch.distributed as dist
+    except ImportError as exc:  # envguard in a venv of its own (pipx), not the job's
+        raise UsageError(
+            f"the gate meets the other ranks through torch.distributed, which this Python"
+            f" ({sys.executable}) cannot import ({exc})",
+            hint="run the gate with the job's own Python: python -m envguard gate ...",
+        ) from None
 
     def make() -> Store:
         store: Store = dist.TCPStore(

@@ -67,3 +67,23 @@ def test_abbreviated_and_run_together_options_are_read_as_the_installer_reads_th
 )
 def test_options_spelled_in_full_and_their_values_are_not_packages(argv: str) -> None:
     assert parse(tuple(argv.split())).requested == ("six",)
+
+
+def test_a_line_of_an_included_file_is_never_quoted(tmp_path: Path) -> None:
+    """`-r ../../etc/shadow` (any file the user can read, through a project's own
+    requirements file): its lines looked like sources to build, and the refusal quoted
+    the first one (a password hash, a key) on stderr, a CI log."""
+    from envguard.guard.building import check_sources
+
+    secret = tmp_path / "outside" / "shadow"
+    secret.parent.mkdir()
+    secret.write_text("root:$6$c2FsdA$hashhashhash:20228:0:99999:7:::\nsvc:x:1:1\n")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "requirements.txt").write_text("six\n-r ../outside/shadow\n")
+    command = parse(("pip", "install", "-r", "requirements.txt"))
+    builds = check_files(command, cwd=project, env={})
+    with pytest.raises(UsageError) as caught:
+        check_sources(command, builds)
+    assert "hashhash" not in str(caught.value.message) and "root" not in caught.value.message
+    assert caught.value.message.startswith("../outside/shadow (a line naming a source")

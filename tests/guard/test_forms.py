@@ -132,3 +132,30 @@ def test_a_target_refusals_hint_fits_what_was_typed(
     hint = result.stderr.splitlines()[-1]
     assert hint.startswith("hint: drop ") and said in hint, hint
     assert "--venv" not in hint
+
+
+@pytest.mark.parametrize(
+    ("command", "named"),
+    [
+        (["conda", "install", "six"], "conda"),
+        (["sudo", "pip", "install", "six"], "sudo"),
+        (["/usr/bin/env", "pip", "install", "six"], "/usr/bin/env"),
+        (["pipx", "install", "six"], "pipx"),
+    ],
+)
+@pytest.mark.parametrize("before", [[], ["--format", "json"], ["--preview", "--fail-on=info"]])
+def test_what_follows_the_double_dash_is_the_command_whatever_its_first_word(
+    tmp_path: Path, command: list[str], named: str, before: list[str]
+) -> None:
+    """click drops the "--" that follows guard's options; the first word after it was then
+    taken for a snapshot when it was not a known installer: `-- sudo pip install six` said
+    "sudo: no such snapshot", `-- /usr/bin/env pip ...` read /usr/bin/env as one, and
+    `-- conda install six` named the installer 'install'."""
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    result = runner.invoke(app, ["guard", "--venv", str(venv), *before, "--", *command])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith(
+        f"error: envguard guard does not know the installer '{named}'\n"
+    ), result.stderr
+    assert "snapshot" not in result.stderr and "cannot read" not in result.stderr

@@ -388,3 +388,22 @@ def test_the_commands_index_options_are_what_the_resolution_and_the_pinned_insta
         "copy",
         *shared[3:],
     ]
+
+
+@pytest.mark.parametrize(
+    "version",
+    ["1.0 --index-url http://127.0.0.1:9/simple", '1.0 ; python_version < "0"', " 1.0", "x"],
+)
+def test_a_report_version_that_is_not_pep_440_never_reaches_the_pinned_file(
+    version: str,
+) -> None:
+    """The version of each planned package is written into the requirements file that
+    pins the install (`name==VERSION --hash=...`): one holding words would add options or
+    a marker there (the pin skipped, another index asked). Refused as unreadable."""
+    from envguard.guard.resolve import _from_pip, from_uv_changes
+
+    item = {"metadata": {"name": "t", "version": version}}
+    with pytest.raises(ValueError, match="a version is not PEP 440's"):
+        _from_pip({"install": [item]}, {})
+    with pytest.raises(ValueError, match="a version is not PEP 440's"):
+        from_uv_changes([{"name": "t", "version": version, "action": "installed"}], requested=())

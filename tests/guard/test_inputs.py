@@ -139,3 +139,28 @@ def test_pip_never_prints_the_environment_from_an_include(
         assert "a requirements file in proc/; not read" in err
         assert "leaked-value-4711" not in out + err
     assert os.environ.get("CI_JOB_NOTE") == "leaked-value-4711"
+
+
+@pytest.mark.parametrize("value", ["inf", "1e309", "nan", "2e6"])
+@pytest.mark.parametrize("form", [[], ["--format", "json"], ["--preview"]])
+def test_a_timeout_that_is_no_number_of_seconds_is_refused_before_anything_runs(
+    stack: tuple[Path, Path], value: str, form: list[str]
+) -> None:
+    """`--timeout inf` and `1e309` passed typer's `min` and ended in a traceback once the
+    dry run had started; `nan` waited for "nan s". One reader of seconds for all."""
+    venv, wh = stack
+    code, out, err = guard(
+        venv, "--timeout", value, *form, "--", UV, "pip", "install", "--find-links", str(wh), "six"
+    )
+    assert code == 2 and out == "", err
+    assert "--timeout" in err and "Traceback" not in err
+    if value == "2e6":  # past guard's own bound (cli/numbers reads the others first)
+        assert err == "error: --timeout 2e+06: seconds, more than 0 and at most 1e+06\n"
+
+
+def test_restores_warm_timeout_is_checked_before_anything_is_restored(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app, ["restore", str(tmp_path / "none.json"), "--warm", "true", "--warm-timeout", "inf"]
+    )
+    assert result.exit_code == 2 and "Traceback" not in result.stderr
+    assert "--warm-timeout" in result.stderr

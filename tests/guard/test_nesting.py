@@ -82,7 +82,7 @@ def _forged() -> list[dict[str, str]]:
 def test_the_shim_runs_uv_at_once_under_a_guard(protected: tuple[Path, Path]) -> None:
     venv, tools = protected
     shim = str(venv / "bin" / "uv")
-    for args in (["add", "six"], ["sync", "--dry-run"], ["pip", "install", "six"]):
+    for args in (["add", "six"], ["sync", "--locked"], ["pip", "install", "six"]):
         guarded = _run([shim, *args], venv, tools).strip()
         assert guarded == f"guard guard --venv {venv} -- uv {' '.join(args)}"
         assert _run([shim, *args], venv, tools, **_under_a_guard()).strip() == (
@@ -150,6 +150,31 @@ def test_a_guard_whose_marker_was_lost_on_the_way_still_refuses(tmp_path: Path) 
     assert "would run inside another guard (depth 2, at most 1)" in done.stderr
 
 
+def test_a_guard_started_by_a_wrapper_runs(tmp_path: Path) -> None:
+    """`timeout 120 envguard guard ...`: timeout's own command line holds the words, but
+    timeout is not a guard; the guard under it runs (it refused as nested before)."""
+    from envguard.testing import make_wheel
+    from factories import uv_install
+
+    venv, wh = tmp_path / ".venv", tmp_path / "wh"
+    make_wheel(wh, "six", "1.17.0")
+    make_venv(venv)
+    uv_install(venv, wh, "six")
+    envguard = str(Path(sys.executable).parent / "envguard")
+    env = {k: v for k, v in os.environ.items() if k != nesting.MARKER}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    guarded = ["uv", "pip", "install", "--no-index", "--find-links", str(wh), "six"]
+    done = subprocess.run(
+        ["timeout", "120", envguard, "guard", "--venv", str(venv), "--", *guarded],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "would change no package" in done.stdout + done.stderr
+
+
 def test_what_the_guard_starts_carries_the_marker(tmp_path: Path) -> None:
     venv = tmp_path / ".venv"
     base = {"PATH": "/usr/bin", nesting.MARKER: "junk"}
@@ -175,6 +200,22 @@ def test_the_marker_is_a_count(value: str, depth: int) -> None:
         ([b"/v/bin/python", b"-m", b"envguard", b"undo", b"guard"], False),
         ([b"uv", b"pip", b"install", b"envguard"], False),
         ([b"/home/u/.cache/envguard-field/uv/python", b"guard"], False),
+        ([b"/v/bin/python3.11", b"-I", b"-X", b"dev", b"-m", b"envguard", b"guard"], True),
+        ([b"/v/bin/python", b"-Im", b"envguard", b"-q", b"guard"], True),
+        ([b"/v/bin/python", b"-Wignore", b"/v/bin/envguard", b"guard"], True),
+        ([b"python3", b"-m", b"envguard.__main__", b"guard"], True),
+        # Programs that start a guard are not one (issue 38: `timeout 120 envguard guard`
+        # was refused as running inside another guard).
+        ([b"timeout", b"120", b"envguard", b"guard", b"--venv", b"v"], False),
+        ([b"/usr/bin/sudo", b"-E", b"/v/bin/envguard", b"guard"], False),
+        ([b"flock", b"/tmp/l", b"python", b"-m", b"envguard", b"guard"], False),
+        ([b"uv", b"run", b"envguard", b"guard", b"--", b"uv", b"pip"], False),
+        ([b"/bin/bash", b"/v/bin/envguard", b"guard"], False),
+        ([b"/v/bin/python", b"-c", b"x", b"envguard", b"guard"], False),
+        ([b"/v/bin/python", b"-m", b"timeit", b"envguard", b"guard"], False),
+        ([b"/v/bin/python", b"run.py", b"envguard", b"guard"], False),
+        ([b"/v/bin/python", b"-X"], False),
+        ([], False),
     ],
 )
 def test_a_guard_is_known_by_its_command_line(argv: list[bytes], guard: bool) -> None:
@@ -199,3 +240,31 @@ def test_the_shim_and_the_hook_spell_the_marker_as_the_guard_sets_it(
     written = next(venv.glob("lib/python3*/site-packages/_envguard_protect.py"))
     assert f'TOKEN = "{nesting.TOKEN}"' in written.read_text()
     assert "import _envguard_protect as hook" in (venv / "bin" / "uv").read_text()
+
+
+@pytest.mark.parametrize("planted", ["link", "file", "open"])
+def test_a_guard_folder_planted_by_another_refuses_in_a_whole_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, planted: str
+) -> None:
+    """$TMPDIR/envguard-UID planted before the guard (a link to another folder, a file, a
+    folder others can write): refused in one line that reads whole (the redactor took
+    "token cannot" for a secret and printed "token <redacted> be written")."""
+    venv = tmp_path / ".venv"
+    make_venv(venv)
+    folder = tmp_path / "tmp" / f"envguard-{os.getuid()}"
+    folder.parent.mkdir()
+    if planted == "link":
+        (tmp_path / "theirs").mkdir()
+        folder.symlink_to(tmp_path / "theirs")
+    elif planted == "file":
+        folder.write_text("")
+    else:
+        folder.mkdir(mode=0o777)
+        folder.chmod(0o777)
+    monkeypatch.setenv("TMPDIR", str(folder.parent))
+    monkeypatch.setattr(nesting, "_token", [])
+    result = runner.invoke(app, ["guard", "--venv", str(venv), "--format", "json", "--", *GUARDED])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"error: {folder}: envguard guard cannot keep its nonce file")
+    assert "<redacted>" not in result.stderr and not list((tmp_path / "theirs").glob("*"))

@@ -113,6 +113,11 @@ def test_pips_other_commands_run_untouched(protected: Path, tmp_path: Path) -> N
         (["download", "install", "-d", str(tmp_path / "d")], 1, "No matching distribution"),
         (["list"], 0, "pip"),
         (["install", "--help"], 0, "Usage:"),
+        # A dry run changes nothing: pip's own parsed options say so, however spelled
+        # (optparse takes `--dry`); the guard refused them (exit 2).
+        (["install", "--dry-run", "six"], 1, "No matching distribution"),
+        (["install", "--dry", "six"], 1, "No matching distribution"),
+        (["uninstall", "--dry-run", "six"], 2, "no such option: --dry-run"),
     ):
         proc = _run([python, "-m", "pip", *args], _active(venv), tmp_path)
         assert proc.returncode == code, (args, proc.stdout, proc.stderr)
@@ -121,6 +126,9 @@ def test_pips_other_commands_run_untouched(protected: Path, tmp_path: Path) -> N
     proc = _run(["uv", "pip", "show", "install"], _active(venv), tmp_path)
     assert proc.returncode == 1 and "not found for: install" in proc.stderr, proc.stderr
     assert "envguard" not in proc.stderr
+    proc = _run(["uv", "pip", "install", "--dry-run", "six"], _active(venv), tmp_path)
+    assert proc.returncode == 1 and "six" in proc.stderr, proc.stderr  # uv's own answer
+    assert "envguard" not in proc.stderr and "six" not in _freeze(venv)
 
 
 def test_pip_run_from_a_wheel_is_watched_too(protected: Path, tmp_path: Path) -> None:
@@ -255,6 +263,10 @@ def test_check_says_when_the_venv_no_longer_holds_its_pins(stack: tuple[Path, Pa
         (["run", "--with=six", "python"], "refuse"),
         (["tool", "run", "--with", "six", "ruff"], "uv"),
         (["venv", "elsewhere"], "uv"),
+        (["pip", "install", "--dry-run", "six"], "uv"),
+        (["pip", "uninstall", "six", "--dry-run"], "uv"),
+        (["sync", "--dry-run"], "uv"),
+        (["add", "--dry-run", "six"], "guard"),
     ],
 )
 def test_the_shim_reads_uvs_command_not_its_words(

@@ -200,6 +200,31 @@ def test_a_pip_config_file_at_any_level_that_installs_elsewhere_is_refused(
 
 
 @pytest.mark.parametrize(
+    "text",
+    [
+        "[global]\ntarget =\n  {other}\n",  # the value on the next line
+        "[install]\nprefix = \n\n  {other}\n",  # after a blank one
+        "[global]\ntarget =\n  site:\n  {other}\n",  # as a header pip prints
+        "[global]\ntarget =\n  user:\n",
+    ],
+)
+def test_a_pip_config_value_over_several_lines_is_refused(
+    pip_configured: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    """configparser reads a value's continuation lines, and `pip config debug` prints them
+    at the left margin: the target read as empty, and pip installed into a folder named
+    by the rest (outside the venv), exit 0."""
+    venv, other = pip_configured
+    path = Path("chosen.conf").absolute()
+    path.write_text(text.format(other=other))
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(path))
+    code, out, err = _pip(venv, "install", "six")
+    assert code == 2 and out == "", err
+    assert err.startswith(f"error: {path}: a pip config file holds a value over several"), err
+    assert err.count("\n") == 2 and "Traceback" not in err  # error and hint
+
+
+@pytest.mark.parametrize(
     "variable",
     ["PIP_TARGET", "PIP_target", "PIP___TARGET", "PIP_PREFIX", "PIP_ROOT", "PIP_python"],
 )

@@ -40,6 +40,7 @@ from envguard.recovery.scratch import scratch_folder
 from envguard.snapshots import document, store
 from envguard.snapshots.capture import finish_document
 from envguard.tools import find_uv, user_environ
+from envguard.units import seconds
 
 if TYPE_CHECKING:
     from envguard.compare.models import Change, Drift
@@ -151,6 +152,10 @@ def _venv_path(venv: str | Path | None) -> Path:
     return where
 
 
+# The longest a dry run may be given (--timeout): 11 days; more is no deadline.
+MOST_SECONDS = 1e6
+
+
 @dataclass(frozen=True)
 class GuardOptions:
     """How guard() and preview() judge an install.
@@ -177,6 +182,9 @@ class GuardOptions:
     in_use: InUse = REFUSE
     waiting: Callable[[str], None] | None = None
     allow_build: bool = False
+
+    def __post_init__(self) -> None:
+        seconds(self.timeout, option="--timeout", most=MOST_SECONDS)
 
 
 def preview(argv: Sequence[str] | str, options: GuardOptions | None = None) -> Preview:

@@ -29,6 +29,8 @@ from envguard.cli.restore import (
 from envguard.inuse import InUse
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pydantic import BaseModel
 
     # click as typer vendors it (typer >= 0.26; before, typer depends on click itself).
@@ -79,7 +81,9 @@ def _split(words: list[str]) -> tuple[str | None, tuple[str, ...] | str]:
     from envguard.errors import UsageError
 
     snapshot = None
-    if len(words) >= 2 and words[1] == "--":  # SNAPSHOT -- COMMAND: click keeps this "--"
+    if words[:1] == ["--"]:  # `-- COMMAND`: no snapshot (_no_snapshot_kept)
+        words = words[1:]
+    elif len(words) >= 2 and words[1] == "--":  # SNAPSHOT -- COMMAND: click keeps this "--"
         snapshot, words = words[0], words[2:]
     elif len(words) >= 2 and not (
         _is_installer(words[0]) or _is_installer(words[0].split(" ", 1)[0])
@@ -100,12 +104,13 @@ class _GuardCommand(TyperCommand):
     that is not an option, so that the install command's own options stay its own)."""
 
     def parse_args(self, ctx: "Context", args: list[str]) -> list[str]:
-        return super().parse_args(ctx, _options_first(self.get_params(ctx), args))
+        params = self.get_params(ctx)
+        return super().parse_args(ctx, _no_snapshot_kept(params, _options_first(params, args)))
 
 
-def _options_first(params: list["Parameter"], args: list[str]) -> list[str]:
-    """``args`` with guard's own options that follow the snapshot's name moved before it;
-    which words are options, and which take a value, is what the command declares."""
+def _widths(params: list["Parameter"]) -> "Callable[[str], int]":
+    """The words each of guard's options uses (0: a word that is not one of them); which
+    words are options, and which take a value, is what the command declares."""
     takes_value = {
         spelled: not (getattr(p, "is_flag", False) or getattr(p, "count", False))
         for p in params
@@ -113,12 +118,32 @@ def _options_first(params: list["Parameter"], args: list[str]) -> list[str]:
         for spelled in (*p.opts, *p.secondary_opts)
     }
 
-    def width(word: str) -> int:  # the words an option uses; 0: not one of guard's
+    def width(word: str) -> int:
         name, eq, _ = word.partition("=")
         if name not in takes_value:
             return 0
         return 2 if takes_value[name] and not eq else 1
 
+    return width
+
+
+def _no_snapshot_kept(params: list["Parameter"], args: list[str]) -> list[str]:
+    """``args`` with a second "--" where the first follows guard's options at once: no
+    snapshot was named, and click drops that "--", after which `sudo pip install X` or
+    `conda install X` read as a snapshot named `sudo` (or `/usr/bin/env`, read as one)
+    and a command; _split reads the kept "--" as "everything after is the command"."""
+    width = _widths(params)
+    i = 0
+    while i < len(args) and args[i] != "--" and width(args[i]):
+        i += width(args[i])
+    if i < len(args) and args[i] == "--":
+        return [*args[: i + 1], "--", *args[i + 1 :]]
+    return args
+
+
+def _options_first(params: list["Parameter"], args: list[str]) -> list[str]:
+    """``args`` with guard's own options that follow the snapshot's name moved before it."""
+    width = _widths(params)
     i = 0
     while i < len(args) and args[i] != "--" and width(args[i]):
         i += width(args[i])

@@ -291,9 +291,12 @@ def restore(
     """
     from envguard import api
     from envguard.tools import split_command
+    from envguard.units import seconds
 
     then_argv = split_command(then, option="--then") if then else None
     warm_argv = split_command(warm, option="--warm") if warm else None
+    if warm_argv:  # checked before anything is restored, not once it is
+        seconds(warm_timeout, option="--warm-timeout")
     for argv, option in ((then_argv, "--then"), (warm_argv, "--warm")):
         if argv and via:
             raise typer.BadParameter(

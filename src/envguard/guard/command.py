@@ -491,7 +491,9 @@ def check_named(named: list[str], *, cwd: Path, env: Mapping[str, str]) -> tuple
             continue
         seen.add(real)
         read = read_lines(text, env)
-        builds += read.builds
+        # Named by its file, never quoted: an include can reach any file the user can
+        # read (`-r ../../etc/shadow`), and a line of it is not a requirement to show.
+        builds += [f"{name} (a line naming a source to build)" for _ in read.builds[:1]]
         pending += [(path.parent, m) for m in read.includes]
     return tuple(builds)
 

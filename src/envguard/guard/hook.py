@@ -79,8 +79,13 @@ def arm(module):  # type: (object) -> None
         name = getattr(self, "name", None)
         if name in _CHANGING and not inside_guard():
             # pip parses the options first (`pip install --help` prints and ends there);
-            # the command's run() is the install itself: that is handed over.
-            def run(options, parsed):  # type: (object, object) -> int
+            # the command's run() is the install itself: that is handed over, unless pip's
+            # own options say it changes nothing (`--dry-run`, however it was spelled).
+            original = self.run  # type: ignore[attr-defined]
+
+            def run(options, parsed, original=original):  # type: (object, object, object) -> int
+                if getattr(options, "dry_run", False) is True:
+                    return original(options, parsed)  # type: ignore[operator,no-any-return]
                 hand_over(["python", "-m", "pip", str(name), *args])
                 return 2
 
@@ -275,11 +280,13 @@ def uv_route(args, cwd, environ):  # type: (list[str], str, dict[str, str]) -> t
     before, rest = _split(args)
     word, after = (rest[0], rest[1:]) if rest else ("", [])
     guarded = [*ENVGUARD, "guard", "--venv", VENV, "--", "uv"]
+    # A dry run changes nothing: uv runs it as asked (the guard would refuse it).
+    dry = "--dry-run" in after
     if word in ("add", "remove", "sync"):
-        return "guard", [*guarded, *args]
+        return ("uv", args) if dry and word == "sync" else ("guard", [*guarded, *args])
     if word == "pip":
         sub = _split(after)[1][:1]
-        if sub and sub[0] in ("install", "uninstall", "sync"):
+        if sub and sub[0] in ("install", "uninstall", "sync") and not dry:
             return "guard", [*guarded, *args]
         return "uv", args
     options, _ = _split(after)

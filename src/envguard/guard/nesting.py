@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -37,6 +38,8 @@ MOST = 1
 TOKEN = hook.TOKEN
 # Processes above this one looked at, at most: a chain deeper than that is no shell's.
 _ANCESTORS = 64
+# A Python interpreter by its program name (python3.12, pypy3).
+_PYTHON = re.compile(rb"^(python|pypy)[0-9.]*$")
 # This process's token (pid:nonce), once its file is written.
 _token: list[str] = []
 
@@ -98,7 +101,9 @@ def token() -> str:
         finally:
             os.close(fd)
     except OSError as exc:
-        raise UsageError(f"{folder}: the guard's token cannot be written there ({exc})") from None
+        raise UsageError(
+            f"{folder}: envguard guard cannot keep its nonce file there ({exc})"
+        ) from None
     atexit.register(_remove, path)
     _token[:] = [f"{pid}:{nonce}"]
     return _token[0]
@@ -126,10 +131,44 @@ def guards_above(pid: int) -> int:
 
 
 def is_guard(argv: list[bytes]) -> bool:
-    """``argv`` runs `envguard guard` (`envguard [options] guard ...`, `python -m envguard
-    guard ...`)."""
-    for n, word in enumerate(argv):
-        if os.path.basename(word) == b"envguard":
-            following = [w for w in argv[n + 1 :] if w and not w.startswith(b"-")]
-            return following[:1] == [b"guard"]
+    """``argv`` runs `envguard guard` itself: `envguard [options] guard ...`, or a Python
+    running envguard (`python [options] -m envguard guard ...`, `python [options]
+    .../envguard guard ...`: what the kernel makes of the console script). A program that
+    only carries those words (`timeout 120 envguard guard`, `sudo`, `flock`, `uv run`)
+    starts a guard; it is not one, and counting it refused the guard it started."""
+    if not argv:
+        return False
+    program = os.path.basename(argv[0])
+    if program == b"envguard":
+        return _runs_guard(argv[1:])
+    if not _PYTHON.match(program):
+        return False
+    n = 1
+    while n < len(argv):
+        word = argv[n]
+        if word == b"--" or word == b"-" or not word.startswith(b"-"):
+            at = n + 1 if word == b"--" else n  # the script, then its arguments
+            script = argv[at] if at < len(argv) else b""
+            return os.path.basename(script) == b"envguard" and _runs_guard(argv[at + 1 :])
+        if word.startswith(b"--"):  # --check-hash-based-pycs takes a value
+            n += 2 if word == b"--check-hash-based-pycs" else 1
+            continue
+        # Short options, combined as Python allows (`-I`, `-Im envguard`, `-Wignore`).
+        for k, letter in enumerate(word[1:].decode("latin-1"), start=2):
+            if letter == "c":
+                return False  # code, not envguard's entry point
+            if letter == "m":
+                module = word[k:] or (argv[n + 1] if n + 1 < len(argv) else b"")
+                rest = argv[n + 1 :] if word[k:] else argv[n + 2 :]
+                return module in (b"envguard", b"envguard.__main__") and _runs_guard(rest)
+            if letter in "XW":
+                n += 0 if word[k:] else 1  # its value is the next word
+                break
+        n += 1
     return False
+
+
+def _runs_guard(args: list[bytes]) -> bool:
+    """envguard's arguments ``args`` name the guard command (options before it skipped)."""
+    following = [w for w in args if w and not w.startswith(b"-")]
+    return following[:1] == [b"guard"]

@@ -224,6 +224,23 @@ def _text(value: object, what: str) -> str:
     return value
 
 
+def _version(value: object) -> str:
+    """A version from an installer's report, once it is PEP 440's: it is written into the
+    requirements file that pins the install (``name==VERSION --hash=...``), where a
+    version holding words (`1.0 --index-url URL`, `1.0 ; python_version < "0"`) would be
+    more options or a marker."""
+    from packaging.version import InvalidVersion, Version
+
+    text = _text(value, "a version")
+    try:
+        Version(text)
+    except InvalidVersion:
+        raise ValueError(f"a version is not PEP 440's ({text[:40]!r})") from None
+    if text != text.strip():
+        raise ValueError(f"a version is not PEP 440's ({text[:40]!r})")
+    return text
+
+
 def _unsafe(value: str, chars: str) -> bool:
     import re
 
@@ -249,7 +266,7 @@ def from_uv_changes(changes: object, *, requested: tuple[str, ...]) -> Resolutio
         if not isinstance(change, dict):
             raise ValueError("a change is not an object")
         name = canonicalize_name(_text(change.get("name"), "a name"))
-        version = _text(change.get("version"), "a version")
+        version = _version(change.get("version"))
         action = change.get("action")
         if action == "uninstalled":
             removed[name] = version
@@ -275,7 +292,7 @@ def _from_pip(data: object, installed: Mapping[str, str]) -> Resolution:
         if not isinstance(meta, dict):
             raise ValueError("an install item without metadata")
         name = canonicalize_name(_text(meta.get("name"), "a name"))
-        version = _text(meta.get("version"), "a version")
+        version = _version(meta.get("version"))
         reqs = meta.get("requires_dist") or []
         if not isinstance(reqs, list) or len(reqs) > 2000:
             raise ValueError(f"{name}'s requires_dist is not a list")

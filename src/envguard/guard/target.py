@@ -27,6 +27,8 @@ from envguard.guard.reqfile import pip_name
 _PIP_TARGETS = ("target", "prefix", "root", "user", "python")
 # uv's (the `[pip]` table of uv.toml, `[tool.uv.pip]` of pyproject.toml).
 _UV_TARGETS = ("python", "system", "target", "prefix")
+# The levels `pip config debug` prints, each once (the variables, then the files).
+_PIP_LEVELS = frozenset({"env_var", "env", "global", "site", "user"})
 # pip's boolean spellings (its strtobool).
 _FALSE = ("n", "no", "f", "false", "off", "0", "")
 
@@ -78,24 +80,51 @@ def pip_files(python: Path, env: Mapping[str, str], *, timeout: float) -> list[S
 
 
 def _config_debug(text: str) -> list[Setting]:
-    """The settings `pip config debug` lists under each file that exists (pip prints a
-    level's values under each of its files: the first one is named)."""
+    """The settings in each file `pip config debug` names as existing, read from the file
+    as pip reads it (configparser). Not from the values pip prints: a value over several
+    lines (continuation lines in the file) prints as more lines in the same indent, where
+    the first can show an empty value or the venv and the rest pass for other settings;
+    pip then installs into a folder named by all of it."""
     found: dict[tuple[str, str, str], Setting] = {}
-    variant, current = "", None
     for line in text.splitlines():
-        if not line.startswith(" "):
-            variant, current = line.rstrip(":"), None
-        elif variant == "env_var":
-            continue  # the variables: read from the environment itself (pip_variables)
-        elif line.startswith("    ") and current is not None:
-            key, _, value = line.strip().partition(": ")
-            section, _, name = key.partition(".")
-            setting = Setting(source=current, name=name, value=value, section=section)
+        if not line.startswith("  ") or line.startswith("   "):
+            continue  # a level's header, a variable, a value: only files are read here
+        path, _, exists = line.strip().rpartition(", exists: ")
+        if exists != "True":
+            continue
+        for section, name, value in _pip_file(path):
+            setting = Setting(
+                source=f"pip config file {path}", name=name, value=value, section=section
+            )
             found.setdefault((section, name, value), setting)
-        else:
-            path, _, exists = line.strip().rpartition(", exists: ")
-            current = f"pip config file {path}" if exists == "True" else current
     return list(found.values())
+
+
+def _pip_file(path: str) -> list[tuple[str, str, str]]:
+    """(section, name, value) of a pip config file, read as pip reads it (names as pip
+    normalises them); a value over several lines refuses the install (fail closed)."""
+    import configparser
+
+    parser = configparser.RawConfigParser()
+    try:
+        text = read_confined(Path(path), label=path, what="pip config file")
+        parser.read_string(text, source=path)
+    except configparser.Error:
+        raise UsageError(
+            f"{path}: pip's configuration there cannot be read; nothing was installed"
+        ) from None
+    found = []
+    for section in parser.sections():
+        for name, value in parser.items(section):
+            if "\n" in value:
+                raise UsageError(
+                    f"{path}: a pip config file holds a value over several lines ({name}),"
+                    " which envguard guard cannot hold to the venv; nothing was installed",
+                    hint="put each value of pip's configuration on one line",
+                )
+            name = name.lower().replace("_", "-")
+            found.append((section, name[2:] if name.startswith("--") else name, value))
+    return found
 
 
 def uv_files(command: InstallCommand, env: Mapping[str, str], *, cwd: Path) -> list[Setting]:

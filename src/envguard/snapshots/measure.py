@@ -12,7 +12,6 @@ Nothing here imports pydantic: it is on the start-up path of `envguard snapshot`
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -26,6 +25,7 @@ from envguard.probe.interpreters import resolve_python
 from envguard.snapshots import store
 from envguard.snapshots.request import USER_CACHE, CaptureRequest
 from envguard.tools import split_command
+from envguard.units import seconds
 
 if TYPE_CHECKING:
     from envguard.snapshots.models import MetricValue
@@ -74,9 +74,7 @@ class Measure:
 
 def via_timeout(timeout: float) -> float:
     """``timeout`` when it is a number of seconds a far side can be given (--timeout)."""
-    if not (timeout > 0 and math.isfinite(timeout)):  # also NaN
-        raise UsageError(f"--timeout {timeout:g}: seconds, more than 0")
-    return timeout
+    return seconds(timeout, option="--timeout")
 
 
 def root_path(root: str | Path, *, remote: bool) -> str:

@@ -685,10 +685,12 @@ def _unowned(site: _Site) -> List[str]:
 PROTECT_PTH = "_envguard_protect.pth"
 PROTECT_HOOK = "_envguard_protect.py"
 PROTECT_PTH_TEXT = b"import _envguard_protect\n"
-PROTECT_HOOK_SHA256 = "50112ff90f1083120fc6dbc06b31037f5914047d3712ac51c64130241bd68768"
+PROTECT_HOOK_SHA256 = "8cc5a6ee29ff8df14c7ff315549a11cf39816fff857a3dd52eb09060589a1a69"
 # The hooks earlier envguards wrote (a venv protected then is no stray's until protected
-# again): before the guard's depth marker; before the hook watched pip's Command.
+# again): before the guard's depth marker; before the hook watched pip's Command; before
+# it let a dry run through.
 PROTECT_HOOK_EARLIER = (
+    "50112ff90f1083120fc6dbc06b31037f5914047d3712ac51c64130241bd68768",
     "2e91cfe02bf533317d3e7d53f52385afc0c8de185d60b8f9b4f39e8efb5f631c",
     "a97a32a2c09dcda6e1ea99df85f3975882c5bf6591b1ec16fa2279ea72781429",
 )
