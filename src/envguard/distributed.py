@@ -22,14 +22,14 @@ import os
 import socket
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from envguard.blame import (
     MAX_GROUPS,
     Arrival,
-    differences,
+    drift,
     line,
     mismatch_message,
     missing_nodes,
@@ -37,6 +37,8 @@ from envguard.blame import (
     said,
     snapshot_message,
 )
+from envguard.compare.layers import gate_fails
+from envguard.compare.policy import Policy, load_policy
 from envguard.errors import ActionError, EnvguardError, UsageError
 from envguard.probe.payload import code_key, local_entry
 from envguard.rendezvous import BoundedStore, Deadline, Store, StoreGoneError, tcp_store
@@ -125,7 +127,7 @@ def snapshot_detail(snapshot: Snapshot, *, env: Sequence[str] = DEFAULT_ENV) -> 
 
     interp = snapshot.interpreter
     torch = snapshot.torch
-    return {
+    detail: dict[str, Any] = {
         "python": f"{interp.implementation.lower()} {interp.version}",
         "packages": {
             p.name: [str(p.version), p.fingerprint] for p in snapshot.packages if not p.shadowed
@@ -143,6 +145,21 @@ def snapshot_detail(snapshot: Snapshot, *, env: Sequence[str] = DEFAULT_ENV) -> 
             k: v for k, v in sorted(snapshot.env.items()) if any(fnmatchcase(k, p) for p in env)
         },
     }
+    # What a snapshot recorded of its installed files and libraries (an older one did not:
+    # then not compared, rather than read as "as RECORD" and "none").
+    live = [p for p in snapshot.packages if not p.shadowed]
+    if any(p.on_disk is not None for p in live):
+        lists = ("modified", "missing", "added")
+        detail["installed"] = {
+            p.name: {k: sorted(getattr(p.on_disk, k)) for k in lists}
+            for p in live
+            if p.on_disk is not None and any(getattr(p.on_disk, k) for k in lists)
+        }
+    if snapshot.libraries:
+        detail["libraries"] = {
+            lib.path: [lib.embedded_version, lib.loader_pick] for lib in snapshot.libraries
+        }
+    return detail
 
 
 def _json(raw: bytes) -> Any:
@@ -187,10 +204,12 @@ def _arrival(rank: int, raw: bytes, unit: str) -> Arrival:
 
 @dataclass(frozen=True)
 class _Extra:
-    """What a rank publishes beside its hash: its node's rank count and its snapshot word."""
+    """What a rank publishes beside its hash (its node's rank count and its snapshot word),
+    and the policy rank 0 judges by."""
 
     local_world_size: int | None = None
     against: Against | None = None
+    policy: Policy = field(default_factory=Policy)
 
 
 def _wait(store: BoundedStore, keys: list[str], deadline: Deadline, *, floor: float = 0.05) -> bool:
@@ -228,6 +247,7 @@ def exchange(
     server: str | None = None,
     local_world_size: int | None = None,
     against: Against | None = None,
+    policy: Policy | None = None,
 ) -> None:
     """Publish this rank's hash under ``prefix``; rank 0 judges everyone's and publishes one
     verdict, which every rank raises when the environments differ or some ranks never
@@ -241,9 +261,11 @@ def exchange(
 
     ``local_world_size``: how many ranks this node runs (the missing are then placed on
     their nodes); ``against``: the snapshot the gate also requires, and how this rank
-    differs from it (rank 0 then blames the nodes that differ from it, not a majority)."""
+    differs from it (rank 0 then blames the nodes that differ from it, not a majority);
+    ``policy``: what rank 0 fails on (compare/layers.py: what ``check`` fails on; default:
+    the defaults)."""
     rank = topology.rank
-    extra = _Extra(local_world_size, against)
+    extra = _Extra(local_world_size, against, policy or Policy())
     deadline = Deadline(timeout)
     bounded = _bounded(store, timeout)
     try:
@@ -342,11 +364,34 @@ def _judge(
             detail = _json(store.get(f"{prefix}/detail/{r}"))
             if isinstance(detail, dict):
                 details[r] = detail
+    if not _fail(extra.policy, arrivals, details):
+        return {"kind": "same"}
     try:
         message, odd = mismatch_message(arrivals, details, unit=unit)
     except (TypeError, AttributeError, IndexError, KeyError):  # a detail of another shape
         message, odd = mismatch_message(arrivals, {0: mine.detail}, unit=unit)
     return {"kind": "differ", "odd": list(odd), "message": message}
+
+
+def _fail(
+    policy: Policy, arrivals: Sequence[Arrival], details: Mapping[int, Mapping[str, Any]]
+) -> bool:
+    """Whether the nodes' differences reach what the policy fails on, each weighed both ways
+    (with two nodes nobody says which side drifted). A group whose representative's detail
+    is not known (it died, or more groups than are fetched) fails: unweighed is not passed."""
+    reps = list(dict.fromkeys(a.digest for a in sorted(arrivals, key=lambda a: a.rank)))
+    first = {a.digest: a.rank for a in sorted(arrivals, key=lambda a: -a.rank)}
+    ranks_of = [first[d] for d in reps]
+    if any(r not in details for r in ranks_of):
+        return True
+    ref = details[ranks_of[0]]
+    try:
+        return any(
+            gate_fails(policy, drift(ref, details[r]) + drift(details[r], ref))
+            for r in ranks_of[1:]
+        )
+    except (TypeError, AttributeError, IndexError, KeyError, ValueError):  # another shape
+        return True
 
 
 def _missing(
@@ -491,13 +536,16 @@ def _timeout(timeout: float | None, environ: Mapping[str, str]) -> float:
     return value
 
 
-def _against(mine: Fingerprint, snapshot: Snapshot | str | Path, *, env: Sequence[str]) -> Against:
-    """How this rank differs from the snapshot the gate also requires."""
+def _against(
+    mine: Fingerprint, snapshot: Snapshot | str | Path, *, env: Sequence[str], policy: Policy
+) -> Against:
+    """How this rank differs from the snapshot the gate also requires ("" when not enough
+    for the policy to fail on: as ``envguard check`` against it would pass)."""
     from envguard.snapshots.store import load
 
     snap = snapshot if not isinstance(snapshot, (str, Path)) else load(snapshot)
-    items = differences(snapshot_detail(snap, env=env), {**mine.detail, "nccl": None})
-    return Against(snap.name, said(items) if items else "")
+    items = drift(snapshot_detail(snap, env=env), {**mine.detail, "nccl": None})
+    return Against(snap.name, said([d.text for d in items]) if gate_fails(policy, items) else "")
 
 
 def assert_homogeneous(
@@ -509,6 +557,7 @@ def assert_homogeneous(
     env: Sequence[str] = DEFAULT_ENV,
     timeout: float | None = None,
     prefix: str = "envguard/gate",
+    policy: Policy | None = None,
 ) -> Fingerprint:
     """Raise on every rank unless all ranks of the job run one environment (and, with
     ``snapshot``, the one it recorded); call it before ``init_process_group``.
@@ -516,9 +565,11 @@ def assert_homogeneous(
     ``store``: a torch.distributed store every rank reaches (default: torchrun's, else one
     at MASTER_PORT + 1); ``rank``/``world_size`` default to RANK/WORLD_SIZE; ``env``:
     patterns of the variables that must match; ``timeout``: seconds to wait for the other
-    ranks (default ENVGUARD_GATE_TIMEOUT, else 120)."""
+    ranks (default ENVGUARD_GATE_TIMEOUT, else 120); ``policy``: what fails the gate
+    (default: the nearest pyproject.toml's [tool.envguard], as for ``envguard check``)."""
     environ = os.environ
     seconds = _timeout(timeout, environ)
+    began = Deadline(seconds)  # the gate's timeout counts from here: see _gate
     topology = Topology(
         rank if rank is not None else _env_int("RANK", environ),
         world_size if world_size is not None else _env_int("WORLD_SIZE", environ),
@@ -530,7 +581,7 @@ def assert_homogeneous(
         rdv = default_store(topology, timeout=seconds, environ=environ)
     node = environ.get("GROUP_RANK") or environ.get("SLURM_NODEID")
     size = environ.get("LOCAL_WORLD_SIZE", "")
-    wanted = _Wanted(snapshot, tuple(env), seconds)
+    wanted = _Wanted(snapshot, tuple(env), seconds, policy, began)
     lws = int(size) if size.isdigit() else None
     return _gate(rdv, topology, wanted, node=node, local_world_size=lws)
 
@@ -542,6 +593,8 @@ class _Wanted:
     snapshot: Snapshot | str | Path | None
     env: tuple[str, ...]
     timeout: float
+    policy: Policy | None = None  # None: the nearest pyproject.toml's [tool.envguard]
+    began: Deadline | None = None  # when the gate began (before it joined the store)
 
 
 def _gate(
@@ -553,14 +606,20 @@ def _gate(
     local_world_size: int | None = None,
 ) -> Fingerprint:
     """Fingerprint, compare with the snapshot, exchange; when the gate made the store, rank
-    0 serves it, and waits for the others' word before it goes."""
+    0 serves it, and waits for the others' word before it goes. The timeout counts from
+    when the gate began: a slow join or a fingerprint that hashed (files written within
+    the distribution cache's quiet minute) shortens the wait rather than lengthening the
+    gate."""
+    started = wanted.began or Deadline(wanted.timeout)
+    rules = load_policy() if wanted.policy is None else wanted.policy
     mine = fingerprint(env=wanted.env)
     host = socket.gethostname()
-    store = None if rdv is None else _bounded(rdv.store, wanted.timeout)
+    seconds = started.remaining(_LEAST)
+    store = None if rdv is None else _bounded(rdv.store, seconds)
     against, unreadable = None, None
     if wanted.snapshot is not None:
         try:
-            against = _against(mine, wanted.snapshot, env=wanted.env)
+            against = _against(mine, wanted.snapshot, env=wanted.env, policy=rules)
         except EnvguardError as exc:  # said after the exchange: the others would wait
             unreadable = exc
     linger = _LINGER_FAILED
@@ -571,12 +630,13 @@ def _gate(
                 mine,
                 topology,
                 prefix=rdv.prefix,
-                timeout=wanted.timeout,
+                timeout=seconds,
                 host=host,
                 node=node or host,
                 server=rdv.server,
                 local_world_size=local_world_size,
                 against=against,
+                policy=rules,
             )
         linger = _LINGER_PASSED
         if unreadable is not None:
@@ -662,12 +722,14 @@ def gate_launch(
     snapshot: Snapshot | str | Path | None = None,
     env: Sequence[str] = DEFAULT_ENV,
     timeout: float | None = None,
+    policy: Policy | None = None,
 ) -> Fingerprint:
     """The gate a launcher line runs before ``torchrun ...`` (``argv``): one participant per
     node, node rank 0 serving a store at the rendezvous port + 1 (ENVGUARD_GATE_PORT),
     closed again before torchrun starts."""
     environ = os.environ
     seconds = _timeout(timeout, environ)
+    began = Deadline(seconds)  # the gate's timeout counts from here: see _gate
     launch = torchrun_launch(argv, environ)
     topology = Topology(launch.node_rank, launch.nnodes, "node rank")
     if not 0 <= topology.rank < topology.world_size:
@@ -682,9 +744,12 @@ def gate_launch(
         master = topology.rank == 0
         store = _tcp_store(launch.addr, port, topology, is_master=master, timeout=seconds)
         rdv = Rendezvous(store, made=True, server=f"its store at {launch.addr}:{port}")
-    wanted = _Wanted(snapshot, tuple(env), seconds)
+    wanted = _Wanted(snapshot, tuple(env), seconds, policy, began)
     return _gate(rdv, topology, wanted, node=str(launch.node_rank))
 
+
+# The least wait the exchange is given, however long the fingerprint took.
+_LEAST = 1.0
 
 # How long the rank serving the gate's store waits for the others to read the verdict
 # before it goes: long when they go on to start the job (one losing the store mid-read

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from envguard import distributed
+from envguard.blame import differences
 from envguard.distributed import (
     Fingerprint,
     GateError,
@@ -22,7 +23,6 @@ from envguard.distributed import (
     MissingRanksError,
     Topology,
     assert_homogeneous,
-    differences,
     exchange,
     torchrun_launch,
 )
