@@ -40,8 +40,18 @@ from envguard.blame import (
 from envguard.compare.layers import gate_fails
 from envguard.compare.policy import Policy, load_policy
 from envguard.errors import ActionError, EnvguardError, UsageError
+from envguard.gatestore import Client, StoreError, serve_or_join
+from envguard.launchers import torchrun_launch
 from envguard.probe.payload import code_key, local_entry
-from envguard.rendezvous import BoundedStore, Deadline, Store, StoreGoneError, tcp_store
+from envguard.rendezvous import (
+    ANSWER,
+    BoundedStore,
+    Deadline,
+    Store,
+    StoreGoneError,
+    bounded,
+    tcp_store,
+)
 
 if TYPE_CHECKING:
     from envguard.snapshots.models import Snapshot
@@ -655,67 +665,6 @@ def _gate(
     return mine
 
 
-@dataclass(frozen=True)
-class Launch:
-    """What a torchrun command line says of its job: this node's rank among how many, and
-    where its rendezvous is."""
-
-    node_rank: int
-    nnodes: int
-    addr: str
-    port: int
-
-
-def _option(argv: Sequence[str], names: tuple[str, ...]) -> str | None:
-    """The value of the first of ``names`` in ``argv`` (``--name value`` or ``--name=value``),
-    looked for before the training script (its own arguments are not torchrun's)."""
-    for i, arg in enumerate(argv):
-        if arg.endswith(".py") or arg in ("-m", "--module", "--"):
-            break
-        for name in names:
-            if arg == name and i + 1 < len(argv):
-                return argv[i + 1]
-            if arg.startswith(name + "="):
-                return arg[len(name) + 1 :]
-    return None
-
-
-def _number(text: str, what: str) -> int:
-    if not text.isdigit():
-        raise UsageError(f"torchrun's {what} is not a number: {text!r}")
-    return int(text)
-
-
-def torchrun_launch(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> Launch:
-    """The job a ``torchrun ...`` command line starts, read from its options as torchrun reads
-    them (--nnodes, --node-rank, --master-addr, --master-port, --rdzv-endpoint; dashes or
-    underscores), with torchrun's defaults."""
-
-    def opt(name: str) -> str | None:
-        return _option(argv[1:], (f"--{name}", f"--{name.replace('-', '_')}"))
-
-    nnodes = opt("nnodes") or "1"
-    low, _, high = nnodes.partition(":")
-    if high and high != low:
-        raise UsageError(
-            f"torchrun --nnodes {nnodes}: the environment gate needs a fixed number of nodes",
-            "gate inside the training script instead (envguard.distributed.assert_homogeneous)",
-        )
-    endpoint = opt("rdzv-endpoint")
-    if endpoint:
-        addr, _, port_text = endpoint.rpartition(":") if ":" in endpoint else (endpoint, "", "")
-        port = _number(port_text, "--rdzv-endpoint port") if port_text else 29400
-    else:
-        addr = opt("master-addr") or environ.get("MASTER_ADDR") or "127.0.0.1"
-        port = _number(opt("master-port") or environ.get("MASTER_PORT") or "29500", "--master-port")
-    return Launch(
-        node_rank=_number(opt("node-rank") or "0", "--node-rank"),
-        nnodes=_number(low, "--nnodes"),
-        addr=addr,
-        port=port,
-    )
-
-
 def gate_launch(
     argv: Sequence[str],
     *,
@@ -725,27 +674,60 @@ def gate_launch(
     policy: Policy | None = None,
 ) -> Fingerprint:
     """The gate a launcher line runs before ``torchrun ...`` (``argv``): one participant per
-    node, node rank 0 serving a store at the rendezvous port + 1 (ENVGUARD_GATE_PORT),
-    closed again before torchrun starts."""
+    node, through a store of envguard's own (gatestore: torch is not imported) at the
+    rendezvous port + 1 (ENVGUARD_GATE_PORT), closed again before torchrun starts. With
+    --node-rank (static rendezvous) node rank 0 serves it; with c10d the first participant
+    on the endpoint's host does, and the others are numbered as they come."""
     environ = os.environ
     seconds = _timeout(timeout, environ)
     began = Deadline(seconds)  # the gate's timeout counts from here: see _gate
     launch = torchrun_launch(argv, environ)
-    topology = Topology(launch.node_rank, launch.nnodes, "node rank")
-    if not 0 <= topology.rank < topology.world_size:
+    if launch.node_rank is not None and not 0 <= launch.node_rank < launch.nnodes:
         raise UsageError(
-            f"torchrun --node-rank {topology.rank} is outside --nnodes {launch.nnodes}"
+            f"torchrun --node-rank {launch.node_rank} is outside --nnodes {launch.nnodes}"
         )
-    rdv = None
-    if topology.world_size > 1:
-        port = launch.port + 1
-        if environ.get("ENVGUARD_GATE_PORT"):
-            port = _env_int("ENVGUARD_GATE_PORT", environ)
-        master = topology.rank == 0
-        store = _tcp_store(launch.addr, port, topology, is_master=master, timeout=seconds)
-        rdv = Rendezvous(store, made=True, server=f"its store at {launch.addr}:{port}")
     wanted = _Wanted(snapshot, tuple(env), seconds, policy, began)
-    return _gate(rdv, topology, wanted, node=str(launch.node_rank))
+    if launch.nnodes == 1:
+        return _gate(None, Topology(0, 1, "node rank"), wanted, node="0")
+    port = launch.port + 1
+    if environ.get("ENVGUARD_GATE_PORT"):
+        port = _env_int("ENVGUARD_GATE_PORT", environ)
+    serve = None if launch.node_rank is None else launch.node_rank == 0
+    where = f"{launch.addr}:{port}"
+    try:
+        client, server = serve_or_join(launch.addr, port, serve=serve, timeout=seconds)
+    except StoreError as exc:
+        raise GateError(
+            f"no environment gate store at {where} within {seconds:g} s ({exc})",
+            "is the rendezvous host reachable from here, and is the port free there?",
+        ) from None
+    try:
+        rank = launch.node_rank
+        unit = "node rank"
+        if rank is None:  # numbered as they come: the server is 0
+            unit = "node"
+            rank = 0 if server is not None else _arrival_number(client, seconds, where)
+            if rank >= launch.nnodes:
+                raise GateError(
+                    f"more than --nnodes {launch.nnodes} nodes came to the gate at {where}",
+                    "is another job using this rendezvous endpoint?",
+                )
+        rdv = Rendezvous(client, made=server is not None, server=f"its store at {where}")
+        topology = Topology(rank, launch.nnodes, unit)
+        return _gate(rdv, topology, wanted, node=str(rank))
+    finally:
+        if server is not None:
+            server.close()
+
+
+def _arrival_number(client: Client, seconds: float, where: str) -> int:
+    """This participant's number, from the server's counter (1, 2, ... as they come)."""
+    try:
+        return bounded(lambda: client.add("envguard/gate/arrived"), seconds + ANSWER)
+    except (StoreGoneError, StoreError) as exc:
+        raise GateError(
+            f"the environment gate store at {where} stopped answering ({exc})"
+        ) from None
 
 
 # The least wait the exchange is given, however long the fingerprint took.

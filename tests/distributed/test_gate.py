@@ -19,14 +19,13 @@ from envguard.distributed import (
     Fingerprint,
     GateError,
     InhomogeneousError,
-    Launch,
     MissingRanksError,
     Topology,
     assert_homogeneous,
     exchange,
-    torchrun_launch,
 )
 from envguard.errors import UsageError
+from envguard.launchers import Launch, torchrun_launch
 
 
 class MemoryStore:
