@@ -40,7 +40,7 @@ from envguard.blame import (
 from envguard.compare.layers import gate_fails
 from envguard.compare.policy import Policy, load_policy
 from envguard.errors import ActionError, EnvguardError, UsageError
-from envguard.gatestore import Client, StoreError, serve_or_join
+from envguard.gatestore import Client, StoreError, closed_by_server, serve_or_join
 from envguard.launchers import torchrun_launch
 from envguard.probe.payload import code_key, local_entry
 from envguard.rendezvous import (
@@ -423,7 +423,7 @@ def _missing(
         "kind": "missing",
         "missing": missing,
         "message": f"{ranks(unit, missing)} of {world} never arrived at the environment gate"
-        f" within {deadline.seconds:g} s ({where + '; ' if where else ''}{unit} 0 waited at"
+        f" within {deadline.seconds:.3g} s ({where + '; ' if where else ''}{unit} 0 waited at"
         f" {host})",
     }
 
@@ -434,7 +434,7 @@ def _no_verdict(
     came = store.check([f"{prefix}/hash/0"])
     what = "stopped before it judged" if came else "never arrived"
     raise MissingRanksError(
-        f"{topology.unit} 0 {what} at the environment gate within {timeout:g} s"
+        f"{topology.unit} 0 {what} at the environment gate within {timeout:.3g} s"
         f" ({topology.unit} {topology.rank} waited)",
         "see why it did not (its own log); ENVGUARD_GATE_TIMEOUT sets the wait",
         missing=() if came else (0,),
@@ -714,7 +714,13 @@ def gate_launch(
                 )
         rdv = Rendezvous(client, made=server is not None, server=f"its store at {where}")
         topology = Topology(rank, launch.nnodes, unit)
-        return _gate(rdv, topology, wanted, node=str(rank))
+        mine = _gate(rdv, topology, wanted, node=str(rank))
+        if server is None:
+            # Start torchrun once the serving node starts its own (it closes the store just
+            # before): a torchrun whose rendezvous server is not up yet backs off for
+            # seconds before it tries again.
+            closed_by_server(client, _LINGER_PASSED + ANSWER)
+        return mine
     finally:
         if server is not None:
             server.close()

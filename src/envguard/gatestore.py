@@ -73,6 +73,7 @@ class Server:
         self.data: dict[str, str] = {}
         self.cond = threading.Condition()
         self.clients = threading.BoundedSemaphore(MAX_CLIENTS)
+        self.conns: set[socket.socket] = set()
         self.closed = False
         threading.Thread(target=self._accept, name="envguard-gate-server", daemon=True).start()
 
@@ -85,6 +86,8 @@ class Server:
             if not self.clients.acquire(blocking=False):
                 conn.close()
                 continue
+            with self.cond:
+                self.conns.add(conn)
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
@@ -95,6 +98,8 @@ class Server:
         except (OSError, StoreError):
             pass
         finally:
+            with self.cond:
+                self.conns.discard(conn)
             conn.close()
             self.clients.release()
 
@@ -140,9 +145,13 @@ class Server:
         return {"ok": False, "error": "unknown operation"}
 
     def close(self) -> None:
+        """Stop serving: every client sees its connection close (their cue to go on)."""
         self.closed = True
-        with contextlib.suppress(OSError):  # shutdown wakes the thread blocked in accept()
-            self.listener.shutdown(socket.SHUT_RDWR)
+        with self.cond:
+            open_ = [self.listener, *self.conns]
+        for sock in open_:  # shutdown wakes the threads blocked in accept() and recv()
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
         self.listener.close()
 
 
@@ -195,6 +204,18 @@ class Client:
             is not True
         ):
             raise TimeoutError("wait timed out")  # as torch's store: the caller asks check()
+
+
+def closed_by_server(client: Client, timeout: float) -> bool:
+    """Whether the server closed ``client``'s connection within ``timeout`` seconds."""
+    with client.lock:
+        client.sock.settimeout(max(0.01, timeout))
+        try:
+            return client.sock.recv(1) == b""
+        except OSError:  # a timeout, or a reset: either way, nothing more to wait for
+            return False
+        finally:
+            client.sock.settimeout(None)
 
 
 def serve_or_join(
