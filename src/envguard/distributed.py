@@ -722,6 +722,7 @@ def gate_launch(
             closed_by_server(client, _LINGER_PASSED + ANSWER)
         return mine
     finally:
+        client.close()
         if server is not None:
             server.close()
 

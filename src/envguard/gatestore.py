@@ -174,6 +174,9 @@ class Client:
             raise StoreError(str(reply["error"])[:200])
         return reply
 
+    def close(self) -> None:
+        self.sock.close()
+
     def set(self, key: str, value: str | bytes) -> None:
         text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
         self._ask({"op": "set", "key": key, "value": text})
