@@ -20,7 +20,7 @@ ALLOWED: dict[str, set[str]] = {
     "base": set(),
     "probe": {"base"},
     "snapshots": {"base", "probe"},
-    "compare": {"base", "snapshots"},
+    "compare": {"base", "snapshots", "blame"},
     "recovery": {"base", "probe", "snapshots", "compare"},
     "schemas": {"base", "snapshots", "recovery", "guard.report"},
     "render": {"base", "snapshots", "compare", "recovery.plan", "recovery.outcome"},
@@ -30,7 +30,11 @@ ALLOWED: dict[str, set[str]] = {
     "cli": {"base", "probe", "snapshots", "compare", "recovery", "render", "api", "schemas"}
     | {"distributed"},
     # The rank gate, called from training scripts: measures in-process, loads a snapshot.
-    "distributed": {"base", "probe", "snapshots", "rendezvous", "blame"},
+    "distributed": {"base", "probe", "snapshots", "compare", "rendezvous", "blame"}
+    | {"gatestore", "launchers"},
+    # The launcher gate's own store (standard library only) and torchrun's command line.
+    "gatestore": set(),
+    "launchers": {"base"},
     # The gate's store with deadlines of its own (imports torch when asked for one).
     "rendezvous": {"base"},
     "blame": set(),  # who the gate names: pure functions over what the ranks published

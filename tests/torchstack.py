@@ -9,6 +9,9 @@ torch's dependencies and envguard's (ENVGUARD_TEST_INDEX, default the local
 from __future__ import annotations
 
 import os
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -54,3 +57,33 @@ def torch_venvs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         run([*argv, "--no-deps", str(ROOT)])
         venvs[name] = venv
     return venvs
+
+
+def run_both(
+    lines: Sequence[Sequence[str]], envs: Sequence[Mapping[str, str]], cwd: Path, limit: float
+) -> list[subprocess.CompletedProcess[str]]:
+    """Both launcher lines at once; each killed by PID if still running at ``limit``."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("MASTER_", "PET_", "RANK"))}
+    procs = [
+        subprocess.Popen(
+            list(line),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**base, **env},
+            cwd=cwd,
+        )
+        for line, env in zip(lines, envs, strict=True)
+    ]
+    done = []
+    end = time.monotonic() + limit
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=max(1.0, end - time.monotonic()))
+            done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return done

@@ -9,6 +9,10 @@
 #   ENVGUARD_SNAPSHOT=/shared/envguard/good.json
 #   ENVGUARD_PYTHON=/shared/venvs/train        # the venv jobs run (default: the snapshot's)
 #   ENVGUARD_FAIL_ON=critical                  # the lowest severity that drains
+#                                              # (default: the policy's, as for check
+#                                              # and the rank gate: docs/cluster.md)
+#   ENVGUARD_PROJECT=/shared/envguard/policy   # root-owned; its pyproject.toml's
+#                                              # [tool.envguard] is the policy
 #   ENVGUARD_MAINT_RESERVATION=envguard-maint  # jobs in it are not checked: the repair path
 #
 # Set SchedulerParameters=nohold_on_prolog_fail in slurm.conf: without it Slurm requeues
@@ -38,9 +42,10 @@ if [[ -z "$RESV" && -n "${SLURM_JOB_ID:-}" ]]; then
 fi
 [[ -n "$RESV" && "$RESV" == "$MAINT" ]] && exit 0
 
-ARGS=( check "$ENVGUARD_SNAPSHOT" --fail-on "${ENVGUARD_FAIL_ON:-critical}" --format table )
+ARGS=( check "$ENVGUARD_SNAPSHOT" --format table )
+[[ -n "$ENVGUARD_FAIL_ON" ]] && ARGS+=( --fail-on "$ENVGUARD_FAIL_ON" )
 [[ -n "$ENVGUARD_PYTHON" ]] && ARGS+=( --python "$ENVGUARD_PYTHON" )
-OUT=$(NO_COLOR=1 COLUMNS=200 "$ENVGUARD" "${ARGS[@]}" 2>&1 < /dev/null)
+OUT=$(cd "${ENVGUARD_PROJECT:-/}" && NO_COLOR=1 COLUMNS=200 "$ENVGUARD" "${ARGS[@]}" 2>&1 < /dev/null)
 RC=$?
 [[ $RC -eq 0 ]] && exit 0
 

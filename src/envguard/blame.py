@@ -19,50 +19,132 @@ def _absent(value: object) -> str:
     return "(absent)" if value is None else str(value)
 
 
-def differences(reference: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
-    """What ``other`` has that ``reference`` has not, one short phrase per difference,
-    packages first ("six 1.16.0 -> 1.17.0", "six 1.17.0: files differ")."""
-    out: list[str] = []
-    ref_pkgs: Mapping[str, Any] = reference.get("packages") or {}
-    pkgs: Mapping[str, Any] = other.get("packages") or {}
-    for name in sorted(set(ref_pkgs) | set(pkgs)):
-        before, after = ref_pkgs.get(name), pkgs.get(name)
+@dataclass(frozen=True)
+class Difference:
+    """One way a rank differs from the reference: the section of a snapshot diff it belongs
+    to and its kind there (so the one policy weighs it as ``check`` does: see
+    compare/layers.py), what it is about, and the short phrase every rank says."""
+
+    section: str
+    kind: str
+    name: str
+    text: str
+    # The two values, where the policy weighs them (a package's versions: upgraded,
+    # downgraded, a different build; python's: a different minor version or not).
+    values: tuple[str, str] | None = None
+
+
+def _packages(ref: Mapping[str, Any], pkgs: Mapping[str, Any]) -> list[Difference]:
+    out = []
+    for name in sorted(set(ref) | set(pkgs)):
+        before, after = ref.get(name), pkgs.get(name)
         if before is None or after is None:
-            out.append(f"{name} {_absent(before and before[0])} -> {_absent(after and after[0])}")
+            kind = "added" if before is None else "removed"
+            text = f"{name} {_absent(before and before[0])} -> {_absent(after and after[0])}"
+            out.append(Difference("packages", kind, name, text))
         elif before[0] != after[0]:
-            out.append(f"{name} {before[0]} -> {after[0]}")
+            text, versions = f"{name} {before[0]} -> {after[0]}", (str(before[0]), str(after[0]))
+            out.append(Difference("packages", "version_changed", name, text, versions))
         elif before[1] != after[1] and before[1] and after[1]:
-            out.append(f"{name} {after[0]}: installed files differ (RECORD)")
-    for key in ("python", "driver", "nccl"):
+            text = f"{name} {after[0]}: installed files differ (RECORD)"
+            out.append(Difference("packages", "content_changed", name, text))
+    return out
+
+
+_ON_DISK = (
+    ("modified", "modified_in_place", "edited in place"),
+    ("missing", "files_missing", "missing"),
+    ("added", "files_added", "not in RECORD"),
+)
+
+
+def _installed(ref: Mapping[str, Any], now: Mapping[str, Any]) -> list[Difference]:
+    """Installed files that are not what RECORD says on one side and are on the other."""
+    out = []
+    for name in sorted(set(ref) | set(now)):
+        before, after = ref.get(name) or {}, now.get(name) or {}
+        for key, kind, what in _ON_DISK:
+            was, new = before.get(key) or [], after.get(key) or []
+            if sorted(was) == sorted(new):
+                continue
+            paths = sorted(set(new) - set(was)) or sorted(set(was) - set(new))
+            where = "here" if set(new) - set(was) else "on the reference"
+            shown = ", ".join(str(p) for p in paths[:2]) + (", ..." if len(paths) > 2 else "")
+            out.append(Difference("installed", kind, name, f"{name}: {shown} {what} {where}"))
+    return out
+
+
+def _libraries(ref: Mapping[str, Any], now: Mapping[str, Any]) -> list[Difference]:
+    out = []
+    for path in sorted(set(ref) | set(now)):
+        before, after = ref.get(path), now.get(path)
+        if before == after:
+            continue
+        if before is None or after is None:
+            kind = "added" if before is None else "removed"
+            text = f"{path} {'only here' if before is None else 'absent here'}"
+        elif before[0] != after[0]:
+            kind, text = "changed", f"{path} {_absent(before[0])} -> {_absent(after[0])}"
+        else:
+            kind = "pick"
+            text = f"{path}: the loader picks {_absent(before[1])} -> {_absent(after[1])}"
+        out.append(Difference("libraries", kind, path, text))
+    return out
+
+
+# Facts of one value each: (key, section, kind, label).
+_SCALARS = (
+    ("python", "interpreter", "version", "python"),
+    ("driver", "accelerator", "driver", "NVIDIA driver"),
+    ("nccl", "torch", "nccl", "torch's NCCL"),
+)
+
+
+def drift(reference: Mapping[str, Any], other: Mapping[str, Any]) -> list[Difference]:
+    """What ``other`` has that ``reference`` has not, packages first, each placed in the
+    snapshot diff's section and kind ("six 1.16.0 -> 1.17.0": packages, upgraded)."""
+    out = _packages(reference.get("packages") or {}, other.get("packages") or {})
+    if "installed" in reference and "installed" in other:  # an older envguard's: unsaid
+        out += _installed(reference["installed"] or {}, other["installed"] or {})
+    if "libraries" in reference and "libraries" in other:
+        out += _libraries(reference["libraries"] or {}, other["libraries"] or {})
+    for key, section, kind, label in _SCALARS:
         if key in reference and key in other and reference[key] != other[key]:
-            label = {"python": "python", "driver": "NVIDIA driver", "nccl": "torch's NCCL"}[key]
-            out.append(f"{label} {_absent(reference[key])} -> {_absent(other[key])}")
-    if "host" in reference and "host" in other:
+            text = f"{label} {_absent(reference[key])} -> {_absent(other[key])}"
+            values = (str(reference[key]), str(other[key]))
+            out.append(Difference(section, kind, key, text, values))
+    if "host" in reference and "host" in other:  # an older envguard's: unsaid
         out += _host(reference["host"] or {}, other["host"] or {})
     ref_torch, torch = reference.get("torch") or {}, other.get("torch") or {}
     for key in ("cuda", "hip", "git_version"):
         if ref_torch and torch and ref_torch.get(key) != torch.get(key):
-            out.append(f"torch {key} {_absent(ref_torch.get(key))} -> {_absent(torch.get(key))}")
+            text = f"torch {key} {_absent(ref_torch.get(key))} -> {_absent(torch.get(key))}"
+            out.append(Difference("torch", key, "torch", text))
     ref_env, env = reference.get("env") or {}, other.get("env") or {}
     for name in sorted(set(ref_env) | set(env)):
         if ref_env.get(name) != env.get(name):
-            out.append(f"{name}={_unset(ref_env.get(name))} -> {_unset(env.get(name))}")
+            before, after = ref_env.get(name), env.get(name)
+            kind = "added" if before is None else "removed" if after is None else "changed"
+            text = f"{name}={_unset(before)} -> {_unset(after)}"
+            out.append(Difference("env", kind, name, text))
     return out
 
 
-_HOST_LABELS = {
-    "gpus": "GPUs on the PCI bus",
-    "net_plugins": "NCCL net plugins",
-    "net_plugin": "the net plugin NCCL loads",
-    "nccl_conf": "NCCL config files",
-    "peermem": "nvidia_peermem loaded",
+# The host layer's part that must match (probe/target/hostlayer.gated's fields): key ->
+# (its kind in the host_layer section of a diff, the label every rank says).
+_HOST = {
+    "gpus": ("gpu_devices", "GPUs on the PCI bus"),
+    "net_plugins": ("net_plugins", "NCCL net plugins"),
+    "net_plugin": ("net_plugin", "the net plugin NCCL loads"),
+    "nccl_conf": ("nccl_conf", "NCCL config files"),
+    "peermem": ("peermem", "nvidia_peermem loaded"),
 }
 
 
-def _host(reference: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
-    """The host layer's differences (probe/target/hostlayer.gated's fields)."""
+def _host(reference: Mapping[str, Any], other: Mapping[str, Any]) -> list[Difference]:
+    """The host layer's differences, each in the host_layer section of a diff."""
     out = []
-    for key, label in _HOST_LABELS.items():
+    for key, (kind, label) in _HOST.items():
         before, after = reference.get(key), other.get(key)
         if before == after:
             continue
@@ -71,9 +153,10 @@ def _host(reference: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
             new = sorted(set(after or ()) - set(before or ()))
             parts = [f"-{_short(v)}" for v in gone] + [f"+{_short(v)}" for v in new]
             counted = f"{len(before or ())} -> {len(after or ())}"
-            out.append(f"{label}: {' '.join(parts) or counted}")
+            text = f"{label}: {' '.join(parts) or counted}"
         else:
-            out.append(f"{label} {_absent(before)} -> {_absent(after)}")
+            text = f"{label} {_absent(before)} -> {_absent(after)}"
+        out.append(Difference("host_layer", kind, key, text))
     return out
 
 
@@ -81,6 +164,12 @@ def _short(value: object) -> str:
     """ "libnccl-net.so <sha256>" as "libnccl-net.so <first 12 hex>"."""
     name, _, digest = str(value).partition(" ")
     return f"{name} {digest[:12]}" if digest else name
+
+
+def differences(reference: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
+    """What ``other`` has that ``reference`` has not, one short phrase per difference,
+    packages first ("six 1.16.0 -> 1.17.0", "six 1.17.0: files differ")."""
+    return [d.text for d in drift(reference, other)]
 
 
 def _unset(value: str | None) -> str:

@@ -22,14 +22,14 @@ import os
 import socket
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from envguard.blame import (
     MAX_GROUPS,
     Arrival,
-    differences,
+    drift,
     line,
     mismatch_message,
     missing_nodes,
@@ -37,10 +37,22 @@ from envguard.blame import (
     said,
     snapshot_message,
 )
+from envguard.compare.layers import gate_fails
+from envguard.compare.policy import Policy, load_policy
 from envguard.errors import ActionError, EnvguardError, UsageError
+from envguard.gatestore import Client, StoreError, closed_by_server, serve_or_join
+from envguard.launchers import torchrun_launch
 from envguard.probe.payload import code_key, local_entry
 from envguard.reading import read_number
-from envguard.rendezvous import BoundedStore, Deadline, Store, StoreGoneError, tcp_store
+from envguard.rendezvous import (
+    ANSWER,
+    BoundedStore,
+    Deadline,
+    Store,
+    StoreGoneError,
+    bounded,
+    tcp_store,
+)
 from envguard.units import seconds
 
 if TYPE_CHECKING:
@@ -150,6 +162,20 @@ def snapshot_detail(snapshot: Snapshot, *, env: Sequence[str] = DEFAULT_ENV) -> 
     if snapshot.host_layer is not None:  # else not recorded: left out, as NCCL's version
         hostlayer = local_entry("fingerprint").hostlayer
         detail["host"] = hostlayer.gated(snapshot.host_layer.model_dump(mode="json"))
+    # What a snapshot recorded of its installed files and libraries (an older one did not:
+    # then not compared, rather than read as "as RECORD" and "none").
+    live = [p for p in snapshot.packages if not p.shadowed]
+    if any(p.on_disk is not None for p in live):
+        lists = ("modified", "missing", "added")
+        detail["installed"] = {
+            p.name: {k: sorted(getattr(p.on_disk, k)) for k in lists}
+            for p in live
+            if p.on_disk is not None and any(getattr(p.on_disk, k) for k in lists)
+        }
+    if snapshot.libraries:
+        detail["libraries"] = {
+            lib.path: [lib.embedded_version, lib.loader_pick] for lib in snapshot.libraries
+        }
     return detail
 
 
@@ -195,10 +221,12 @@ def _arrival(rank: int, raw: bytes, unit: str) -> Arrival:
 
 @dataclass(frozen=True)
 class _Extra:
-    """What a rank publishes beside its hash: its node's rank count and its snapshot word."""
+    """What a rank publishes beside its hash (its node's rank count and its snapshot word),
+    and the policy rank 0 judges by."""
 
     local_world_size: int | None = None
     against: Against | None = None
+    policy: Policy = field(default_factory=Policy)
 
 
 def _wait(store: BoundedStore, keys: list[str], deadline: Deadline, *, floor: float = 0.05) -> bool:
@@ -236,6 +264,7 @@ def exchange(
     server: str | None = None,
     local_world_size: int | None = None,
     against: Against | None = None,
+    policy: Policy | None = None,
 ) -> None:
     """Publish this rank's hash under ``prefix``; rank 0 judges everyone's and publishes one
     verdict, which every rank raises when the environments differ or some ranks never
@@ -249,9 +278,11 @@ def exchange(
 
     ``local_world_size``: how many ranks this node runs (the missing are then placed on
     their nodes); ``against``: the snapshot the gate also requires, and how this rank
-    differs from it (rank 0 then blames the nodes that differ from it, not a majority)."""
+    differs from it (rank 0 then blames the nodes that differ from it, not a majority);
+    ``policy``: what rank 0 fails on (compare/layers.py: what ``check`` fails on; default:
+    the defaults)."""
     rank = topology.rank
-    extra = _Extra(local_world_size, against)
+    extra = _Extra(local_world_size, against, policy or Policy())
     deadline = Deadline(timeout)
     bounded = _bounded(store, timeout)
     try:
@@ -350,11 +381,34 @@ def _judge(
             detail = _json(store.get(f"{prefix}/detail/{r}"))
             if isinstance(detail, dict):
                 details[r] = detail
+    if not _fail(extra.policy, arrivals, details):
+        return {"kind": "same"}
     try:
         message, odd = mismatch_message(arrivals, details, unit=unit)
     except (TypeError, AttributeError, IndexError, KeyError):  # a detail of another shape
         message, odd = mismatch_message(arrivals, {0: mine.detail}, unit=unit)
     return {"kind": "differ", "odd": list(odd), "message": message}
+
+
+def _fail(
+    policy: Policy, arrivals: Sequence[Arrival], details: Mapping[int, Mapping[str, Any]]
+) -> bool:
+    """Whether the nodes' differences reach what the policy fails on, each weighed both ways
+    (with two nodes nobody says which side drifted). A group whose representative's detail
+    is not known (it died, or more groups than are fetched) fails: unweighed is not passed."""
+    reps = list(dict.fromkeys(a.digest for a in sorted(arrivals, key=lambda a: a.rank)))
+    first = {a.digest: a.rank for a in sorted(arrivals, key=lambda a: -a.rank)}
+    ranks_of = [first[d] for d in reps]
+    if any(r not in details for r in ranks_of):
+        return True
+    ref = details[ranks_of[0]]
+    try:
+        return any(
+            gate_fails(policy, drift(ref, details[r]) + drift(details[r], ref))
+            for r in ranks_of[1:]
+        )
+    except (TypeError, AttributeError, IndexError, KeyError, ValueError):  # another shape
+        return True
 
 
 def _missing(
@@ -376,7 +430,7 @@ def _missing(
         "kind": "missing",
         "missing": missing,
         "message": f"{ranks(unit, missing)} of {world} never arrived at the environment gate"
-        f" within {deadline.seconds:g} s ({where + '; ' if where else ''}{unit} 0 waited at"
+        f" within {deadline.seconds:.3g} s ({where + '; ' if where else ''}{unit} 0 waited at"
         f" {host})",
     }
 
@@ -387,7 +441,7 @@ def _no_verdict(
     came = store.check([f"{prefix}/hash/0"])
     what = "stopped before it judged" if came else "never arrived"
     raise MissingRanksError(
-        f"{topology.unit} 0 {what} at the environment gate within {timeout:g} s"
+        f"{topology.unit} 0 {what} at the environment gate within {timeout:.3g} s"
         f" ({topology.unit} {topology.rank} waited)",
         "see why it did not (its own log); ENVGUARD_GATE_TIMEOUT sets the wait",
         missing=() if came else (0,),
@@ -509,13 +563,16 @@ def _timeout(timeout: float | None, environ: Mapping[str, str]) -> float:
         ) from None
 
 
-def _against(mine: Fingerprint, snapshot: Snapshot | str | Path, *, env: Sequence[str]) -> Against:
-    """How this rank differs from the snapshot the gate also requires."""
+def _against(
+    mine: Fingerprint, snapshot: Snapshot | str | Path, *, env: Sequence[str], policy: Policy
+) -> Against:
+    """How this rank differs from the snapshot the gate also requires ("" when not enough
+    for the policy to fail on: as ``envguard check`` against it would pass)."""
     from envguard.snapshots.store import load
 
     snap = snapshot if not isinstance(snapshot, (str, Path)) else load(snapshot)
-    items = differences(snapshot_detail(snap, env=env), {**mine.detail, "nccl": None})
-    return Against(snap.name, said(items) if items else "")
+    items = drift(snapshot_detail(snap, env=env), {**mine.detail, "nccl": None})
+    return Against(snap.name, said([d.text for d in items]) if gate_fails(policy, items) else "")
 
 
 def assert_homogeneous(
@@ -527,6 +584,7 @@ def assert_homogeneous(
     env: Sequence[str] = DEFAULT_ENV,
     timeout: float | None = None,
     prefix: str = "envguard/gate",
+    policy: Policy | None = None,
 ) -> Fingerprint:
     """Raise on every rank unless all ranks of the job run one environment (and, with
     ``snapshot``, the one it recorded); call it before ``init_process_group``.
@@ -534,9 +592,11 @@ def assert_homogeneous(
     ``store``: a torch.distributed store every rank reaches (default: torchrun's, else one
     at MASTER_PORT + 1); ``rank``/``world_size`` default to RANK/WORLD_SIZE; ``env``:
     patterns of the variables that must match; ``timeout``: seconds to wait for the other
-    ranks (default ENVGUARD_GATE_TIMEOUT, else 120)."""
+    ranks (default ENVGUARD_GATE_TIMEOUT, else 120); ``policy``: what fails the gate
+    (default: the nearest pyproject.toml's [tool.envguard], as for ``envguard check``)."""
     environ = os.environ
     seconds = _timeout(timeout, environ)
+    began = Deadline(seconds)  # the gate's timeout counts from here: see _gate
     topology = Topology(
         rank if rank is not None else _env_int("RANK", environ),
         world_size if world_size is not None else _env_int("WORLD_SIZE", environ),
@@ -548,7 +608,7 @@ def assert_homogeneous(
         rdv = default_store(topology, timeout=seconds, environ=environ)
     node = environ.get("GROUP_RANK") or environ.get("SLURM_NODEID")
     size = environ.get("LOCAL_WORLD_SIZE", "")
-    wanted = _Wanted(snapshot, tuple(env), seconds)
+    wanted = _Wanted(snapshot, tuple(env), seconds, policy, began)
     lws = int(size) if size.isdigit() else None
     return _gate(rdv, topology, wanted, node=node, local_world_size=lws)
 
@@ -560,6 +620,8 @@ class _Wanted:
     snapshot: Snapshot | str | Path | None
     env: tuple[str, ...]
     timeout: float
+    policy: Policy | None = None  # None: the nearest pyproject.toml's [tool.envguard]
+    began: Deadline | None = None  # when the gate began (before it joined the store)
 
 
 def _gate(
@@ -571,14 +633,20 @@ def _gate(
     local_world_size: int | None = None,
 ) -> Fingerprint:
     """Fingerprint, compare with the snapshot, exchange; when the gate made the store, rank
-    0 serves it, and waits for the others' word before it goes."""
+    0 serves it, and waits for the others' word before it goes. The timeout counts from
+    when the gate began: a slow join or a fingerprint that hashed (files written within
+    the distribution cache's quiet minute) shortens the wait rather than lengthening the
+    gate."""
+    started = wanted.began or Deadline(wanted.timeout)
+    rules = load_policy() if wanted.policy is None else wanted.policy
     mine = fingerprint(env=wanted.env)
     host = socket.gethostname()
-    store = None if rdv is None else _bounded(rdv.store, wanted.timeout)
+    seconds = started.remaining(_LEAST)
+    store = None if rdv is None else _bounded(rdv.store, seconds)
     against, unreadable = None, None
     if wanted.snapshot is not None:
         try:
-            against = _against(mine, wanted.snapshot, env=wanted.env)
+            against = _against(mine, wanted.snapshot, env=wanted.env, policy=rules)
         except EnvguardError as exc:  # said after the exchange: the others would wait
             unreadable = exc
     linger = _LINGER_FAILED
@@ -589,12 +657,13 @@ def _gate(
                 mine,
                 topology,
                 prefix=rdv.prefix,
-                timeout=wanted.timeout,
+                timeout=seconds,
                 host=host,
                 node=node or host,
                 server=rdv.server,
                 local_world_size=local_world_size,
                 against=against,
+                policy=rules,
             )
         linger = _LINGER_PASSED
         if unreadable is not None:
@@ -613,96 +682,80 @@ def _gate(
     return mine
 
 
-@dataclass(frozen=True)
-class Launch:
-    """What a torchrun command line says of its job: this node's rank among how many, and
-    where its rendezvous is."""
-
-    node_rank: int
-    nnodes: int
-    addr: str
-    port: int
-
-
-def _option(argv: Sequence[str], names: tuple[str, ...]) -> str | None:
-    """The value of the first of ``names`` in ``argv`` (``--name value`` or ``--name=value``),
-    looked for before the training script (its own arguments are not torchrun's)."""
-    for i, arg in enumerate(argv):
-        if arg.endswith(".py") or arg in ("-m", "--module", "--"):
-            break
-        for name in names:
-            if arg == name and i + 1 < len(argv):
-                return argv[i + 1]
-            if arg.startswith(name + "="):
-                return arg[len(name) + 1 :]
-    return None
-
-
-def _number(text: str, what: str) -> int:
-    if not text.isdigit():
-        raise UsageError(f"torchrun's {what} is not a number: {text!r}")
-    return int(text)
-
-
-def torchrun_launch(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> Launch:
-    """The job a ``torchrun ...`` command line starts, read from its options as torchrun reads
-    them (--nnodes, --node-rank, --master-addr, --master-port, --rdzv-endpoint; dashes or
-    underscores), with torchrun's defaults."""
-
-    def opt(name: str) -> str | None:
-        return _option(argv[1:], (f"--{name}", f"--{name.replace('-', '_')}"))
-
-    nnodes = opt("nnodes") or "1"
-    low, _, high = nnodes.partition(":")
-    if high and high != low:
-        raise UsageError(
-            f"torchrun --nnodes {nnodes}: the environment gate needs a fixed number of nodes",
-            "gate inside the training script instead (envguard.distributed.assert_homogeneous)",
-        )
-    endpoint = opt("rdzv-endpoint")
-    if endpoint:
-        addr, _, port_text = endpoint.rpartition(":") if ":" in endpoint else (endpoint, "", "")
-        port = _number(port_text, "--rdzv-endpoint port") if port_text else 29400
-    else:
-        addr = opt("master-addr") or environ.get("MASTER_ADDR") or "127.0.0.1"
-        port = _number(opt("master-port") or environ.get("MASTER_PORT") or "29500", "--master-port")
-    return Launch(
-        node_rank=_number(opt("node-rank") or "0", "--node-rank"),
-        nnodes=_number(low, "--nnodes"),
-        addr=addr,
-        port=port,
-    )
-
-
 def gate_launch(
     argv: Sequence[str],
     *,
     snapshot: Snapshot | str | Path | None = None,
     env: Sequence[str] = DEFAULT_ENV,
     timeout: float | None = None,
+    policy: Policy | None = None,
 ) -> Fingerprint:
     """The gate a launcher line runs before ``torchrun ...`` (``argv``): one participant per
-    node, node rank 0 serving a store at the rendezvous port + 1 (ENVGUARD_GATE_PORT),
-    closed again before torchrun starts."""
+    node, through a store of envguard's own (gatestore: torch is not imported) at the
+    rendezvous port + 1 (ENVGUARD_GATE_PORT), closed again before torchrun starts. With
+    --node-rank (static rendezvous) node rank 0 serves it; with c10d the first participant
+    on the endpoint's host does, and the others are numbered as they come."""
     environ = os.environ
     seconds = _timeout(timeout, environ)
+    began = Deadline(seconds)  # the gate's timeout counts from here: see _gate
     launch = torchrun_launch(argv, environ)
-    topology = Topology(launch.node_rank, launch.nnodes, "node rank")
-    if not 0 <= topology.rank < topology.world_size:
+    if launch.node_rank is not None and not 0 <= launch.node_rank < launch.nnodes:
         raise UsageError(
-            f"torchrun --node-rank {topology.rank} is outside --nnodes {launch.nnodes}"
+            f"torchrun --node-rank {launch.node_rank} is outside --nnodes {launch.nnodes}"
         )
-    rdv = None
-    if topology.world_size > 1:
-        port = launch.port + 1
-        if environ.get("ENVGUARD_GATE_PORT"):
-            port = _env_int("ENVGUARD_GATE_PORT", environ)
-        master = topology.rank == 0
-        store = _tcp_store(launch.addr, port, topology, is_master=master, timeout=seconds)
-        rdv = Rendezvous(store, made=True, server=f"its store at {launch.addr}:{port}")
-    wanted = _Wanted(snapshot, tuple(env), seconds)
-    return _gate(rdv, topology, wanted, node=str(launch.node_rank))
+    wanted = _Wanted(snapshot, tuple(env), seconds, policy, began)
+    if launch.nnodes == 1:
+        return _gate(None, Topology(0, 1, "node rank"), wanted, node="0")
+    port = launch.port + 1
+    if environ.get("ENVGUARD_GATE_PORT"):
+        port = _env_int("ENVGUARD_GATE_PORT", environ)
+    serve = None if launch.node_rank is None else launch.node_rank == 0
+    where = f"{launch.addr}:{port}"
+    try:
+        client, server = serve_or_join(launch.addr, port, serve=serve, timeout=seconds)
+    except StoreError as exc:
+        raise GateError(
+            f"no environment gate store at {where} within {seconds:g} s ({exc})",
+            "is the rendezvous host reachable from here, and is the port free there?",
+        ) from None
+    try:
+        rank = launch.node_rank
+        unit = "node rank"
+        if rank is None:  # numbered as they come: the server is 0
+            unit = "node"
+            rank = 0 if server is not None else _arrival_number(client, seconds, where)
+            if rank >= launch.nnodes:
+                raise GateError(
+                    f"more than --nnodes {launch.nnodes} nodes came to the gate at {where}",
+                    "is another job using this rendezvous endpoint?",
+                )
+        rdv = Rendezvous(client, made=server is not None, server=f"its store at {where}")
+        topology = Topology(rank, launch.nnodes, unit)
+        mine = _gate(rdv, topology, wanted, node=str(rank))
+        if server is None:
+            # Start torchrun once the serving node starts its own (it closes the store just
+            # before): a torchrun whose rendezvous server is not up yet backs off for
+            # seconds before it tries again.
+            closed_by_server(client, _LINGER_PASSED + ANSWER)
+        return mine
+    finally:
+        client.close()
+        if server is not None:
+            server.close()
 
+
+def _arrival_number(client: Client, seconds: float, where: str) -> int:
+    """This participant's number, from the server's counter (1, 2, ... as they come)."""
+    try:
+        return bounded(lambda: client.add("envguard/gate/arrived"), seconds + ANSWER)
+    except (StoreGoneError, StoreError) as exc:
+        raise GateError(
+            f"the environment gate store at {where} stopped answering ({exc})"
+        ) from None
+
+
+# The least wait the exchange is given, however long the fingerprint took.
+_LEAST = 1.0
 
 # How long the rank serving the gate's store waits for the others to read the verdict
 # before it goes: long when they go on to start the job (one losing the store mid-read

@@ -14,19 +14,18 @@ from typing import Any
 import pytest
 
 from envguard import distributed
+from envguard.blame import differences
 from envguard.distributed import (
     Fingerprint,
     GateError,
     InhomogeneousError,
-    Launch,
     MissingRanksError,
     Topology,
     assert_homogeneous,
-    differences,
     exchange,
-    torchrun_launch,
 )
 from envguard.errors import UsageError
+from envguard.launchers import Launch, torchrun_launch
 
 
 class MemoryStore:

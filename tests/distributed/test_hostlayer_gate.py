@@ -11,7 +11,8 @@ import pytest
 
 from distributed.test_gate import _run_ranks
 from envguard import distributed
-from envguard.distributed import InhomogeneousError, differences
+from envguard.blame import differences
+from envguard.distributed import InhomogeneousError
 from envguard.probe.payload import local_entry
 from factories import make_host_tree, snapshot
 

@@ -13,12 +13,11 @@ import os
 import re
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from torchstack import NEEDS_TORCH
+from torchstack import NEEDS_TORCH, run_both
 
 pytestmark = [
     pytest.mark.slow,
@@ -67,34 +66,13 @@ def _launch(
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MASTER_", "RANK"))}
     common = ["--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port", port]
     common.append(str(script))
-    procs = [
-        subprocess.Popen(
-            (
-                [str(venv / "bin" / "envguard"), "gate", "--torchrun", "--timeout", "60", "--"]
-                if launcher
-                else []
-            )
-            + [str(venv / "bin" / "torchrun"), "--nnodes", "2", f"--node-rank={rank}", *common],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=tmp_path,
-        )
+    gate = ["gate", "--torchrun", "--timeout", "60", "--"]
+    lines = [
+        ([str(venv / "bin" / "envguard"), *gate] if launcher else [])
+        + [str(venv / "bin" / "torchrun"), "--nnodes", "2", f"--node-rank={rank}", *common]
         for rank, venv in enumerate(venvs)
     ]
-    done = []
-    deadline = time.monotonic() + 240
-    try:
-        for proc in procs:
-            out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
-            done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    return done
+    return run_both(lines, [env, env], tmp_path, 240)
 
 
 def test_one_package_apart_both_nodes_abort_naming_the_node_and_package(

@@ -44,12 +44,12 @@ def node_venv(
     yield venv, snap, drift
 
 
-def _nhc_standin(snap: Path, venv: Path) -> subprocess.CompletedProcess[str]:
+def _nhc_standin(snap: Path, venv: Path, fail_on: str = "") -> subprocess.CompletedProcess[str]:
     """check_envguard as NHC calls it, NHC's die() replaced by one that says its reason."""
     script = (
         'die() { echo "die $1: $2"; return "$1"; }\n'
         f'. "{NHC_CHECK}"\n'
-        f'check_envguard "{snap}" "{venv}"\n'
+        f'check_envguard "{snap}" "{venv}" "{fail_on}"\n'
     )
     env = dict(os.environ, ENVGUARD=ENVGUARD)
     return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env)
@@ -70,12 +70,15 @@ def test_the_nhc_check_names_the_drift(node_venv: tuple[Path, Path, Callable[[],
 
 
 @pytest.mark.slow
-def test_a_package_upgrade_is_not_critical_and_does_not_drain(
+def test_a_package_upgrade_drains_as_the_gate_stops_it_unless_fail_on_says_critical(
     node_venv: tuple[Path, Path, Callable[[], None]], wheelhouse: Path
 ) -> None:
+    """The one policy (docs/cluster.md): a plain upgrade is a warning, which the defaults
+    fail on in every layer; at fail-on critical no layer does."""
     venv, snap, _ = node_venv
     uv_install(venv, wheelhouse, "safetensors==0.4.5", "transformers==4.47.0")
-    assert _nhc_standin(snap, venv).stdout == ""
+    assert _nhc_standin(snap, venv).stdout.startswith("die 1: envguard: ")
+    assert _nhc_standin(snap, venv, "critical").stdout == ""
 
 
 def test_the_init_container_manifest_has_what_an_init_container_needs() -> None:

@@ -126,7 +126,9 @@ def _append_to(variable: str, target: str, text: str) -> None:
 
 
 def _exit(drift: "Drift", policy: "Policy") -> NoReturn:
-    raise typer.Exit(1 if drift.reaches(policy.fail_on) else 0)
+    from envguard.compare.layers import fails
+
+    raise typer.Exit(1 if fails(policy, (c.severity for c in drift.changes)) else 0)
 
 
 Allow = Annotated[

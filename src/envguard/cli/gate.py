@@ -21,8 +21,9 @@ def gate(
         bool,
         typer.Option(
             "--torchrun",
-            help="COMMAND is a torchrun line: one participant per node, from its --nnodes,"
-            " --node-rank, --master-addr and --master-port (the gate listens on port + 1).",
+            help="COMMAND is a torchrun line (torchrun or python -m torch.distributed.run):"
+            " one participant per node, read as torchrun reads its options and PET_*"
+            " variables (the gate listens on the rendezvous port + 1).",
         ),
     ] = False,
     snapshot: Annotated[
