@@ -7,8 +7,24 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from typer._click.core import Context, Parameter  # typer's vendored click
-from typer._click.types import FloatParamType, FloatRange, IntParamType, IntRange, ParamType
+try:  # click as typer vendors it (typer >= 0.26)
+    from typer._click.core import Context, Parameter
+    from typer._click.types import (
+        FloatParamType,
+        FloatRange,
+        IntParamType,
+        IntRange,
+        ParamType,
+    )
+except ImportError:  # typer before 0.26 depends on click itself
+    from click.core import Context, Parameter  # type: ignore[import-not-found,no-redef,unused-ignore,assignment]
+    from click.types import (  # type: ignore[import-not-found,no-redef,unused-ignore,assignment]
+        FloatParamType,
+        FloatRange,
+        IntParamType,
+        IntRange,
+        ParamType,
+    )
 
 from envguard.reading import read_number
 
