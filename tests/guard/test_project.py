@@ -152,9 +152,12 @@ def test_a_project_file_too_large_to_hold_is_refused_before_uv_runs(
 
 
 def test_a_project_file_that_cannot_be_put_back_is_said_and_saved(
-    project: tuple[Path, Path], tmp_path: Path
+    project: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import tempfile
+
     venv, _ = project
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the saved copy goes with the test
     text = Path("pyproject.toml").read_bytes()
     fake = _fake_uv(tmp_path, "rm pyproject.toml && mkdir pyproject.toml\nexit 1\n")
     code, _, err = guard(venv, "--", str(fake), "add", "six")
@@ -162,6 +165,7 @@ def test_a_project_file_that_cannot_be_put_back_is_said_and_saved(
     assert "the preview could not put back" in err and "pyproject.toml" in err
     saved = Path(err.split("content before the preview is in ")[1].split()[0])
     assert [p.read_bytes() for p in saved.iterdir()] == [text]
+    assert saved.parent == tmp_path
 
 
 def test_a_second_signal_does_not_stop_the_putting_back(tmp_path: Path) -> None:

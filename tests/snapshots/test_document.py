@@ -30,31 +30,33 @@ def _real() -> tuple[dict[str, Any], CaptureRequest]:
     """A real report of this interpreter with a git repo, a tracked file and a compile
     cache, and the request that asked for them (measured once)."""
     if not _REAL:
-        base = Path(tempfile.mkdtemp(prefix="envguard-doc-"))
-        repo = make_git_repo(base / "proj", {"train.py": "print('train')\n"})
-        (repo / "train.py").write_text("print('patched')\n")  # dirty: a diff hash
-        cache = base / "inductor"
-        (cache / "fx").mkdir(parents=True)
-        (cache / "fx" / "kernel.py").write_text("x = 1\n")
-        request = CaptureRequest(
-            python=sys.executable,
-            name="doc",
-            cwd=repo,
-            repos=(repo,),
-            files=(str(repo / "train.py"),),
-            caches=(("inductor", str(cache)),),
-            default_caches=False,
-            metrics={"tok_s": 21500, "loss": 1.25, "run": "a"},
-            note="good run",
-            command=("envguard", "snapshot"),
-        )
-        args = probe_args(request, [repo])
-        out = subprocess.run(
-            [sys.executable, "-I", "-S", "-"],
-            input=probe_payload(args),
-            capture_output=True, text=True, check=True, timeout=120,
-        )  # fmt: skip
-        _REAL.append((json.loads(out.stdout), request))
+        # The report is read whole before the folder goes: nothing is left in /tmp.
+        with tempfile.TemporaryDirectory(prefix="envguard-doc-") as tmp:
+            base = Path(tmp)
+            repo = make_git_repo(base / "proj", {"train.py": "print('train')\n"})
+            (repo / "train.py").write_text("print('patched')\n")  # dirty: a diff hash
+            cache = base / "inductor"
+            (cache / "fx").mkdir(parents=True)
+            (cache / "fx" / "kernel.py").write_text("x = 1\n")
+            request = CaptureRequest(
+                python=sys.executable,
+                name="doc",
+                cwd=repo,
+                repos=(repo,),
+                files=(str(repo / "train.py"),),
+                caches=(("inductor", str(cache)),),
+                default_caches=False,
+                metrics={"tok_s": 21500, "loss": 1.25, "run": "a"},
+                note="good run",
+                command=("envguard", "snapshot"),
+            )
+            args = probe_args(request, [repo])
+            out = subprocess.run(
+                [sys.executable, "-I", "-S", "-"],
+                input=probe_payload(args),
+                capture_output=True, text=True, check=True, timeout=120,
+            )  # fmt: skip
+            _REAL.append((json.loads(out.stdout), request))
     report, request = _REAL[0]
     return json.loads(json.dumps(report)), request
 
