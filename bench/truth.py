@@ -82,14 +82,22 @@ print(time.perf_counter() - start, time.process_time() - cpu)
 """
 
 
-def quick_paths(report: dict[str, object]) -> list[str]:
-    """The files the quick check lstats: each RECORD's rows of files that run."""
+def quick_paths(report: dict[str, object], python: str) -> tuple[list[str], list[str]]:
+    """The files the quick check lstats: each RECORD's rows of files that run, and the
+    bytecode of ``python``'s tag in the ``__pycache__`` of every folder those rows name
+    that RECORD does not hash (loaded.py compares each with its source: one lstat each
+    when its folder is unchanged)."""
     import csv
 
     from envguard.probe.payload import local_package
 
+    tag = subprocess.run(
+        [python, "-I", "-S", "-c", "import sys; print(sys.implementation.cache_tag)"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
     runs = local_package().installed.runs
     out: list[str] = []
+    pycs: list[str] = []
     packages = report["packages"]
     assert isinstance(packages, list)
     for dist in packages:
@@ -100,13 +108,23 @@ def quick_paths(report: dict[str, object]) -> list[str]:
             text = record.read_bytes().decode("utf-8", "surrogateescape")
         except OSError:
             continue
-        rows = csv.reader(text.splitlines())
-        out += [
-            dist["location"] + "/" + row[0]
-            for row in rows
-            if len(row) == 3 and row[2] and runs(row[0]) and not row[0].startswith("../")
-        ]
-    return out
+        rows = [r for r in csv.reader(text.splitlines()) if len(r) == 3 and r[2]]
+        hashed = {r[0] for r in rows}
+        files = [r[0] for r in rows if runs(r[0]) and not r[0].startswith("../")]
+        out += [dist["location"] + "/" + f for f in files]
+        for folder in sorted({f.rpartition("/")[0] for f in files}):
+            cache = Path(dist["location"], folder, "__pycache__")
+            lead = folder + "/" if folder else ""
+            try:
+                names = sorted(n for n in os.listdir(cache) if f".{tag}." in n)
+            except OSError:
+                continue
+            pycs += [
+                f"{cache}/{n}"
+                for n in names
+                if n.endswith(".pyc") and f"{lead}__pycache__/{n}" not in hashed
+            ]
+    return out, sorted(set(pycs))
 
 
 def run_floor(python: str, paths: list[str]) -> tuple[float, float]:
@@ -159,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     for mode in modes:  # warm the distribution cache, and say what each mode found
         report = run_probe(python, mode)[2]
         print(f"{mode}: {summary(report)}")
-    paths = quick_paths(report)
+    records, pycs = quick_paths(report, python)
+    paths = records + pycs
     floor: list[tuple[float, float]] = []
     for _ in range(args.repeats):
         for mode in modes:
@@ -171,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     lstat_wall = statistics.median(f[0] for f in floor)
     lstat_cpu = statistics.median(f[1] for f in floor)
     print(f"\nprobe of {python}, {args.repeats} runs each, medians")
-    print(f"floor: a bare os.lstat loop over the {len(paths)} files quick looks at: "
+    print(f"floor: a bare os.lstat loop over the {len(paths)} files quick looks at "
+          f"({len(records)} RECORD rows, {len(pycs)} pycs compared with their source): "
           f"{lstat_wall * 1e3:.1f} ms wall, {lstat_cpu * 1e3:.1f} ms CPU")  # fmt: skip
     print(f"load average before: {os.getloadavg()[0]:.1f}")
     print(

@@ -67,6 +67,25 @@ def make_venv(path: Path) -> Path:
     return path / "bin" / "python"
 
 
+def probe_report(venv: Path, env: Mapping[str, str], **args: Any) -> dict[str, Any]:
+    """The probe's raw report of ``venv`` as snapshot sends it (no default caches), its
+    distribution-cache records kept however new the files are (the venvs here are seconds
+    old), unless ``args`` say otherwise."""
+    from envguard.probe.payload import probe_payload
+
+    proc = subprocess.run(
+        [str(venv / "bin" / "python"), "-I", "-S", "-"],
+        input=probe_payload({"default_caches": False, "cache_quiet_seconds": 0, **args}),
+        capture_output=True,
+        text=True,
+        env=dict(env),
+        timeout=120,
+        check=True,
+    )
+    report: dict[str, Any] = json.loads(proc.stdout)
+    return report
+
+
 def uv_install(venv: Path, wheelhouse: Path, *reqs: str, extra: Iterable[str] = ()) -> None:
     """Install offline from ``wheelhouse`` into ``venv`` with uv."""
     run(

@@ -157,10 +157,8 @@ def test_rpath_and_torchs_preload_win_over_ld_library_path(gpu_site: Path) -> No
 @needs_gcc
 def test_an_unchanged_library_is_not_read_again_and_a_rewritten_one_is(tmp_path: Path) -> None:
     import json
-    import subprocess
 
-    from envguard.probe.payload import probe_payload
-    from factories import make_venv
+    from factories import make_venv, probe_report
 
     venv = tmp_path / "venv"
     make_venv(venv)
@@ -170,16 +168,7 @@ def test_an_unchanged_library_is_not_read_again_and_a_rewritten_one_is(tmp_path:
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
 
     def probe() -> dict[str, Any]:
-        proc = subprocess.run(
-            [str(venv / "bin" / "python"), "-I", "-S", "-"],
-            input=probe_payload({"default_caches": False, "cache_quiet_seconds": 0}),
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
-            check=True,
-        )
-        (found,) = json.loads(proc.stdout)["libraries"]
+        (found,) = probe_report(venv, env)["libraries"]
         return dict(found)
 
     assert probe()["embedded_version"] == "2.30.7+cuda13.3"

@@ -12,6 +12,11 @@ Two kinds of entries, both keyed by ``os.stat`` results, never by content:
   difference, and the folder is read again.
 - **fingerprints**: RECORD's fingerprint under RECORD's own stamp, for a folder that changed
   around an unchanged RECORD (REQUESTED added, say): hashing RECORD is the costly part.
+- **bytecode folders**: a ``__pycache__`` folder whose every pyc Python would load was found
+  its source's (loaded.py), under the folder's own stamp: its pyc names, and one digest of
+  the stamps of every pyc and source in it. Adding, removing or renaming a pyc changes the
+  folder's stamp; rewriting one in place changes the digest. One entry a folder, where one
+  a pyc made the file 25 times larger (a 135-distribution venv: 5.2 MB, 50 ms to load).
 - **libraries**: what a GPU library's ELF headers and read-only data say (libs.py), under
   the library file's own stamp: searching a 250 MB libnccl for its version is the costly
   part.
@@ -54,6 +59,7 @@ _MAX_ENTRIES = 20000  # per venv and kind
 _MAX_SHARDS = 256
 QUIET_SECONDS = 60.0
 _FINGERPRINT = re.compile(r"[0-9a-f]{64}\Z")
+_DIGEST = re.compile(r"[0-9a-f]{32}\Z")
 # The files of a .dist-info a distribution's record is read from.
 READ_FROM = ("METADATA", "INSTALLER", "direct_url.json", "RECORD")
 # A record as read_distribution() builds it (before scan_packages marks it shadowed).
@@ -153,6 +159,18 @@ def _valid_dist(entry: Any) -> bool:
     )
 
 
+def _pycdir(value: Any) -> bool:
+    """A bytecode folder's entry as keep_pyc_folder writes it (names are checked again by
+    their reader, loaded.py)."""
+    return (
+        type(value) is list
+        and len(value) == 2
+        and type(value[0]) is str
+        and type(value[1]) is str
+        and _DIGEST.match(value[1]) is not None
+    )
+
+
 class DistCache:
     """One venv's cached records: ``dist``/``fingerprint`` before reading, ``keep_dist``/
     ``keep_fingerprint`` after, ``save`` once the venv was scanned."""
@@ -188,6 +206,9 @@ class DistCache:
         self.files_checked = False
         self.libs: Dict[str, Dict[str, Any]] = {}
         self.used_libs: Dict[str, Dict[str, Any]] = {}
+        # __pycache__ folders found clean (loaded.py): [pyc names, digest of their stamps].
+        self.pycdirs: Dict[str, List[str]] = {}
+        self.used_pycdirs: Dict[str, List[str]] = {}
         if folder is None or not (_ours(folder) and _ours(os.path.dirname(folder))):
             return  # a folder someone else could fill (or a symlink): no cache
         # Named by a checksum of the venv's site folders (zlib: hashlib is slow to load, and
@@ -226,6 +247,9 @@ class DistCache:
                 and len(v) == 3
                 and all(type(part) is str for part in v)
             }
+        pycdirs = data.get("pycdirs")
+        if type(pycdirs) is dict:
+            self.pycdirs = {k: v for k, v in pycdirs.items() if type(k) is str and _pycdir(v)}
         libs = data.get("libs")
         if type(libs) is dict:
             self.libs = {
@@ -293,13 +317,30 @@ class DistCache:
         if ctime_ns < self.settled_ns:
             self.used_verified[key] = 1
 
+    def pyc_folder(self, key: str) -> Optional[List[str]]:
+        """[pyc names joined by newlines, digest] of a ``__pycache__`` folder found clean
+        under this stamp (``key``), or None."""
+        self.files_checked = True
+        found = self.pycdirs.get(key)
+        if found is not None:
+            self.used_pycdirs[key] = found
+        return found
+
+    def keep_pyc_folder(self, key: str, names: str, digest: str, newest_ns: int) -> None:
+        self.files_checked = True
+        if newest_ns < self.settled_ns:
+            self.used_pycdirs[key] = [names, digest]
+
     def checked(self) -> Dict[str, Any]:
         """What the installed-files check used and learned, as plain JSON (it runs in a
-        forked child: see installed.Checking): new rows in full, held ones by key."""
+        forked child: see installed.Checking): new rows and folders in full, held ones by
+        key."""
         return {
             "rows": {k: v for k, v in self.used_rows.items() if self.rows.get(k) != v},
             "held": [k for k, v in self.used_rows.items() if self.rows.get(k) == v],
             "verified": list(self.used_verified),
+            "pycdirs": {k: v for k, v in self.used_pycdirs.items() if self.pycdirs.get(k) != v},
+            "held_pycdirs": [k for k, v in self.used_pycdirs.items() if self.pycdirs.get(k) == v],
         }
 
     def take_checked(self, found: Dict[str, Any]) -> None:
@@ -318,6 +359,15 @@ class DistCache:
             self.used_rows.update((k, self.rows[k]) for k in held if k in self.rows)
         if type(verified) is list:
             self.used_verified.update((k, 1) for k in verified if type(k) is str)
+        pycdirs, held_pycdirs = found.get("pycdirs"), found.get("held_pycdirs")
+        if type(pycdirs) is dict:
+            self.used_pycdirs.update(
+                (k, v) for k, v in pycdirs.items() if type(k) is str and _pycdir(v)
+            )
+        if type(held_pycdirs) is list:
+            self.used_pycdirs.update(
+                (k, self.pycdirs[k]) for k in held_pycdirs if type(k) is str and k in self.pycdirs
+            )
         self.files_checked = True
 
     def lib(self, path: str, stamp: Optional[str]) -> Optional[Dict[str, Any]]:
@@ -341,11 +391,13 @@ class DistCache:
         """Write this venv's entries when they changed; never fails."""
         if not self.files_checked:  # nothing learned about them: kept as they were
             self.used_rows, self.used_verified = self.rows, self.verified
+            self.used_pycdirs = self.pycdirs
         if self.path is None or (
             self.used_fingerprints == self.fingerprints
             and self.used_dists == self.dists
             and self.used_rows == self.rows
             and self.used_verified == self.verified
+            and self.used_pycdirs == self.pycdirs
             and self.used_libs == self.libs
         ):
             return  # nothing new learned
@@ -355,6 +407,7 @@ class DistCache:
             "dists": dict(list(self.used_dists.items())[:_MAX_ENTRIES]),
             "rows": dict(list(self.used_rows.items())[:_MAX_ENTRIES]),
             "verified": dict(list(self.used_verified.items())[:_MAX_ENTRIES]),
+            "pycdirs": dict(list(self.used_pycdirs.items())[:_MAX_ENTRIES]),
             "libs": dict(list(self.used_libs.items())[:_MAX_ENTRIES]),
         }
         folder = os.path.dirname(self.path)

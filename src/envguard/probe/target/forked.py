@@ -31,18 +31,33 @@ ANSWER_CAP = 256 << 20
 REAP_SECONDS = 1.0
 
 
+# The kernel's count of runnable threads right now (the 4th field, "running/all").
+LOADAVG = "/proc/loadavg"
+
+
 def spare_core() -> bool:
-    """Whether a core is idle enough for a child to run beside the probe: a 1-minute load
-    average under the cores this process may use, less one (its own). On a shared machine
-    at full load a second process only adds fork's costs."""
+    """Whether a core is idle now for a child to run beside the probe: fewer threads
+    runnable this instant (this one among them) than the cores this process may use. The
+    1-minute load average would count the runs that came just before (a benchmark's, a
+    fleet's), and refuse a core that is idle; where the count cannot be read, that average
+    less one (this process's own) is the rule. On a machine at full load a second process
+    only adds fork's costs."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
+    if cores < 2:
+        return False
+    try:
+        with open(LOADAVG, "rb") as fh:
+            running = int(fh.read(256).split()[3].split(b"/")[0])
+        return running < cores
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):
-        return cores > 1
+        return True
     return load < cores - 1
 
 

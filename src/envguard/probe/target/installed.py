@@ -227,6 +227,8 @@ class _Site:
         self.folders: Dict[str, Optional[int]] = {}  # folder -> its mtime_ns; None: not safe
         self.folder_stamps: Dict[str, str] = {}  # folder -> its inode, mtime_ns and ctime_ns
         self.record_stamps: Dict[int, str] = {}  # dist index -> RECORD's mtime_ns and ctime_ns
+        # path -> its lstat, as the check took it (loaded.py stamps the sources with it)
+        self.stat_of: Dict[str, os.stat_result] = {}
         self.linked = False  # some folder is a symlink (or no folder)
         self.cache: Optional[DistCache] = None
 
@@ -264,7 +266,9 @@ def check_installed(
             )
             check_scripts(site.site, site.scripts.get(index, []), result, _same_bytes, budget.take)
         bytecode.by_dist, bytecode.top = {}, []
-        check_bytecode(site.site, site.folders, site.owner, site.cache, deep, bytecode, deadline)
+        check_bytecode(
+            site.site, site.folders, site.owner, site.cache, deep, bytecode, deadline, site.stat_of
+        )
         for index, paths in bytecode.by_dist.items():
             packages[index]["on_disk"]["added"].extend(paths)
         _added(site, packages)
@@ -523,6 +527,8 @@ def _check_dist(
                 stats.append(None)
                 if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
                     missing.append(row[0])
+    if len(stats) == len(rows) and None not in stats:
+        site.stat_of.update(zip(map(_FIRST, rows), stats))  # type: ignore[arg-type]
     if not deep and _as_installed(stats, rows, unpacked, changed):
         stats = []  # the common case: no file to look at again
     suspects = [

@@ -17,7 +17,12 @@ A pyc RECORD lists with a hash is checked against RECORD like every other file (
 the pycs it compiles with none, uv lists none: those are compared with their source).
 The verdict for an unchanged pyc and source (inode, size, mtime and ctime of both; no ctime
 for a source with several links) is kept in the distribution cache, so a venv is compiled
-once, not at each probe (docs/benchmarks.md has the cost).
+once, not at each probe (docs/benchmarks.md has the cost). Once every pyc of a
+``__pycache__`` folder was found its source's, the folder's verdict replaces theirs: its
+pyc names under the folder's own stamp (adding, removing or renaming a pyc changes it), and
+one digest of the stamps of those pycs and their sources (rewriting one in place changes
+it). An unchanged folder then costs one ``lstat`` a pyc, no listing and no Python work a
+file; the stamps of the sources are the ones the RECORD check took (installed.py).
 """
 
 # ruff: noqa: UP006, UP035, UP045, B905
@@ -29,6 +34,7 @@ import re
 import stat
 import sys
 import time
+from operator import attrgetter, mul
 
 from .reading import RECORD_CAP, read_bytes
 
@@ -60,6 +66,14 @@ _SCRIPT = re.compile(
     r'^\.\./\.\./\.\./bin/([^\\/",\r\n\x00]+),([a-z0-9]+=[^,\r\n]*),([0-9]+)\r?$', re.M
 )
 _FLAGS_KNOWN = 0b11
+# What a folder's digest is made of, read at C speed: each pyc's ctime (a write in place,
+# a chmod, a new link: any change to it moves it, and it cannot be put back; a pyc added,
+# removed or renamed changes the folder's own stamp), and each source's inode, size, mtime
+# and, when it has one link, ctime (uv links sources from its cache: every venv linked to
+# one moves its ctime; Python compares a pyc's header with the source's mtime and size).
+_INO, _SIZE, _NLINK = attrgetter("st_ino"), attrgetter("st_size"), attrgetter("st_nlink")
+_CTIME, _MTIME = attrgetter("st_ctime_ns"), attrgetter("st_mtime_ns")
+_ONE = (1).__eq__
 
 
 class Bytecode:
@@ -80,12 +94,14 @@ def check_bytecode(
     deep: bool,
     found: Bytecode,
     deadline: List[float],
+    stats_of: Optional[Dict[str, os.stat_result]] = None,
 ) -> None:
     """Every ``__pycache__`` of the folders RECORD rows name (and of the top of ``site``):
     the pycs of this interpreter that Python would load, compared with their sources, the
     most recently changed first (a planted file is among them; ctime cannot be put back).
     ``folders``: folder -> mtime_ns, None below a symlink (not read). ``deadline``: one
-    float shared by all sites (quick: a time; deep: -1, none)."""
+    float shared by all sites (quick: a time; deep: -1, none). ``stats_of``: the lstat of
+    files the RECORD check took, by path (relative to ``site``)."""
     tag = getattr(sys.implementation, "cache_tag", None)
     if not tag:
         return  # this interpreter writes and loads no bytecode
@@ -100,23 +116,32 @@ def check_bytecode(
     if "" in folder_owner:
         names.append("")
     pending: List[_Pending] = []
+    clean: Dict[str, Tuple[str, str, str, int]] = {}  # folder -> what keeps its verdict
     for folder in sorted(set(names)):
-        for rel, source, verdict in _candidates(site, folder, owner, tag, cache, pending):
+        found_here, kept = _candidates(site, folder, owner, tag, cache, pending, stats_of)
+        for rel, source, verdict in found_here:
             if not verdict:
                 _found(found, rel, owner.get(source), folder_owner, folder)
+        if kept is not None and all(verdict for _, _, verdict in found_here):
+            clean[folder] = kept
     pending.sort(key=lambda p: -p.ctime_ns)
     with warnings.catch_warnings():  # compile() warns on stderr about the target's sources
         warnings.simplefilter("ignore")
         for item in pending:
             if deadline[0] >= 0 and time.monotonic() > deadline[0]:
                 found.unchecked += 1
+                clean.pop(item.folder, None)
                 continue
             same = _compiled_same(item, cache)
+            if not same:
+                clean.pop(item.folder, None)
             if same is None:
                 found.unchecked += 1
             elif not same:
-                folder = item.rel.rpartition("/__pycache__/")[0]
-                _found(found, item.rel, owner.get(item.source_rel), folder_owner, folder)
+                _found(found, item.rel, owner.get(item.source_rel), folder_owner, item.folder)
+    if cache is not None:
+        for key, names_text, digest, newest in clean.values():
+            cache.keep_pyc_folder(key, names_text, digest, newest)
 
 
 def in_cache_dir(folder: str) -> bool:
@@ -129,6 +154,7 @@ class _Pending:
     def __init__(self, rel: str, source_rel: str, site: str, opt: int, key: str) -> None:
         self.rel, self.source_rel, self.opt, self.key = rel, source_rel, opt, key
         self.full, self.source = site + "/" + rel, site + "/" + source_rel
+        self.folder = rel.rpartition("/__pycache__/")[0]
         self.ctime_ns = self.settled = 0
 
 
@@ -139,36 +165,121 @@ def _candidates(
     tag: str,
     cache: Optional[DistCache],
     pending: List[_Pending],
-) -> List[Tuple[str, str, bool]]:
+    stats_of: Optional[Dict[str, os.stat_result]],
+) -> Tuple[List[Tuple[str, str, bool]], Optional[Tuple[str, str, str, int]]]:
     """(pyc, its source, verdict) told without compiling (a link is drift); the pycs that
-    need a compile are added to ``pending``."""
+    need a compile are added to ``pending``. With it, what keeps the folder's verdict once
+    every pyc in it is found its source's: (key, names, digest, newest change), or None.
+    A folder whose verdict was kept and whose digest is unchanged gives nothing."""
     lead = folder + "/" if folder else ""
     where = site + "/" + lead + "__pycache__"
     try:
         st = os.lstat(where)
     except OSError:
-        return []
+        return [], None
     if stat.S_ISLNK(st.st_mode):  # Python follows it: what it leads to is loaded, unread here
-        return [(lead + "__pycache__", lead + "__init__.py", False)]
+        return [(lead + "__pycache__", lead + "__init__.py", False)], None
     if not stat.S_ISDIR(st.st_mode):
-        return []
-    try:
-        entries = sorted(os.listdir(where))[:MAX_ENTRIES]
-    except OSError:
-        return []
-    out = []
+        return [], None
+    key = "%s\0%d,%d,%d" % (where, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+    held = cache.pyc_folder(key) if cache is not None else None
+    if held is not None and "/" not in held[0]:
+        # The folder's entries are as they were: its pycs of this interpreter are these.
+        names = held[0].split("\n") if held[0] else []
+        rels = [lead + "__pycache__/" + name for name in names]
+        if owner.keys().isdisjoint(rels):
+            sources = [lead + name[: name.index(".")] + ".py" for name in names]
+            stamped = _stamps(site, rels, sources, stats_of or {})
+            if stamped is not None and stamped[0] == held[1]:
+                return [], None  # every pyc and source as when all were found the same
+        entries = names
+    else:
+        try:
+            entries = sorted(os.listdir(where))[:MAX_ENTRIES]
+        except OSError:
+            return [], None
+    names, todo = [], []
     for name in entries:
         match = _PYC.match(name)
         if match is None or match.group(2) != tag:
             continue  # another interpreter's, or no module's
+        names.append(name)
         rel = lead + "__pycache__/" + name
         if rel in owner:
             continue  # RECORD lists it with a hash: checked against RECORD
-        source = lead + match.group(1) + ".py"
-        verdict = _screen(site, rel, source, int(match.group(3) or 0), cache, pending)
+        todo.append((rel, lead + match.group(1) + ".py", int(match.group(3) or 0)))
+    out = []
+    for rel, source, opt in todo:
+        verdict = _screen(site, rel, source, opt, cache, pending)
         if verdict is not None:
             out.append((rel, source, verdict))
-    return out
+    if len(todo) != len(names):
+        return out, None  # a pyc RECORD lists: its folder is looked at every time
+    stamped = _stamps(site, [t[0] for t in todo], [t[1] for t in todo], stats_of or {}, newest=True)
+    if stamped is None:
+        return out, None
+    return out, (key, "\n".join(names), stamped[0], stamped[1])
+
+
+def _stamps(
+    site: str,
+    rels: List[str],
+    sources: List[str],
+    stats_of: Dict[str, os.stat_result],
+    newest: bool = False,
+) -> Optional[Tuple[str, int]]:
+    """One digest of the stamps of the pycs at ``rels`` and of their ``sources`` (a missing
+    source counts as zeros: such a pyc is never loaded), and (``newest``) the newest change
+    among them; None when a pyc cannot be stat'ed."""
+    base = site + "/"
+    try:
+        pycs = list(map(os.lstat, map(base.__add__, rels)))
+    except OSError:
+        return None
+    found = list(map(stats_of.get, sources))
+    if None in found:
+        for i, st in enumerate(found):
+            if st is None:
+                try:
+                    found[i] = os.lstat(base + sources[i])
+                except OSError:
+                    found[i] = _NO_SOURCE
+    from array import array
+
+    try:
+        values = array("q", map(_CTIME, pycs))
+        for field in (_INO, _SIZE, _MTIME):
+            values.extend(map(field, found))
+        values.extend(map(mul, map(_CTIME, found), map(_ONE, map(_NLINK, found))))
+    except OverflowError:  # an inode or a time past 63 bits: no folder verdict
+        return None
+    text = "\n".join(rels).encode("utf-8", "surrogateescape")
+    digest = _blake2b(values.tobytes() + b"\0" + text, digest_size=16).hexdigest()
+    if not newest:
+        return digest, 0
+    latest = max(
+        max(map(_CTIME, pycs), default=0),
+        max(map(_MTIME, found), default=0),
+        max(map(mul, map(_CTIME, found), map(_ONE, map(_NLINK, found))), default=0),
+    )
+    return digest, latest
+
+
+class _NoSource:
+    """The stamp of a source that is not there."""
+
+    st_ino = st_size = st_mtime_ns = st_ctime_ns = st_nlink = 0
+
+
+_NO_SOURCE: Any = _NoSource()
+
+
+def _blake2b(data: bytes, digest_size: int) -> Any:
+    try:
+        from _blake2 import blake2b  # hashlib loads OpenSSL first: ~7 ms at every probe
+    except ImportError:
+        from hashlib import blake2b
+    return blake2b(data, digest_size=digest_size)
 
 
 def _screen(

@@ -1,0 +1,190 @@
+"""A ``__pycache__`` folder found clean is kept as one verdict (its pyc names under the
+folder's stamp, one digest of its pycs' and sources' stamps), not one a pyc: the cache of a
+135-distribution venv was 5.2 MB of them, read at every probe. An unchanged folder then
+costs an lstat a pyc; any change to a pyc in it (rewritten in place, added, made a link) or
+to a kept entry is looked at afresh, and a planted pyc is named as before."""
+
+from __future__ import annotations
+
+import json
+import os
+import py_compile
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from envguard.testing import make_wheel
+from factories import make_venv, probe_report, uv_install
+
+TAG = sys.implementation.cache_tag
+BODY = "def forward(x):\n    return x * {n}\n"
+
+
+def probe(venv: Path, env: dict[str, str]) -> dict[str, Any]:
+    """The report of a quick probe whose verdicts are kept however new the files are."""
+    return probe_report(venv, env)
+
+
+def added(report: dict[str, Any]) -> list[str]:
+    (dist,) = [p for p in report["packages"] if p["name"] == "modeling"]
+    result: list[str] = dist["on_disk"]["added"]
+    return result
+
+
+def cached(env: dict[str, str]) -> dict[str, Any]:
+    (shard,) = (Path(env["XDG_CACHE_HOME"]) / "envguard" / "dists-v3").glob("*.json")
+    data: dict[str, Any] = json.loads(shard.read_text())
+    return data
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+
+
+@pytest.fixture
+def venv(tmp_path: Path) -> Path:
+    """modeling 1.0 with five modules, byte-compiled as Python writes its bytecode."""
+    wh = tmp_path / "wh"
+    files = {"modeling/__init__.py": ""}
+    files.update({f"modeling/m{i}.py": BODY.format(n=i) for i in range(5)})
+    make_wheel(wh, "modeling", "1.0", files=files)
+    venv = tmp_path / "venv"
+    make_venv(venv)
+    uv_install(venv, wh, "modeling==1.0")
+    subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "compileall", "-q", str(pkg(venv))],
+        check=True,
+        timeout=120,
+    )
+    return venv
+
+
+def pkg(venv: Path) -> Path:
+    return next((venv / "lib").glob("python*/site-packages")) / "modeling"
+
+
+def planted(venv: Path, module: str, n: int) -> bytes:
+    """Bytecode of ``BODY`` with ``n`` whose header matches ``module``'s real source: Python
+    loads it instead of the source."""
+    source = pkg(venv) / f"{module}.py"
+    fake = source.parent / "fake_module.py"
+    fake.write_text(BODY.format(n=n))
+    out = source.parent / "fake.pyc"
+    py_compile.compile(str(fake), cfile=str(out), dfile=str(source), doraise=True)
+    fake.unlink()
+    data = bytearray(out.read_bytes())
+    out.unlink()
+    st = source.stat()
+    data[8:12] = (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+    data[12:16] = (st.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+    return bytes(data)
+
+
+def warm(venv: Path, env: dict[str, str]) -> None:
+    """Two probes: the first compares every pyc with its source, the second holds the
+    folder's verdict alone."""
+    assert added(probe(venv, env)) == []
+    assert added(probe(venv, env)) == []
+
+
+def test_a_clean_folder_is_kept_as_one_verdict_not_one_a_pyc(
+    venv: Path, env: dict[str, str]
+) -> None:
+    warm(venv, env)
+    data = cached(env)
+    folders = [k for k in data["pycdirs"] if k.startswith(str(pkg(venv) / "__pycache__"))]
+    assert len(folders) == 1
+    names = data["pycdirs"][folders[0]][0].split("\n")
+    assert sorted(names) == sorted(
+        f"{m}.{TAG}.pyc" for m in ["__init__", *[f"m{i}" for i in range(5)]]
+    )
+    assert not [k for k in data["verified"] if k.startswith("pyc\0")]  # none a pyc
+
+
+def test_a_pyc_rewritten_in_place_in_a_kept_folder_is_named(
+    venv: Path, env: dict[str, str]
+) -> None:
+    warm(venv, env)
+    pyc = pkg(venv) / "__pycache__" / f"m3.{TAG}.pyc"
+    inode, folder = pyc.stat().st_ino, (pyc.parent).stat().st_mtime_ns
+    with open(pyc, "r+b") as fh:  # the same file: the folder's stamp does not move
+        fh.write(planted(venv, "m3", 7))
+        fh.truncate()
+    assert pyc.stat().st_ino == inode and pyc.parent.stat().st_mtime_ns == folder
+    assert added(probe(venv, env)) == [f"modeling/__pycache__/m3.{TAG}.pyc"]
+    assert added(probe(venv, env)) == [f"modeling/__pycache__/m3.{TAG}.pyc"]  # not kept clean
+
+
+def test_a_pyc_added_or_made_a_link_in_a_kept_folder_is_named(
+    venv: Path, env: dict[str, str]
+) -> None:
+    warm(venv, env)
+    cache = pkg(venv) / "__pycache__"
+    (cache / f"m1.{TAG}.pyc").unlink()
+    (cache / f"m1.{TAG}.pyc").write_bytes(planted(venv, "m1", 9))
+    assert added(probe(venv, env)) == [f"modeling/__pycache__/m1.{TAG}.pyc"]
+    (cache / f"m1.{TAG}.pyc").unlink()
+    (cache / f"m1.{TAG}.pyc").symlink_to(cache / f"m2.{TAG}.pyc")
+    assert added(probe(venv, env)) == [f"modeling/__pycache__/m1.{TAG}.pyc"]
+
+
+def test_a_source_edited_under_a_kept_folder_is_compared_again(
+    venv: Path, env: dict[str, str]
+) -> None:
+    """The source changes and a pyc matching its new header but not its code is put in
+    place of the old one: the source's new stamp is not the kept one."""
+    warm(venv, env)
+    source = pkg(venv) / "m4.py"
+    source.write_text(BODY.format(n=44))
+    pyc = pkg(venv) / "__pycache__" / f"m4.{TAG}.pyc"
+    with open(pyc, "r+b") as fh:
+        fh.write(planted(venv, "m4", 45))
+        fh.truncate()
+    assert f"modeling/__pycache__/m4.{TAG}.pyc" in added(probe(venv, env))
+
+
+def test_a_kept_folder_entry_naming_a_path_out_is_not_followed(
+    venv: Path, env: dict[str, str]
+) -> None:
+    """A cache edited to list ``../`` names under the folder's real stamp: those names are
+    never stat'ed as that folder's pycs; the folder is listed afresh and a planted pyc found."""
+    warm(venv, env)
+    data = cached(env)
+    (shard,) = (Path(env["XDG_CACHE_HOME"]) / "envguard" / "dists-v3").glob("*.json")
+    for key, value in data["pycdirs"].items():
+        if key.startswith(str(pkg(venv) / "__pycache__")):
+            value[0] = f"../../../../etc/passwd.{TAG}.pyc"
+    shard.write_text(json.dumps(data))
+    pyc = pkg(venv) / "__pycache__" / f"m0.{TAG}.pyc"
+    with open(pyc, "r+b") as fh:
+        fh.write(planted(venv, "m0", 5))
+        fh.truncate()
+    assert added(probe(venv, env)) == [f"modeling/__pycache__/m0.{TAG}.pyc"]
+
+
+@pytest.mark.parametrize(
+    ("loadavg", "cores", "spare"),
+    [
+        (b"7.90 7.80 7.70 1/300 4242\n", 2, True),  # a busy last minute, idle now
+        (b"0.10 0.20 0.30 2/300 4242\n", 2, False),  # this one and another run now
+        (b"0.10 0.20 0.30 3/300 4242\n", 4, True),
+        (b"0.10 0.20 0.30 1/300 4242\n", 1, False),  # one core: never a child
+    ],
+)
+def test_a_core_is_spare_by_what_runs_now_not_by_the_last_minute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loadavg: bytes, cores: int, spare: bool
+) -> None:
+    """The check's child runs beside the probe when a core is idle this instant: a
+    benchmark's or a fleet's earlier runs left a 1-minute load of 1 on an idle 2-core
+    machine, and the child was never started."""
+    from envguard.probe.payload import local_package
+
+    forked = local_package().forked
+    (tmp_path / "loadavg").write_bytes(loadavg)
+    monkeypatch.setattr(forked, "LOADAVG", str(tmp_path / "loadavg"))
+    monkeypatch.setattr(forked.os, "sched_getaffinity", lambda pid: set(range(cores)))
+    assert forked.spare_core() is spare
