@@ -1,31 +1,41 @@
-"""The installed-files check run beside the probe (installed.check_installed is what it
-checks): in a forked child when a core is free, else in a thread the probe waits on, by a
-deadline either way."""
+"""The installed-files check run beside the probe (installed.py is what it checks): shared
+between a forked child and the probe itself when a core is free, else in a thread the probe
+waits on, by a deadline either way."""
 
 # ruff: noqa: UP006, UP035, UP045, B905
 # (B905: zip(strict=) is 3.10+; the target runs 3.8)
 from __future__ import annotations
 
+import os
+import struct
+
 from .forked import Forked, spare_core
-from .installed import check_installed
+from .installed import check_installed, finish, prepare, work
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional, Tuple
+    from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
     from .distcache import DistCache
+    from .installed import Plan
 
 # Seconds the check may take beside the probe (a slow or network file system): then a note.
 CHECK_SECONDS = 60.0
+# Units a shared queue holds: 4 bytes each, all written before the fork into one pipe,
+# whose buffer (64 KiB on Linux) must take them without blocking.
+MAX_QUEUED = 8192
 
 
 class Checking:
-    """check_installed() beside the probe. With a core to spare (see forked.spare_core), in
-    a forked child started once the distributions are read, while the probe reads the rest;
-    else (a busy machine, no fork) in a thread started when the result is asked for, while
-    the probe's own thread only waits (a thread beside the probe's Python work would wait
-    for the GIL after every lstat). Either way, ``timeout`` seconds at most: then a note,
-    and the check's answer is not waited for. ``mode`` "off": nothing is checked."""
+    """check_installed() beside the probe. With a core to spare (see forked.spare_core), the
+    check is prepared here (every RECORD read), then its units (one distribution each, with
+    the bytecode of its folders) are taken from one queue by a forked child, started at
+    once, and by this process once the probe's own work is done: both cores work on it,
+    and neither waits for the other while units are left. Else (a busy machine, no fork) it
+    runs in a thread started when the result is asked for, while the probe's own thread
+    only waits (a thread beside the probe's Python work would wait for the GIL after every
+    lstat). Either way, ``timeout`` seconds at most: then a note, and the check's answer
+    is not waited for. ``mode`` "off": nothing is checked."""
 
     def __init__(
         self,
@@ -35,41 +45,61 @@ class Checking:
         timeout: float = CHECK_SECONDS,
         fork: Optional[bool] = None,
     ) -> None:
+        import time
+
         self.packages = packages
         self.mode = mode
         self.cache = cache
         self.timeout = timeout
+        self.deadline = time.monotonic() + timeout
         self.child: Optional[Forked] = None
+        self.plan: Optional[Plan] = None
+        self.queue = -1
+        self.warnings: List[str] = []
         for dist in packages:  # set here: the probe reads these dicts meanwhile
             dist["on_disk"] = None
-        if mode in ("quick", "deep") and (spare_core() if fork is None else fork):
-            self.child = Forked(lambda: self._work(packages))
+        if mode not in ("quick", "deep") or not (spare_core() if fork is None else fork):
+            return
+        plan = prepare([dict(dist) for dist in packages], mode, self.warnings, cache)
+        if not 1 < len(plan.units) <= MAX_QUEUED:
+            return  # one unit: nothing to share; too many for the queue: a thread
+        read_fd, write_fd = os.pipe()
+        try:
+            os.write(write_fd, struct.pack("<%dI" % len(plan.units), *range(len(plan.units))))
+        finally:
+            os.close(write_fd)  # the queue ends where its units do
+        self.plan, self.queue = plan, read_fd
+        child = Forked(lambda: self._share(plan, read_fd))
+        if child.started:
+            self.child = child
+        else:
+            os.close(read_fd)
+            self.plan, self.queue = None, -1
 
-    def _work(self, packages: List[Dict[str, Any]]) -> Dict[str, Any]:
-        """The check of ``packages``, as plain JSON."""
-        warnings: List[str] = []
-        found = check_installed(packages, self.mode, warnings, self.cache)
-        return {
-            "on_disk": [dist["on_disk"] for dist in packages],
-            "found": found,
-            "warnings": warnings,
-            "cache": self.cache.checked() if self.cache is not None else None,
-        }
+    def _share(self, plan: Plan, queue: int) -> Dict[str, Any]:
+        """One share of the check, as plain JSON: the units taken from ``queue``, and what
+        the cache learned from them."""
+        answer = work(plan, _taken(queue))
+        answer["cache"] = self.cache.checked() if self.cache is not None else None
+        return answer
 
     def result(self, warnings: List[str]) -> Dict[str, Any]:
         """{"clashes", "unowned"} once the check ended; its warnings added to ``warnings``."""
         if self.mode not in ("quick", "deep"):
             return {"clashes": None, "unowned": None}
-        if self.child is not None and self.child.started:
-            answer = self.child.result(self.timeout)
-            failed = self.child.failed
+        if self.child is not None and self.plan is not None:
+            answer, failed = self._shared(self.plan, self.child)
         else:
             answer, failed = self._in_thread()
         if answer is None:
+            if failed is not None and failed.startswith("took over "):
+                failed = "took over %gs" % self.timeout  # not what was left of it
             warnings.append(
                 "installed files were not checked against RECORD: the check %s (a slow or "
                 "network file system?)" % failed
             )
+            for dist in self.packages:
+                dist["on_disk"] = None
             return {"clashes": None, "unowned": None}
         for dist, on_disk in zip(self.packages, answer["on_disk"]):
             dist["on_disk"] = on_disk
@@ -79,29 +109,91 @@ class Checking:
         found: Dict[str, Any] = answer["found"]
         return found
 
+    def _shared(self, plan: Plan, child: Forked) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
+        """This process's share (the units the child left), then the child's answer, put
+        together; None with the reason when either overran or failed."""
+        queue, self.queue = self.queue, -1
+        try:
+            own, failed = _bounded(lambda: work(plan, _taken(queue)), self._left())
+        finally:
+            os.close(queue)
+        if own is None:
+            child.result(0.0)  # killed: the check as a whole gave no answer
+            if self.cache is not None:
+                self.cache.abandon()
+            return None, failed
+        theirs = child.result(self._left())
+        if theirs is None:
+            return None, child.failed
+        if self.cache is not None and theirs.get("cache") is not None:
+            self.cache.take_checked(theirs["cache"])
+        copies = [dict(dist) for dist in self.packages]
+        found = finish(plan, copies, [own, theirs], self.warnings)
+        return {
+            "on_disk": [dist["on_disk"] for dist in copies],
+            "found": found,
+            "warnings": self.warnings,
+            "cache": None,
+        }, None
+
+    def _left(self) -> float:
+        import time
+
+        return max(0.0, self.deadline - time.monotonic())
+
+    def _work(self, packages: List[Dict[str, Any]]) -> Dict[str, Any]:
+        """The whole check of ``packages`` in one share, as plain JSON."""
+        warnings: List[str] = []
+        found = check_installed(packages, self.mode, warnings, self.cache)
+        return {
+            "on_disk": [dist["on_disk"] for dist in packages],
+            "found": found,
+            "warnings": warnings,
+            "cache": self.cache.checked() if self.cache is not None else None,
+        }
+
     def _in_thread(self) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
         """The check in a daemon thread, on copies of the records, waited for ``timeout``
         seconds: one stuck in a system call is left behind, and the distribution cache it
         still fills is not written (see DistCache.abandon)."""
-        import threading
-
-        done: List[Any] = []
         copies = [dict(dist) for dist in self.packages]
+        answer, failed = _bounded(lambda: self._work(copies), self.timeout)
+        if answer is None and self.cache is not None:
+            self.cache.abandon()
+        return answer, failed
 
-        def run() -> None:
-            try:
-                done.append(self._work(copies))
-            except Exception as exc:
-                done.append("%s: %s" % (type(exc).__name__, exc))
 
-        thread = threading.Thread(target=run, name="envguard-installed", daemon=True)
-        thread.start()
-        thread.join(self.timeout)
-        if not done:
-            if self.cache is not None:
-                self.cache.abandon()
-            return None, "took over %gs" % self.timeout
-        if isinstance(done[0], str):
-            return None, done[0]
-        answer: Dict[str, Any] = done[0]
-        return answer, None
+def _taken(queue: int) -> Iterator[int]:
+    """The units read one at a time from the shared queue (a read of 4 bytes from a pipe
+    is whole: no other reader gets part of it) until it is empty."""
+    while True:
+        data = os.read(queue, 4)
+        if len(data) < 4:
+            return
+        yield struct.unpack("<I", data)[0]
+
+
+def _bounded(
+    run: Callable[[], Dict[str, Any]], timeout: float
+) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
+    """``run()`` in a daemon thread, waited for ``timeout`` seconds: its value, or None with
+    why (it took longer, or failed)."""
+    import threading
+
+    done: List[Any] = []
+
+    def target() -> None:
+        try:
+            done.append(run())
+        except Exception as exc:
+            done.append("%s: %s" % (type(exc).__name__, exc))
+
+    thread = threading.Thread(target=target, name="envguard-installed", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not done:
+        return None, "took over %gs" % timeout
+    if isinstance(done[0], str):
+        return None, done[0]
+    answer: Dict[str, Any] = done[0]
+    return answer, None

@@ -45,18 +45,19 @@ from .loaded import (
     PYC_CAP,
     QUICK_COMPILE_SECONDS,
     Bytecode,
+    BytecodeScan,
+    bytecode_folders,
     capped,
-    check_bytecode,
     check_scripts,
     in_cache_dir,
     script_rows,
-    unowned_startup,
+    unowned_files,
 )
 from .reading import RECORD_CAP, UNSAFE_CHARS, read_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional, Set, Tuple
+    from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
     from .distcache import DistCache
 
@@ -233,6 +234,23 @@ class _Site:
         self.cache: Optional[DistCache] = None
 
 
+class Plan:
+    """What every share of the check reads (prepare()): each site's RECORD rows, owners,
+    folders and clashes, and the units of work: one distribution each, with the folders
+    whose bytecode is its to look at."""
+
+    def __init__(self, deep: bool) -> None:
+        self.deep = deep
+        self.sites: Dict[str, _Site] = {}
+        self.lost: Dict[str, Dict[int, Dict[str, str]]] = {}  # site -> dist -> lost paths
+        self.units: List[Tuple[str, int]] = []  # (site, dist index)
+        self.folders: Dict[int, List[str]] = {}  # dist index -> the bytecode folders it looks at
+        self.clashes: List[Dict[str, Any]] = []
+        self.clashing: List[str] = []
+        # one float shared by all sites and shares: quick, a time; deep, -1 (none)
+        self.deadline = [-1.0 if deep else time.monotonic() + QUICK_COMPILE_SECONDS]
+
+
 def check_installed(
     packages: List[Dict[str, Any]],
     mode: str,
@@ -240,58 +258,124 @@ def check_installed(
     cache: Optional[DistCache] = None,
 ) -> Dict[str, Any]:
     """Fill ``on_disk`` of each distribution with a RECORD; the clashes and unowned files.
-    ``mode``: "quick" or "deep". ``cache``: the rows of unchanged RECORDs (quick)."""
+    ``mode``: "quick" or "deep". ``cache``: the rows of unchanged RECORDs (quick). In one
+    share; checking.Checking splits the units between two processes."""
+    plan = prepare(packages, mode, warnings, cache)
+    return finish(plan, packages, [work(plan, range(len(plan.units)))], warnings)
+
+
+def prepare(
+    packages: List[Dict[str, Any]],
+    mode: str,
+    warnings: List[str],
+    cache: Optional[DistCache] = None,
+) -> Plan:
+    """Every RECORD read, every folder stat'ed, the clashes settled: what the shares of the
+    check need before any of them starts."""
     deep = mode == "deep"
-    sites: Dict[str, _Site] = {}
+    plan = Plan(deep)
     for index, dist in enumerate(packages):
         dist["on_disk"] = None
         if dist["metadata_dir"].endswith(".dist-info"):
-            site = sites.get(dist["location"])
+            site = plan.sites.get(dist["location"])
             if site is None:
-                site = sites[dist["location"]] = _Site(dist["location"])
+                site = plan.sites[dist["location"]] = _Site(dist["location"])
                 site.cache = cache
             _read_record(site, index, dist, deep, warnings, None if deep else cache)
-    clashes: List[Dict[str, Any]] = []
-    unowned: List[str] = []
     budget = _Budget(deep)
-    deadline = [-1.0 if deep else time.monotonic() + QUICK_COMPILE_SECONDS]
-    bytecode = Bytecode()
-    clashing: List[str] = []
-    for site in sites.values():
+    for name, site in plan.sites.items():
         _check_folders(site, warnings)
-        lost = _clashes(site, packages, clashes, clashing, budget)
-        for index, rows in site.rows.items():
-            result = packages[index]["on_disk"] = _check_dist(
-                site, index, rows, lost.get(index, {}), deep, budget
-            )
-            check_scripts(site.site, site.scripts.get(index, []), result, _same_bytes, budget.take)
-        bytecode.by_dist, bytecode.top = {}, []
-        check_bytecode(
-            site.site, site.folders, site.owner, site.cache, deep, bytecode, deadline, site.stat_of
+        plan.lost[name] = _clashes(site, packages, plan.clashes, plan.clashing, budget)
+        first: Optional[int] = None
+        for index in site.rows:
+            plan.units.append((name, index))
+            plan.folders[index] = []
+            first = index if first is None else first
+        if first is None:
+            continue
+        # a folder is looked at by the first distribution naming a file in it (its sources
+        # were stat'ed in the same share), else by the site's first
+        holder: Dict[str, int] = {}
+        for index in site.rows:
+            for folder in site.dirs[index]:
+                holder.setdefault(folder, index)
+        for folder in bytecode_folders(site.folders, site.owner):
+            plan.folders[holder.get(folder, first)].append(folder)
+    return plan
+
+
+def work(plan: Plan, units: Iterable[int]) -> Dict[str, Any]:
+    """One share of the check: the units numbered ``units`` (taken as they come: another
+    share may take the rest), and the bytecode of their folders compared with its
+    sources. Plain JSON, for a share done in a forked child."""
+    budget = _Budget(plan.deep)
+    scans: Dict[str, BytecodeScan] = {}
+    results = []
+    for unit in units:
+        name, index = plan.units[unit]
+        site = plan.sites[name]
+        result = _check_dist(
+            site, index, site.rows[index], plan.lost[name].get(index, {}), plan.deep, budget
         )
-        for index, paths in bytecode.by_dist.items():
-            packages[index]["on_disk"]["added"].extend(paths)
+        check_scripts(site.site, site.scripts.get(index, []), result, _same_bytes, budget.take)
+        results.append([index, result])
+        scan = scans.get(name)
+        if scan is None:
+            scan = scans[name] = BytecodeScan(site.site, site.owner, site.cache, site.stat_of)
+        scan.scan(plan.folders[index])
+    bytecode = []
+    unchecked = 0
+    for name, scan in scans.items():
+        found = Bytecode()
+        scan.finish(found, plan.deadline)
+        unchecked += found.unchecked
+        bytecode.append([name, sorted(found.by_dist.items()), found.top])
+    return {
+        "on_disk": results,
+        "bytecode": bytecode,
+        "unchecked": unchecked,
+        "skipped": budget.skipped,
+    }
+
+
+def finish(
+    plan: Plan, packages: List[Dict[str, Any]], shares: List[Dict[str, Any]], warnings: List[str]
+) -> Dict[str, Any]:
+    """The shares' answers put together, then what needs them all: files added to the
+    distributions' folders, the top of site-packages, the warnings."""
+    tops: Dict[str, List[str]] = {}
+    unchecked = skipped = 0
+    for share in shares:
+        for index, result in share["on_disk"]:
+            packages[index]["on_disk"] = result
+        for name, by_dist, top in share["bytecode"]:
+            for index, paths in by_dist:
+                packages[index]["on_disk"]["added"].extend(paths)
+            tops.setdefault(name, []).extend(top)
+        unchecked += share["unchecked"]
+        skipped += share["skipped"]
+    unowned: List[str] = []
+    for name, site in plan.sites.items():
         _added(site, packages)
-        unowned.extend(sorted(_unowned(site) + bytecode.top))
-    capped(warnings, clashing, "paths claimed twice (%d listed in clashes)" % MAX_CLASHES)
-    if bytecode.unchecked:
+        unowned.extend(sorted(unowned_files(site.site, site.owner) + tops.get(name, [])))
+    capped(warnings, plan.clashing, "paths claimed twice (%d listed in clashes)" % MAX_CLASHES)
+    if unchecked:
         warnings.append(
             "%d bytecode files were not compared with their source (over %d MiB, or over %gs "
-            "of compiling without --deep)"
-            % (bytecode.unchecked, PYC_CAP >> 20, QUICK_COMPILE_SECONDS)
+            "of compiling without --deep)" % (unchecked, PYC_CAP >> 20, QUICK_COMPILE_SECONDS)
         )
-    if budget.skipped:
+    if skipped:
         warnings.append(
             "%d installed files were not hashed (over %d GiB each, or over %d GiB in all "
             "without --deep); their size was checked"
-            % (budget.skipped, HASH_FILE_CAP >> 30, QUICK_HASH_BUDGET >> 30)
+            % (skipped, HASH_FILE_CAP >> 30, QUICK_HASH_BUDGET >> 30)
         )
     if len(unowned) > MAX_UNOWNED:
         warnings.append(
             "and %d more files at the top of site-packages that no RECORD claims (%d listed)"
             % (len(unowned) - MAX_UNOWNED, MAX_UNOWNED)
         )
-    return {"clashes": clashes[:MAX_CLASHES], "unowned": unowned[:MAX_UNOWNED]}
+    return {"clashes": plan.clashes[:MAX_CLASHES], "unowned": unowned[:MAX_UNOWNED]}
 
 
 def _read_record(
@@ -662,84 +746,3 @@ def _cap(result: Dict[str, Any]) -> None:
         more += max(0, len(result[key]) - MAX_LISTED)
         del result[key][MAX_LISTED:]
     result["more"] = more
-
-
-def _unowned(site: _Site) -> List[str]:
-    """Files that run at the top of site-packages that no RECORD claims (but `envguard
-    protect`'s own hook, as protect writes it)."""
-    try:
-        names = sorted(os.listdir(site.site))
-    except OSError:
-        return []
-    out: List[str] = []
-    for name in names:
-        if name in site.owner or not name.endswith((".py", ".pth", ".so")):
-            continue
-        if _is_protect_hook(site.site + "/" + name, name):
-            continue
-        try:
-            if stat.S_ISREG(os.lstat(site.site + "/" + name).st_mode):
-                out.append(name)
-        except OSError:
-            continue
-    return out + unowned_startup(site.site, names, site.owner)
-
-
-# `envguard protect`'s hook as it writes it (guard/hook.py with its two lines filled in):
-# no RECORD claims it, and it is no stray while it is exactly that. A test keeps these
-# equal to what protect writes.
-PROTECT_PTH = "_envguard_protect.pth"
-PROTECT_HOOK = "_envguard_protect.py"
-PROTECT_PTH_TEXT = b"import _envguard_protect\n"
-PROTECT_HOOK_SHA256 = "8cc5a6ee29ff8df14c7ff315549a11cf39816fff857a3dd52eb09060589a1a69"
-# The hooks earlier envguards wrote (a venv protected then is no stray's until protected
-# again): before the guard's depth marker; before the hook watched pip's Command; before
-# it let a dry run through.
-PROTECT_HOOK_EARLIER = (
-    "50112ff90f1083120fc6dbc06b31037f5914047d3712ac51c64130241bd68768",
-    "2e91cfe02bf533317d3e7d53f52385afc0c8de185d60b8f9b4f39e8efb5f631c",
-    "a97a32a2c09dcda6e1ea99df85f3975882c5bf6591b1ec16fa2279ea72781429",
-)
-# The lines protect fills in (with a literal each), as guard/hook.py holds them.
-_HOOK_LINES = (
-    (b"VENV = ", b'VENV = ""\n'),
-    (b"ENVGUARD = ", b'ENVGUARD = ["python3", "-m", "envguard"]\n'),
-)
-
-
-def _is_protect_hook(path: str, name: str) -> bool:
-    """``path`` is protect's .pth line or its hook, as protect writes them: whatever else
-    is in them (code in the filled-in lines too) makes them strays."""
-    import hashlib
-
-    if name not in (PROTECT_PTH, PROTECT_HOOK):
-        return False
-    try:
-        data = read_bytes(path, 1 << 16)
-    except OSError:
-        return False
-    if name == PROTECT_PTH:
-        return data == PROTECT_PTH_TEXT
-    lines = data.splitlines(True)
-    for lead, template in _HOOK_LINES:
-        at = next((n for n, line in enumerate(lines) if line.startswith(lead)), None)
-        if at is None or not _literal(lines[at][len(lead) :], lead == b"VENV = "):
-            return False
-        lines[at] = template
-    return hashlib.sha256(b"".join(lines)).hexdigest() in (
-        PROTECT_HOOK_SHA256,
-        *PROTECT_HOOK_EARLIER,
-    )
-
-
-def _literal(text: bytes, one: bool) -> bool:
-    """``text`` is one line holding a string literal (``one``) or a list of them."""
-    import ast
-
-    try:
-        value = ast.literal_eval(text.decode("utf-8").strip())
-    except (ValueError, SyntaxError, UnicodeDecodeError, MemoryError, RecursionError):
-        return False
-    if one:
-        return isinstance(value, str)
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)

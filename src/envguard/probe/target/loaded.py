@@ -86,6 +86,83 @@ class Bytecode:
         self.unchecked = 0  # over a cap or the time budget
 
 
+def bytecode_folders(folders: Dict[str, Optional[int]], owner: Dict[str, int]) -> List[str]:
+    """The folders whose ``__pycache__`` check_bytecode looks at: each real folder the
+    RECORD rows name (``folders``: folder -> mtime_ns, None below a symlink: not read), and
+    the top of site-packages when a RECORD names a file there."""
+    names = {f for f, mtime in folders.items() if mtime is not None and not in_cache_dir(f)}
+    if "" in names or any("/" not in path for path in owner):
+        names.add("")
+    return sorted(names)
+
+
+class BytecodeScan:
+    """The pycs of this interpreter Python would load from the ``__pycache__`` of the
+    folders given to ``scan()``, compared with their sources by ``finish()``, the most
+    recently changed first (a planted file is among them; ctime cannot be put back).
+    ``stats_of``: the lstat of files the RECORD check took, by path (relative to ``site``)."""
+
+    def __init__(
+        self,
+        site: str,
+        owner: Dict[str, int],
+        cache: Optional[DistCache],
+        stats_of: Optional[Dict[str, os.stat_result]] = None,
+    ) -> None:
+        self.site, self.owner, self.cache, self.stats_of = site, owner, cache, stats_of or {}
+        self.tag = getattr(sys.implementation, "cache_tag", None)  # None: no bytecode at all
+        self.pending: List[_Pending] = []
+        self.early: List[Tuple[str, str, str]] = []  # (pyc, source, folder) told uncompiled
+        self.clean: Dict[str, Tuple[str, str, str, int]] = {}  # what keeps a folder's verdict
+
+    def scan(self, folders: List[str]) -> None:
+        if not self.tag:
+            return
+        for folder in folders:
+            found_here, kept = _candidates(
+                self.site, folder, self.owner, self.tag, self.cache, self.pending, self.stats_of
+            )
+            for rel, source, verdict in found_here:
+                if not verdict:
+                    self.early.append((rel, source, folder))
+            if kept is not None and all(verdict for _, _, verdict in found_here):
+                self.clean[folder] = kept
+
+    def finish(self, found: Bytecode, deadline: List[float]) -> None:
+        """Compile what is pending (until ``deadline``: one float shared by all sites;
+        quick: a time; deep: -1, none), name every drift in ``found``, keep the verdicts
+        of the folders found clean."""
+        import warnings
+
+        owner, clean = self.owner, self.clean
+        # Folders that hold a module RECORD lists, by owner: a pyc of an unowned source there
+        # belongs to whoever owns the folder (made only when there is drift to name).
+        folder_owner: Dict[str, int] = {}
+        if self.early or self.pending:
+            for path, index in owner.items():
+                folder_owner.setdefault(path.rpartition("/")[0], index)
+        for rel, source, folder in self.early:
+            _found(found, rel, owner.get(source), folder_owner, folder)
+        self.pending.sort(key=lambda p: -p.ctime_ns)
+        with warnings.catch_warnings():  # compile() warns on stderr about the target's sources
+            warnings.simplefilter("ignore")
+            for item in self.pending:
+                if deadline[0] >= 0 and time.monotonic() > deadline[0]:
+                    found.unchecked += 1
+                    clean.pop(item.folder, None)
+                    continue
+                same = _compiled_same(item, self.cache)
+                if not same:
+                    clean.pop(item.folder, None)
+                if same is None:
+                    found.unchecked += 1
+                elif not same:
+                    _found(found, item.rel, owner.get(item.source_rel), folder_owner, item.folder)
+        if self.cache is not None:
+            for key, names_text, digest, newest in clean.values():
+                self.cache.keep_pyc_folder(key, names_text, digest, newest)
+
+
 def check_bytecode(
     site: str,
     folders: Dict[str, Optional[int]],
@@ -96,52 +173,11 @@ def check_bytecode(
     deadline: List[float],
     stats_of: Optional[Dict[str, os.stat_result]] = None,
 ) -> None:
-    """Every ``__pycache__`` of the folders RECORD rows name (and of the top of ``site``):
-    the pycs of this interpreter that Python would load, compared with their sources, the
-    most recently changed first (a planted file is among them; ctime cannot be put back).
-    ``folders``: folder -> mtime_ns, None below a symlink (not read). ``deadline``: one
-    float shared by all sites (quick: a time; deep: -1, none). ``stats_of``: the lstat of
-    files the RECORD check took, by path (relative to ``site``)."""
-    tag = getattr(sys.implementation, "cache_tag", None)
-    if not tag:
-        return  # this interpreter writes and loads no bytecode
-    import warnings
-
-    # Folders that hold a module RECORD lists, by owner: a pyc of an unowned source there
-    # belongs to whoever owns the folder.
-    folder_owner: Dict[str, int] = {}
-    for path, index in owner.items():
-        folder_owner.setdefault(path.rpartition("/")[0], index)
-    names = [f for f, mtime in folders.items() if mtime is not None and not in_cache_dir(f)]
-    if "" in folder_owner:
-        names.append("")
-    pending: List[_Pending] = []
-    clean: Dict[str, Tuple[str, str, str, int]] = {}  # folder -> what keeps its verdict
-    for folder in sorted(set(names)):
-        found_here, kept = _candidates(site, folder, owner, tag, cache, pending, stats_of)
-        for rel, source, verdict in found_here:
-            if not verdict:
-                _found(found, rel, owner.get(source), folder_owner, folder)
-        if kept is not None and all(verdict for _, _, verdict in found_here):
-            clean[folder] = kept
-    pending.sort(key=lambda p: -p.ctime_ns)
-    with warnings.catch_warnings():  # compile() warns on stderr about the target's sources
-        warnings.simplefilter("ignore")
-        for item in pending:
-            if deadline[0] >= 0 and time.monotonic() > deadline[0]:
-                found.unchecked += 1
-                clean.pop(item.folder, None)
-                continue
-            same = _compiled_same(item, cache)
-            if not same:
-                clean.pop(item.folder, None)
-            if same is None:
-                found.unchecked += 1
-            elif not same:
-                _found(found, item.rel, owner.get(item.source_rel), folder_owner, item.folder)
-    if cache is not None:
-        for key, names_text, digest, newest in clean.values():
-            cache.keep_pyc_folder(key, names_text, digest, newest)
+    """Every ``__pycache__`` of the folders RECORD rows name (and of the top of ``site``),
+    in one scan (see BytecodeScan)."""
+    scan = BytecodeScan(site, owner, cache, stats_of)
+    scan.scan(bytecode_folders(folders, owner))
+    scan.finish(found, deadline)
 
 
 def in_cache_dir(folder: str) -> bool:
@@ -586,3 +622,84 @@ def capped(warnings: List[str], lines: List[str], what: str) -> None:
     warnings.extend(lines[:MAX_WARNED])
     if len(lines) > MAX_WARNED:
         warnings.append("and %d more %s" % (len(lines) - MAX_WARNED, what))
+
+
+def unowned_files(site: str, owner: Dict[str, int]) -> List[str]:
+    """Files that run at the top of ``site`` that no RECORD claims (but `envguard protect`'s
+    own hook, as protect writes it)."""
+    try:
+        names = sorted(os.listdir(site))
+    except OSError:
+        return []
+    out: List[str] = []
+    for name in names:
+        if name in owner or not name.endswith((".py", ".pth", ".so")):
+            continue
+        if _is_protect_hook(site + "/" + name, name):
+            continue
+        try:
+            if stat.S_ISREG(os.lstat(site + "/" + name).st_mode):
+                out.append(name)
+        except OSError:
+            continue
+    return out + unowned_startup(site, names, owner)
+
+
+# `envguard protect`'s hook as it writes it (guard/hook.py with its two lines filled in):
+# no RECORD claims it, and it is no stray while it is exactly that. A test keeps these
+# equal to what protect writes.
+PROTECT_PTH = "_envguard_protect.pth"
+PROTECT_HOOK = "_envguard_protect.py"
+PROTECT_PTH_TEXT = b"import _envguard_protect\n"
+PROTECT_HOOK_SHA256 = "8cc5a6ee29ff8df14c7ff315549a11cf39816fff857a3dd52eb09060589a1a69"
+# The hooks earlier envguards wrote (a venv protected then is no stray's until protected
+# again): before the guard's depth marker; before the hook watched pip's Command; before
+# it let a dry run through.
+PROTECT_HOOK_EARLIER = (
+    "50112ff90f1083120fc6dbc06b31037f5914047d3712ac51c64130241bd68768",
+    "2e91cfe02bf533317d3e7d53f52385afc0c8de185d60b8f9b4f39e8efb5f631c",
+    "a97a32a2c09dcda6e1ea99df85f3975882c5bf6591b1ec16fa2279ea72781429",
+)
+# The lines protect fills in (with a literal each), as guard/hook.py holds them.
+_HOOK_LINES = (
+    (b"VENV = ", b'VENV = ""\n'),
+    (b"ENVGUARD = ", b'ENVGUARD = ["python3", "-m", "envguard"]\n'),
+)
+
+
+def _is_protect_hook(path: str, name: str) -> bool:
+    """``path`` is protect's .pth line or its hook, as protect writes them: whatever else
+    is in them (code in the filled-in lines too) makes them strays."""
+    import hashlib
+
+    if name not in (PROTECT_PTH, PROTECT_HOOK):
+        return False
+    try:
+        data = read_bytes(path, 1 << 16)
+    except OSError:
+        return False
+    if name == PROTECT_PTH:
+        return data == PROTECT_PTH_TEXT
+    lines = data.splitlines(True)
+    for lead, template in _HOOK_LINES:
+        at = next((n for n, line in enumerate(lines) if line.startswith(lead)), None)
+        if at is None or not _literal(lines[at][len(lead) :], lead == b"VENV = "):
+            return False
+        lines[at] = template
+    return hashlib.sha256(b"".join(lines)).hexdigest() in (
+        PROTECT_HOOK_SHA256,
+        *PROTECT_HOOK_EARLIER,
+    )
+
+
+def _literal(text: bytes, one: bool) -> bool:
+    """``text`` is one line holding a string literal (``one``) or a list of them."""
+    import ast
+
+    try:
+        value = ast.literal_eval(text.decode("utf-8").strip())
+    except (ValueError, SyntaxError, UnicodeDecodeError, MemoryError, RecursionError):
+        return False
+    if one:
+        return isinstance(value, str)
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)

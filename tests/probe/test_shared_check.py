@@ -1,0 +1,115 @@
+"""The installed-files check shared between a forked child and the probe (issue 33: use both
+cores): the units (one distribution each, with its folders' bytecode) go to whichever
+process asks first, and the answer put together is the one-process check's, drift for
+drift; a share that overruns gives the same note as ever and leaves no process."""
+
+from __future__ import annotations
+
+import json
+import os
+import py_compile
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from envguard.probe.payload import local_package
+from envguard.testing import install_many
+from factories import make_dist_info, make_venv
+
+TAG = sys.implementation.cache_tag
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    """A venv of 15 distributions (300 modules, byte-compiled) with one of each drift: a
+    file appended to, one removed, a planted pyc, a file added to a package's folder, a
+    stray .pth at the top."""
+    make_venv(tmp_path / "venv")
+    site = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
+    install_many(site, files=300, per_dist=20)
+    subprocess.run(
+        [str(tmp_path / "venv" / "bin" / "python"), "-m", "compileall", "-q", str(site)],
+        check=True,
+        timeout=120,
+    )
+    with open(site / "gen00002" / "m000" / "mod41.py", "a") as fh:
+        fh.write("EVIL = 1\n")
+    (site / "gen00005" / "m000" / "mod100.py").unlink()
+    source = site / "gen00009" / "m000" / "mod181.py"
+    fake = tmp_path / "fake.py"
+    fake.write_text("VALUE = 'planted'\n")
+    pyc = source.parent / "__pycache__" / f"mod181.{TAG}.pyc"
+    py_compile.compile(str(fake), cfile=str(pyc), dfile=str(source), doraise=True)
+    data = bytearray(pyc.read_bytes())
+    st = source.stat()
+    data[8:16] = (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little") + st.st_size.to_bytes(
+        4, "little"
+    )
+    pyc.write_bytes(bytes(data))
+    (site / "gen00011" / "m000" / "stray.py").write_text("import os\n")
+    (site / "zz_evil.pth").write_text("import os\n")
+    return site
+
+
+def _check(site: Path, tmp_path: Path, fork: bool, **kwargs: Any) -> tuple[Any, ...]:
+    target = local_package()
+    cache = target.distcache.DistCache(str(tmp_path / f"c{fork}"), [str(site)], code="t", quiet=0)
+    warnings: list[str] = []
+    packages = target.dists.scan_packages([str(site)], warnings, cache)
+    checking = target.checking.Checking(packages, "quick", cache, fork=fork, **kwargs)
+    assert (checking.child is not None) is fork
+    found = checking.result(warnings)
+    on_disk = {p["name"]: p["on_disk"] for p in packages}
+    return on_disk, found, warnings, checking
+
+
+def test_the_shared_check_finds_what_one_process_finds(site: Path, tmp_path: Path) -> None:
+    shared = _check(site, tmp_path, fork=True)
+    alone = _check(site, tmp_path, fork=False)
+    assert shared[:3] == alone[:3]
+    on_disk, found, _, _ = shared
+    assert on_disk["gen00002"]["modified"] == ["gen00002/m000/mod41.py"]
+    assert on_disk["gen00005"]["missing"] == ["gen00005/m000/mod100.py"]
+    assert on_disk["gen00009"]["added"] == [f"gen00009/m000/__pycache__/mod181.{TAG}.pyc"]
+    assert on_disk["gen00011"]["added"] == ["gen00011/m000/stray.py"]
+    assert found["unowned"] == ["zz_evil.pth"]
+    assert sum(d["checked"] for n, d in on_disk.items() if n.startswith("gen")) == 300
+
+
+def test_a_shared_check_past_its_deadline_is_a_note_and_leaves_no_child(
+    tmp_path: Path,
+) -> None:
+    """Two distributions of sparse 3.9 GiB files the quick check hashes: the deadline holds
+    for both shares, and the child is gone once the answer is given up."""
+    make_venv(tmp_path / "venv")
+    site = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
+    for name in ("slow1", "slow2"):
+        blob = site / name / "a.so"
+        blob.parent.mkdir()
+        with blob.open("wb") as out:
+            out.truncate(31 << 27)
+        make_dist_info(site, name, "1.0", record=f"{name}/a.so,sha256=AAAA,{31 << 27}\n")
+        later = time.time() + 5
+        os.utime(blob, (later, later))
+    start = time.monotonic()
+    on_disk, found, warnings, checking = _check(site, tmp_path, fork=True, timeout=0.5)
+    assert time.monotonic() - start < 10
+    assert found == {"clashes": None, "unowned": None}
+    assert all(v is None for v in on_disk.values())
+    assert any("the check took over 0.5s" in w for w in warnings), warnings
+    with pytest.raises(ChildProcessError):
+        os.waitpid(checking.child.pid, os.WNOHANG)  # reaped: nothing left running
+
+
+def test_the_shared_check_keeps_what_both_shares_learned(site: Path, tmp_path: Path) -> None:
+    """The folders found clean by either share are kept: a second check reads no
+    ``__pycache__`` folder's verdict afresh."""
+    _check(site, tmp_path, fork=True)[3].cache.save()
+    (shard,) = (tmp_path / "cTrue").glob("*.json")
+    kept = json.loads(shard.read_text())["pycdirs"]
+    # every package folder but the one holding the planted pyc
+    assert len(kept) == 15 - 1
