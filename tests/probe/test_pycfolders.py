@@ -167,18 +167,25 @@ def test_a_kept_folder_entry_naming_a_path_out_is_not_followed(
 
 
 @pytest.mark.parametrize(
-    ("loadavg", "cores", "spare"),
+    ("loadavg", "cores", "parent", "spare"),
     [
-        (b"7.90 7.80 7.70 1/300 4242\n", 2, True),  # a busy last minute, idle now
-        (b"0.10 0.20 0.30 2/300 4242\n", 2, False),  # this one and another run now
-        (b"0.10 0.20 0.30 3/300 4242\n", 4, True),
-        (b"0.10 0.20 0.30 1/300 4242\n", 1, False),  # one core: never a child
+        (b"7.90 7.80 7.70 1/300 4242\n", 2, 0, True),  # a busy last minute, idle now
+        (b"0.10 0.20 0.30 2/300 4242\n", 2, 0, False),  # this one and another run now
+        (b"0.10 0.20 0.30 2/300 4242\n", 2, 1, True),  # the other is envguard, soon waiting
+        (b"0.10 0.20 0.30 3/300 4242\n", 4, 0, True),
+        (b"0.10 0.20 0.30 1/300 4242\n", 1, 0, False),  # one core: never a child
     ],
 )
 def test_a_core_is_spare_by_what_runs_now_not_by_the_last_minute(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loadavg: bytes, cores: int, spare: bool
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    loadavg: bytes,
+    cores: int,
+    parent: int,
+    spare: bool,
 ) -> None:
-    """The check's child runs beside the probe when a core is idle this instant: a
+    """The check's child runs beside the probe when a core is idle this instant, or will be
+    once envguard, which started the probe, is done importing its command line: a
     benchmark's or a fleet's earlier runs left a 1-minute load of 1 on an idle 2-core
     machine, and the child was never started."""
     from envguard.probe.payload import local_package
@@ -187,4 +194,20 @@ def test_a_core_is_spare_by_what_runs_now_not_by_the_last_minute(
     (tmp_path / "loadavg").write_bytes(loadavg)
     monkeypatch.setattr(forked, "LOADAVG", str(tmp_path / "loadavg"))
     monkeypatch.setattr(forked.os, "sched_getaffinity", lambda pid: set(range(cores)))
+    monkeypatch.setattr(forked, "_parent_running", lambda: parent)
     assert forked.spare_core() is spare
+
+
+def test_the_parent_is_seen_running_or_waiting() -> None:
+    """The probe's parent as the kernel says it is: a child this test waits for sees it
+    sleeping, not running."""
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        from envguard.probe.payload import local_package
+        print(local_package().forked._parent_running())
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "0"  # this test waits in communicate(): not running

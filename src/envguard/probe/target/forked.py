@@ -37,7 +37,9 @@ LOADAVG = "/proc/loadavg"
 
 def spare_core() -> bool:
     """Whether a core is idle now for a child to run beside the probe: fewer threads
-    runnable this instant (this one among them) than the cores this process may use. The
+    runnable this instant (this one among them; not the process that started the probe,
+    which only waits for its answer once its own start-up is done: envguard imports its
+    command line while the probe runs) than the cores this process may use. The
     1-minute load average would count the runs that came just before (a benchmark's, a
     fleet's), and refuse a core that is idle; where the count cannot be read, that average
     less one (this process's own) is the rule. On a machine at full load a second process
@@ -51,7 +53,7 @@ def spare_core() -> bool:
     try:
         with open(LOADAVG, "rb") as fh:
             running = int(fh.read(256).split()[3].split(b"/")[0])
-        return running < cores
+        return running - _parent_running() < cores
     except (OSError, ValueError, IndexError):
         pass
     try:
@@ -59,6 +61,16 @@ def spare_core() -> bool:
     except (AttributeError, OSError):
         return True
     return load < cores - 1
+
+
+def _parent_running() -> int:
+    """1 when the process that started this one is runnable now, else 0."""
+    try:
+        with open("/proc/%d/stat" % os.getppid(), "rb") as fh:
+            state = fh.read(4096).rpartition(b")")[2].split()[0]
+    except (OSError, IndexError):
+        return 0
+    return 1 if state == b"R" else 0
 
 
 class Forked:
