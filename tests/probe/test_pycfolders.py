@@ -166,6 +166,33 @@ def test_a_kept_folder_entry_naming_a_path_out_is_not_followed(
     assert added(probe(venv, env)) == [f"modeling/__pycache__/m0.{TAG}.pyc"]
 
 
+@pytest.mark.parametrize("same_meaning", [True, False])
+def test_an_upgrade_keeps_the_folder_verdicts_not_the_records(
+    venv: Path, env: dict[str, str], same_meaning: bool
+) -> None:
+    """A cache another envguard wrote (an upgrade: another code) gives its bytecode
+    verdicts, which mean the same to any envguard of its VERDICTS number: the next probe
+    compiles nothing (no pyc is kept one by one again). Its records and its "nothing added"
+    verdicts are not used; with another VERDICTS number, nothing is."""
+    warm(venv, env)
+    (shard,) = (Path(env["XDG_CACHE_HOME"]) / "envguard" / "dists-v3").glob("*.json")
+    data = cached(env)
+    folders = dict(data["pycdirs"])
+    data["code"] = "0" * 32
+    data["verdicts"] = data["verdicts"] if same_meaning else data["verdicts"] + 1
+    data["dists"] = {
+        k: dict(v, dist=dict(v["dist"], version="6.6.6")) for k, v in data["dists"].items()
+    }
+    shard.write_text(json.dumps(data))
+    report = probe(venv, env)
+    assert added(report) == []
+    assert {p["name"]: p["version"] for p in report["packages"]}["modeling"] == "1.0"
+    after = cached(env)
+    assert bool([k for k in after["verified"] if k.startswith("pyc\0")]) is not same_meaning
+    if same_meaning:
+        assert after["pycdirs"] == folders
+
+
 @pytest.mark.parametrize(
     ("loadavg", "cores", "parent", "spare"),
     [

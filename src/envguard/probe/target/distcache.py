@@ -26,7 +26,9 @@ ago (60 by default; git's "racily clean" rule): a write through a shared mmap, o
 system with coarse timestamps, can change a file without moving its times again. Nothing
 reached through a symlink is kept (a link flipped and flipped back leaves every stamp as it
 was). Each file is tied to the probe's own code (``code``: a hash of its sources, from the
-host): another envguard's records, which may read metadata otherwise, are not used.
+host): another envguard's records, which may read metadata otherwise, are not used; only its
+verdicts that no code can read otherwise are (a file's hash, a folder's bytecode: see
+VERDICTS), so an upgrade of envguard does not hash and compile a venv afresh.
 
 The cache lives in the user's cache folder ($XDG_CACHE_HOME/envguard/dists-v3, else
 ~/.cache/envguard/...), never inside site-packages: one small JSON file per venv (named by a
@@ -58,6 +60,10 @@ _CAP = 32 << 20
 _MAX_ENTRIES = 20000  # per venv and kind
 _MAX_SHARDS = 256
 QUIET_SECONDS = 60.0
+# What the kept verdicts mean ("verified": a file of that stamp hashed to that digest;
+# "pycdirs": see loaded.py). Raise it when a change of the check could make an earlier
+# verdict wrong: every envguard of the same number takes the others' verdicts.
+VERDICTS = 1
 _FINGERPRINT = re.compile(r"[0-9a-f]{64}\Z")
 _DIGEST = re.compile(r"[0-9a-f]{32}\Z")
 # The files of a .dist-info a distribution's record is read from.
@@ -223,8 +229,17 @@ class DistCache:
             )
         except (OSError, ValueError, RecursionError):
             return  # none yet, or damaged: start afresh
-        if type(data) is not dict or data.get("code") != code:
-            return  # another envguard's (or damaged): rewritten from this run
+        if type(data) is not dict:
+            return  # damaged: rewritten from this run
+        if data.get("code") != code:
+            # Another envguard's (an upgrade): rewritten from this run, but for the verdicts
+            # that mean the same to every envguard of this VERDICTS (a file's bytes hash to
+            # RECORD's digest; a folder's pycs are what its sources compile to): keeping
+            # them spares the minutes an upgrade would spend hashing and compiling again.
+            if data.get("verdicts") == VERDICTS:
+                self._take_verdicts(data, False)
+            return
+        self._take_verdicts(data, True)
         fingerprints, dists = data.get("fingerprints"), data.get("dists")
         if type(fingerprints) is dict:
             self.fingerprints = {
@@ -234,9 +249,6 @@ class DistCache:
             }
         if type(dists) is dict:
             self.dists = {k: v for k, v in dists.items() if type(k) is str and _valid_dist(v)}
-        verified = data.get("verified")
-        if type(verified) is dict:
-            self.verified = {k: 1 for k, v in verified.items() if type(k) is str and v == 1}
         rows = data.get("rows")
         if type(rows) is dict:
             self.rows = {
@@ -247,9 +259,6 @@ class DistCache:
                 and len(v) == 3
                 and all(type(part) is str for part in v)
             }
-        pycdirs = data.get("pycdirs")
-        if type(pycdirs) is dict:
-            self.pycdirs = {k: v for k, v in pycdirs.items() if type(k) is str and _pycdir(v)}
         libs = data.get("libs")
         if type(libs) is dict:
             self.libs = {
@@ -257,6 +266,21 @@ class DistCache:
                 for k, v in libs.items()
                 if type(k) is str and type(v) is dict and type(v.get("stamp")) is str
             }
+
+    def _take_verdicts(self, data: Dict[str, Any], all_kinds: bool) -> None:
+        """The kept verdicts of ``data``; not ``all_kinds``: only those whose meaning no
+        code of the check can change (a folder's "nothing added" depends on which files
+        count as running: see installed.runs)."""
+        verified = data.get("verified")
+        if type(verified) is dict:
+            self.verified = {
+                k: 1
+                for k, v in verified.items()
+                if type(k) is str and v == 1 and (all_kinds or not k.startswith("added\0"))
+            }
+        pycdirs = data.get("pycdirs")
+        if type(pycdirs) is dict:
+            self.pycdirs = {k: v for k, v in pycdirs.items() if type(k) is str and _pycdir(v)}
 
     def dist(self, folder: str, site: str, entry: str) -> Optional[Dict[str, Any]]:
         """The record of the .dist-info ``folder`` when nothing it was read from changed
@@ -403,6 +427,7 @@ class DistCache:
             return  # nothing new learned
         kept = {
             "code": self.code,
+            "verdicts": VERDICTS,
             "fingerprints": dict(list(self.used_fingerprints.items())[:_MAX_ENTRIES]),
             "dists": dict(list(self.used_dists.items())[:_MAX_ENTRIES]),
             "rows": dict(list(self.used_rows.items())[:_MAX_ENTRIES]),
