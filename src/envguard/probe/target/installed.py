@@ -314,6 +314,7 @@ def work(plan: Plan, units: Iterable[int]) -> Dict[str, Any]:
     for unit in units:
         name, index = plan.units[unit]
         site = plan.sites[name]
+        site.stat_of.clear()  # one distribution's at a time: its folders' sources are in it
         result = _check_dist(
             site, index, site.rows[index], plan.lost[name].get(index, {}), plan.deep, budget
         )
@@ -323,6 +324,8 @@ def work(plan: Plan, units: Iterable[int]) -> Dict[str, Any]:
         if scan is None:
             scan = scans[name] = BytecodeScan(site.site, site.owner, site.cache, site.stat_of)
         scan.scan(plan.folders[index])
+    for name in scans:
+        plan.sites[name].stat_of.clear()
     bytecode = []
     unchecked = 0
     for name, scan in scans.items():
