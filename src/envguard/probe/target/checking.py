@@ -64,10 +64,17 @@ class Checking:
         if not 1 < len(plan.units) <= MAX_QUEUED:
             return  # one unit: nothing to share; too many for the queue: a thread
         read_fd, write_fd = os.pipe()
+        queued = struct.pack("<%dI" % len(plan.units), *range(len(plan.units)))
         try:
-            os.write(write_fd, struct.pack("<%dI" % len(plan.units), *range(len(plan.units))))
+            os.set_blocking(write_fd, False)  # a smaller pipe (16 KiB on macOS): no fork
+            whole = os.write(write_fd, queued) == len(queued)
+        except OSError:
+            whole = False
         finally:
             os.close(write_fd)  # the queue ends where its units do
+        if not whole:
+            os.close(read_fd)
+            return
         self.plan, self.queue = plan, read_fd
         child = Forked(lambda: self._share(plan, read_fd))
         if child.started:
@@ -113,10 +120,9 @@ class Checking:
         """This process's share (the units the child left), then the child's answer, put
         together; None with the reason when either overran or failed."""
         queue, self.queue = self.queue, -1
-        try:
-            own, failed = _bounded(lambda: work(plan, _taken(queue)), self._left())
-        finally:
-            os.close(queue)
+        own, failed = _bounded(lambda: work(plan, _taken(queue)), self._left())
+        if own is not None:
+            os.close(queue)  # (a share left running keeps it: its number is never reused)
         if own is None:
             child.result(0.0)  # killed: the check as a whole gave no answer
             if self.cache is not None:
