@@ -56,8 +56,11 @@ def _pins(pkg: Package, markers: dict[str, str]) -> Iterator[tuple[str, str]]:
     """(canonical name, the exact version) of each package ``pkg`` pins with ``==``, its
     marker true here (an extra's requirement is not installed by default: left out)."""
     for line in pkg.requires:
-        if "==" not in line:
-            continue  # most lines: no exact pin, not worth a parse
+        # Most lines pin nothing, and most that hold "==" hold it in their marker
+        # (``; extra == "test"``): not worth a parse. A marker starts at the first ";"
+        # (no name, extra or specifier holds one), so a pin is before it.
+        if "==" not in line.partition(";")[0]:
+            continue
         try:
             req = Requirement(line)
         except InvalidRequirement:
