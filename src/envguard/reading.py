@@ -148,8 +148,10 @@ def json_loads(text: str | bytes) -> Any:
 _NUMBER = r"\s*-?[0-9.]*(?:[0-9]{%d}|[eE][+-]?[0-9]{3})" % (MAX_DIGITS + 1)
 _AFTER = r"[\[:,]" + _NUMBER
 # The last text found clean: `diff` scans its snapshot's text before the probe starts, then
-# again to read it (once to choose the parser, once in json_loads).
+# again to read it (once to choose the parser, once in json_loads). A larger text (a fleet's
+# stream) is not kept alive for it.
 _CLEAN: list[str | bytes] = []
+_CLEAN_CAP = 8 << 20
 
 
 def suspect_numbers(text: str | bytes) -> bool:
@@ -163,6 +165,6 @@ def suspect_numbers(text: str | bytes) -> bool:
         found = bool(re.match(_NUMBER.encode(), text) or re.search(_AFTER.encode(), text))
     else:
         found = bool(re.match(_NUMBER, text) or re.search(_AFTER, text))
-    if not found:
+    if not found and len(text) <= _CLEAN_CAP:
         _CLEAN[:] = [text]
     return found
