@@ -171,6 +171,8 @@ def write_snapshot(tools: Tools, tv: TorchVenv, work: Path, report: Report) -> P
     """The venv's snapshot, in a snapshots/ folder, for `diff` and `rebuild`."""
     env = fixtures.bench_env(work, tools)
     snap = work / "snapshots" / "good.json"
+    warmed = fixtures.warm_probe_caches(tools.envguard, tv.venv, env=env, cwd=work)
+    report.notes.append(f"the probe's caches of the venv were warm after {warmed} snapshots")
     argv = [tools.envguard, "snapshot", "--python", str(tv.venv), "--out", str(snap)]
     fixtures.run(argv, env=env, cwd=work)
     check = subprocess.run(

@@ -64,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
             # A cache of its own per side: the probe's caches are tagged with the version
             # that wrote them, and the two sides would discard each other's at every run.
             env = {**env, "XDG_CACHE_HOME": str(Path(tmp) / f"cache-{side}")}
+            warmed = fixtures.warm_probe_caches(envguard, real.venv, env=env, cwd=repo)
+            report.log(f"{side}: the probe's caches were warm after {warmed} snapshots")
             snap = repo / f"{side}.json"
             fixtures.run(
                 [envguard, "snapshot", "--python", venv, "--out", str(snap)], env=env, cwd=repo

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from envguard.cli import app
@@ -160,3 +162,20 @@ def test_a_fleet_stream_envelope_with_a_huge_byte_count_is_a_failed_node(tmp_pat
     for source in found.sources:
         with pytest.raises(NodeFailed):
             read_document(source)
+
+
+# The scan as it was written first, one pattern: the split one must answer as it does.
+_ONE_PATTERN = r"(?:^|[\[:,])\s*-?[0-9.]*(?:[0-9]{41}|[eE][+-]?[0-9]{3})"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=' \t\n[]{}:,.-+eE0123456789"ax', max_size=120))
+def test_the_suspect_number_scan_answers_as_the_one_pattern(text: str) -> None:
+    import re
+
+    from envguard.reading import suspect_numbers
+
+    expected = re.search(_ONE_PATTERN, text) is not None
+    for _ in range(2):  # the second time from the memo of the last clean text
+        assert suspect_numbers(text) is expected
+        assert suspect_numbers(text.encode()) is expected

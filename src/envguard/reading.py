@@ -142,8 +142,16 @@ def json_loads(text: str | bytes) -> Any:
 # Where a JSON value starts, a number read_number may refuse: more than MAX_DIGITS digits,
 # or an exponent of three digits or more (1e309 is inf). Text inside a string may match too
 # (a hash's hex digits after a comma): that costs the hooks, never a wrong answer.
-_SUSPECT = r"(?:^|[\[:,])\s*-?[0-9.]*(?:[0-9]{%d}|[eE][+-]?[0-9]{3})" % (MAX_DIGITS + 1)
-_SUSPECT_BYTES = _SUSPECT.encode()
+# The text's start and a value after "[", ":" or "," are searched for apart: a pattern that
+# starts with a character class is scanned for at C speed, one that starts with "(?:^|[...])"
+# is tried at every character.
+_NUMBER = r"\s*-?[0-9.]*(?:[0-9]{%d}|[eE][+-]?[0-9]{3})" % (MAX_DIGITS + 1)
+_AFTER = r"[\[:,]" + _NUMBER
+# The last text found clean: `diff` scans its snapshot's text before the probe starts, then
+# again to read it (once to choose the parser, once in json_loads). A larger text (a fleet's
+# stream) is not kept alive for it.
+_CLEAN: list[str | bytes] = []
+_CLEAN_CAP = 8 << 20
 
 
 def suspect_numbers(text: str | bytes) -> bool:
@@ -151,6 +159,12 @@ def suspect_numbers(text: str | bytes) -> bool:
     number, such as pydantic's, must not read it first)."""
     import re
 
+    if _CLEAN and type(_CLEAN[0]) is type(text) and _CLEAN[0] == text:
+        return False
     if isinstance(text, bytes):
-        return re.search(_SUSPECT_BYTES, text) is not None
-    return re.search(_SUSPECT, text) is not None
+        found = bool(re.match(_NUMBER.encode(), text) or re.search(_AFTER.encode(), text))
+    else:
+        found = bool(re.match(_NUMBER, text) or re.search(_AFTER, text))
+    if not found and len(text) <= _CLEAN_CAP:
+        _CLEAN[:] = [text]
+    return found

@@ -97,3 +97,35 @@ def test_a_lock_check_names_a_split() -> None:
     snap = snapshot([package("torch", "2.13.0+cpu"), package("torchvision", "0.29.1")])
     drift = lock_drift(snap, {}, policy=Policy(), lock="uv.lock")
     assert [c.kind for c in drift.changes if c.section == "siblings"] == ["split"]
+
+
+def test_lines_skipped_unparsed_are_those_a_parse_finds_no_pin_in() -> None:
+    """_pins() parses only lines with "==" before their marker: it finds what parsing
+    every line finds (a URL may hold ";" and "==", a marker "==")."""
+    from packaging.requirements import Requirement
+
+    from envguard.compare.sections.siblings import _pins
+
+    lines = (
+        "a==1",
+        "b (==2)",
+        "c==3; python_version >= '3'",
+        'd==4 ; extra == ""',
+        'e>=1; extra == "test"',
+        "f @ https://example.org/f.whl;x==1",
+        "g @ https://example.org/g.whl ; python_version == '3.11'",
+        "h[x,y]===5",
+        "i>=1,==1.5",
+        "j==1.*",
+    )
+    markers = {"python_version": "3.11"}
+    found = dict(_pins(with_requires("p", "1", *lines), markers))
+    every = {}
+    for line in lines:
+        req = Requirement(line)
+        if req.marker is not None and not req.marker.evaluate({**markers, "extra": ""}):
+            continue
+        specs = list(req.specifier)
+        if len(specs) == 1 and specs[0].operator in ("==", "===") and "*" not in specs[0].version:
+            every[req.name] = specs[0].version
+    assert found == every == {"a": "1", "b": "2", "c": "3", "d": "4", "h": "5"}

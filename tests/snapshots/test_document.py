@@ -172,12 +172,17 @@ def run_envguard(argv: list[str], cwd: Path, watched: tuple[str, ...]) -> tuple[
     return proc.stdout, set(last.split()[1:])
 
 
+# The command line's modules, of which a run loads its own command's only.
+OTHERS = tuple(f"envguard.cli.{m}" for m in ("capture", "compare", "gate", "guard", "restore"))
+OTHERS += ("envguard.inuse",)
+
+
 def test_the_snapshot_command_loads_no_pydantic(tmp_path: Path) -> None:
     """`envguard snapshot` on the common path: typer, the probe and the document only."""
     out = tmp_path / "s.json"
     argv = ["snapshot", "--python", sys.executable, "--out", str(out)]
-    stdout, loaded = run_envguard(argv, tmp_path, ("pydantic", "rich"))
-    assert loaded == set()
+    stdout, loaded = run_envguard(argv, tmp_path, ("pydantic", "rich", *OTHERS))
+    assert loaded == {"envguard.cli.capture"}
     assert stdout.startswith(f"wrote {out}: Python ")
     assert store.load(out).name == "s" or store.load(out).packages
 
@@ -205,9 +210,9 @@ def test_a_diff_builds_no_validator(tmp_path: Path) -> None:
     snap = tmp_path / "good.json"
     run_envguard(["snapshot", "--python", sys.executable, "--out", str(snap)], tmp_path, ())
     argv = ["diff", str(snap), "--python", sys.executable]
-    stdout, loaded = run_envguard(argv, tmp_path, ("pydantic", "pydantic.plugin._loader"))
+    stdout, loaded = run_envguard(argv, tmp_path, ("pydantic", "pydantic.plugin._loader", *OTHERS))
     assert stdout.startswith("no drift"), stdout
-    assert loaded == {"pydantic"}
+    assert loaded == {"pydantic", "envguard.cli.compare"}
 
 
 def test_past_the_budget_snapshots_are_validated_to_the_same_models(

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from envguard.api._shared import settings
 from envguard.errors import EnvguardError
-from envguard.snapshots import signing, store
+from envguard.snapshots import store
 from envguard.snapshots.measure import Measure as Measure  # where and how: the API's too
 from envguard.snapshots.measure import capture_request
 from envguard.snapshots.request import start_capture, start_early
@@ -193,7 +193,11 @@ def save(
         from envguard.snapshots.hosts import check_host  # threads: off the start-up path
 
         target = Path(str(target).replace("{host}", check_host(host, source="the snapshot's host")))
-    store.write_atomic(target, store.dumps(signing.signed(snap) if sign else snap), force=force)
+    if sign:
+        from envguard.snapshots import signing  # hmac and secrets: not before the probe starts
+
+        snap = signing.signed(snap)
+    store.write_atomic(target, store.dumps(snap), force=force)
     return target
 
 

@@ -7,7 +7,7 @@ tests/cli/test_lazy.py holds the lazy group to typer's own output.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -17,43 +17,78 @@ if TYPE_CHECKING:
 
 class LazyCommands(MutableMapping[str, Any]):
     """The group's commands by name, each built from its typer definition the first time
-    it is looked up: a run builds the one command it runs, not all twelve."""
+    it is looked up: a run builds the one command it runs, not all twelve. A command
+    whose module has not loaded yet (``declared``) is loaded by ``load`` then: a run
+    imports the module of the command it runs, not all five."""
 
-    def __init__(self, infos: list[CommandInfo], *, build: Callable[[CommandInfo], Any]):
-        from typer.main import get_command_name
-
-        self._infos = {
-            info.name or get_command_name(info.callback.__name__): info
-            for info in infos
-            if info.callback is not None
-        }
+    def __init__(
+        self,
+        infos: list[CommandInfo],
+        *,
+        build: Callable[[CommandInfo], Any],
+        declared: Sequence[str] = (),
+        load: Callable[[Sequence[str]], None] = lambda names: None,
+    ):
+        self._registered = infos  # the app's own list: it grows as command modules load
+        self._declared = list(declared)
+        self._load = load  # load(names): register their definitions; () for every one
         self._build = build
         self._built: dict[str, Any] = {}
+        self._added: list[str] = []  # set here, built already
+        self._gone: set[str] = set()
+
+    def _infos(self) -> dict[str, CommandInfo]:
+        from typer.main import get_command_name
+
+        return {
+            info.name or get_command_name(info.callback.__name__): info
+            for info in self._registered
+            if info.callback is not None
+        }
 
     def __getitem__(self, name: str) -> Any:
+        if name in self._gone:
+            raise KeyError(name)
         if name not in self._built:
-            self._built[name] = self._build(self._infos[name])
+            infos = self._infos()
+            if name not in infos and name in self._declared:
+                self._load([name])
+                infos = self._infos()
+            self._built[name] = self._build(infos[name])
         return self._built[name]
 
     def __setitem__(self, name: str, command: Any) -> None:
         self._built[name] = command
-        self._infos.setdefault(name, None)  # type: ignore[arg-type]
+        self._gone.discard(name)
+        if name not in self._added:
+            self._added.append(name)
 
     def __delitem__(self, name: str) -> None:
+        if name not in self:
+            raise KeyError(name)
         self._built.pop(name, None)
-        del self._infos[name]
+        self._gone.add(name)
+
+    def _names(self) -> list[str]:
+        names = dict.fromkeys([*self._declared, *self._infos(), *self._added])
+        return [n for n in names if n not in self._gone]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._infos)
+        return iter(self._names())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()  # never built to answer
 
     def __len__(self) -> int:
-        return len(self._infos)
+        return len(self._names())
 
     def short_helps(self, width: int) -> list[tuple[str, str, str | None]]:
         """(name, one-line help, help panel) of each visible command, cut as click cuts it."""
         import inspect
 
-        visible = [(n, i) for n, i in self._infos.items() if i is not None and not i.hidden]
+        self._load(())
+        infos = self._infos()
+        visible = [(n, infos[n]) for n in self if n in infos and not infos[n].hidden]
         if not visible:
             return []
         limit = width - 6 - max(len(n) for n, _ in visible)
@@ -81,9 +116,15 @@ def _panel(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def lazy_group(app: typer.Typer) -> Any:
+def lazy_group(
+    app: typer.Typer,
+    *,
+    declared: Sequence[str] = (),
+    load: Callable[[Sequence[str]], None] = lambda names: None,
+) -> Any:
     """The click group of ``app`` (its group class, its root options) whose commands are
-    built when looked up."""
+    built when looked up; ``declared`` names every command, ``load`` registers those not
+    registered yet (see LazyCommands)."""
     import copy
 
     from typer.main import get_command_from_info, get_group_from_info
@@ -99,6 +140,8 @@ def lazy_group(app: typer.Typer) -> Any:
     )
     group.commands = LazyCommands(
         app.registered_commands,
+        declared=declared,
+        load=load,
         build=lambda info: get_command_from_info(
             info,
             pretty_exceptions_short=app.pretty_exceptions_short,

@@ -118,9 +118,42 @@ class _Group(TyperGroup):
 def command_line() -> _Group:
     """The click group behind ``envguard``: the root options now, each command when it is
     looked up (cli/lazy.py)."""
-    group = lazy_group(app)
+    group = lazy_group(app, declared=list(COMMANDS), load=load_commands)
     assert isinstance(group, _Group)
     return group
+
+
+# Each command's module (envguard.cli.<module>), in the order the root --help lists them: a
+# run imports the module of the command it runs (cli/lazy.py), and `envguard snapshot`
+# loads no code of guard's or restore's. tests/cli/test_lazy.py holds this to the
+# commands each module registers.
+COMMANDS = {
+    **dict.fromkeys(("snapshot", "show", "log", "list", "schema"), "capture"),
+    **dict.fromkeys(("diff", "check", "fit", "fleet", "probe-payload"), "compare"),
+    "gate": "gate",
+    **dict.fromkeys(("rebuild", "export", "restore", "bisect"), "restore"),
+    **dict.fromkeys(("guard", "history", "undo", "protect"), "guard"),
+}
+
+
+def load_commands(names: "Sequence[str]" = ()) -> None:
+    """Register the commands ``names`` on ``app`` (every command when none is named): their
+    modules are imported, and the app lists its commands in COMMANDS' order, whichever
+    loaded first."""
+    import importlib
+
+    wanted = [COMMANDS[n] for n in names if n in COMMANDS] if names else COMMANDS.values()
+    for module in dict.fromkeys(wanted):
+        importlib.import_module(f"envguard.cli.{module}")
+    from typer.main import get_command_name
+
+    order = {name: i for i, name in enumerate(COMMANDS)}
+
+    def place(info: Any) -> int:
+        name = info.name or get_command_name(info.callback.__name__)
+        return order.get(name, len(order))
+
+    app.registered_commands.sort(key=place)
 
 
 # What an option takes, in its help line (typer would say <str>).

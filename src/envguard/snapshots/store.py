@@ -6,7 +6,6 @@ import errno
 import json
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,7 +14,6 @@ from envguard import notices
 from envguard.errors import ActionError, SnapshotError, UsageError, field_path
 from envguard.owned import own_folder
 from envguard.reading import json_loads, suspect_numbers
-from envguard.snapshots import shape
 from envguard.version import SCHEMA_VERSION
 
 if TYPE_CHECKING:
@@ -129,6 +127,10 @@ def read_past_newer(data: dict[str, object], *, source: str) -> dict[str, object
 
 def _read_past(data: dict[str, object], *, source: str) -> tuple[dict[str, object], str | None]:
     """read_past_newer's ``data`` and the note to say once the file reads (None: none)."""
+    # The generated shape (and tempfile, below) load when a file is read (or written), not
+    # with this module: `snapshot` and `diff` import it before their probe starts.
+    from envguard.snapshots import shape
+
     minor = data.get("schema_minor")
     if type(minor) is not int or minor <= shape.SCHEMA_MINOR:
         return data, None  # a field this envguard should know and does not is an error
@@ -148,6 +150,8 @@ def _read_past(data: dict[str, object], *, source: str) -> tuple[dict[str, objec
 
 
 def _known(value: object, model: str, where: str, ignored: dict[str, str]) -> object:
+    from envguard.snapshots import shape
+
     if type(value) is not dict:
         return value
     fields, nested = shape.FIELDS[model], shape.NESTED.get(model, {})
@@ -377,6 +381,8 @@ def _write_stream(path: Path, text: str) -> None:
 
 
 def _write_atomic(path: Path, text: str, *, force: bool) -> None:
+    import tempfile
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

@@ -16,6 +16,7 @@ the good snapshot already had is info, one that is mended is info.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
@@ -55,22 +56,35 @@ def _release(version: str) -> tuple[int, ...] | None:
 def _pins(pkg: Package, markers: dict[str, str]) -> Iterator[tuple[str, str]]:
     """(canonical name, the exact version) of each package ``pkg`` pins with ``==``, its
     marker true here (an extra's requirement is not installed by default: left out)."""
+    environment = tuple(sorted(markers.items()))
     for line in pkg.requires:
-        if "==" not in line:
-            continue  # most lines: no exact pin, not worth a parse
-        try:
-            req = Requirement(line)
-        except InvalidRequirement:
+        # Most lines pin nothing, and most that hold "==" hold it in their marker
+        # (``; extra == "test"``): not worth a parse. A marker starts at the first ";"
+        # (no name, extra or specifier holds one), so a pin is before it.
+        if "==" not in line.partition(";")[0]:
             continue
-        if req.marker is not None:
-            try:
-                if not req.marker.evaluate({**markers, "extra": ""}):
-                    continue
-            except (UndefinedComparison, UndefinedEnvironmentName):
-                continue  # odd metadata: not ours to judge
-        specs = list(req.specifier)
-        if len(specs) == 1 and specs[0].operator in ("==", "===") and "*" not in specs[0].version:
-            yield canonicalize_name(req.name), specs[0].version
+        pin = _pin(line, environment)
+        if pin is not None:
+            yield pin
+
+
+# A diff reads the same lines on both sides (and fleet on every host): each parsed once.
+@lru_cache(maxsize=4096)
+def _pin(line: str, environment: tuple[tuple[str, str], ...]) -> tuple[str, str] | None:
+    try:
+        req = Requirement(line)
+    except InvalidRequirement:
+        return None
+    if req.marker is not None:
+        try:
+            if not req.marker.evaluate({**dict(environment), "extra": ""}):
+                return None
+        except (UndefinedComparison, UndefinedEnvironmentName):
+            return None  # odd metadata: not ours to judge
+    specs = list(req.specifier)
+    if len(specs) == 1 and specs[0].operator in ("==", "===") and "*" not in specs[0].version:
+        return canonicalize_name(req.name), specs[0].version
+    return None
 
 
 def splits(snap: Snapshot) -> dict[str, str]:
