@@ -17,7 +17,7 @@ import os
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
-    from typing import Dict, Iterable, List, Optional, Tuple
+    from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 # Git that runs no program a repo's config names, whoever wrote the config: no fsmonitor
 # program, no hooks, no pager, no textconv or external diff (git >= 2.31 reads
@@ -52,6 +52,8 @@ SAFE_GIT_ENV = {
 }
 
 _FILTER_COMMANDS = ("clean", "smudge", "process")
+# The git arguments that list the config's filter settings (run with SAFE_GIT_ENV).
+FILTER_QUERY = ("config", "-z", "--name-only", "--get-regexp", r"^filter\.")
 
 
 def filter_drivers(repo: str) -> List[str]:
@@ -61,7 +63,7 @@ def filter_drivers(repo: str) -> List[str]:
 
     try:
         proc = subprocess.run(
-            ["git", "-C", repo, "config", "-z", "--name-only", "--get-regexp", r"^filter\."],
+            ["git", "-C", repo, *FILTER_QUERY],
             env=git_environ(SAFE_GIT_ENV),
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -70,7 +72,12 @@ def filter_drivers(repo: str) -> List[str]:
         )
     except (OSError, subprocess.TimeoutExpired):
         return []
-    names = proc.stdout.decode("utf-8", "surrogateescape").split("\0")
+    return drivers_named(proc.stdout)
+
+
+def drivers_named(output: Optional[bytes]) -> List[str]:
+    """The filter drivers in what FILTER_QUERY printed (None or empty: none)."""
+    names = (output or b"").decode("utf-8", "surrogateescape").split("\0")
     return sorted({n[len("filter.") : n.rindex(".")] for n in names if n.count(".") >= 2})
 
 
@@ -148,6 +155,52 @@ def run_git(
         stdin=subprocess.DEVNULL,
         timeout=timeout,
     )
+
+
+def run_gits(
+    repo: str,
+    commands: Sequence[Sequence[str]],
+    *,
+    env: Dict[str, str],
+    timeout: float = 60,
+) -> List[Optional[Tuple[int, bytes]]]:
+    """Each of ``commands`` as ``git -C repo args`` with ``env`` over os.environ, all started
+    at once (what they read is independent: one process start is the cost of most), stdin
+    closed, stderr dropped. (exit code, stdout) of each, or None for one that could not be
+    started or ran past ``timeout`` seconds for the lot (those still running then are
+    killed); none is left running when this returns, whatever happens."""
+    import subprocess
+    import time
+
+    environ = git_environ(env)
+    procs: List[subprocess.Popen[bytes]] = []
+    out: List[Optional[Tuple[int, bytes]]] = []
+    deadline = time.monotonic() + timeout
+    try:
+        for args in commands:
+            procs.append(
+                subprocess.Popen(
+                    ["git", "-C", repo, *args],
+                    env=environ,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    stdin=subprocess.DEVNULL,
+                )
+            )
+        for proc in procs:
+            # Read in turn: a later one whose pipe fills waits for its turn, never for us.
+            stdout, _ = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
+            out.append((proc.returncode, stdout))
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+    return out + [None] * (len(commands) - len(out))
 
 
 DIFF_ARGS = ("--no-color", "--no-ext-diff", "--no-textconv", "--binary")
