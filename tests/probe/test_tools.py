@@ -7,33 +7,16 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from elflibs import GCC, needs_gcc
+from elflibs import NVCC, needs_gcc
+from elflibs import build_program as _program
 from envguard.probe.payload import local_package
 
 system = local_package().system
 DistCache = local_package().distcache.DistCache
-
-
-def _program(path: Path, log: Path, printed: str, *, code: int = 0) -> Path:
-    """A real ELF program at ``path`` that appends a line to ``log`` each run and prints
-    ``printed``."""
-    assert GCC is not None
-    source = path.parent / (path.name.replace("+", "p") + ".c")
-    text = printed.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    source.write_text(
-        "#include <stdio.h>\n"
-        "int main(void) {\n"
-        f'  FILE *f = fopen("{log}", "a"); if (f) {{ fputs("run\\n", f); fclose(f); }}\n'
-        f'  fputs("{text}", stdout); return {code};\n'
-        "}\n"
-    )
-    subprocess.run([GCC, "-o", str(path), str(source)], check=True, capture_output=True)
-    return path
 
 
 def _runs(log: Path) -> int:
@@ -47,9 +30,6 @@ def _version(tool: Path | str, folder: Path) -> str | None:
     text: str | None = system.finish_version(job, cache)
     cache.save()
     return text
-
-
-NVCC = "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 13.0, V13.0.88\n"
 
 
 @needs_gcc
