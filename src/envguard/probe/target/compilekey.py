@@ -18,7 +18,6 @@
 # ruff: noqa: UP006, UP035, UP045
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import stat
@@ -58,15 +57,14 @@ _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLL
 TRITON_DEPTH = 32
 _UNSAFE = re.compile("[" + UNSAFE_CHARS + "]")
 
-_TORCH_VERSION = re.compile(rb"\n# torch version: ([0-9A-Za-z.+_-]{1,64})\n")
-_TORCH_GIT = re.compile(rb"\n# torch git version: ([0-9a-f]{7,64})\n")
-_TORCH_KEY = re.compile(rb"\[([a-z0-9]{40,64})\] torch_version: ")
-_SYSTEM = re.compile(rb"\] system_info\[hash\]: ([0-9a-f]{16,128})")
-_DEVICE = re.compile(rb"\] system_info\[device\]: \{'name': '([^'\x00-\x1f\x7f]{1,200})'\}")
-_TRITON = re.compile(rb"\] system_info\[version\]: \{[^}]{0,200}?'triton': '([^'\\]{1,40000})'")
-_CXX = re.compile(
-    rb"\] inductor_config\[cpp\.cxx\]: \((?:None|'[^']{0,255}'), '([^'\x00-\x1f\x7f]{1,255})'\)"
-)
+# What an FX graph entry says (compiled when an entry is read: most probes read none).
+_TORCH_VERSION = rb"\n# torch version: ([0-9A-Za-z.+_-]{1,64})\n"
+_TORCH_GIT = rb"\n# torch git version: ([0-9a-f]{7,64})\n"
+_TORCH_KEY = rb"\[([a-z0-9]{40,64})\] torch_version: "
+_SYSTEM = rb"\] system_info\[hash\]: ([0-9a-f]{16,128})"
+_DEVICE = rb"\] system_info\[device\]: \{'name': '([^'\x00-\x1f\x7f]{1,200})'\}"
+_TRITON = rb"\] system_info\[version\]: \{[^}]{0,200}?'triton': '([^'\\]{1,40000})'"
+_CXX = rb"\] inductor_config\[cpp\.cxx\]: \((?:None|'[^']{0,255}'), '([^'\x00-\x1f\x7f]{1,255})'\)"
 
 
 def line(text: Optional[str], cap: int = 255) -> Optional[str]:
@@ -130,6 +128,8 @@ def _file_sha256(path: str, cap: int = TRITON_FILE_CAP) -> str:
             raise _Unreadable("%s: not a regular file" % path)
         if st.st_size > cap:
             raise _Unreadable("%s: larger than %d bytes" % (path, cap))
+        import hashlib
+
         digest = hashlib.sha256()
         while True:
             block = os.read(fd, 1 << 20)
@@ -306,7 +306,7 @@ def _triton_digest(root: str, dist: Dict[str, Any]) -> Tuple[str, int]:
         contents.append(recorded[0])
     contents += [_file_sha256(p) for p in walk.modules(os.path.join(root, "language"))]
     text = str(dist["version"]) + "-".join(contents)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest(), len(contents)
+    return _sha256(text.encode("utf-8")), len(contents)
 
 
 # ---- file systems ---------------------------------------------------------------------------
@@ -349,13 +349,19 @@ def filesystem(path: str, table: List[Tuple[str, str]]) -> Optional[str]:
 # ---- who built an inductor cache ------------------------------------------------------------
 
 
+def _sha256(data: bytes) -> str:
+    import hashlib  # here: loading it (and OpenSSL) is a probe's cost where nothing is hashed
+
+    return hashlib.sha256(data).hexdigest()
+
+
 def _text(raw: Optional[bytes]) -> Optional[str]:
     return None if raw is None else line(raw.decode("utf-8", "replace"))
 
 
 def _entry_build(data: bytes) -> Dict[str, Any]:
-    def first(pattern: Any) -> Optional[bytes]:
-        match = pattern.search(data)
+    def first(pattern: bytes) -> Optional[bytes]:
+        match = re.search(pattern, data)
         return match.group(1) if match else None
 
     triton = first(_TRITON)
@@ -366,7 +372,7 @@ def _entry_build(data: bytes) -> Dict[str, Any]:
         "system": _text(first(_SYSTEM)),
         "cxx": _text(first(_CXX)),
         "device": _text(first(_DEVICE)),
-        "triton": None if triton is None else hashlib.sha256(triton).hexdigest(),
+        "triton": None if triton is None else _sha256(triton),
     }
 
 

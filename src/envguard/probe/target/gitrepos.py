@@ -264,16 +264,17 @@ def _record(
     head, tracked, untracked = found
     diff = diff.rstrip("\n") if head else ""
     dirty = bool(diff) or tracked
-    import hashlib
+    digest = None
+    if dirty:
+        import hashlib  # here: a clean repo hashes nothing, and loading it costs a probe
 
+        digest = hashlib.sha256(diff.encode("utf-8", "surrogateescape")).hexdigest()
     return {
         "path": top,
         "head": head,
         "branch": (branch or "").strip() or None,
         "dirty": dirty,
-        "diff_sha256": hashlib.sha256(diff.encode("utf-8", "surrogateescape")).hexdigest()
-        if dirty
-        else None,
+        "diff_sha256": digest,
         "untracked": untracked,
         "remote": remote,
         "error": None,

@@ -12,7 +12,6 @@ the accelerator (system.py).
 # ruff: noqa: UP006, UP035, UP045
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import stat
@@ -28,7 +27,8 @@ NVIDIA_VENDOR = "0x10de"
 # PCI class 0x03xxxx: display controllers (VGA 0x0300, 3D 0x0302); NVSwitch is 0x0680.
 _DISPLAY_CLASS = "0x03"
 _PLUGIN = re.compile(r"\Alibnccl-net[A-Za-z0-9_.+-]*\.so(?:\.[0-9]+)*\Z")
-_NCCL_LINE = re.compile(r"\A\s*(NCCL_[A-Za-z0-9_]{1,64})\s*=\s*(.*?)\s*\Z")
+# Compiled when an nccl.conf is read (most nodes have none).
+_NCCL_LINE = r"\A\s*(NCCL_[A-Za-z0-9_]{1,64})\s*=\s*(.*?)\s*\Z"
 _OFED = re.compile(r"(MLNX_OFED_LINUX-[0-9][A-Za-z0-9.-]{0,60}|OFED-internal-[0-9][\w.-]{0,60})")
 _HEX64 = re.compile(r"\A(?:sha256:)?([0-9a-f]{64})\Z")
 _CGROUP_ID = re.compile(r"(?:docker|cri-containerd|crio|libpod)[-/]([0-9a-f]{64})")
@@ -78,6 +78,8 @@ def sha256_file(path: str, cap: int = PLUGIN_CAP) -> Optional[str]:
     try:
         if os.fstat(fd).st_size > cap:
             return None
+        import hashlib  # here: loading it (and OpenSSL) costs a probe that hashes nothing
+
         digest = hashlib.sha256()
         total = 0
         while True:
@@ -127,11 +129,13 @@ def nccl_conf(path: str, shown: str) -> Optional[Dict[str, Any]]:
         return {"path": shown, "sha256": None, "keys": {}, "error": "cannot be read"}
     keys: Dict[str, str] = {}
     for raw in text.splitlines():
-        match = _NCCL_LINE.match(raw)
+        match = re.match(_NCCL_LINE, raw)
         if match and not raw.lstrip().startswith("#") and len(keys) < MAX_LISTED:
             name, value = match.group(1), _line(match.group(2)) or ""
             # A secret-looking key is kept as a salted hash, as in the environment section.
             keys[name] = secret_digest(name, value) if is_secret_name(name) else value
+    import hashlib
+
     digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
     return {"path": shown, "sha256": digest, "keys": keys, "error": None}
 
