@@ -248,7 +248,26 @@ def test_a_git_without_porcelain_v2_gets_the_same_record(
     assert list(git_env_isolated.iterdir()) == []
 
 
-def test_a_git_that_never_answers_is_killed_at_the_deadline(tmp_path: Path) -> None:
+@pytest.fixture(params=["posix_spawn", "subprocess"])
+def way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """run_gits both ways: posix_spawn, and subprocess where the platform has none."""
+    if request.param == "subprocess":
+        monkeypatch.delattr(os, "posix_spawn")
+    return str(request.param)
+
+
+def test_both_ways_of_starting_git_answer_alike(tmp_path: Path, way: str) -> None:
+    from envguard.confine import run_gits
+
+    repo = make_git_repo(tmp_path / "repo")
+    answers = run_gits(
+        str(repo), [("rev-parse", "--show-toplevel"), ("no-such-command",)], env=SAFE_GIT_ENV
+    )
+    assert answers[0] == (0, f"{repo}\n".encode())
+    assert answers[1] is not None and answers[1][0] != 0
+
+
+def test_a_git_that_never_answers_is_killed_at_the_deadline(tmp_path: Path, way: str) -> None:
     """run_gits kills what runs past its deadline and leaves no process behind."""
     from envguard.confine import run_gits
 
@@ -264,3 +283,10 @@ def test_a_git_that_never_answers_is_killed_at_the_deadline(tmp_path: Path) -> N
     for pid in pids.read_text().split():
         with pytest.raises(ProcessLookupError):
             os.kill(int(pid), 0)  # reaped: no such process
+
+
+def test_no_git_on_path_is_no_answer(tmp_path: Path, way: str) -> None:
+    from envguard.confine import run_gits
+
+    env = {**SAFE_GIT_ENV, "PATH": str(tmp_path)}
+    assert run_gits(str(tmp_path), [("status",)], env=env) == [None]

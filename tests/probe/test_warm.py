@@ -15,15 +15,18 @@ from elflibs import NVCC, build_lib, build_program, extension, needs_gcc, torch_
 from envguard.probe.payload import probe_payload
 from factories import make_dist_info, make_git_repo, make_venv
 
-pytestmark = needs_gcc
 NCCL = "nvidia/nccl/lib/libnccl.so.2"
+
+
+def _before_main(payload: str, code: str) -> str:
+    """``payload`` with ``code`` run after the target package is installed, before main."""
+    call = payload.index("sys.exit(_pkg.main.main(")  # its last line
+    return payload[:call] + code + payload[call:]
 
 
 def counting_payload(args: dict[str, object], log: Path) -> str:
     """The probe's payload, with every open of an ELF file (by the library, fit and fatbin
     readers) written to ``log``."""
-    payload = probe_payload(args)
-    call = payload.index("sys.exit(_pkg.main.main(")  # its last line: the count goes first
     count = (
         f"_log = open({str(log)!r}, 'a')\n"
         "def _counted(real):\n"
@@ -34,7 +37,7 @@ def counting_payload(args: dict[str, object], log: Path) -> str:
         "for _m in (_pkg.elf, _pkg.symbols, _pkg.fatbin):\n"
         "    _m.open_regular = _counted(_m.open_regular)\n"
     )
-    return payload[:call] + count + payload[call:]
+    return _before_main(probe_payload(args), count)
 
 
 @pytest.fixture
@@ -51,6 +54,7 @@ def gpu_venv(tmp_path: Path) -> Path:
     return venv
 
 
+@needs_gcc
 @pytest.mark.parametrize("verify", ["off", "quick"])
 def test_a_warm_probe_prints_the_cold_report_and_reads_no_elf_file(
     verify: str, gpu_venv: Path, tmp_path: Path
@@ -104,3 +108,35 @@ def test_a_warm_probe_prints_the_cold_report_and_reads_no_elf_file(
     assert opened[0], "the cold probe read no ELF file: the test measures nothing"
     assert opened[1] == [], f"the warm probe read ELF files: {opened[1]}"
     assert len(runs.read_text().splitlines()) == 2, "nvcc or the compiler started again"
+
+
+def test_a_warm_probe_loads_neither_subprocess_nor_openssl(tmp_path: Path) -> None:
+    """What a probe imports is paid at every probe: git is started without subprocess (its
+    imports were a twentieth of a probe), and hashlib (OpenSSL) loads only where something
+    is hashed (here nothing: a clean repo, no triton, every record kept)."""
+    venv = tmp_path / "venv"
+    make_venv(venv)
+    repo = make_git_repo(tmp_path / "proj", {"train.py": "print('train')\n"})
+    (repo / "notes.txt").write_text("untracked\n")
+    loaded = tmp_path / "modules"
+    args = {"git": True, "repos": [str(repo)], "files": [], "caches": [], "verify": "off"}
+    args.update(default_caches=False, cache_quiet_seconds=0)
+    record = (
+        "import atexit\n"
+        f"atexit.register(lambda: open({str(loaded)!r}, 'w').write(' '.join(sys.modules)))\n"
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    for _ in range(2):
+        proc = subprocess.run(
+            [str(venv / "bin" / "python"), "-I", "-S", "-"],
+            input=_before_main(probe_payload(args), record).encode(),
+            capture_output=True,
+            env=env,
+            timeout=120,
+            check=True,
+        )
+    report = json.loads(proc.stdout)
+    assert report["repos"][0]["untracked"] == 1 and report["repos"][0]["dirty"] is False
+    modules = set(loaded.read_text().split())
+    assert "envguard_probe.gitrepos" in modules, "the record of modules is not the probe's"
+    assert not modules & {"subprocess", "hashlib", "_hashlib"}, modules & {"subprocess", "hashlib"}

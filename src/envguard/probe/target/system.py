@@ -8,6 +8,7 @@ import re
 import stat
 import sys
 
+from .confine import on_path, spawn_piped
 from .reading import read_text
 
 TYPE_CHECKING = False
@@ -100,11 +101,7 @@ def interpreter(sites: List[str]) -> Dict[str, Any]:
 
 
 def _which(name: str) -> Optional[str]:
-    for folder in os.environ.get("PATH", "").split(os.pathsep):
-        candidate = os.path.join(folder, name)
-        if folder and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    return None
+    return on_path(name, os.environ.get("PATH", ""))
 
 
 # A tool whose ``--version`` is its own binary's answer, by the name of the program it
@@ -208,24 +205,10 @@ def start_tool(argv: List[str]) -> Optional[Tuple[int, int]]:
     exe = _which(argv[0])
     if exe is None or not hasattr(os, "posix_spawn"):
         return None
-    read_fd, write_fd = os.pipe()
     try:
-        pid = os.posix_spawn(
-            exe,
-            [exe, *argv[1:]],
-            os.environ,
-            file_actions=[
-                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                (os.POSIX_SPAWN_DUP2, write_fd, 1),
-                (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
-            ],
-        )
+        return spawn_piped(exe, [exe, *argv[1:]], os.environ)
     except OSError:
-        os.close(read_fd)
         return None
-    finally:
-        os.close(write_fd)
-    return pid, read_fd
 
 
 def finish_tool(started: Optional[Tuple[int, int]], timeout: float = 15.0) -> Optional[str]:
