@@ -191,6 +191,26 @@ def test_the_record_is_what_one_question_at_a_time_answers(
     assert list(git_env_isolated.iterdir()) == [], "the index copy was left behind"
 
 
+def test_a_linked_work_tree_and_a_path_through_a_symlink(
+    tmp_path: Path, git_env_isolated: Path
+) -> None:
+    """`git worktree add`: its index lives in the main repo's .git/worktrees/NAME."""
+    repo = make_git_repo(tmp_path / "repo")
+    linked = tmp_path / "linked"
+    git(repo, "worktree", "add", "-q", "-b", "side", str(linked))
+    (linked / "train.py").write_text("print('side')\n")
+    (linked / "extra.txt").write_text("u\n")
+    expected = one_at_a_time(str(linked))
+    assert expected["branch"] == "side" and expected["dirty"]
+    index = repo / ".git" / "worktrees" / "linked" / "index"
+    before = index.stat()
+    assert gitrepos.git_repo(str(linked)) == expected
+    (tmp_path / "via").symlink_to(linked / ".", target_is_directory=True)
+    assert gitrepos.git_repo(str(tmp_path / "via")) == expected
+    assert index.stat().st_mtime_ns == before.st_mtime_ns
+    assert list(git_env_isolated.iterdir()) == []
+
+
 def test_a_subfolder_names_its_work_tree(tmp_path: Path, git_env_isolated: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", {"pkg/mod.py": "x = 1\n", "top.txt": "t\n"})
     (repo / "top.txt").write_text("changed\n")
