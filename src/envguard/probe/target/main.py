@@ -139,6 +139,7 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
     gpus, caps = gpu_answers(smi)
     nvcc_text = finish_version(nvcc, cached)
     cxx_text = finish_version(cxx, cached)
+    triton = triton_key(packages, warnings, cached)
     cached.save()
     return {
         "probe_version": PROBE_VERSION,
@@ -159,7 +160,7 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
         "host_layer": host_layer(environ, root),
         "compile": {
             "cxx": compiler(cxx_name, cxx_path, cxx_text),
-            "triton": triton_key(packages, warnings),
+            "triton": triton,
             "capabilities": capabilities(caps),
         },
         "warnings": warnings,
