@@ -26,12 +26,12 @@ from .compilekey import (
     triton_key,
 )
 from .confine import OUTSIDE, roots_for
-from .distcache import QUIET_SECONDS, DistCache, cache_path
+from .distcache import QUIET_SECONDS, DistCache, cache_path, file_stamp
 from .dists import scan_packages, site_dirs
 from .env import capture_env
 from .fit import fit
 from .gitrepos import probe_repos
-from .hostlayer import host_layer
+from .hostlayer import Kept, host_layer
 from .libs import libraries
 from .loaded import confined_sites
 from .system import (
@@ -140,6 +140,7 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
     nvcc_text = finish_version(nvcc, cached)
     cxx_text = finish_version(cxx, cached)
     triton = triton_key(packages, warnings, cached)
+    layer = host_layer(environ, root, Kept(cached, file_stamp))
     cached.save()
     return {
         "probe_version": PROBE_VERSION,
@@ -157,7 +158,7 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
         "caches": caches,
         "env": capture_env(environ) if args.get("env", True) else {},
         "accelerator": accelerator(gpus, nvcc_text, proc=root + "/proc"),
-        "host_layer": host_layer(environ, root),
+        "host_layer": layer,
         "compile": {
             "cxx": compiler(cxx_name, cxx_path, cxx_text),
             "triton": triton,
