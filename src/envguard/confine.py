@@ -170,7 +170,7 @@ def run_gits(
     started or ran past ``timeout`` seconds for the lot (those still running then are
     killed); none is left running when this returns, whatever happens. Started with
     posix_spawn where there is one: importing subprocess (selectors, threading, signal,
-    locale) was a twentieth of a probe."""
+    locale) was a cost paid at every probe."""
     import select
     import time
 

@@ -36,7 +36,7 @@ _NOT_SECRET = ("PWD", "OLDPWD")
 REDACTED = "<redacted>"
 
 # The forms only a text that may hold a secret is searched for are kept as text and compiled
-# when first used: compiling them all made up a tenth of a probe's imports, and most probes
+# when first used: compiling them all was a cost of every probe's imports, and most probes
 # redact no secret at all.
 _COMPILED: Dict[str, Pattern[str]] = {}
 

@@ -137,7 +137,7 @@ def _index_copy(index: str, safe: Dict[str, str]) -> Optional[str]:
 def _scratch_folder() -> Optional[str]:
     """A new private folder in the temporary directory, found as tempfile finds it
     (TMPDIR, TEMP, TMP, then the usual places), without importing tempfile (which imports
-    shutil and random: a tenth of a probe); None where none can be made."""
+    shutil and random, a cost at every probe); None where none can be made."""
     places = [os.environ.get(name) for name in ("TMPDIR", "TEMP", "TMP")]
     places += ["/tmp", "/var/tmp", "/usr/tmp"]
     for place in places:
@@ -157,7 +157,7 @@ def _scratch_folder() -> Optional[str]:
 
 def _copy_file(source: str, dest: str) -> None:
     """``source``'s bytes and times into the new file ``dest`` (shutil.copy2 without
-    shutil, whose import is a tenth of a probe). The times matter: git's "racily clean"
+    shutil, whose import is a cost at every probe). The times matter: git's "racily clean"
     check compares file times with the index's mtime; a fresh one would make a file
     changed in the same second look unchanged."""
     # Non-blocking and no link: a FIFO or link put there since it was looked at is refused.
