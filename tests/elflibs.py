@@ -19,6 +19,27 @@ needs_gcc = pytest.mark.skipif(
 )
 
 
+def build_program(path: Path, log: Path, printed: str, *, code: int = 0) -> Path:
+    """A real ELF program at ``path`` that appends a line to ``log`` each run, prints
+    ``printed`` and exits ``code``: a tool whose starts a test counts (nvcc, g++)."""
+    assert GCC is not None
+    source = path.parent / (path.name.replace("+", "p") + ".c")
+    text = printed.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    source.write_text(
+        "#include <stdio.h>\n"
+        "int main(void) {\n"
+        f'  FILE *f = fopen("{log}", "a"); if (f) {{ fputs("run\\n", f); fclose(f); }}\n'
+        f'  fputs("{text}", stdout); return {code};\n'
+        "}\n"
+    )
+    subprocess.run([GCC, "-o", str(path), str(source)], check=True, capture_output=True)
+    return path
+
+
+# What nvcc --version prints (13.0), for a stand-in built by build_program.
+NVCC = "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 13.0, V13.0.88\n"
+
+
 def build_lib(
     out: Path,
     soname: str,

@@ -17,7 +17,7 @@ import os
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
-    from typing import Dict, Iterable, List, Optional, Tuple
+    from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 # Git that runs no program a repo's config names, whoever wrote the config: no fsmonitor
 # program, no hooks, no pager, no textconv or external diff (git >= 2.31 reads
@@ -52,6 +52,8 @@ SAFE_GIT_ENV = {
 }
 
 _FILTER_COMMANDS = ("clean", "smudge", "process")
+# The git arguments that list the config's filter settings (run with SAFE_GIT_ENV).
+FILTER_QUERY = ("config", "-z", "--name-only", "--get-regexp", r"^filter\.")
 
 
 def filter_drivers(repo: str) -> List[str]:
@@ -61,7 +63,7 @@ def filter_drivers(repo: str) -> List[str]:
 
     try:
         proc = subprocess.run(
-            ["git", "-C", repo, "config", "-z", "--name-only", "--get-regexp", r"^filter\."],
+            ["git", "-C", repo, *FILTER_QUERY],
             env=git_environ(SAFE_GIT_ENV),
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -70,7 +72,12 @@ def filter_drivers(repo: str) -> List[str]:
         )
     except (OSError, subprocess.TimeoutExpired):
         return []
-    names = proc.stdout.decode("utf-8", "surrogateescape").split("\0")
+    return drivers_named(proc.stdout)
+
+
+def drivers_named(output: Optional[bytes]) -> List[str]:
+    """The filter drivers in what FILTER_QUERY printed (None or empty: none)."""
+    names = (output or b"").decode("utf-8", "surrogateescape").split("\0")
     return sorted({n[len("filter.") : n.rindex(".")] for n in names if n.count(".") >= 2})
 
 
@@ -148,6 +155,163 @@ def run_git(
         stdin=subprocess.DEVNULL,
         timeout=timeout,
     )
+
+
+def run_gits(
+    repo: str,
+    commands: Sequence[Sequence[str]],
+    *,
+    env: Dict[str, str],
+    timeout: float = 60,
+) -> List[Optional[Tuple[int, bytes]]]:
+    """Each of ``commands`` as ``git -C repo args`` with ``env`` over os.environ, all started
+    at once (what they read is independent: one process start is the cost of most), stdin
+    closed, stderr dropped. (exit code, stdout) of each, or None for one that could not be
+    started or ran past ``timeout`` seconds for the lot (those still running then are
+    killed); none is left running when this returns, whatever happens. Started with
+    posix_spawn where there is one: importing subprocess (selectors, threading, signal,
+    locale) was a cost paid at every probe."""
+    import select
+    import time
+
+    environ = git_environ(env)
+    if not hasattr(os, "posix_spawn") or not hasattr(select, "poll"):
+        return _run_gits_subprocess(repo, commands, environ, timeout)
+    exe = on_path("git", environ.get("PATH", os.defpath))
+    if exe is None:
+        return [None] * len(commands)
+    deadline = time.monotonic() + timeout
+    pids: List[int] = []
+    codes: Dict[int, int] = {}  # pid -> exit code, once reaped
+    outputs: List[List[bytes]] = []
+    reading: Dict[int, int] = {}  # the read end of a stdout still open -> its command
+    try:
+        for args in commands:
+            pid, read_fd = spawn_piped(exe, ["git", "-C", repo, *args], environ)
+            reading[read_fd] = len(pids)
+            pids.append(pid)
+            outputs.append([])
+        poller = select.poll()
+        for fd in reading:
+            poller.register(fd, select.POLLIN)
+        while reading:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            for fd, _ in poller.poll(left * 1000):
+                data = os.read(fd, 1 << 16)
+                if data:
+                    outputs[reading[fd]].append(data)
+                else:  # its end: git is exiting
+                    poller.unregister(fd)
+                    os.close(fd)
+                    del reading[fd]
+        for pid in pids:
+            code = _reaped(pid, deadline)
+            if code is None:
+                break
+            codes[pid] = code
+    except (OSError, TimeoutError):
+        pass
+    finally:
+        for fd in reading:
+            os.close(fd)
+        for pid in pids:
+            if pid not in codes:
+                try:
+                    os.kill(pid, 9)
+                    os.waitpid(pid, 0)
+                except OSError:
+                    pass
+    out: List[Optional[Tuple[int, bytes]]] = []
+    for at, pid in enumerate(pids):
+        out.append((codes[pid], b"".join(outputs[at])) if pid in codes else None)
+    return out + [None] * (len(commands) - len(out))
+
+
+def _reaped(pid: int, deadline: float) -> Optional[int]:
+    """The exit code of ``pid`` (minus the signal that ended it, as subprocess says), once
+    it exits; None at ``deadline``."""
+    import time
+
+    pause = 0.0002  # a process that closed its stdout is most often exiting: look soon
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(pause)
+        pause = min(pause * 2, 0.005)
+
+
+def spawn_piped(exe: str, argv: List[str], environ: Mapping[str, str]) -> Tuple[int, int]:
+    """(pid, the read end of its stdout) of ``exe`` started by posix_spawn with ``argv`` and
+    ``environ``, stdin and stderr on /dev/null (no subprocess import); OSError."""
+    read_fd, write_fd = os.pipe()
+    try:
+        pid = os.posix_spawn(
+            exe,
+            argv,
+            environ,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, write_fd, 1),
+                (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+            ],
+        )
+    except OSError:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)
+    return pid, read_fd
+
+
+def on_path(name: str, path: str) -> Optional[str]:
+    """Where ``name`` runs from on the PATH ``path``, as the shell finds it."""
+    for folder in path.split(os.pathsep):
+        candidate = os.path.join(folder, name)
+        if folder and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _run_gits_subprocess(
+    repo: str, commands: Sequence[Sequence[str]], environ: Dict[str, str], timeout: float
+) -> List[Optional[Tuple[int, bytes]]]:
+    """run_gits where there is no posix_spawn or poll: with subprocess."""
+    import subprocess
+    import time
+
+    procs: List[subprocess.Popen[bytes]] = []
+    out: List[Optional[Tuple[int, bytes]]] = []
+    deadline = time.monotonic() + timeout
+    try:
+        for args in commands:
+            procs.append(
+                subprocess.Popen(
+                    ["git", "-C", repo, *args],
+                    env=environ,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    stdin=subprocess.DEVNULL,
+                )
+            )
+        for proc in procs:
+            # Read in turn: a later one whose pipe fills waits for its turn, never for us.
+            stdout, _ = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
+            out.append((proc.returncode, stdout))
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+    return out + [None] * (len(commands) - len(out))
 
 
 DIFF_ARGS = ("--no-color", "--no-ext-diff", "--no-textconv", "--binary")

@@ -12,7 +12,7 @@ import re
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Match, Optional
+    from typing import Any, Dict, List, Match, Optional, Pattern
 
 SECRET_WORDS = (
     "TOKEN",
@@ -35,6 +35,19 @@ SECRET_WORDS = (
 _NOT_SECRET = ("PWD", "OLDPWD")
 REDACTED = "<redacted>"
 
+# The forms only a text that may hold a secret is searched for are kept as text and compiled
+# when first used: compiling them all was a cost of every probe's imports, and most probes
+# redact no secret at all.
+_COMPILED: Dict[str, Pattern[str]] = {}
+
+
+def _compiled(text: str) -> Pattern[str]:
+    found = _COMPILED.get(text)
+    if found is None:
+        found = _COMPILED[text] = re.compile(text)
+    return found
+
+
 # Greedy up to the last "@" of the authority: a password may itself contain "@".
 # A match starts only where a run of scheme characters starts (``lead``: what precedes its
 # first letter), never inside one: that read the run to its end from every place in it.
@@ -42,17 +55,16 @@ _URL_USERINFO = re.compile(
     r"(?<![A-Za-z0-9+.-])(?P<lead>[0-9+.-]*)(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)"
     r"(?P<userinfo>[^/\s?#]*)@"
 )
-_BARE_USERINFO = re.compile(r"(?<![\w:@.-])[^\s:/@]+:[^\s/@]+@(?=[\w.\[-])")
+_BARE_USERINFO = r"(?<![\w:@.-])[^\s:/@]+:[^\s/@]+@(?=[\w.\[-])"
 # Query parameters that carry credentials (?token=..., S3's X-Amz-Signature=...).
-_SECRET_QUERY = re.compile(
-    r"(?P<key>[?&#][^=&#\s]*(?:token|key|secret|passw|signature|sig|credential|auth)"
-    r"[^=&#\s]*=)[^&#\s]*",
-    re.IGNORECASE,
+_SECRET_QUERY = (
+    r"(?i)(?P<key>[?&#][^=&#\s]*(?:token|key|secret|passw|signature|sig|credential|auth)"
+    r"[^=&#\s]*=)[^&#\s]*"
 )
 
 
 # Known token shapes, wherever they appear in free text (a note, an error line).
-_TOKEN_SHAPES = re.compile(
+_TOKEN_SHAPES = (
     # Distinctive prefixes match anywhere, also glued to other text ("1.0\x1b[2Jghp_...");
     # "sk-" only at a word start, or "task-..." words would match.
     # "-" as well as "_": a token used as a package name is shown PEP 503-normalised.
@@ -70,9 +82,7 @@ _TOKEN_SHAPES = re.compile(
 # A match starts only where a run of name characters starts (NAME from its first letter): one
 # starting inside a run read it to its end each time, and a far side's 64 KiB line without a
 # "=" took seconds.
-_PAIR = re.compile(
-    r"(?<![A-Za-z0-9_.-])[0-9.-]*(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)[=:](?P<value>[^\s,;&]*)"
-)
+_PAIR = r"(?<![A-Za-z0-9_.-])[0-9.-]*(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)[=:](?P<value>[^\s,;&]*)"
 
 
 # Every text that holds a secret form above holds one of these: most text (a drift message,
@@ -93,38 +103,40 @@ _MAYBE_SECRET = re.compile(
 # after). A search of its own, in the case-folded text (the Kelvin sign and the long s fold
 # as above) and only where there is a ":": as one more branch of the pattern above, or with
 # re.IGNORECASE, it made the search of every text slower.
-_LABEL = re.compile(r"(?:pas|pwd|key|tok|sec|cred|auth|priv|cook|sess|sig|acces)\S*[ \t]*:\s")
+_LABEL = r"(?:pas|pwd|key|tok|sec|cred|auth|priv|cook|sess|sig|acces)\S*[ \t]*:\s"
 
 
 # A name as uv and pip quote it in their messages (an extra, a group, a project): names are
 # not secrets, and one followed by ":" is what a message is about, not a "password:" label.
 # Secrets inside backticks (a token's shape, URL credentials, NAME=value) are still hidden.
-_QUOTED_NAME = re.compile(r"`[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?`:?\Z")
+_QUOTED_NAME = r"`[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?`:?\Z"
 
 
 def redact_text(text: str) -> str:
     """Free text (a note, an error line) with every secret form above hidden."""
-    if not _MAYBE_SECRET.search(text) and not (":" in text and _LABEL.search(text.casefold())):
+    if not _MAYBE_SECRET.search(text) and not (
+        ":" in text and _compiled(_LABEL).search(text.casefold())
+    ):
         return text
     words = re.split(r"(\s+)", text)  # words at even places, the whitespace between kept
     words[::2] = redact_argv(words[::2])
     for at in range(2, len(words), 2):  # "Password: hunter2": the value is the next word
         label = words[at - 2]
-        if _QUOTED_NAME.match(label):
+        if _compiled(_QUOTED_NAME).match(label):
             continue  # "Group `auth-tokens`: ...": a name a tool quotes, not a secret's label
         if words[at] and label.endswith(":") and is_secret_name(label[:-1]):
             words[at] = REDACTED
         elif words[at] and label in (":", "=") and at >= 4 and is_secret_name(words[at - 4]):
             words[at] = REDACTED  # "password = hunter2" (an ini file), "password : hunter2"
     text = "".join(words)
-    text = _TOKEN_SHAPES.sub(REDACTED, text)
+    text = _compiled(_TOKEN_SHAPES).sub(REDACTED, text)
 
     if "=" not in text and ":" not in text:
         return text
     # Overlapping on purpose: in --header=X-Api-Key:v the secret name is inside a value.
     out, pos, start = [], 0, 0
     while True:
-        match = _PAIR.search(text, start)
+        match = _compiled(_PAIR).search(text, start)
         if match is None:
             break
         start = match.start("value")
@@ -143,13 +155,13 @@ def redact_env(env: Dict[str, str]) -> Dict[str, str]:
     out = {}
     for name, value in sorted(env.items()):
         if is_secret_name(name):
-            out[name] = value if _DIGEST.match(value) else secret_digest(name, value)
+            out[name] = value if _compiled(_DIGEST).match(value) else secret_digest(name, value)
         else:
             out[name] = redact_text(value)
     return out
 
 
-_DIGEST = re.compile(r"<redacted(?::[0-9a-f]{8})?>\Z")
+_DIGEST = r"<redacted(?::[0-9a-f]{8})?>\Z"
 
 
 def is_secret_name(name: str) -> bool:
@@ -178,8 +190,12 @@ def redact_url(url: str) -> str:
 
     url = _URL_USERINFO.sub(_strip, url)
     if "@" in url and ":" in url:  # a proxy written without a scheme: user:password@host
-        url = _BARE_USERINFO.sub("", url)
-    return _SECRET_QUERY.sub(lambda m: m.group("key") + REDACTED, url) if "=" in url else url
+        url = _compiled(_BARE_USERINFO).sub("", url)
+    return (
+        _compiled(_SECRET_QUERY).sub(lambda m: m.group("key") + REDACTED, url)
+        if "=" in url
+        else url
+    )
 
 
 _PASSWORD_COMMANDS = ("sshpass", "mysql", "mysqldump", "mysqladmin", "mariadb")
@@ -264,7 +280,7 @@ def redact_argv(argv: List[str]) -> List[str]:
             out.append(name + "=" + redact_argv([_value])[0])
         else:
             # A token by its shape wherever it stands (--note "key ghp_...", run=AKIA...).
-            out.append(_TOKEN_SHAPES.sub(REDACTED, redact_url(arg)))
+            out.append(_compiled(_TOKEN_SHAPES).sub(REDACTED, redact_url(arg)))
     return out
 
 

@@ -10,6 +10,7 @@ import sys
 import sysconfig
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -404,3 +405,46 @@ def test_a_slow_cache_is_left_after_its_time_with_a_note(
     warnings: list[str] = []
     assert script.cache_builds(str(tmp_path), warnings) == []
     assert len(warnings) == 1 and "stopped after 0 entries (limits: 100000, -1s)" in warnings[0]
+
+
+def test_an_unchanged_triton_is_not_read_again_and_any_change_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key is kept under the stamps of everything it was computed from: a warm probe
+    hashes no file of triton's, an edit in place (its mtime put back), a module added, a
+    reinstall each make it read again, and every answer is triton's own."""
+    site = tmp_path / "site"
+    dist = make_triton(site)
+    folder = tmp_path / "cache"
+
+    def key() -> dict[str, Any]:
+        cache = script.DistCache(str(folder), [str(site)], code="t", quiet=0.0)
+        found: dict[str, Any] = script.triton_key([dist], [], cache)
+        cache.save()
+        return found
+
+    first = key()
+    assert first["digest"] == reference_digest(site)
+    hashing = script.triton_key.__globals__["_file_sha256"]
+    monkeypatch.setitem(script.triton_key.__globals__, "_file_sha256", _refused)
+    assert key() == first  # warm: nothing read
+    monkeypatch.setitem(script.triton_key.__globals__, "_file_sha256", hashing)
+    module = site / "triton/language/core.py"
+    st = module.stat()
+    module.write_text("c = 4\n")  # same size, mtime put back: the ctime moves
+    os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns))
+    edited = key()
+    assert edited["digest"] == reference_digest(site) != first["digest"]
+    (site / "triton/backends/nvidia/extra.py").write_text("e = 5\n")
+    added = key()
+    assert added["digest"] == reference_digest(site) != edited["digest"]
+    assert added["files"] == edited["files"] + 1
+    # The same tree under another version: its key is not the kept one.
+    assert key()["digest"] == added["digest"]
+    other = dict(dist, version="3.8.1")
+    cache = script.DistCache(str(folder), [str(site)], code="t", quiet=0.0)
+    assert script.triton_key([other], [], cache)["digest"] != added["digest"]
+
+
+def _refused(path: str, *rest: object) -> str:
+    raise AssertionError(f"{path} hashed although nothing changed")

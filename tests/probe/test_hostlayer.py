@@ -5,6 +5,9 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from factories import load_target, make_host_tree
 
@@ -122,3 +125,52 @@ def test_fifos_and_huge_files_in_the_trees_are_not_read_and_never_hang(tmp_path:
     assert layer["nccl_conf"] == [
         {"path": "/etc/nccl.conf", "sha256": None, "keys": {}, "error": "cannot be read"}
     ]
+
+
+def test_plugins_are_kept_by_stamp_and_read_again_when_they_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Library folders are listed and plugins hashed at every probe: an unchanged folder is
+    not listed again, an unchanged plugin not hashed again; a plugin added, or rewritten in
+    place with its mtime put back, is seen."""
+    root = make_host_tree(tmp_path, plugins={"libnccl-net.so": b"aws-ofi"})
+    folder = tmp_path / "cache"
+
+    def layer() -> dict[str, Any]:
+        cache = script.DistCache(str(folder), ["/site"], code="t", quiet=0.0)
+        found: dict[str, Any] = script.host_layer(
+            {}, str(root), script.Kept(cache, script.file_stamp)
+        )
+        cache.save()
+        return found
+
+    first = layer()
+    assert first == script.host_layer({}, str(root))
+    names, hashing = script.net_plugins.__globals__["_names"], script.sha256_file
+
+    def listed(path: str, match: Any = None, limit: int = 4096) -> list[str]:
+        if limit == script.LIB_ENTRIES and os.path.isdir(path):  # a library folder
+            raise AssertionError(f"{path} listed although nothing changed")
+        found: list[str] = names(path, match, limit)
+        return found
+
+    monkeypatch.setitem(script.net_plugins.__globals__, "_names", listed)
+    monkeypatch.setitem(script.net_plugins.__globals__, "sha256_file", _refused)
+    assert layer() == first  # warm: no folder listed, no plugin hashed
+    monkeypatch.setitem(script.net_plugins.__globals__, "_names", names)
+    monkeypatch.setitem(script.net_plugins.__globals__, "sha256_file", hashing)
+    plugin = root / "usr" / "lib" / "libnccl-net.so"
+    st = plugin.stat()
+    plugin.write_bytes(b"aws-ofX")
+    os.utime(plugin, ns=(st.st_atime_ns, st.st_mtime_ns))
+    (root / "usr" / "lib" / "libnccl-net-ib2.so").write_bytes(b"ib2")
+    again = layer()
+    assert again == script.host_layer({}, str(root)) != first
+    assert [p["sha256"] for p in again["net_plugins"]] == [
+        hashlib.sha256(b"ib2").hexdigest(),
+        hashlib.sha256(b"aws-ofX").hexdigest(),
+    ]
+
+
+def _refused(*args: object) -> Any:
+    raise AssertionError(f"{args[0]} read although nothing changed")

@@ -18,7 +18,6 @@
 # ruff: noqa: UP006, UP035, UP045
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import stat
@@ -30,6 +29,8 @@ from .reading import UNSAFE_CHARS
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional, Tuple
+
+    from .distcache import DistCache
 
 TRITON_NAMES = ("triton", "pytorch-triton", "pytorch-triton-rocm", "pytorch-triton-xpu")
 # A real triton has about 60 modules in these folders, none over a MB: past these bounds
@@ -58,15 +59,14 @@ _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLL
 TRITON_DEPTH = 32
 _UNSAFE = re.compile("[" + UNSAFE_CHARS + "]")
 
-_TORCH_VERSION = re.compile(rb"\n# torch version: ([0-9A-Za-z.+_-]{1,64})\n")
-_TORCH_GIT = re.compile(rb"\n# torch git version: ([0-9a-f]{7,64})\n")
-_TORCH_KEY = re.compile(rb"\[([a-z0-9]{40,64})\] torch_version: ")
-_SYSTEM = re.compile(rb"\] system_info\[hash\]: ([0-9a-f]{16,128})")
-_DEVICE = re.compile(rb"\] system_info\[device\]: \{'name': '([^'\x00-\x1f\x7f]{1,200})'\}")
-_TRITON = re.compile(rb"\] system_info\[version\]: \{[^}]{0,200}?'triton': '([^'\\]{1,40000})'")
-_CXX = re.compile(
-    rb"\] inductor_config\[cpp\.cxx\]: \((?:None|'[^']{0,255}'), '([^'\x00-\x1f\x7f]{1,255})'\)"
-)
+# What an FX graph entry says (compiled when an entry is read: most probes read none).
+_TORCH_VERSION = rb"\n# torch version: ([0-9A-Za-z.+_-]{1,64})\n"
+_TORCH_GIT = rb"\n# torch git version: ([0-9a-f]{7,64})\n"
+_TORCH_KEY = rb"\[([a-z0-9]{40,64})\] torch_version: "
+_SYSTEM = rb"\] system_info\[hash\]: ([0-9a-f]{16,128})"
+_DEVICE = rb"\] system_info\[device\]: \{'name': '([^'\x00-\x1f\x7f]{1,200})'\}"
+_TRITON = rb"\] system_info\[version\]: \{[^}]{0,200}?'triton': '([^'\\]{1,40000})'"
+_CXX = rb"\] inductor_config\[cpp\.cxx\]: \((?:None|'[^']{0,255}'), '([^'\x00-\x1f\x7f]{1,255})'\)"
 
 
 def line(text: Optional[str], cap: int = 255) -> Optional[str]:
@@ -130,6 +130,8 @@ def _file_sha256(path: str, cap: int = TRITON_FILE_CAP) -> str:
             raise _Unreadable("%s: not a regular file" % path)
         if st.st_size > cap:
             raise _Unreadable("%s: larger than %d bytes" % (path, cap))
+        import hashlib
+
         digest = hashlib.sha256()
         while True:
             block = os.read(fd, 1 << 20)
@@ -167,8 +169,10 @@ class _Walk:
         self.deadline = deadline
         self.every, self.order = _suffixes()
         self.count = 0
+        self.listed: List[str] = []  # every folder listed: what the walk's answer rests on
 
     def _listdir(self, path: str) -> List[str]:
+        self.listed.append(path)
         if os.path.islink(path):
             raise _Unreadable("%s: a link (not followed)" % path)
         try:
@@ -245,22 +249,89 @@ def _record_sha256(metadata_dir: str, rel: str) -> Optional[Tuple[str, int]]:
     return None
 
 
-def triton_key(packages: List[Dict[str, Any]], warnings: List[str]) -> Optional[Dict[str, Any]]:
-    """The triton the interpreter imports: its version and the sha256 of its triton_key()."""
+def triton_key(
+    packages: List[Dict[str, Any]], warnings: List[str], cache: Optional[DistCache] = None
+) -> Optional[Dict[str, Any]]:
+    """The triton the interpreter imports: its version and the sha256 of its triton_key(),
+    kept in the distribution cache under the stamps of every file and folder it was
+    computed from (an unchanged triton is not read and hashed again at every probe)."""
     dist = next((p for p in packages if p["name"] in TRITON_NAMES and not p["shadowed"]), None)
     if dist is None:
         return None
     out = {"version": dist["version"], "digest": None, "files": 0, "error": None}
     root = os.path.join(dist["location"], "triton")
+    held = _kept_digest(cache, root, dist)
+    if held is not None:
+        out["digest"], out["files"] = held
+        return out
+    read: List[str] = []
     try:
-        out["digest"], out["files"] = _triton_digest(root, dist)
+        out["digest"], out["files"] = _triton_digest(root, dist, read)
     except _Unreadable as exc:
         out["error"] = "triton's key not computed: %s" % exc
         warnings.append(out["error"])
+        return out
+    if cache is not None:
+        from .distcache import file_stamp
+
+        # Which files and folders, under RECORD's stamp (a reinstall writes a new one); the
+        # digest under theirs.
+        cache.keep_lib("TRITON-READ\0" + root, file_stamp(_record_of(dist)), {"paths": read})
+        digest = {"version": dist["version"], "digest": out["digest"], "files": out["files"]}
+        cache.keep_lib("TRITON\0" + root, _stamps(read), digest)
     return out
 
 
-def _triton_digest(root: str, dist: Dict[str, Any]) -> Tuple[str, int]:
+def _record_of(dist: Dict[str, Any]) -> str:
+    return os.path.join(dist["location"], dist.get("metadata_dir") or "", "RECORD")
+
+
+def _stamps(paths: List[str]) -> Optional[str]:
+    """The stamps of ``paths``, joined; None if one has none (absent, or a link)."""
+    from .distcache import file_stamp
+
+    out = []
+    for path in paths:
+        stamp = file_stamp(path)
+        if stamp is None:
+            return None
+        out.append(stamp)
+    return ";".join(out)
+
+
+def _present(path: str) -> str:
+    """``path``, or where it is not, the nearest folder above that is (the one whose
+    stamp moves when it appears)."""
+    while not os.path.lexists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
+
+
+def _kept_digest(
+    cache: Optional[DistCache], root: str, dist: Dict[str, Any]
+) -> Optional[Tuple[str, int]]:
+    """(digest, files) kept for the triton at ``root`` when nothing it was computed from
+    changed, else None."""
+    if cache is None:
+        return None
+    from .distcache import file_stamp
+
+    read = cache.lib("TRITON-READ\0" + root, file_stamp(_record_of(dist)))
+    paths = read.get("paths") if read is not None else None
+    if type(paths) is not list or not paths or not all(type(p) is str for p in paths):
+        return None
+    held = cache.lib("TRITON\0" + root, _stamps(paths))
+    if held is None or held.get("version") != dist["version"]:
+        return None
+    digest, files = held.get("digest"), held.get("files")
+    if type(digest) is str and re.match(r"[0-9a-f]{64}\Z", digest) and type(files) is int:
+        return digest, files
+    return None
+
+
+def _triton_digest(root: str, dist: Dict[str, Any], read: List[str]) -> Tuple[str, int]:
+    """(digest, files hashed) of triton_key(); ``read`` gets every file and folder the
+    answer rests on."""
     if os.path.islink(root) or not os.path.isdir(root):
         raise _Unreadable("%s: not a folder" % root)
     # Where triton_key() is defined: runtime/cache.py (3.4 and later), compiler/compiler.py
@@ -286,8 +357,11 @@ def _triton_digest(root: str, dist: Dict[str, Any]) -> Tuple[str, int]:
         raise _Unreadable("no triton_key() in runtime/cache.py or compiler/compiler.py")
     walk = _Walk(time.monotonic() + TRITON_SECONDS)
     contents = [_file_sha256(frontend)]
+    hashed = [frontend]
     for folder in ("compiler", "backends"):
-        contents += [_file_sha256(p) for p in walk.modules(os.path.join(root, folder))]
+        modules = walk.modules(os.path.join(root, folder))
+        contents += [_file_sha256(p) for p in modules]
+        hashed += modules
     import sysconfig
 
     ext = (sysconfig.get_config_var("EXT_SUFFIX") or ".so").split(".")[-1]
@@ -304,9 +378,16 @@ def _triton_digest(root: str, dist: Dict[str, Any]) -> Tuple[str, int]:
         contents.append(_file_sha256(os.path.join(dist["location"], lib), LIBTRITON_CAP))
     else:
         contents.append(recorded[0])
-    contents += [_file_sha256(p) for p in walk.modules(os.path.join(root, "language"))]
+    modules = walk.modules(os.path.join(root, "language"))
+    contents += [_file_sha256(p) for p in modules]
+    # The files looked into for triton_key() too (the frontend is one of them), RECORD and
+    # libtriton (its hash or its size against RECORD's), and every folder listed.
+    tried = [os.path.join(root, rel) for rel in ("runtime/cache.py", "compiler/compiler.py")]
+    read += [_present(p) for p in tried[: tried.index(frontend) + 1]]
+    read += hashed[1:] + modules + [os.path.join(info, "RECORD")]
+    read += [os.path.join(dist["location"], lib), *walk.listed]
     text = str(dist["version"]) + "-".join(contents)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest(), len(contents)
+    return _sha256(text.encode("utf-8")), len(contents)
 
 
 # ---- file systems ---------------------------------------------------------------------------
@@ -349,13 +430,19 @@ def filesystem(path: str, table: List[Tuple[str, str]]) -> Optional[str]:
 # ---- who built an inductor cache ------------------------------------------------------------
 
 
+def _sha256(data: bytes) -> str:
+    import hashlib  # here: loading it (and OpenSSL) is a probe's cost where nothing is hashed
+
+    return hashlib.sha256(data).hexdigest()
+
+
 def _text(raw: Optional[bytes]) -> Optional[str]:
     return None if raw is None else line(raw.decode("utf-8", "replace"))
 
 
 def _entry_build(data: bytes) -> Dict[str, Any]:
-    def first(pattern: Any) -> Optional[bytes]:
-        match = pattern.search(data)
+    def first(pattern: bytes) -> Optional[bytes]:
+        match = re.search(pattern, data)
         return match.group(1) if match else None
 
     triton = first(_TRITON)
@@ -366,7 +453,7 @@ def _entry_build(data: bytes) -> Dict[str, Any]:
         "system": _text(first(_SYSTEM)),
         "cxx": _text(first(_CXX)),
         "device": _text(first(_DEVICE)),
-        "triton": None if triton is None else hashlib.sha256(triton).hexdigest(),
+        "triton": None if triton is None else _sha256(triton),
     }
 
 

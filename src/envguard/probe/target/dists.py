@@ -44,7 +44,8 @@ def canonical_name(name: str) -> str:
 
 # The header fields the snapshot needs, one per line (a folded continuation line starts
 # with whitespace, so it never matches), matched at C speed.
-_HEADER = re.compile(r"^(Name|Version|Requires-Dist):[ \t]*(.*?)[ \t\r]*$", re.M)
+# Compiled when METADATA is read (an unchanged venv reads none: distcache.py).
+_HEADER = r"(?m)^(Name|Version|Requires-Dist):[ \t]*(.*?)[ \t\r]*$"
 
 
 def metadata_headers(path: str, requires: Optional[List[str]] = None) -> Dict[str, str]:
@@ -77,7 +78,7 @@ def metadata_headers(path: str, requires: Optional[List[str]] = None) -> Dict[st
     # the per-value check for unsafe characters (a tab or a non-ASCII space also sends it
     # there: slower, never wrong).
     check = not text.replace("\r\n", "\n").replace("\n", "").isprintable()  # a lone \r: checked
-    for key, value in _HEADER.findall(text):
+    for key, value in re.findall(_HEADER, text):
         if key == "Requires-Dist":
             safe = not (check and _UNSAFE.search(value))
             if requires is not None and len(value) <= 512 and safe:

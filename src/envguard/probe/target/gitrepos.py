@@ -4,13 +4,23 @@
 from __future__ import annotations
 
 import os
+import stat
 
-from .confine import DIFF_ARGS, OUTSIDE, SAFE_GIT_ENV, git_env, run_git
+from .confine import (
+    DIFF_ARGS,
+    FILTER_QUERY,
+    OUTSIDE,
+    SAFE_GIT_ENV,
+    drivers_named,
+    run_git,
+    run_gits,
+    without_filters,
+)
 from .redact import redact_url
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional
+    from typing import Any, Dict, List, Optional, Tuple
 
     from .confine import Roots
 
@@ -45,76 +55,227 @@ def git_top(path: str) -> Optional[str]:
     return out.strip() if out else None
 
 
+# Asked together where the repo was named, before its top is known (all run nothing the
+# config names, and read no file a filter would touch): where the work tree and its index
+# are, the filter drivers to switch off, the branch, the remotes.
+_FIRST = (
+    ("rev-parse", "--show-toplevel", "--git-path", "index"),
+    FILTER_QUERY,
+    ("symbolic-ref", "--short", "-q", "HEAD"),
+    ("remote", "-v"),
+)
+# Then, with the filters off and the index copied: HEAD, tracked changes and untracked
+# files in one status (porcelain v2, git >= 2.11), and the diff whose hash is recorded.
+_STATUS = ("status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all")
+
+
+def _text(answer: Optional[Tuple[int, bytes]]) -> Optional[str]:
+    """What a git that exited 0 printed, else None (as _git answers)."""
+    if answer is None or answer[0] != 0:
+        return None
+    return answer[1].decode("utf-8", "surrogateescape")
+
+
 def git_repo(path: str) -> Dict[str, Any]:
     """A repo record: HEAD, branch, dirtiness, the hash of `git diff HEAD`, the remote."""
     if _is_git_directory(path):
         return {"path": path, "error": GITDIR_REFUSED}
-    top = git_top(path)
+    where, filters, branch, remotes = run_gits(path, _FIRST, env=SAFE_GIT_ENV)
+    lines = (_text(where) or "").split("\n")
+    if len(lines) == 3 and not lines[2]:
+        top: Optional[str] = lines[0].strip() or None
+        index = os.path.join(path, lines[1].strip())  # relative to where git ran
+    else:  # a line break in a path (or no answer): asked one at a time, as ever
+        top = git_top(path)
+        index = ""
+        if top is not None:
+            index = (_git(top, "rev-parse", "--git-path", "index") or "").strip()
+            index = os.path.join(top, index) if index else ""
     if top is None:
         error = "no such directory" if not os.path.isdir(path) else "not a git work tree"
         return {"path": path, "error": error}
-    safe = git_env(top)  # every filter the config names switched off
-    scratch = _index_copy(top, safe)
+    # Every filter the config names switched off (confine.without_filters).
+    safe = without_filters(drivers_named(filters[1] if filters is not None else None))
+    scratch = _index_copy(index, safe)
     try:
-        return _measure(top, safe)
+        status, diff = run_gits(top, (_STATUS, ("diff", *DIFF_ARGS, "HEAD", "--")), env=safe)
+        found = _status(_text(status))
+        if found is None:  # an older git, or a status that failed: one question at a time
+            head = (_git(top, "rev-parse", "--verify", "-q", "HEAD", safe=safe) or "").strip()
+            tracked = bool((_git(top, "status", "--porcelain", "-uno", safe=safe) or "").strip())
+            others = _git(top, "ls-files", "--others", "--exclude-standard", "-z", safe=safe)
+            untracked = len([p for p in (others or "").split("\0") if p])
+            found = (head or None, tracked, untracked)
+        return _record(
+            top, found, diff=_text(diff) or "", branch=_text(branch), remote=_remote(top, remotes)
+        )
     finally:
         if scratch is not None:
-            import shutil
-
-            shutil.rmtree(scratch, ignore_errors=True)
+            _remove(scratch)
 
 
-def _index_copy(top: str, safe: Dict[str, str]) -> Optional[str]:
+def _index_copy(index: str, safe: Dict[str, str]) -> Optional[str]:
     """git diff refreshes the index it reads and writes it back: point git at a copy
     (GIT_INDEX_FILE), so reading a repo never writes the user's .git/index. Returns the
     scratch folder to remove, or None (no index, or it could not be copied: git then
     reads the real one, and may refresh it as any `git diff` does)."""
-    import shutil
-    import tempfile
-
-    where = (_git(top, "rev-parse", "--git-path", "index", safe=safe) or "").strip()
-    if not where:
+    if not index or not os.path.isfile(index) or os.path.islink(index):
         return None
-    index = where if os.path.isabs(where) else os.path.join(top, where)
+    scratch = _scratch_folder()
+    if scratch is None:
+        return None
+    copy = os.path.join(scratch, "index")
     try:
-        if not os.path.isfile(index) or os.path.islink(index):
-            return None
-        scratch = tempfile.mkdtemp(prefix="envguard-index-")
-        # copy2: the copy keeps the index's mtime, which git's "racily clean" check compares
-        # file times with; a fresh mtime would make a file changed in the same second look
-        # unchanged.
-        shutil.copy2(index, os.path.join(scratch, "index"))
+        _copy_file(index, copy)
     except OSError:
+        _remove(scratch)
         return None
-    safe["GIT_INDEX_FILE"] = os.path.join(scratch, "index")
+    safe["GIT_INDEX_FILE"] = copy
     return scratch
 
 
-def _measure(top: str, safe: Dict[str, str]) -> Dict[str, Any]:
-    head = (_git(top, "rev-parse", "--verify", "-q", "HEAD", safe=safe) or "").strip() or None
-    branch = (_git(top, "symbolic-ref", "--short", "-q", "HEAD", safe=safe) or "").strip() or None
-    diff = _git(top, "diff", *DIFF_ARGS, "HEAD", "--", safe=safe) or ""  # "--": a file named HEAD
-    diff = diff.rstrip("\n") if head else ""
-    status = _git(top, "status", "--porcelain", "-uno", safe=safe) or ""
-    dirty = bool(diff) or bool(status.strip())
-    untracked = _git(top, "ls-files", "--others", "--exclude-standard", "-z", safe=safe) or ""
-    remotes = (_git(top, "remote", safe=safe) or "").split()
-    remote = None
-    if remotes:
-        name = "origin" if "origin" in remotes else remotes[0]
-        url = (_git(top, "remote", "get-url", name, safe=safe) or "").strip()
-        remote = redact_url(url) if url else None
-    import hashlib
+def _scratch_folder() -> Optional[str]:
+    """A new private folder in the temporary directory, found as tempfile finds it
+    (TMPDIR, TEMP, TMP, then the usual places), without importing tempfile (which imports
+    shutil and random, a cost at every probe); None where none can be made."""
+    places = [os.environ.get(name) for name in ("TMPDIR", "TEMP", "TMP")]
+    places += ["/tmp", "/var/tmp", "/usr/tmp"]
+    for place in places:
+        if not place:
+            continue
+        for _ in range(3):  # a name taken (by chance): another one
+            folder = os.path.join(os.path.abspath(place), "envguard-index-" + os.urandom(6).hex())
+            try:
+                os.mkdir(folder, 0o700)
+            except FileExistsError:
+                continue
+            except OSError:
+                break  # not writable here: the next place
+            return folder
+    return None
 
+
+def _copy_file(source: str, dest: str) -> None:
+    """``source``'s bytes and times into the new file ``dest`` (shutil.copy2 without
+    shutil, whose import is a cost at every probe). The times matter: git's "racily clean"
+    check compares file times with the index's mtime; a fresh one would make a file
+    changed in the same second look unchanged."""
+    # Non-blocking and no link: a FIFO or link put there since it was looked at is refused.
+    fd = os.open(source, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError("not a regular file")
+        out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            while True:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    break
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(out, view) :]
+        finally:
+            os.close(out)
+    finally:
+        os.close(fd)
+    os.utime(dest, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def _remove(scratch: str) -> None:
+    """The scratch folder and what git left in it (the index copy, a lock), never more."""
+    try:
+        for name in os.listdir(scratch):
+            os.unlink(os.path.join(scratch, name))
+        os.rmdir(scratch)
+    except OSError:
+        pass
+
+
+def _status(text: Optional[str]) -> Optional[Tuple[Optional[str], bool, int]]:
+    """(HEAD, tracked changes, untracked files) from `git status --porcelain=v2 --branch -z
+    --untracked-files=all`, or None when there is no such answer. "Tracked changes" is what
+    `git status --porcelain -uno` would list: that leaves out a submodule whose only change
+    is untracked files inside it (``S..U``)."""
+    if text is None:
+        return None
+    head: Optional[str] = None
+    tracked, untracked = False, 0
+    fields = text.split("\0")
+    i = 0
+    while i < len(fields):
+        entry = fields[i]
+        i += 1
+        if entry.startswith("# branch.oid "):
+            oid = entry[len("# branch.oid ") :]
+            head = None if oid == "(initial)" else oid
+        elif entry.startswith("? "):
+            untracked += 1
+        elif entry.startswith(("1 ", "2 ", "u ")):
+            if entry.startswith("2 "):
+                i += 1  # a rename or copy: its source path follows
+            parts = entry.split(" ", 3)
+            if not (parts[0] == "1" and parts[1] == ".M" and parts[2] == "S..U"):
+                tracked = True
+        elif entry and not entry.startswith(("# ", "! ")):
+            return None  # not the format asked for
+    return head, tracked, untracked
+
+
+def _remote(top: str, answer: Optional[Tuple[int, bytes]]) -> Optional[str]:
+    """The URL of origin (else of the first remote), credentials taken out, from `git
+    remote -v` (``name<TAB>url (fetch)``, sorted by name, as `git remote` lists them);
+    `git remote get-url` where that output does not say it plainly."""
+    text = _text(answer)
+    if not text:
+        return None
+    names: List[str] = []
+    fetch: Dict[str, List[str]] = {}
+    plain = True
+    for row in text.split("\n"):
+        if not row:
+            continue
+        name, _, rest = row.partition("\t")
+        if name not in names:
+            names.append(name)
+        if rest.endswith(" (fetch)"):
+            fetch.setdefault(name, []).append(rest[: -len(" (fetch)")])
+        elif not (rest.endswith(" (push)") or (rest == "" and name)):
+            plain = False  # a URL with a line break in it, say
+    if not names:
+        return None
+    name = "origin" if "origin" in names else names[0]
+    urls = fetch.get(name, [])
+    if plain and len(urls) == 1:
+        url = urls[0].strip()
+    else:
+        url = (_git(top, "remote", "get-url", name, safe=SAFE_GIT_ENV) or "").strip()
+    return redact_url(url) if url else None
+
+
+def _record(
+    top: str,
+    found: Tuple[Optional[str], bool, int],
+    *,
+    diff: str,
+    branch: Optional[str],
+    remote: Optional[str],
+) -> Dict[str, Any]:
+    head, tracked, untracked = found
+    diff = diff.rstrip("\n") if head else ""
+    dirty = bool(diff) or tracked
+    digest = None
+    if dirty:
+        import hashlib  # here: a clean repo hashes nothing, and loading it costs a probe
+
+        digest = hashlib.sha256(diff.encode("utf-8", "surrogateescape")).hexdigest()
     return {
         "path": top,
         "head": head,
-        "branch": branch,
+        "branch": (branch or "").strip() or None,
         "dirty": dirty,
-        "diff_sha256": hashlib.sha256(diff.encode("utf-8", "surrogateescape")).hexdigest()
-        if dirty
-        else None,
-        "untracked": len([p for p in untracked.split("\0") if p]),
+        "diff_sha256": digest,
+        "untracked": untracked,
         "remote": remote,
         "error": None,
     }

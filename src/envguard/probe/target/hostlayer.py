@@ -12,7 +12,6 @@ the accelerator (system.py).
 # ruff: noqa: UP006, UP035, UP045
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import stat
@@ -22,13 +21,14 @@ from .redact import is_secret_name, secret_digest
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional
+    from typing import Any, Callable, Dict, List, Optional, Tuple
 
 NVIDIA_VENDOR = "0x10de"
 # PCI class 0x03xxxx: display controllers (VGA 0x0300, 3D 0x0302); NVSwitch is 0x0680.
 _DISPLAY_CLASS = "0x03"
 _PLUGIN = re.compile(r"\Alibnccl-net[A-Za-z0-9_.+-]*\.so(?:\.[0-9]+)*\Z")
-_NCCL_LINE = re.compile(r"\A\s*(NCCL_[A-Za-z0-9_]{1,64})\s*=\s*(.*?)\s*\Z")
+# Compiled when an nccl.conf is read (most nodes have none).
+_NCCL_LINE = r"\A\s*(NCCL_[A-Za-z0-9_]{1,64})\s*=\s*(.*?)\s*\Z"
 _OFED = re.compile(r"(MLNX_OFED_LINUX-[0-9][A-Za-z0-9.-]{0,60}|OFED-internal-[0-9][\w.-]{0,60})")
 _HEX64 = re.compile(r"\A(?:sha256:)?([0-9a-f]{64})\Z")
 _CGROUP_ID = re.compile(r"(?:docker|cri-containerd|crio|libpod)[-/]([0-9a-f]{64})")
@@ -78,6 +78,8 @@ def sha256_file(path: str, cap: int = PLUGIN_CAP) -> Optional[str]:
     try:
         if os.fstat(fd).st_size > cap:
             return None
+        import hashlib  # here: loading it (and OpenSSL) costs a probe that hashes nothing
+
         digest = hashlib.sha256()
         total = 0
         while True:
@@ -127,11 +129,13 @@ def nccl_conf(path: str, shown: str) -> Optional[Dict[str, Any]]:
         return {"path": shown, "sha256": None, "keys": {}, "error": "cannot be read"}
     keys: Dict[str, str] = {}
     for raw in text.splitlines():
-        match = _NCCL_LINE.match(raw)
+        match = re.match(_NCCL_LINE, raw)
         if match and not raw.lstrip().startswith("#") and len(keys) < MAX_LISTED:
             name, value = match.group(1), _line(match.group(2)) or ""
             # A secret-looking key is kept as a salted hash, as in the environment section.
             keys[name] = secret_digest(name, value) if is_secret_name(name) else value
+    import hashlib
+
     digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
     return {"path": shown, "sha256": digest, "keys": keys, "error": None}
 
@@ -205,15 +209,60 @@ def wanted_plugin(environ: Dict[str, str]) -> List[str]:
     return ["libnccl-net-%s.so" % value, value]
 
 
-def net_plugins(environ: Dict[str, str], root: str = "") -> Dict[str, Any]:
+class Kept:
+    """The distribution cache (distcache.DistCache's lib/keep_lib) and its stamp function,
+    for what the host layer reads at every probe: the plugin names in each library folder,
+    under the folder's stamp (adding, removing or renaming a file moves its mtime), and a
+    plugin's sha256 under the file's. Passed in by the probe: the rank gate's fingerprint
+    reads the layer without a cache."""
+
+    def __init__(self, cache: Any, stamp: Callable[[str], Optional[str]]) -> None:
+        self.cache, self.stamp = cache, stamp
+
+    def get(self, kind: str, path: str, field: str) -> Tuple[Any, str, Optional[str]]:
+        """(what is kept for ``path``, or None; its key; its stamp now)."""
+        real = os.path.realpath(path)
+        key, stamp = kind + "\0" + real, self.stamp(real)
+        held = self.cache.lib(key, stamp)
+        return (held.get(field) if held is not None else None), key, stamp
+
+
+def _plugins_in(folder: str, kept: Optional[Kept]) -> List[str]:
+    """The plugin names in ``folder`` (a library folder: up to LIB_ENTRIES looked at)."""
+    if kept is None:
+        return _names(folder, _PLUGIN.match, LIB_ENTRIES)
+    held, key, stamp = kept.get("PLUGINS", folder, "names")
+    if type(held) is list and all(type(n) is str and _PLUGIN.match(n) for n in held):
+        return held
+    names = _names(folder, _PLUGIN.match, LIB_ENTRIES)
+    kept.cache.keep_lib(key, stamp, {"names": names})
+    return names
+
+
+def _plugin_sha256(path: str, kept: Optional[Kept]) -> Optional[str]:
+    if kept is None:
+        return sha256_file(path)
+    held, key, stamp = kept.get("PLUGIN", path, "sha256")
+    if type(held) is str and _HEX64.match(held):
+        return held
+    digest = sha256_file(path)
+    if digest is not None:
+        kept.cache.keep_lib(key, stamp, {"sha256": digest})
+    return digest
+
+
+def net_plugins(
+    environ: Dict[str, str], root: str = "", kept: Optional[Kept] = None
+) -> Dict[str, Any]:
     """The libnccl-net*.so files on the loader's path (name, directory, sha256), and the one
     NCCL would load (the first of the names it tries, in the loader's order)."""
     found: List[Dict[str, Any]] = []
     for folder in loader_dirs(environ, root):
-        for name in _names(root + folder, _PLUGIN.match, LIB_ENTRIES):
+        for name in _plugins_in(root + folder, kept):
             if len(found) < MAX_LISTED:
                 path = folder + "/" + name
-                found.append({"name": name, "path": path, "sha256": sha256_file(root + path)})
+                digest = _plugin_sha256(root + path, kept)
+                found.append({"name": name, "path": path, "sha256": digest})
     chosen = None
     for name in wanted_plugin(environ):
         if "/" in name:
@@ -299,7 +348,9 @@ def container(environ: Dict[str, str], root: str = "") -> Optional[Dict[str, Any
     }
 
 
-def host_layer(environ: Dict[str, str], root: str = "") -> Dict[str, Any]:
+def host_layer(
+    environ: Dict[str, str], root: str = "", kept: Optional[Kept] = None
+) -> Dict[str, Any]:
     """Everything above, as plain JSON-able data (the report's ``host_layer``)."""
     out: Dict[str, Any] = {
         "gpu_devices": gpu_devices(root),
@@ -309,7 +360,7 @@ def host_layer(environ: Dict[str, str], root: str = "") -> Dict[str, Any]:
         "ofed": ofed(root),
         "container": container(environ, root),
     }
-    out.update(net_plugins(environ, root))
+    out.update(net_plugins(environ, root, kept))
     return out
 
 

@@ -26,15 +26,26 @@ from .compilekey import (
     triton_key,
 )
 from .confine import OUTSIDE, roots_for
-from .distcache import QUIET_SECONDS, DistCache, cache_path
+from .distcache import QUIET_SECONDS, DistCache, cache_path, file_stamp
 from .dists import scan_packages, site_dirs
 from .env import capture_env
 from .fit import fit
 from .gitrepos import probe_repos
-from .hostlayer import host_layer
+from .hostlayer import Kept, host_layer
 from .libs import libraries
 from .loaded import confined_sites
-from .system import accelerator, enter_venv, finish_tool, interpreter, start_tool, user
+from .system import (
+    GPU_COLUMNS,
+    accelerator,
+    enter_venv,
+    finish_version,
+    gpu_answers,
+    interpreter,
+    start_tool,
+    start_version,
+    user,
+    which,
+)
 from .torchbuild import torch_build
 from .trees import default_caches, hash_files, not_walked, walk_tree
 
@@ -52,14 +63,9 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
     environ = dict(os.environ)
     # Where /proc, /sys and /etc are read from for the host layer: "" but in tests.
     root = str(args.get("host_root") or "")
-    # Slow external tools run while the file system is read.
-    smi = start_tool(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
-    nvcc = start_tool(["nvcc", "--version"])
-    caps = start_tool(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"])
-    # The compiler torch inductor would call, named by this environment (never a snapshot).
-    cxx_name = compiler_name(environ)
-    cxx_path = compiler_path(cxx_name, environ)
-    cxx = start_tool([cxx_path, "--version"]) if cxx_path else None
+    # Slow external tools run while the file system is read. nvidia-smi reads the live
+    # driver: asked at every probe (where it is on PATH), all its columns at once.
+    smi = start_tool(["nvidia-smi", "--query-gpu=" + GPU_COLUMNS, "--format=csv,noheader"])
     warnings: List[str] = []
     sites = confined_sites(site_dirs(), sys.prefix, warnings)
     overlay = args.get("overlay")
@@ -73,6 +79,12 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
         code=args.get("code"),
         quiet=float(args.get("cache_quiet_seconds", QUIET_SECONDS)),
     )
+    # nvcc's and the C++ compiler's answers are their binaries': kept while those are
+    # unchanged (the compiler torch inductor would call, named by this environment).
+    nvcc = start_version(which("nvcc"), cached)
+    cxx_name = compiler_name(environ)
+    cxx_path = compiler_path(cxx_name, environ)
+    cxx = start_version(cxx_path, cached, timeout=5.0)
     packages = scan_packages(sites, warnings, cached)
     # Installed files against RECORD, while this thread waits on git and nvidia-smi.
     seconds = args.get("verify_seconds")
@@ -124,6 +136,11 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
         caches.append(cache)
     repos = probe_repos(args, packages, roots) if args.get("git") else []
     on_disk = checking.result(warnings)
+    gpus, caps = gpu_answers(smi)
+    nvcc_text = finish_version(nvcc, cached)
+    cxx_text = finish_version(cxx, cached)
+    triton = triton_key(packages, warnings, cached)
+    layer = host_layer(environ, root, Kept(cached, file_stamp))
     cached.save()
     return {
         "probe_version": PROBE_VERSION,
@@ -140,12 +157,12 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
         "repos": repos,
         "caches": caches,
         "env": capture_env(environ) if args.get("env", True) else {},
-        "accelerator": accelerator(finish_tool(smi), finish_tool(nvcc), proc=root + "/proc"),
-        "host_layer": host_layer(environ, root),
+        "accelerator": accelerator(gpus, nvcc_text, proc=root + "/proc"),
+        "host_layer": layer,
         "compile": {
-            "cxx": compiler(cxx_name, cxx_path, finish_tool(cxx, timeout=5.0)),
-            "triton": triton_key(packages, warnings),
-            "capabilities": capabilities(finish_tool(caps)),
+            "cxx": compiler(cxx_name, cxx_path, cxx_text),
+            "triton": triton,
+            "capabilities": capabilities(caps),
         },
         "warnings": warnings,
     }

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import sys
 
+from .confine import on_path, spawn_piped
 from .reading import read_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional, Tuple
+    from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+    from .distcache import DistCache
 
 
 def enter_venv() -> None:
@@ -97,11 +101,103 @@ def interpreter(sites: List[str]) -> Dict[str, Any]:
 
 
 def _which(name: str) -> Optional[str]:
-    for folder in os.environ.get("PATH", "").split(os.pathsep):
-        candidate = os.path.join(folder, name)
-        if folder and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    return None
+    return on_path(name, os.environ.get("PATH", ""))
+
+
+# A tool whose ``--version`` is its own binary's answer, by the name of the program it
+# resolves to: nvcc and the C++ compilers, not a wrapper that runs whichever compiler comes
+# next on PATH (ccache, distcc). A script is followed only when all it does is ``exec`` one
+# program by its absolute path with its own arguments (/usr/bin/nvcc on Debian).
+_OWN_ANSWER = re.compile(r"nvcc|g\+\+|c\+\+|clang|icp[cx]")
+_SHELLS = (b"#!/bin/sh", b"#!/bin/bash", b"#!/usr/bin/env sh", b"#!/usr/bin/env bash")
+_EXEC = re.compile(rb'exec[ \t]+(/[A-Za-z0-9_./+-]{1,4000})[ \t]+"\$@"[ \t]*')
+_SCRIPT_CAP = 4096
+_ANSWER_CAP = 64 << 10
+
+
+def start_version(
+    path: Optional[str], cache: Optional[DistCache], timeout: float = 15.0
+) -> Dict[str, Any]:
+    """``path --version`` as finish_version() will answer it: kept in the distribution
+    cache under the stamps of the program that answers (and of the exec wrapper that
+    runs it), where that answer is the program's own: an unchanged nvcc or g++ is not
+    started again at every probe. Otherwise started now, to run while the probe reads."""
+    job: Dict[str, Any] = {"started": None, "key": None, "stamp": None, "timeout": timeout}
+    if path is None:
+        return job
+    found = _answering(path) if cache is not None else None
+    if cache is not None and found is not None:
+        from .distcache import file_stamp
+
+        program, files = found
+        stamps = [file_stamp(f) for f in files]
+        # The path it is run by too: a compiler's first line names it (g++ vs c++).
+        job["key"] = "TOOL\0%s\0%s\0--version" % (path, program)
+        job["stamp"] = None if None in stamps else ";".join(s for s in stamps if s)
+        held = cache.lib(job["key"], job["stamp"])
+        text = held.get("text") if held is not None else None
+        if type(text) is str and len(text) <= _ANSWER_CAP:
+            job["text"] = text
+            return job
+    job["started"] = start_tool([path, "--version"])
+    return job
+
+
+def _answering(path: str) -> Optional[Tuple[str, List[str]]]:
+    """(the program whose own answer ``path --version`` prints, the files that answer
+    depends on), or None where it may be another's (see _OWN_ANSWER)."""
+    real = os.path.realpath(path)
+    head = _head(real)
+    files = [real]
+    if head is not None and head.startswith(b"#!"):
+        lines = [ln.strip() for ln in head.splitlines()]
+        body = [ln for ln in lines[1:] if ln and not ln.startswith(b"#")]
+        ran = _EXEC.fullmatch(body[0]) if len(body) == 1 and lines[0] in _SHELLS else None
+        if ran is None:
+            return None
+        real = os.path.realpath(ran.group(1).decode("ascii"))
+        head = _head(real)
+        files.append(real)
+    if head is None or head[:4] != b"\x7fELF" or not _OWN_ANSWER.search(os.path.basename(real)):
+        return None
+    return real, files
+
+
+def _head(path: str) -> Optional[bytes]:
+    """The first bytes of the regular file ``path`` (all of it up to _SCRIPT_CAP; a
+    longer script is not one to follow), or None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        head = os.read(fd, _SCRIPT_CAP)
+        return head if head[:2] != b"#!" or st.st_size <= _SCRIPT_CAP else b"#!"
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def finish_version(job: Dict[str, Any], cache: Optional[DistCache]) -> Optional[str]:
+    """What start_version() started printed (kept when it may be), or what was kept."""
+    if "text" in job:
+        text: Optional[str] = job["text"]
+        return text
+    text = finish_tool(job["started"], timeout=job["timeout"])
+    # A failure is not kept: asked again next time.
+    ok = text is not None and len(text) <= _ANSWER_CAP
+    if ok and job["key"] is not None and cache is not None:
+        cache.keep_lib(job["key"], job["stamp"], {"text": text})
+    return text
+
+
+def which(name: str) -> Optional[str]:
+    """Where ``name`` runs from on this process's PATH (a PATH lookup, nothing started)."""
+    return _which(name)
 
 
 def start_tool(argv: List[str]) -> Optional[Tuple[int, int]]:
@@ -109,24 +205,10 @@ def start_tool(argv: List[str]) -> Optional[Tuple[int, int]]:
     exe = _which(argv[0])
     if exe is None or not hasattr(os, "posix_spawn"):
         return None
-    read_fd, write_fd = os.pipe()
     try:
-        pid = os.posix_spawn(
-            exe,
-            [exe, *argv[1:]],
-            os.environ,
-            file_actions=[
-                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                (os.POSIX_SPAWN_DUP2, write_fd, 1),
-                (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
-            ],
-        )
+        return spawn_piped(exe, [exe, *argv[1:]], os.environ)
     except OSError:
-        os.close(read_fd)
         return None
-    finally:
-        os.close(write_fd)
-    return pid, read_fd
 
 
 def finish_tool(started: Optional[Tuple[int, int]], timeout: float = 15.0) -> Optional[str]:
@@ -157,6 +239,7 @@ def finish_tool(started: Optional[Tuple[int, int]], timeout: float = 15.0) -> Op
                 total += len(data)
     finally:
         os.close(fd)
+    pause = 0.0002  # a tool that closed stdout is most often exiting: look again soon
     while True:  # stdout is closed; the tool may still hang: wait no longer than the deadline
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
@@ -166,10 +249,39 @@ def finish_tool(started: Optional[Tuple[int, int]], timeout: float = 15.0) -> Op
             os.kill(pid, 9)
             _, status = os.waitpid(pid, 0)
             break
-        time.sleep(0.005)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.005)
     if timed_out or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
         return None
     return b"".join(chunks).decode("utf-8", "replace")
+
+
+# nvidia-smi's columns, asked in one query: once asked apart, as name,driver_version and
+# compute_cap (a start of nvidia-smi is most of its cost).
+GPU_COLUMNS = "name,driver_version,compute_cap"
+_DRIVER_NODES = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/dxg")
+
+
+def gpu_answers(
+    started: Optional[Tuple[int, int]], nodes: Sequence[str] = _DRIVER_NODES
+) -> Tuple[Optional[str], Optional[str]]:
+    """What ``nvidia-smi --query-gpu=name,driver_version`` and ``--query-gpu=compute_cap``
+    (``--format=csv,noheader``) would each print, from the one query of GPU_COLUMNS that
+    ``started`` ran: each row split at its last comma. Where that query does not answer in
+    three columns a row, or fails beside a driver (one before compute_cap, R510, refuses
+    the column), the two are asked apart as before; (None, None) where there is none."""
+    if started is None:
+        return None, None  # not on PATH: nothing more to ask
+    text = finish_tool(started)
+    rows = (text or "").splitlines()
+    if text is not None and all(row.count(",") >= 2 for row in rows if row.strip()):
+        parts = [row.rpartition(",") for row in rows]
+        return "".join(p[0] + "\n" for p in parts), "".join(p[2].lstrip(" ") + "\n" for p in parts)
+    if text is None and not any(os.path.exists(node) for node in nodes):
+        return None, None  # no driver: the queries apart would fail as this one did
+    smi = start_tool(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
+    caps = start_tool(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"])
+    return finish_tool(smi), finish_tool(caps)
 
 
 def proc_gpus(proc: str = "/proc") -> List[str]:

@@ -1,0 +1,312 @@
+"""The probe's repo record: the same answers as asking git one question at a time (the
+probe's way before it asked them together), in fewer git processes, none left behind."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from envguard.confine import DIFF_ARGS, SAFE_GIT_ENV, git_env, run_git
+from envguard.probe.payload import local_package
+from envguard.redact import redact_url
+from factories import git, make_git_repo
+
+gitrepos = local_package().gitrepos
+
+
+def _ask(repo: str, *args: str, env: dict[str, str] | None = None) -> str | None:
+    proc = run_git(repo, *args, env=env or SAFE_GIT_ENV, stderr=subprocess.DEVNULL)
+    return proc.stdout.decode("utf-8", "surrogateescape") if proc.returncode == 0 else None
+
+
+def one_at_a_time(path: str) -> dict[str, Any]:
+    """The record as the probe built it before, one git process per question (the oracle)."""
+    top = (_ask(path, "rev-parse", "--show-toplevel") or "").strip()
+    assert top, "not a work tree"
+    safe = git_env(top)
+    where = (_ask(top, "rev-parse", "--git-path", "index", env=safe) or "").strip()
+    index = where if os.path.isabs(where) else os.path.join(top, where)
+    copy = Path(top).parent / "oracle-index"
+    copy.write_bytes(Path(index).read_bytes())  # git must not refresh the real one
+    os.utime(copy, ns=(os.stat(index).st_atime_ns, os.stat(index).st_mtime_ns))
+    safe["GIT_INDEX_FILE"] = str(copy)
+    try:
+        head = (_ask(top, "rev-parse", "--verify", "-q", "HEAD", env=safe) or "").strip() or None
+        branch = (_ask(top, "symbolic-ref", "--short", "-q", "HEAD", env=safe) or "").strip()
+        diff = _ask(top, "diff", *DIFF_ARGS, "HEAD", "--", env=safe) or ""
+        diff = diff.rstrip("\n") if head else ""
+        status = _ask(top, "status", "--porcelain", "-uno", env=safe) or ""
+        others = _ask(top, "ls-files", "--others", "--exclude-standard", "-z", env=safe) or ""
+        remotes = (_ask(top, "remote", env=safe) or "").split()
+    finally:
+        copy.unlink()
+    remote = None
+    if remotes:
+        name = "origin" if "origin" in remotes else remotes[0]
+        url = (_ask(top, "remote", "get-url", name, env=safe) or "").strip()
+        remote = redact_url(url) if url else None
+    dirty = bool(diff) or bool(status.strip())
+    return {
+        "path": top,
+        "head": head,
+        "branch": branch or None,
+        "dirty": dirty,
+        "diff_sha256": hashlib.sha256(diff.encode()).hexdigest() if dirty else None,
+        "untracked": len([p for p in others.split("\0") if p]),
+        "remote": remote,
+        "error": None,
+    }
+
+
+def _clean(repo: Path) -> None:
+    """Nothing changed after the commit."""
+
+
+def _tracked_edit(repo: Path) -> None:
+    (repo / "train.py").write_text("print('changed')\n")
+    (repo / "notes.txt").write_text("new\n")
+    (repo / "data" / "x.csv").parent.mkdir()
+    (repo / "data" / "x.csv").write_text("1\n")
+    (repo / "data" / "sub").mkdir()
+    (repo / "data" / "sub" / "y.csv").write_text("2\n")
+    (repo / ".gitignore").write_text("*.log\nbuild/\n")
+    (repo / "run.log").write_text("ignored\n")
+    (repo / "build").mkdir()
+    (repo / "build" / "out.o").write_text("ignored\n")
+
+
+def _staged_only(repo: Path) -> None:
+    (repo / "new.py").write_text("x = 1\n")
+    git(repo, "add", "new.py")
+
+
+def _renamed(repo: Path) -> None:
+    git(repo, "mv", "train.py", "fit.py")
+
+
+def _deleted(repo: Path) -> None:
+    (repo / "train.py").unlink()
+
+
+def _unborn(repo: Path) -> None:
+    git(repo, "checkout", "-q", "--orphan", "fresh")
+    git(repo, "rm", "-q", "--cached", "train.py")
+    (repo / "staged.py").write_text("y = 2\n")
+    git(repo, "add", "staged.py")
+
+
+def _detached(repo: Path) -> None:
+    git(repo, "checkout", "-q", "--detach")
+
+
+def _branch_and_tag_alike(repo: Path) -> None:
+    git(repo, "tag", "main")  # symbolic-ref --short then says heads/main
+
+
+def _remotes(repo: Path) -> None:
+    git(repo, "remote", "add", "zeta", "https://zeta.example/z.git")
+    git(repo, "remote", "add", "origin", "https://user:secret@example.com/o/r.git")
+    git(repo, "config", "--add", "remote.origin.url", "https://second.example/r.git")
+    git(repo, "config", "remote.origin.pushurl", "ssh://push.example/r.git")
+
+
+def _remote_rewritten(repo: Path) -> None:
+    git(repo, "remote", "add", "upstream", "gh:o/r.git")
+    git(repo, "config", "url.https://github.com/.insteadOf", "gh:")
+    git(repo, "config", "remote.bare.fetch", "+refs/heads/*:refs/remotes/bare/*")
+
+
+def _remote_with_a_line_break(repo: Path) -> None:
+    git(repo, "config", "remote.origin.url", "https://a.example/x (fetch)\norigin\tevil")
+
+
+def _nested_repo_and_submodule(repo: Path) -> None:
+    inner = make_git_repo(repo.parent / "inner", {"s.txt": "s\n"})
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(inner), "sm")
+    git(repo, "commit", "-qm", "sm")
+    (repo / "sm" / "untracked-inside").write_text("u\n")  # not dirty for status -uno
+    nested = repo / "nested"
+    nested.mkdir()
+    git(nested, "init", "-q")
+    (nested / "z").write_text("z\n")
+
+
+def _filter_driver(repo: Path) -> None:
+    (repo / ".gitattributes").write_text("*.py filter=lfsish\n")
+    git(repo, "add", ".gitattributes")
+    git(repo, "commit", "-qm", "attrs")
+    git(repo, "config", "filter.lfsish.clean", "false")  # would fail status if it ran
+    (repo / "train.py").write_text("print('filtered?')\n")
+
+
+STATES: dict[str, Callable[[Path], None]] = {
+    "clean": _clean,
+    "tracked_edit_and_untracked": _tracked_edit,
+    "staged_only": _staged_only,
+    "renamed": _renamed,
+    "deleted": _deleted,
+    "unborn_head": _unborn,
+    "detached": _detached,
+    "branch_and_tag_alike": _branch_and_tag_alike,
+    "remotes": _remotes,
+    "remote_rewritten": _remote_rewritten,
+    "remote_with_a_line_break": _remote_with_a_line_break,
+    "nested_repo_and_submodule": _nested_repo_and_submodule,
+    "filter_driver": _filter_driver,
+}
+
+
+@pytest.fixture
+def git_env_isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The repo's own config only, and a temp folder of the test's own."""
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    return scratch
+
+
+@pytest.mark.parametrize("state", sorted(STATES))
+def test_the_record_is_what_one_question_at_a_time_answers(
+    state: str, tmp_path: Path, git_env_isolated: Path
+) -> None:
+    repo = make_git_repo(tmp_path / "proj" / "repo", {"train.py": "print('train')\n"})
+    STATES[state](repo)
+    expected = one_at_a_time(str(repo))
+    index = repo / ".git" / "index"
+    before = index.stat() if index.exists() else None
+    assert gitrepos.git_repo(str(repo)) == expected
+    if before is not None:  # reading a repo never writes its index
+        after = index.stat()
+        assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert list(git_env_isolated.iterdir()) == [], "the index copy was left behind"
+
+
+def test_a_linked_work_tree_and_a_path_through_a_symlink(
+    tmp_path: Path, git_env_isolated: Path
+) -> None:
+    """`git worktree add`: its index lives in the main repo's .git/worktrees/NAME."""
+    repo = make_git_repo(tmp_path / "repo")
+    linked = tmp_path / "linked"
+    git(repo, "worktree", "add", "-q", "-b", "side", str(linked))
+    (linked / "train.py").write_text("print('side')\n")
+    (linked / "extra.txt").write_text("u\n")
+    expected = one_at_a_time(str(linked))
+    assert expected["branch"] == "side" and expected["dirty"]
+    index = repo / ".git" / "worktrees" / "linked" / "index"
+    before = index.stat()
+    assert gitrepos.git_repo(str(linked)) == expected
+    (tmp_path / "via").symlink_to(linked / ".", target_is_directory=True)
+    assert gitrepos.git_repo(str(tmp_path / "via")) == expected
+    assert index.stat().st_mtime_ns == before.st_mtime_ns
+    assert list(git_env_isolated.iterdir()) == []
+
+
+def test_a_subfolder_names_its_work_tree(tmp_path: Path, git_env_isolated: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", {"pkg/mod.py": "x = 1\n", "top.txt": "t\n"})
+    (repo / "top.txt").write_text("changed\n")
+    (repo / "loose.txt").write_text("u\n")
+    record = gitrepos.git_repo(str(repo / "pkg"))
+    assert record == one_at_a_time(str(repo))
+    assert record["untracked"] == 1 and record["dirty"]
+
+
+def _logging_git(tmp_path: Path, *, refuse: str | None = None) -> Path:
+    """A `git` first on PATH that logs each run (its pid and arguments) and then runs the
+    real one; with ``refuse``, fails any run whose arguments hold that word (an old git)."""
+    real = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True)
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    log = tmp_path / "git.log"
+    check = f'case "$*" in *{refuse}*) exit 129;; esac\n' if refuse else ""
+    (folder / "git").write_text(
+        f'#!/bin/sh\necho "$$ $*" >> {log}\n{check}exec {real.stdout.strip()} "$@"\n'
+    )
+    (folder / "git").chmod(stat.S_IRWXU)
+    return log
+
+
+def test_fewer_git_processes_same_answers(
+    tmp_path: Path, git_env_isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ten git processes one after another were most of a snapshot's probe in a repo; the
+    questions that need nothing from each other now run together, in two rounds."""
+    repo = make_git_repo(tmp_path / "repo")
+    _remotes(repo)
+    _tracked_edit(repo)
+    expected = one_at_a_time(str(repo))
+    log = _logging_git(tmp_path)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    assert gitrepos.git_repo(str(repo)) == expected
+    runs = log.read_text().splitlines()
+    assert len(runs) <= 6, runs
+    assert sum("status" in run for run in runs) == 1
+    assert not any("ls-files" in run or "get-url" in run for run in runs), runs
+
+
+def test_a_git_without_porcelain_v2_gets_the_same_record(
+    tmp_path: Path, git_env_isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git before 2.11 has no `status --porcelain=v2`: each question is asked on its own."""
+    repo = make_git_repo(tmp_path / "repo")
+    _tracked_edit(repo)
+    _remotes(repo)
+    expected = one_at_a_time(str(repo))
+    log = _logging_git(tmp_path, refuse="porcelain=v2")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    assert gitrepos.git_repo(str(repo)) == expected
+    assert any("ls-files" in run for run in log.read_text().splitlines())
+    assert list(git_env_isolated.iterdir()) == []
+
+
+@pytest.fixture(params=["posix_spawn", "subprocess"])
+def way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """run_gits both ways: posix_spawn, and subprocess where the platform has none."""
+    if request.param == "subprocess":
+        monkeypatch.delattr(os, "posix_spawn")
+    return str(request.param)
+
+
+def test_both_ways_of_starting_git_answer_alike(tmp_path: Path, way: str) -> None:
+    from envguard.confine import run_gits
+
+    repo = make_git_repo(tmp_path / "repo")
+    answers = run_gits(
+        str(repo), [("rev-parse", "--show-toplevel"), ("no-such-command",)], env=SAFE_GIT_ENV
+    )
+    assert answers[0] == (0, f"{repo}\n".encode())
+    assert answers[1] is not None and answers[1][0] != 0
+
+
+def test_a_git_that_never_answers_is_killed_at_the_deadline(tmp_path: Path, way: str) -> None:
+    """run_gits kills what runs past its deadline and leaves no process behind."""
+    from envguard.confine import run_gits
+
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    pids = tmp_path / "pids"
+    sleep = shutil.which("sleep")
+    (folder / "git").write_text(f"#!/bin/sh\necho $$ >> {pids}\nexec {sleep} 30\n")
+    (folder / "git").chmod(stat.S_IRWXU)
+    env = {**SAFE_GIT_ENV, "PATH": str(folder)}
+    answers = run_gits(str(tmp_path), [("status",), ("remote",)], env=env, timeout=0.5)
+    assert answers == [None, None]
+    for pid in pids.read_text().split():
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(pid), 0)  # reaped: no such process
+
+
+def test_no_git_on_path_is_no_answer(tmp_path: Path, way: str) -> None:
+    from envguard.confine import run_gits
+
+    env = {**SAFE_GIT_ENV, "PATH": str(tmp_path)}
+    assert run_gits(str(tmp_path), [("status",)], env=env) == [None]
