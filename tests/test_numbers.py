@@ -164,8 +164,9 @@ def test_a_fleet_stream_envelope_with_a_huge_byte_count_is_a_failed_node(tmp_pat
             read_document(source)
 
 
-# The scan as it was written first, one pattern: the split one must answer as it does.
-_ONE_PATTERN = r"(?:^|[\[:,])\s*-?[0-9.]*(?:[0-9]{41}|[eE][+-]?[0-9]{3})"
+# The scan as one pattern (a value at the start, after "[" or ",", or after a key's closing
+# quote and its colon): the split one must answer as it does.
+_ONE_PATTERN = r'(?:^|[\[,]|"\s*:)\s*-?[0-9.]*(?:[0-9]{41}|[eE][+-]?[0-9]{3})'
 
 
 @settings(max_examples=300, deadline=None)
@@ -179,3 +180,36 @@ def test_the_suspect_number_scan_answers_as_the_one_pattern(text: str) -> None:
     for _ in range(2):  # the second time from the memo of the last clean text
         assert suspect_numbers(text) is expected
         assert suspect_numbers(text.encode()) is expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.recursive(
+        st.one_of(
+            st.integers(min_value=-(10**60), max_value=10**60),
+            st.floats(allow_nan=False, allow_infinity=False),
+            st.text(alphabet="ae0123456789:,[ ", max_size=12),
+        ),
+        lambda inner: (
+            st.lists(inner, max_size=4)
+            | st.dictionaries(st.text(alphabet="ab: ,", max_size=4), inner, max_size=4)
+        ),
+        max_leaves=12,
+    ),
+    st.sampled_from([None, 0, 2]),
+    st.sampled_from(["1e309", "-1E+999", "1" * 41, "0.5e-400"]),
+)
+def test_the_scan_finds_every_refused_number_where_json_puts_one(
+    value: object, indent: int | None, refused: str
+) -> None:
+    """Any JSON document holding a number read_number refuses, anywhere a value goes and in
+    any spacing (a key's colon with blanks around it too), is suspect: the scan misses
+    none. A colon or digits inside a string do not make a document suspect on their own."""
+    import json
+
+    from envguard.reading import suspect_numbers
+
+    text = json.dumps({"k": [value, "REFUSED"]}, indent=indent)
+    for spaced in (text, text.replace('":', '" :')):
+        assert suspect_numbers(spaced.replace('"REFUSED"', refused)) is True
+    assert suspect_numbers('{"digest": "sha256:e123f0", "k": 1}') is False

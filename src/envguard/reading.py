@@ -141,12 +141,15 @@ def json_loads(text: str | bytes) -> Any:
 
 # Where a JSON value starts, a number read_number may refuse: more than MAX_DIGITS digits,
 # or an exponent of three digits or more (1e309 is inf). Text inside a string may match too
-# (a hash's hex digits after a comma): that costs the hooks, never a wrong answer.
-# The text's start and a value after "[", ":" or "," are searched for apart: a pattern that
-# starts with a character class is scanned for at C speed, one that starts with "(?:^|[...])"
-# is tried at every character.
+# (digits after a comma): that costs the hooks, never a wrong answer. A value after ":" is
+# one after a key's closing quote: a colon inside a string ("sha256:e123...", a digest's
+# hex after it) sent one text in fifty or so to pydantic's slower parser.
+# The text's start, a value after "[" or ",", and one after a key are searched for apart: a
+# pattern that starts with a character class or a literal is scanned for at C speed, one
+# that starts with "(?:^|[...])" is tried at every character.
 _NUMBER = r"\s*-?[0-9.]*(?:[0-9]{%d}|[eE][+-]?[0-9]{3})" % (MAX_DIGITS + 1)
-_AFTER = r"[\[:,]" + _NUMBER
+_AFTER = r"[\[,]" + _NUMBER
+_AFTER_KEY = r'"\s*:' + _NUMBER
 # The last text found clean: `diff` scans its snapshot's text before the probe starts, then
 # again to read it (once to choose the parser, once in json_loads). A larger text (a fleet's
 # stream) is not kept alive for it.
@@ -162,9 +165,15 @@ def suspect_numbers(text: str | bytes) -> bool:
     if _CLEAN and type(_CLEAN[0]) is type(text) and _CLEAN[0] == text:
         return False
     if isinstance(text, bytes):
-        found = bool(re.match(_NUMBER.encode(), text) or re.search(_AFTER.encode(), text))
+        found = bool(
+            re.match(_NUMBER.encode(), text)
+            or re.search(_AFTER.encode(), text)
+            or re.search(_AFTER_KEY.encode(), text)
+        )
     else:
-        found = bool(re.match(_NUMBER, text) or re.search(_AFTER, text))
+        found = bool(
+            re.match(_NUMBER, text) or re.search(_AFTER, text) or re.search(_AFTER_KEY, text)
+        )
     if not found and len(text) <= _CLEAN_CAP:
         _CLEAN[:] = [text]
     return found

@@ -212,7 +212,7 @@ def test_a_diff_builds_no_validator(tmp_path: Path) -> None:
     argv = ["diff", str(snap), "--python", sys.executable]
     stdout, loaded = run_envguard(argv, tmp_path, ("pydantic", "pydantic.plugin._loader", *OTHERS))
     assert stdout.startswith("no drift"), stdout
-    assert loaded == {"pydantic", "envguard.cli.compare"}
+    assert loaded == {"pydantic", "envguard.cli.compare"}, stdout
 
 
 def test_past_the_budget_snapshots_are_validated_to_the_same_models(
