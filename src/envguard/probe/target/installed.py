@@ -42,6 +42,7 @@ from operator import and_, attrgetter, gt, itemgetter, methodcaller
 
 from .distcache import record_key
 from .loaded import (
+    MAX_ENTRIES,
     PYC_CAP,
     QUICK_COMPILE_SECONDS,
     Bytecode,
@@ -364,8 +365,9 @@ def finish(
     capped(warnings, plan.clashing, "paths claimed twice (%d listed in clashes)" % MAX_CLASHES)
     if unchecked:
         warnings.append(
-            "%d bytecode files were not compared with their source (over %d MiB, or over %gs "
-            "of compiling without --deep)" % (unchecked, PYC_CAP >> 20, QUICK_COMPILE_SECONDS)
+            "%d bytecode files were not compared with their source (over %d MiB, over %gs "
+            "of compiling without --deep, or past %d in one __pycache__)"
+            % (unchecked, PYC_CAP >> 20, QUICK_COMPILE_SECONDS, MAX_ENTRIES)
         )
     if skipped:
         warnings.append(

@@ -1,0 +1,84 @@
+"""Attacks on the installed-files check's fast paths (issue 33): the one verdict kept per
+``__pycache__`` folder, the check shared with a forked child, and the verdicts kept across
+envguard versions. Each is run on a real venv (uv, a wheel made here) by the probe as
+snapshot sends it; each failed on the check as it was before its fix."""
+
+from __future__ import annotations
+
+import os
+import py_compile
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+# the venv (modeling 1.0, five modules, byte-compiled) and its readers: the bytecode-folder
+# tests' own
+import probe.test_pycfolders as folders
+from factories import probe_report
+from probe.test_pycfolders import BODY, TAG, added, cached, pkg
+
+env, venv = folders.env, folders.venv  # the fixtures
+
+
+def plant(venv: Path, module: str, n: int) -> Path:
+    """Bytecode of ``BODY`` with ``n`` written over ``module``'s pyc, its header copied from
+    the real source: Python loads it instead of the source (checked here by running it)."""
+    source = pkg(venv) / f"{module}.py"
+    pyc = source.parent / "__pycache__" / f"{module}.{TAG}.pyc"
+    fake = source.parent.parent / "fake_module.py"
+    fake.write_text(BODY.format(n=n))
+    py_compile.compile(str(fake), cfile=str(pyc), dfile=str(source), doraise=True)
+    fake.unlink()
+    data = bytearray(pyc.read_bytes())
+    st = source.stat()
+    data[8:12] = (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+    data[12:16] = (st.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+    pyc.write_bytes(bytes(data))
+    ran = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            f"from modeling.{module} import forward as f; print(f(1))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert ran.stdout.strip() == str(n)  # Python runs the planted code
+    return pyc
+
+
+@pytest.mark.slow
+def test_a_pyc_hidden_behind_a_flood_of_entries_is_named(venv: Path, env: dict[str, str]) -> None:
+    """The folder's listing was cut at MAX_ENTRIES names in sorted order: 100,000 empty
+    files whose names sort first (Python never loads them) left the planted pyc unlisted,
+    and the folder was even kept clean."""
+    pyc = plant(venv, "m3", 7)
+    cache = pyc.parent
+    for i in range(100_000):
+        os.close(os.open(cache / f"0{i:06d}", os.O_CREAT | os.O_WRONLY, 0o644))
+    rel = f"modeling/__pycache__/m3.{TAG}.pyc"
+    assert added(probe_report(venv, env)) == [rel]
+    assert added(probe_report(venv, env)) == [rel]  # not kept clean
+
+
+def test_a_folder_changed_within_the_quiet_time_keeps_no_verdict(
+    venv: Path, env: dict[str, str]
+) -> None:
+    """A folder's verdict is its listing under its stamp: on a file system whose times are
+    coarse (NFS, ext4 with 128-byte inodes: one second), a pyc planted in the tick the
+    folder was listed leaves that stamp as it was, and the next probes would never list the
+    folder again. Like every record of the cache (git's racily-clean rule), no verdict is
+    kept while the folder changed within the quiet time; its pycs being old is not enough."""
+    time.sleep(1.2)  # the pycs and sources settled
+    (pkg(venv) / "__pycache__" / "notes.txt").write_text("x")  # the folder changes now
+    report = probe_report(venv, env, cache_quiet_seconds=1.0)
+    assert added(report) == []
+    prefix = str(pkg(venv) / "__pycache__") + "\0"
+    assert not [k for k in cached(env)["pycdirs"] if k.startswith(prefix)]
+    time.sleep(1.2)  # now settled: kept
+    assert added(probe_report(venv, env, cache_quiet_seconds=1.0)) == []
+    assert [k for k in cached(env)["pycdirs"] if k.startswith(prefix)]
