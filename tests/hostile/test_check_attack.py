@@ -10,13 +10,15 @@ import py_compile
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 # the venv (modeling 1.0, five modules, byte-compiled) and its readers: the bytecode-folder
 # tests' own
 import probe.test_pycfolders as folders
-from factories import probe_report
+from envguard.testing import make_wheel
+from factories import probe_report, uv_install
 from probe.test_pycfolders import BODY, TAG, added, cached, pkg
 
 env, venv = folders.env, folders.venv  # the fixtures
@@ -82,3 +84,47 @@ def test_a_folder_changed_within_the_quiet_time_keeps_no_verdict(
     time.sleep(1.2)  # now settled: kept
     assert added(probe_report(venv, env, cache_quiet_seconds=1.0)) == []
     assert [k for k in cached(env)["pycdirs"] if k.startswith(prefix)]
+
+
+def _lstats_of_sources(site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ``.py`` files the check lstat'ed in a third run (the first two kept every
+    verdict), in one process."""
+    from envguard.probe.payload import local_package
+
+    target = local_package()
+
+    def check() -> None:
+        cache = target.distcache.DistCache(str(tmp_path / "c"), [str(site)], code="t", quiet=0)
+        warnings: list[str] = []
+        packages = target.dists.scan_packages([str(site)], warnings, cache)
+        target.checking.Checking(packages, "quick", cache, fork=False).result(warnings)
+        cache.save()
+
+    check()
+    check()
+    seen: list[str] = []
+    real = os.lstat
+
+    def lstat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if str(path).endswith(".py"):
+            seen.append(os.path.relpath(path, site))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", lstat)
+    check()
+    return seen
+
+
+def test_an_unchanged_venv_costs_one_lstat_a_source_whatever_comes_first(
+    venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bytecode scan took the RECORD check's stats only when the first distribution
+    checked left some (a stub-only package, a missing file, sorted first, left none): every
+    source of every later distribution was then lstat'ed a second time at every probe."""
+    wh = tmp_path / "wh"
+    make_wheel(wh, "aaa-stubs", "1.0", files={"aaa-stubs/__init__.pyi": "x: int\n"})
+    uv_install(venv, wh, "aaa-stubs==1.0")
+    site = pkg(venv).parent
+    seen = _lstats_of_sources(site, tmp_path, monkeypatch)
+    assert sorted(seen) == sorted(set(seen))  # once each
+    assert "modeling/m3.py" in seen

@@ -110,7 +110,9 @@ class BytecodeScan:
         cache: Optional[DistCache],
         stats_of: Optional[Dict[str, os.stat_result]] = None,
     ) -> None:
-        self.site, self.owner, self.cache, self.stats_of = site, owner, cache, stats_of or {}
+        self.site, self.owner, self.cache = site, owner, cache
+        # the RECORD check's dict itself (filled for each distribution after this is made)
+        self.stats_of = stats_of if stats_of is not None else {}
         self.tag = getattr(sys.implementation, "cache_tag", None)  # None: no bytecode at all
         self.pending: List[_Pending] = []
         self.early: List[Tuple[str, str, str]] = []  # (pyc, source, folder) told uncompiled
