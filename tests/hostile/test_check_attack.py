@@ -128,3 +128,37 @@ def test_an_unchanged_venv_costs_one_lstat_a_source_whatever_comes_first(
     seen = _lstats_of_sources(site, tmp_path, monkeypatch)
     assert sorted(seen) == sorted(set(seen))  # once each
     assert "modeling/m3.py" in seen
+
+
+def test_a_check_not_shared_reads_each_record_once(
+    venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a core to spare the check is prepared (every RECORD read) before it is known
+    whether it can be shared: one distribution (nothing to share), more than the queue
+    holds (a 10,000-distribution venv), a pipe too small, no fork. Then the thread began
+    again from nothing, every RECORD read and every folder stat'ed twice."""
+    from envguard.probe.payload import local_package
+
+    target = local_package()
+    site = str(pkg(venv).parent)
+    real = os.lstat
+    records: list[str] = []
+
+    def lstat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if str(path).endswith(".dist-info/RECORD"):
+            records.append(str(path))
+        return real(path, *args, **kwargs)
+
+    warnings: list[str] = []
+    packages = target.dists.scan_packages([site], warnings, None)
+    monkeypatch.setattr(os, "lstat", lstat)
+    counts = []
+    for fork in (False, True):
+        records.clear()
+        checking = target.checking.Checking(packages, "quick", None, fork=fork)
+        assert checking.child is None  # one distribution: not shared
+        checking.result(warnings)
+        counts.append(len(records))
+        (modeling,) = [p for p in packages if p["name"] == "modeling"]
+        assert modeling["on_disk"]["checked"] == 6
+    assert counts[1] == counts[0], records
