@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import py_compile
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -162,3 +163,62 @@ def test_a_check_not_shared_reads_each_record_once(
         (modeling,) = [p for p in packages if p["name"] == "modeling"]
         assert modeling["on_disk"]["checked"] == 6
     assert counts[1] == counts[0], records
+
+
+def _running(pid: int) -> bool:
+    """``pid`` is there and not a zombie (an orphan's reaper may be slow to collect it)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rpartition(b")")[2].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_the_checks_child_ends_by_its_deadline_when_the_probe_was_killed(
+    tmp_path: Path,
+) -> None:
+    """The probe alone SIGKILLed (the OOM killer's pick, a ``kill`` of its pid, a host that
+    is not envguard): its child went on hashing until its share was done (here 24 GiB of a
+    deep check; a hung file system: for ever), no one left to stop it at the deadline."""
+    from factories import make_dist_info, make_venv
+
+    make_venv(tmp_path / "venv")
+    site = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
+    for name in ("slow1", "slow2"):
+        rows = ""
+        for part in range(3):
+            blob = site / name / f"a{part}.so"
+            blob.parent.mkdir(exist_ok=True)
+            with blob.open("wb") as out:
+                out.truncate(31 << 27)
+            rows += f"{name}/a{part}.so,sha256=AAAA,{31 << 27}\n"
+        make_dist_info(site, name, "1.0", record=rows)
+    code = (
+        "import sys\n"
+        "from envguard.probe.payload import local_package\n"
+        "t = local_package()\n"
+        "packages = t.dists.scan_packages([sys.argv[1]], [], None)\n"
+        "c = t.checking.Checking(packages, 'deep', None, timeout=2.0, fork=True)\n"
+        "print(c.child.pid if c.child else 0, flush=True)\n"
+        "c.result([])\n"
+    )
+    probe = subprocess.Popen(
+        [sys.executable, "-c", code, str(site)], stdout=subprocess.PIPE, text=True
+    )
+    child = 0
+    try:
+        assert probe.stdout is not None
+        child = int(probe.stdout.readline())
+        assert child and _running(child)
+        probe.kill()
+        probe.wait(timeout=30)
+        time.sleep(4.5)  # the deadline (2 s) and the reaper's second are past
+        assert not _running(child)
+    finally:
+        probe.kill()
+        probe.wait(timeout=30)
+        probe.stdout.close()
+        if child and _running(child):
+            os.kill(child, 9)

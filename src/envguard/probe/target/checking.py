@@ -76,7 +76,7 @@ class Checking:
             os.close(read_fd)
             return
         self.queue = read_fd
-        child = Forked(lambda: self._share(plan, read_fd))
+        child = Forked(lambda: self._share(plan, read_fd), self._left())
         if child.started:
             self.child = child
         else:
