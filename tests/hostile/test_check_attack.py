@@ -19,7 +19,7 @@ import pytest
 # tests' own
 import probe.test_pycfolders as folders
 from envguard.testing import make_wheel
-from factories import probe_report, uv_install
+from factories import make_venv, probe_report, uv_install
 from probe.test_pycfolders import BODY, TAG, added, cached, pkg
 
 env, venv = folders.env, folders.venv  # the fixtures
@@ -43,7 +43,7 @@ def plant(venv: Path, module: str, n: int) -> Path:
         [
             str(venv / "bin" / "python"),
             "-c",
-            f"from modeling.{module} import forward as f; print(f(1))",
+            f"import importlib; print(importlib.import_module('modeling.{module}').forward(1))",
         ],
         capture_output=True,
         text=True,
@@ -182,7 +182,7 @@ def test_the_checks_child_ends_by_its_deadline_when_the_probe_was_killed(
     """The probe alone SIGKILLed (the OOM killer's pick, a ``kill`` of its pid, a host that
     is not envguard): its child went on hashing until its share was done (here 24 GiB of a
     deep check; a hung file system: for ever), no one left to stop it at the deadline."""
-    from factories import make_dist_info, make_venv
+    from factories import make_dist_info
 
     make_venv(tmp_path / "venv")
     site = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
@@ -222,3 +222,25 @@ def test_the_checks_child_ends_by_its_deadline_when_the_probe_was_killed(
         probe.stdout.close()
         if child and _running(child):
             os.kill(child, 9)
+
+
+@pytest.mark.parametrize("module", ["modèle", "step-2", "2nd"])
+def test_a_planted_pyc_of_a_module_named_beyond_ascii_identifiers_is_named(
+    tmp_path: Path, env: dict[str, str], module: str
+) -> None:
+    """Python names a module's pyc after its file, whatever the name: a Unicode identifier
+    (``import modèle``), or one only importlib reaches (``step-2``, ``2nd``). The check
+    listed only ASCII identifiers' pycs, and the folder was kept clean around the planted
+    one."""
+    wh = tmp_path / "wh"
+    files = {"modeling/__init__.py": "", f"modeling/{module}.py": BODY.format(n=1)}
+    make_wheel(wh, "modeling", "1.0", files=files)
+    venv = tmp_path / "venv"
+    make_venv(venv)
+    uv_install(venv, wh, "modeling==1.0")
+    python = str(venv / "bin" / "python")
+    subprocess.run([python, "-m", "compileall", "-q", str(pkg(venv))], check=True, timeout=120)
+    pyc = plant(venv, module, 7)
+    rel = f"modeling/__pycache__/{pyc.name}"
+    assert added(probe_report(venv, env)) == [rel]
+    assert added(probe_report(venv, env)) == [rel]

@@ -36,7 +36,7 @@ import sys
 import time
 from operator import attrgetter, methodcaller, mul
 
-from .reading import RECORD_CAP, read_bytes
+from .reading import RECORD_CAP, UNSAFE_CHARS, read_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -61,7 +61,9 @@ MAX_ENTRIES = 100000
 MAX_WARNED = 20
 # Start-up modules Python's site imports when they exist anywhere on sys.path.
 STARTUP = ("sitecustomize", "usercustomize")
-_PYC = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\.([^./]+?)(?:\.opt-([12]))?\.pyc$")
+# A pyc is named after its source's file, whatever that name is (a Unicode identifier,
+# ``step-2`` or ``2nd``, which importlib imports): any stem that is one line of text.
+_PYC = re.compile("^([^./" + UNSAFE_CHARS + "\ud800-\udfff]+)\\.([^./]+?)(?:\\.opt-([12]))?\\.pyc$")
 # A console script's RECORD row: ../../../bin/NAME (from <venv>/lib/pythonX.Y/site-packages).
 _SCRIPT = re.compile(
     r'^\.\./\.\./\.\./bin/([^\\/",\r\n\x00]+),([a-z0-9]+=[^,\r\n]*),([0-9]+)\r?$', re.M
