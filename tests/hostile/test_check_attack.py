@@ -244,3 +244,48 @@ def test_a_planted_pyc_of_a_module_named_beyond_ascii_identifiers_is_named(
     rel = f"modeling/__pycache__/{pyc.name}"
     assert added(probe_report(venv, env)) == [rel]
     assert added(probe_report(venv, env)) == [rel]
+
+
+def test_a_pyc_planted_in_a_folder_two_distributions_share_is_merged_from_either_share(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A folder two distributions install into (a namespace such as ``nvidia/``) is looked
+    at with the first one's unit; a pyc planted for the second one's module is its drift.
+    When the shares took those units apart, the share holding the folder was put together
+    first and named a distribution whose answer was not in yet: a TypeError, the probe's
+    report lost. Each order of the shares gives the one-process answer."""
+    from envguard.probe.payload import local_package
+
+    wh = tmp_path / "wh"
+    make_wheel(wh, "alpha", "1.0", files={"shared/a.py": BODY.format(n=1)})
+    make_wheel(wh, "beta", "1.0", files={"shared/b.py": BODY.format(n=2)})
+    venv = tmp_path / "venv"
+    make_venv(venv)
+    uv_install(venv, wh, "alpha==1.0", "beta==1.0")
+    site = pkg(venv).parent
+    python = str(venv / "bin" / "python")
+    subprocess.run([python, "-m", "compileall", "-q", str(site / "shared")], check=True)
+    pyc = site / "shared" / "__pycache__" / f"b.{TAG}.pyc"
+    data = bytearray(pyc.read_bytes())
+    fake = tmp_path / "fake.py"
+    fake.write_text(BODY.format(n=9))
+    py_compile.compile(str(fake), cfile=str(pyc), dfile=str(site / "shared" / "b.py"))
+    pyc.write_bytes(bytes(data[:16]) + pyc.read_bytes()[16:])  # the real header: loaded
+
+    installed = local_package().installed
+
+    def answer(order: list[int] | None) -> dict[str, Any]:
+        warnings: list[str] = []
+        packages = local_package().dists.scan_packages([str(site)], warnings, None)
+        plan = installed.prepare(packages, "quick", warnings, None)
+        if order is None:
+            shares = [installed.work(plan, range(len(plan.units)))]
+        else:
+            shares = [installed.work(plan, [unit]) for unit in order]
+        installed.finish(plan, packages, shares, warnings)
+        return {p["name"]: p["on_disk"] for p in packages if p["name"] in ("alpha", "beta")}
+
+    alone = answer(None)
+    assert alone["beta"]["added"] == [f"shared/__pycache__/b.{TAG}.pyc"]
+    assert answer([0, 1]) == alone
+    assert answer([1, 0]) == alone

@@ -352,6 +352,7 @@ def finish(
     for share in shares:
         for index, result in share["on_disk"]:
             packages[index]["on_disk"] = result
+    for share in shares:  # a pyc may be the drift of a distribution the other share took
         for name, by_dist, top in share["bytecode"]:
             for index, paths in by_dist:
                 packages[index]["on_disk"]["added"].extend(paths)
