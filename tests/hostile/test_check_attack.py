@@ -289,3 +289,35 @@ def test_a_pyc_planted_in_a_folder_two_distributions_share_is_merged_from_either
     assert alone["beta"]["added"] == [f"shared/__pycache__/b.{TAG}.pyc"]
     assert answer([0, 1]) == alone
     assert answer([1, 0]) == alone
+
+
+def test_a_check_whose_child_was_killed_is_finished_by_the_probe(tmp_path: Path) -> None:
+    """The check's child SIGKILLed (the OOM killer's pick: it is a copy of the probe) with
+    the deadline far: the units it had taken were lost with it, and the whole check was
+    given up ("installed files were not checked"). The probe checks them itself: the answer
+    is the one-process one, a file appended to named."""
+    import signal
+
+    from envguard.probe.payload import local_package
+    from envguard.testing import install_many
+
+    target = local_package()
+    make_venv(tmp_path / "venv")
+    site = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
+    install_many(site, files=200, per_dist=20)
+    with open(site / "gen00007" / "m000" / "mod141.py", "a") as fh:
+        fh.write("EVIL = 1\n")
+
+    def check(fork: bool) -> tuple[Any, ...]:
+        warnings: list[str] = []
+        packages = target.dists.scan_packages([str(site)], warnings, None)
+        checking = target.checking.Checking(packages, "quick", None, fork=fork)
+        if fork:
+            assert checking.child is not None
+            os.kill(checking.child.pid, signal.SIGKILL)
+        found = checking.result(warnings)
+        return {p["name"]: p["on_disk"] for p in packages}, found, warnings
+
+    alone, shared = check(False), check(True)
+    assert shared == alone
+    assert alone[0]["gen00007"]["modified"] == ["gen00007/m000/mod141.py"]

@@ -130,8 +130,17 @@ class Checking:
             return None, failed
         theirs = child.result(self._left())
         if theirs is None:
-            return None, child.failed
-        if self.cache is not None and theirs.get("cache") is not None:
+            # The child died (the OOM killer's pick: it is a copy of the probe) or failed,
+            # and the units it took went with it: they are checked here while time is left.
+            done = {index for index, _ in own["on_disk"]}
+            rest = [n for n, unit in enumerate(plan.units) if unit[1] not in done]
+            if self._left():
+                theirs = _bounded(lambda: work(plan, rest), self._left())[0]
+                if theirs is None and self.cache is not None:
+                    self.cache.abandon()  # a share left running still fills it
+            if theirs is None:
+                return None, child.failed
+        elif self.cache is not None and theirs.get("cache") is not None:
             self.cache.take_checked(theirs["cache"])
         copies = [dict(dist) for dist in self.packages]
         found = finish(plan, copies, [own, theirs], self.warnings)
