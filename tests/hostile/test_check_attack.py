@@ -321,3 +321,45 @@ def test_a_check_whose_child_was_killed_is_finished_by_the_probe(tmp_path: Path)
     alone, shared = check(False), check(True)
     assert shared == alone
     assert alone[0]["gen00007"]["modified"] == ["gen00007/m000/mod141.py"]
+
+
+def test_a_file_given_a_second_link_then_edited_with_its_mtime_put_back_is_named(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """pip copies every file (one link each). Whoever can write one can give it a second
+    link (the ctime of a file with several links is left out: uv links its cache into every
+    venv, moving it), edit it in place with its size kept, put its mtime back and remove its
+    pyc: Python runs the edit. A distribution that has one-link files is no uv-linked one:
+    its files' ctimes count, and so in the verdicts kept for them."""
+    from factories import pip_install
+
+    wh = tmp_path / "wh"
+    whl = make_wheel(
+        wh, "modeling", "1.0", files={"modeling/__init__.py": "", "modeling/m.py": "X = 1111\n"}
+    )
+    venv = tmp_path / "venv"
+    make_venv(venv)
+    pip_install(venv, whl)
+    source = pkg(venv) / "m.py"
+    assert source.stat().st_nlink == 1
+    (dist,) = [p for p in probe_report(venv, env)["packages"] if p["name"] == "modeling"]
+    assert dist["on_disk"]["modified"] == []
+    st = source.stat()
+    os.link(source, tmp_path / "second-link")
+    (dist,) = [p for p in probe_report(venv, env)["packages"] if p["name"] == "modeling"]
+    assert dist["on_disk"]["modified"] == []  # linked, not edited: hashed, found as it was
+    with open(source, "r+") as fh:
+        fh.write("X = 6666\n")
+    os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns))
+    for pyc in (source.parent / "__pycache__").glob("m.*.pyc"):
+        pyc.unlink()
+    ran = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import modeling.m as m; print(m.X)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert ran.stdout.strip() == "6666"
+    (dist,) = [p for p in probe_report(venv, env)["packages"] if p["name"] == "modeling"]
+    assert dist["on_disk"]["modified"] == ["modeling/m.py"]
