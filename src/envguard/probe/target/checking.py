@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 
 from .forked import Forked, spare_core
 from .installed import check_installed, finish, prepare, work
+from .loaded import QUICK_COMPILE_SECONDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -45,8 +47,6 @@ class Checking:
         timeout: float = CHECK_SECONDS,
         fork: Optional[bool] = None,
     ) -> None:
-        import time
-
         self.packages = packages
         self.mode = mode
         self.cache = cache
@@ -60,9 +60,9 @@ class Checking:
             dist["on_disk"] = None
         if mode not in ("quick", "deep") or not (spare_core() if fork is None else fork):
             return
-        plan = prepare([dict(dist) for dist in packages], mode, self.warnings, cache)
+        plan = self.plan = prepare([dict(dist) for dist in packages], mode, self.warnings, cache)
         if not 1 < len(plan.units) <= MAX_QUEUED:
-            return  # one unit: nothing to share; too many for the queue: a thread
+            return  # one unit: nothing to share; too many for the queue: a thread, this plan
         read_fd, write_fd = os.pipe()
         queued = struct.pack("<%dI" % len(plan.units), *range(len(plan.units)))
         try:
@@ -75,13 +75,13 @@ class Checking:
         if not whole:
             os.close(read_fd)
             return
-        self.plan, self.queue = plan, read_fd
-        child = Forked(lambda: self._share(plan, read_fd))
+        self.queue = read_fd
+        child = Forked(lambda: self._share(plan, read_fd), self._left())
         if child.started:
             self.child = child
         else:
             os.close(read_fd)
-            self.plan, self.queue = None, -1
+            self.queue = -1
 
     def _share(self, plan: Plan, queue: int) -> Dict[str, Any]:
         """One share of the check, as plain JSON: the units taken from ``queue``, and what
@@ -130,8 +130,17 @@ class Checking:
             return None, failed
         theirs = child.result(self._left())
         if theirs is None:
-            return None, child.failed
-        if self.cache is not None and theirs.get("cache") is not None:
+            # The child died (the OOM killer's pick: it is a copy of the probe) or failed,
+            # and the units it took went with it: they are checked here while time is left.
+            done = {index for index, _ in own["on_disk"]}
+            rest = [n for n, unit in enumerate(plan.units) if unit[1] not in done]
+            if self._left():
+                theirs = _bounded(lambda: work(plan, rest), self._left())[0]
+                if theirs is None and self.cache is not None:
+                    self.cache.abandon()  # a share left running still fills it
+            if theirs is None:
+                return None, child.failed
+        elif self.cache is not None and theirs.get("cache") is not None:
             self.cache.take_checked(theirs["cache"])
         copies = [dict(dist) for dist in self.packages]
         found = finish(plan, copies, [own, theirs], self.warnings)
@@ -143,14 +152,20 @@ class Checking:
         }, None
 
     def _left(self) -> float:
-        import time
-
         return max(0.0, self.deadline - time.monotonic())
 
     def _work(self, packages: List[Dict[str, Any]]) -> Dict[str, Any]:
-        """The whole check of ``packages`` in one share, as plain JSON."""
-        warnings: List[str] = []
-        found = check_installed(packages, self.mode, warnings, self.cache)
+        """The whole check of ``packages`` in one share, as plain JSON (from the plan when
+        one was prepared for a share that did not start: its RECORDs are not read again)."""
+        plan = self.plan
+        if plan is None:
+            warnings: List[str] = []
+            found = check_installed(packages, self.mode, warnings, self.cache)
+        else:
+            warnings = list(self.warnings)
+            if not plan.deep:  # compiling starts now, not when the plan was made
+                plan.deadline[0] = time.monotonic() + QUICK_COMPILE_SECONDS
+            found = finish(plan, packages, [work(plan, range(len(plan.units)))], warnings)
         return {
             "on_disk": [dist["on_disk"] for dist in packages],
             "found": found,

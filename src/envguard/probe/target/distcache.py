@@ -63,7 +63,10 @@ QUIET_SECONDS = 60.0
 # What the kept verdicts mean ("verified": a file of that stamp hashed to that digest;
 # "pycdirs": see loaded.py). Raise it when a change of the check could make an earlier
 # verdict wrong: every envguard of the same number takes the others' verdicts.
-VERDICTS = 1
+VERDICTS = 2
+# 2: no folder verdict where a flood of names cut its listing, where the folder changed
+# within the quiet time, or around a pyc whose stem is no ASCII identifier (an envguard of
+# 1 kept such verdicts: a planted pyc may hide behind them).
 _FINGERPRINT = re.compile(r"[0-9a-f]{64}\Z")
 _DIGEST = re.compile(r"[0-9a-f]{32}\Z")
 # The files of a .dist-info a distribution's record is read from.

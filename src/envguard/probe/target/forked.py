@@ -9,9 +9,9 @@ KB) crosses a pipe.
 
 The child never writes to the probe's stdout (the report's pipe: a child left behind must
 not hold it open), exits with ``os._exit`` (no atexit, no buffers of the parent flushed),
-and is killed when its deadline passes: a site-packages on a slow or network file system
-gives a note, never a hang. It stays in the probe's process group, so the host's kill of
-that group reaches it too.
+is killed when its deadline passes (a site-packages on a slow or network file system gives
+a note, never a hang), and ends by itself soon after it when no parent is left to kill it.
+It stays in the probe's process group, so the host's kill of that group reaches it too.
 """
 
 # ruff: noqa: UP006, UP035, UP045
@@ -78,7 +78,7 @@ class Forked:
     in ``failed``. ``started`` is False where there is no fork (the caller runs ``work``
     itself)."""
 
-    def __init__(self, work: Callable[[], Any]) -> None:
+    def __init__(self, work: Callable[[], Any], seconds: Optional[float] = None) -> None:
         self.pid = 0
         self.fd = -1
         self.failed: Optional[str] = None
@@ -96,7 +96,7 @@ class Forked:
             os.close(write_fd)
             return
         if pid == 0:  # the child: answer on the pipe, then leave without cleanup
-            _child(work, read_fd, write_fd)
+            _child(work, read_fd, write_fd, seconds)
         os.close(write_fd)
         self.pid, self.fd, self.started = pid, read_fd, True
 
@@ -164,12 +164,18 @@ class Forked:
             time.sleep(0.005)
 
 
-def _child(work: Callable[[], Any], read_fd: int, write_fd: int) -> None:
+def _child(work: Callable[[], Any], read_fd: int, write_fd: int, seconds: Optional[float]) -> None:
     import gc
+    import signal
 
     gc.disable()
     code = 1
     try:
+        if seconds is not None:
+            # Its own end, REAP_SECONDS past the parent's deadline: a parent killed alone
+            # (the OOM killer's pick, a kill of its pid) is no longer there to kill it.
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.0) + REAP_SECONDS)
         os.close(read_fd)
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):  # never the report's pipe

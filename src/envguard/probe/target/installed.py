@@ -16,7 +16,9 @@ anything on disk says it may have been written after its wheel was unpacked:
   and a venv built later from it gets the edited file with an older mtime than its own,
   freshly written RECORD, but never older than the unpack;
 - it has one link and its ctime is later than RECORD's (an edit whose mtime was put back;
-  a file with several links is left out: every new link to it moves its ctime). A venv
+  a file with several links is left out: every new link to it moves its ctime, and uv links
+  its cache into every venv; but not in a distribution that has a one-link file, which uv
+  did not link: there a second link given to a file before an edit changes nothing). A venv
   copied with its times (a container image's layers, ``tar``, ``cp -a``, ``rsync -a``, a
   ``chown -R``) has every ctime moved, RECORD's too: when RECORD's ctime is later than its
   mtime (an install writes RECORD once), the copy's time (RECORD's ctime) plus COPY_SLACK_NS
@@ -42,6 +44,7 @@ from operator import and_, attrgetter, gt, itemgetter, methodcaller
 
 from .distcache import record_key
 from .loaded import (
+    MAX_ENTRIES,
     PYC_CAP,
     QUICK_COMPILE_SECONDS,
     Bytecode,
@@ -351,6 +354,7 @@ def finish(
     for share in shares:
         for index, result in share["on_disk"]:
             packages[index]["on_disk"] = result
+    for share in shares:  # a pyc may be the drift of a distribution the other share took
         for name, by_dist, top in share["bytecode"]:
             for index, paths in by_dist:
                 packages[index]["on_disk"]["added"].extend(paths)
@@ -364,8 +368,9 @@ def finish(
     capped(warnings, plan.clashing, "paths claimed twice (%d listed in clashes)" % MAX_CLASHES)
     if unchecked:
         warnings.append(
-            "%d bytecode files were not compared with their source (over %d MiB, or over %gs "
-            "of compiling without --deep)" % (unchecked, PYC_CAP >> 20, QUICK_COMPILE_SECONDS)
+            "%d bytecode files were not compared with their source (over %d MiB, over %gs "
+            "of compiling without --deep, or past %d in one __pycache__)"
+            % (unchecked, PYC_CAP >> 20, QUICK_COMPILE_SECONDS, MAX_ENTRIES)
         )
     if skipped:
         warnings.append(
@@ -616,7 +621,10 @@ def _check_dist(
                     missing.append(row[0])
     if len(stats) == len(rows) and None not in stats:
         site.stat_of.update(zip(map(_FIRST, rows), stats))  # type: ignore[arg-type]
-    if not deep and _as_installed(stats, rows, unpacked, changed):
+    # A distribution uv did not link from its cache (a file of one link): every file's ctime
+    # counts, a second link given to one included (rule 3 of the docstring).
+    copied = 1 in map(_NLINK, filter(None, stats))
+    if not deep and _as_installed(stats, rows, unpacked, changed, copied):
         stats = []  # the common case: no file to look at again
     suspects = [
         (row, st)
@@ -625,7 +633,7 @@ def _check_dist(
         and (
             deep
             or st.st_mtime_ns > unpacked
-            or (st.st_nlink == 1 and st.st_ctime_ns > changed)
+            or ((copied or st.st_nlink == 1) and st.st_ctime_ns > changed)
             or str(st.st_size) != row[2]
             or st.st_mode >> 12 != 8
         )
@@ -644,7 +652,7 @@ def _check_dist(
             st.st_ino,
             st.st_size,
             st.st_mtime_ns,
-            st.st_ctime_ns if st.st_nlink == 1 else -1,
+            st.st_ctime_ns if copied or st.st_nlink == 1 else -1,
         )
         if cache is not None and not deep and cache.was_verified(key):
             continue
@@ -669,10 +677,12 @@ def _as_installed(
     rows: List[Tuple[str, str, str]],
     unpacked: int,
     changed: int,
+    copied: bool,
 ) -> bool:
     """Whether every file is there, a regular file of RECORD's size, none written after
-    the unpack, and no one-link file changed after RECORD (_check_dist's rule for each
-    file, for all at once at C speed). False: each file is looked at."""
+    the unpack, and no one-link file (any file, ``copied``) changed after RECORD
+    (_check_dist's rule for each file, for all at once at C speed). False: each file is
+    looked at."""
     if not stats or None in stats or max(map(_MTIME, stats)) > unpacked:
         return not stats
     if list(map(str, map(_SIZE, stats))) != list(map(itemgetter(2), rows)):
@@ -681,6 +691,8 @@ def _as_installed(
         return False
     if max(map(_CTIME, stats)) <= changed:
         return True
+    if copied:
+        return False
     return not any(
         map(and_, map(gt, map(_CTIME, stats), repeat(changed)), map(_ONE, map(_NLINK, stats)))
     )

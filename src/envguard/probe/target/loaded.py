@@ -34,9 +34,9 @@ import re
 import stat
 import sys
 import time
-from operator import attrgetter, mul
+from operator import attrgetter, methodcaller, mul
 
-from .reading import RECORD_CAP, read_bytes
+from .reading import RECORD_CAP, UNSAFE_CHARS, read_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -54,13 +54,16 @@ SOURCE_CAP = 16 << 20
 # a pyc planted since the last run is among the first compared. Short, because every
 # snapshot, diff and check pays it until the venv is done (issue 33's budget).
 QUICK_COMPILE_SECONDS = 3.0
-# Entries read per __pycache__ folder (a real one holds a few hundred).
+# Pycs of this interpreter compared per __pycache__ folder (a real one holds a few
+# hundred); past it they are counted as not checked and the folder keeps no verdict.
 MAX_ENTRIES = 100000
 # Per-item warnings kept (the rest counted in one line).
 MAX_WARNED = 20
 # Start-up modules Python's site imports when they exist anywhere on sys.path.
 STARTUP = ("sitecustomize", "usercustomize")
-_PYC = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\.([^./]+?)(?:\.opt-([12]))?\.pyc$")
+# A pyc is named after its source's file, whatever that name is (a Unicode identifier,
+# ``step-2`` or ``2nd``, which importlib imports): any stem that is one line of text.
+_PYC = re.compile("^([^./" + UNSAFE_CHARS + "\ud800-\udfff]+)\\.([^./]+?)(?:\\.opt-([12]))?\\.pyc$")
 # A console script's RECORD row: ../../../bin/NAME (from <venv>/lib/pythonX.Y/site-packages).
 _SCRIPT = re.compile(
     r'^\.\./\.\./\.\./bin/([^\\/",\r\n\x00]+),([a-z0-9]+=[^,\r\n]*),([0-9]+)\r?$', re.M
@@ -109,19 +112,23 @@ class BytecodeScan:
         cache: Optional[DistCache],
         stats_of: Optional[Dict[str, os.stat_result]] = None,
     ) -> None:
-        self.site, self.owner, self.cache, self.stats_of = site, owner, cache, stats_of or {}
+        self.site, self.owner, self.cache = site, owner, cache
+        # the RECORD check's dict itself (filled for each distribution after this is made)
+        self.stats_of = stats_of if stats_of is not None else {}
         self.tag = getattr(sys.implementation, "cache_tag", None)  # None: no bytecode at all
         self.pending: List[_Pending] = []
         self.early: List[Tuple[str, str, str]] = []  # (pyc, source, folder) told uncompiled
         self.clean: Dict[str, Tuple[str, str, str, int]] = {}  # what keeps a folder's verdict
+        self.over = 0  # pycs past MAX_ENTRIES in a folder: not checked
 
     def scan(self, folders: List[str]) -> None:
         if not self.tag:
             return
         for folder in folders:
-            found_here, kept = _candidates(
+            found_here, kept, over = _candidates(
                 self.site, folder, self.owner, self.tag, self.cache, self.pending, self.stats_of
             )
+            self.over += over
             for rel, source, verdict in found_here:
                 if not verdict:
                     self.early.append((rel, source, folder))
@@ -135,6 +142,7 @@ class BytecodeScan:
         import warnings
 
         owner, clean = self.owner, self.clean
+        found.unchecked += self.over
         # Folders that hold a module RECORD lists, by owner: a pyc of an unowned source there
         # belongs to whoever owns the folder (made only when there is drift to name).
         folder_owner: Dict[str, int] = {}
@@ -202,21 +210,24 @@ def _candidates(
     cache: Optional[DistCache],
     pending: List[_Pending],
     stats_of: Optional[Dict[str, os.stat_result]],
-) -> Tuple[List[Tuple[str, str, bool]], Optional[Tuple[str, str, str, int]]]:
+) -> Tuple[List[Tuple[str, str, bool]], Optional[Tuple[str, str, str, int]], int]:
     """(pyc, its source, verdict) told without compiling (a link is drift); the pycs that
     need a compile are added to ``pending``. With it, what keeps the folder's verdict once
-    every pyc in it is found its source's: (key, names, digest, newest change), or None.
-    A folder whose verdict was kept and whose digest is unchanged gives nothing."""
+    every pyc in it is found its source's: (key, names, digest, newest change), or None;
+    and how many of its pycs were past MAX_ENTRIES. A folder whose verdict was kept and
+    whose digest is unchanged gives nothing. The folder's own change counts among the
+    newest (a file system with coarse times: a pyc added in the tick it was listed in
+    leaves its stamp as it was; see distcache's quiet time)."""
     lead = folder + "/" if folder else ""
     where = site + "/" + lead + "__pycache__"
     try:
         st = os.lstat(where)
     except OSError:
-        return [], None
+        return [], None, 0
     if stat.S_ISLNK(st.st_mode):  # Python follows it: what it leads to is loaded, unread here
-        return [(lead + "__pycache__", lead + "__init__.py", False)], None
+        return [(lead + "__pycache__", lead + "__init__.py", False)], None, 0
     if not stat.S_ISDIR(st.st_mode):
-        return [], None
+        return [], None, 0
     key = "%s\0%d,%d,%d" % (where, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
     held = cache.pyc_folder(key) if cache is not None else None
     if held is not None and "/" not in held[0]:
@@ -227,13 +238,19 @@ def _candidates(
             sources = [lead + name[: name.index(".")] + ".py" for name in names]
             stamped = _stamps(site, rels, sources, stats_of or {})
             if stamped is not None and stamped[0] == held[1]:
-                return [], None  # every pyc and source as when all were found the same
+                return [], None, 0  # every pyc and source as when all were found the same
         entries = names
     else:
         try:
-            entries = sorted(os.listdir(where))[:MAX_ENTRIES]
+            listed = os.listdir(where)
         except OSError:
-            return [], None
+            return [], None, 0
+        # This interpreter's names only, then the cap: names that sort first (a flood of
+        # files Python never loads) must not push a pyc it loads out of the listing.
+        ends = tuple(".%s%s.pyc" % (tag, opt) for opt in ("", ".opt-1", ".opt-2"))
+        entries = sorted(filter(methodcaller("endswith", ends), listed))
+    over = max(0, len(entries) - MAX_ENTRIES)
+    entries = entries[:MAX_ENTRIES]
     names, todo = [], []
     for name in entries:
         match = _PYC.match(name)
@@ -249,12 +266,12 @@ def _candidates(
         verdict = _screen(site, rel, source, opt, cache, pending)
         if verdict is not None:
             out.append((rel, source, verdict))
-    if len(todo) != len(names):
-        return out, None  # a pyc RECORD lists: its folder is looked at every time
+    if len(todo) != len(names) or over:
+        return out, None, over  # a pyc RECORD lists: its folder is looked at every time
     stamped = _stamps(site, [t[0] for t in todo], [t[1] for t in todo], stats_of or {}, newest=True)
     if stamped is None:
-        return out, None
-    return out, (key, "\n".join(names), stamped[0], stamped[1])
+        return out, None, 0
+    return out, (key, "\n".join(names), stamped[0], max(stamped[1], st.st_ctime_ns)), 0
 
 
 def _stamps(
