@@ -316,7 +316,9 @@ def test_a_rank_asks_the_store_a_few_times_whatever_the_size_of_the_job() -> Non
         t.join(30)
     assert len(messages) == world and len(set(messages)) == 1
     assert "node n4 (rank 37) differs from the majority (8 nodes, ranks 0, 1, 2" in messages[0]
-    assert max(store.calls.values()) <= 12
+    # A wait is asked again in slices while the job assembles, so the count moves with the
+    # machine's load (13 once on a loaded CI run); asking per other rank would be 63 and up.
+    assert max(store.calls.values()) <= 24
 
 
 def test_the_command_with_a_snapshot_that_differs_exits_1(one_rank: None, tmp_path: Path) -> None:
