@@ -11,7 +11,7 @@ import struct
 import time
 
 from .forked import Forked, spare_core
-from .installed import check_installed, finish, prepare, work
+from .installed import finish, prepare, work
 from .loaded import QUICK_COMPILE_SECONDS
 
 TYPE_CHECKING = False
@@ -105,8 +105,6 @@ class Checking:
                 "installed files were not checked against RECORD: the check %s (a slow or "
                 "network file system?)" % failed
             )
-            for dist in self.packages:
-                dist["on_disk"] = None
             return {"clashes": None, "unowned": None}
         for dist, on_disk in zip(self.packages, answer["on_disk"]):
             dist["on_disk"] = on_disk
@@ -157,15 +155,13 @@ class Checking:
     def _work(self, packages: List[Dict[str, Any]]) -> Dict[str, Any]:
         """The whole check of ``packages`` in one share, as plain JSON (from the plan when
         one was prepared for a share that did not start: its RECORDs are not read again)."""
+        warnings = list(self.warnings)
         plan = self.plan
         if plan is None:
-            warnings: List[str] = []
-            found = check_installed(packages, self.mode, warnings, self.cache)
-        else:
-            warnings = list(self.warnings)
-            if not plan.deep:  # compiling starts now, not when the plan was made
-                plan.deadline[0] = time.monotonic() + QUICK_COMPILE_SECONDS
-            found = finish(plan, packages, [work(plan, range(len(plan.units)))], warnings)
+            plan = prepare(packages, self.mode, warnings, self.cache)
+        elif not plan.deep:  # compiling starts now, not when the plan was made
+            plan.deadline[0] = time.monotonic() + QUICK_COMPILE_SECONDS
+        found = finish(plan, packages, [work(plan, range(len(plan.units)))], warnings)
         return {
             "on_disk": [dist["on_disk"] for dist in packages],
             "found": found,
