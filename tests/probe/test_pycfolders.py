@@ -45,22 +45,27 @@ def env(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
 
 
-@pytest.fixture
-def venv(tmp_path: Path) -> Path:
-    """modeling 1.0 with five modules, byte-compiled as Python writes its bytecode."""
-    wh = tmp_path / "wh"
-    files = {"modeling/__init__.py": ""}
-    files.update({f"modeling/m{i}.py": BODY.format(n=i) for i in range(5)})
+def modeling_venv(where: Path, files: dict[str, str]) -> Path:
+    """A venv at ``where`` with modeling 1.0 made of ``files``, byte-compiled as Python
+    writes its bytecode."""
+    wh = where.with_name(where.name + "-wheels")
     make_wheel(wh, "modeling", "1.0", files=files)
-    venv = tmp_path / "venv"
-    make_venv(venv)
-    uv_install(venv, wh, "modeling==1.0")
+    make_venv(where)
+    uv_install(where, wh, "modeling==1.0")
     subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "compileall", "-q", str(pkg(venv))],
+        [str(where / "bin" / "python"), "-m", "compileall", "-q", str(pkg(where))],
         check=True,
         timeout=120,
     )
-    return venv
+    return where
+
+
+@pytest.fixture
+def venv(tmp_path: Path) -> Path:
+    """modeling 1.0 with five modules."""
+    files = {"modeling/__init__.py": ""}
+    files.update({f"modeling/m{i}.py": BODY.format(n=i) for i in range(5)})
+    return modeling_venv(tmp_path / "venv", files)
 
 
 def pkg(venv: Path) -> Path:
@@ -238,3 +243,75 @@ def test_the_parent_is_seen_running_or_waiting() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "0"  # this test waits in communicate(): not running
+
+
+@pytest.fixture
+def nested(tmp_path: Path) -> Path:
+    """modeling 1.0 with modules in two folders (modeling/ and modeling/sub/)."""
+    files = {"modeling/__init__.py": "", "modeling/sub/__init__.py": ""}
+    files.update({f"modeling/m{i}.py": BODY.format(n=i) for i in range(3)})
+    files.update({f"modeling/sub/s{i}.py": BODY.format(n=10 + i) for i in range(3)})
+    return modeling_venv(tmp_path / "nested", files)
+
+
+def _kept(env: dict[str, str], folder: Path) -> list[str]:
+    (entry,) = [v for k, v in cached(env)["pycdirs"].items() if k.startswith(f"{folder}\0")]
+    value: list[str] = entry
+    return value
+
+
+def test_kept_folders_are_told_together_and_only_a_changed_one_is_looked_at(
+    nested: Path, env: dict[str, str]
+) -> None:
+    """The kept folders are told in one pass: a pyc rewritten in place in one of them is
+    named, and the other keeps its verdict as it was."""
+    warm(nested, env)
+    top, sub = pkg(nested) / "__pycache__", pkg(nested) / "sub" / "__pycache__"
+    kept_top = _kept(env, top)
+    with open(sub / f"s1.{TAG}.pyc", "r+b") as fh:
+        fh.write(planted(nested, "sub/s1", 99))
+        fh.truncate()
+    for _ in range(2):  # and not kept clean
+        assert added(probe(nested, env)) == [f"modeling/sub/__pycache__/s1.{TAG}.pyc"]
+        assert _kept(env, top) == kept_top
+
+
+def test_a_kept_entry_naming_a_pyc_that_is_not_there_sends_every_folder_back(
+    nested: Path, env: dict[str, str]
+) -> None:
+    """One kept entry (edited) names a pyc the folder does not hold: no folder is cleared
+    by the pass over them all; each is looked at alone, and a pyc planted in another
+    folder is still named, at every probe."""
+    warm(nested, env)
+    top, sub = pkg(nested) / "__pycache__", pkg(nested) / "sub" / "__pycache__"
+    data = cached(env)
+    (shard,) = (Path(env["XDG_CACHE_HOME"]) / "envguard" / "dists-v3").glob("*.json")
+    for key, value in data["pycdirs"].items():
+        if key.startswith(f"{top}\0"):
+            value[0] += f"\nghost.{TAG}.pyc"
+    shard.write_text(json.dumps(data))
+    with open(sub / f"s2.{TAG}.pyc", "r+b") as fh:
+        fh.write(planted(nested, "sub/s2", 98))
+        fh.truncate()
+    for _ in range(2):
+        assert added(probe(nested, env)) == [f"modeling/sub/__pycache__/s2.{TAG}.pyc"]
+
+
+@pytest.mark.parametrize("mark", ["\x1b[31m", "\u202e"])
+def test_kept_rows_holding_a_path_that_is_not_one_line_are_read_again(
+    venv: Path, env: dict[str, str], mark: str
+) -> None:
+    """A cache edited so that a kept RECORD path holds a control or bidi character: the
+    RECORD is read again (its rows are what is checked), never the edited path."""
+    warm(venv, env)
+    data = cached(env)
+    (shard,) = (Path(env["XDG_CACHE_HOME"]) / "envguard" / "dists-v3").glob("*.json")
+    edited = 0
+    for key, value in data["rows"].items():
+        if "/modeling-1.0.dist-info/RECORD\0" in key and value[0]:
+            value[0] = value[0].replace("modeling/m2.py", "modeling/m2.py" + mark)
+            edited += 1
+    assert edited == 1
+    shard.write_text(json.dumps(data))
+    (dist,) = [p for p in probe(venv, env)["packages"] if p["name"] == "modeling"]
+    assert dist["on_disk"]["missing"] == [] and dist["on_disk"]["modified"] == []

@@ -90,6 +90,12 @@ _ROW = re.compile(r"^(?!\.\.?/)([^\",\r\n/\\][^,\r\n\\]*),([^,\r\n]+),([0-9]+)\r
 # A path that is not one line of text (a control or bidi character, a NUL, bytes that are not
 # UTF-8): a report carrying it would be refused whole, and os.lstat() refuses a NUL.
 _NOT_LINE = re.compile("[" + UNSAFE_CHARS + "\ud800-\udfff]")
+# The same but for the newline, and the control characters ASCII text may hold: paths
+# joined by newlines are checked at once, a pure-ASCII text by one search for each.
+_NOT_LINE_BUT_NEWLINE = re.compile(
+    "[" + UNSAFE_CHARS.replace("\x00-\x1f", "\x00-\t\x0b-\x1f") + "\ud800-\udfff]"
+)
+_ASCII_CONTROLS = tuple(chr(c) for c in [*range(10), *range(11, 32), 127])
 _O_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
 # What the per-file steps read, as C-level callables: a step over every file of a
 # distribution is a map() at C speed, not a Python loop (the check's cost is meant to be its
@@ -304,6 +310,10 @@ def prepare(
                 holder.setdefault(folder, index)
         for folder in bytecode_folders(site.folders, site.owner):
             plan.folders[holder.get(folder, first)].append(folder)
+    # The largest units first (files, then folders of bytecode): two shares taking units
+    # as they come end together when the last ones taken are small.
+    sized = {unit: len(plan.sites[unit[0]].rows[unit[1]]) for unit in plan.units}
+    plan.units.sort(key=lambda unit: -sized[unit] - 8 * len(plan.folders[unit[1]]))
     return plan
 
 
@@ -473,6 +483,15 @@ def _row_of(site: _Site, index: int) -> Dict[str, Tuple[str, str, str]]:
     return found
 
 
+def _lines(joined: str) -> bool:
+    """Whether the paths ``joined`` by newlines are each one line of text (no character
+    _NOT_LINE refuses), at C speed: a search for each control character in ASCII text (the
+    common case, told in constant time), else one regular expression."""
+    if joined.isascii():
+        return not any(map(joined.__contains__, _ASCII_CONTROLS))
+    return _NOT_LINE_BUT_NEWLINE.search(joined) is None
+
+
 def _held_rows(held: List[str]) -> Optional[List[Tuple[str, str, str]]]:
     """Kept rows, when they are what _rows() could have made (a cache edited by hand is
     read again rather than trusted)."""
@@ -481,7 +500,7 @@ def _held_rows(held: List[str]) -> Optional[List[Tuple[str, str, str]]]:
         return [] if held[1] == held[2] == "" else None
     if not (len(paths) == len(sizes) == len(hashes)) or not _plain(held[0]):
         return None
-    if "\n../" in "\n" + held[0] or _NOT_LINE.search(held[0].replace("\n", "")):
+    if held[0].startswith("../") or "\n../" in held[0] or not _lines(held[0]):
         return None  # what _ROW and _rows() never keep
     if "".join(sizes).isdigit() and "" not in hashes and "" not in sizes:
         return list(zip(paths, hashes, sizes))

@@ -22,7 +22,9 @@ once, not at each probe (docs/benchmarks.md has the cost). Once every pyc of a
 pyc names under the folder's own stamp (adding, removing or renaming a pyc changes it), and
 one digest of the stamps of those pycs and their sources (rewriting one in place changes
 it). An unchanged folder then costs one ``lstat`` a pyc, no listing and no Python work a
-file; the stamps of the sources are the ones the RECORD check took (installed.py).
+file: the kept folders of a distribution are told together, in one pass over their pycs
+(BytecodeScan._unsettled); the stamps of the sources are the ones the RECORD check took
+(installed.py).
 """
 
 # ruff: noqa: UP006, UP035, UP045, B905
@@ -124,7 +126,7 @@ class BytecodeScan:
     def scan(self, folders: List[str]) -> None:
         if not self.tag:
             return
-        for folder in folders:
+        for folder in self._unsettled(folders):
             found_here, kept, over = _candidates(
                 self.site, folder, self.owner, self.tag, self.cache, self.pending, self.stats_of
             )
@@ -134,6 +136,48 @@ class BytecodeScan:
                     self.early.append((rel, source, folder))
             if kept is not None and all(verdict for _, _, verdict in found_here):
                 self.clean[folder] = kept
+
+    def _unsettled(self, folders: List[str]) -> List[str]:
+        """``folders`` but those whose kept verdict holds as it is (the folder's stamp, its
+        pycs' and their sources' all unchanged), told for them all in one pass: one
+        ``lstat`` of each folder and each pyc, the Python work done a batch, not a file.
+        What is left (no verdict kept, a stamp moved, anything unusual) is for _candidates
+        to look at, folder by folder, as it did before any verdict was kept."""
+        if self.cache is None:
+            return folders
+        site, cache = self.site, self.cache
+        held: List[Tuple[str, List[str], str, List[str]]] = []  # folder, pycs, digest, sources
+        settled = set()
+        for folder in folders:
+            lead = folder + "/" if folder else ""
+            where = site + "/" + lead + "__pycache__"
+            try:
+                st = os.lstat(where)
+            except OSError:
+                settled.add(folder)  # no bytecode there (_candidates would find none)
+                continue
+            kept = None
+            if stat.S_ISDIR(st.st_mode):
+                key = "%s\0%d,%d,%d" % (where, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+                kept = cache.pyc_folder(key)
+            if kept is None or "/" in kept[0]:
+                continue
+            names = kept[0].split("\n") if kept[0] else []
+            rels = [lead + "__pycache__/" + name for name in names]
+            sources = [lead + name.partition(".")[0] + ".py" for name in names]
+            held.append((folder, rels, kept[1], sources))
+        rels = [rel for _, folder_rels, _, _ in held for rel in folder_rels]
+        sources = [source for _, _, _, folder_sources in held for source in folder_sources]
+        # (a pyc RECORD lists now, or one gone since its folder was stamped: one at a time)
+        stamps = _stamps(site, rels, sources, self.stats_of)
+        columns = None if stamps is None else _columns(*stamps)
+        if held and columns is not None and self.owner.keys().isdisjoint(rels):
+            at = 0
+            for folder, folder_rels, digest, _ in held:
+                if _digest(folder_rels, columns, at) == digest:
+                    settled.add(folder)
+                at += len(folder_rels)
+        return [folder for folder in folders if folder not in settled]
 
     def finish(self, found: Bytecode, deadline: List[float]) -> None:
         """Compile what is pending (until ``deadline``: one float shared by all sites;
@@ -235,9 +279,10 @@ def _candidates(
         names = held[0].split("\n") if held[0] else []
         rels = [lead + "__pycache__/" + name for name in names]
         if owner.keys().isdisjoint(rels):
-            sources = [lead + name[: name.index(".")] + ".py" for name in names]
-            stamped = _stamps(site, rels, sources, stats_of or {})
-            if stamped is not None and stamped[0] == held[1]:
+            sources = [lead + name.partition(".")[0] + ".py" for name in names]
+            stamps = _stamps(site, rels, sources, stats_of or {})
+            columns = None if stamps is None else _columns(*stamps)
+            if columns is not None and _digest(rels, columns) == held[1]:
                 return [], None, 0  # every pyc and source as when all were found the same
         entries = names
     else:
@@ -268,22 +313,27 @@ def _candidates(
             out.append((rel, source, verdict))
     if len(todo) != len(names) or over:
         return out, None, over  # a pyc RECORD lists: its folder is looked at every time
-    stamped = _stamps(site, [t[0] for t in todo], [t[1] for t in todo], stats_of or {}, newest=True)
-    if stamped is None:
+    rels = [t[0] for t in todo]
+    stamps = _stamps(site, rels, [t[1] for t in todo], stats_of or {})
+    columns = None if stamps is None else _columns(*stamps)
+    if stamps is None or columns is None:
         return out, None, 0
-    return out, (key, "\n".join(names), stamped[0], max(stamped[1], st.st_ctime_ns)), 0
+    pycs, sources = stamps
+    newest = max(
+        max(map(_CTIME, pycs), default=0),
+        max(map(_MTIME, sources), default=0),
+        max(map(mul, map(_CTIME, sources), map(_ONE, map(_NLINK, sources))), default=0),
+        st.st_ctime_ns,
+    )
+    return out, (key, "\n".join(names), _digest(rels, columns), newest), 0
 
 
 def _stamps(
-    site: str,
-    rels: List[str],
-    sources: List[str],
-    stats_of: Dict[str, os.stat_result],
-    newest: bool = False,
-) -> Optional[Tuple[str, int]]:
-    """One digest of the stamps of the pycs at ``rels`` and of their ``sources`` (a missing
-    source counts as zeros: such a pyc is never loaded), and (``newest``) the newest change
-    among them; None when a pyc cannot be stat'ed."""
+    site: str, rels: List[str], sources: List[str], stats_of: Dict[str, os.stat_result]
+) -> Optional[Tuple[List[os.stat_result], List[Any]]]:
+    """The ``lstat`` of the pycs at ``rels`` and of their ``sources`` (those the RECORD check
+    took, ``stats_of``, else taken here; a missing source counts as zeros: such a pyc is
+    never loaded); None when a pyc cannot be stat'ed."""
     base = site + "/"
     try:
         pycs = list(map(os.lstat, map(base.__add__, rels)))
@@ -297,25 +347,33 @@ def _stamps(
                     found[i] = os.lstat(base + sources[i])
                 except OSError:
                     found[i] = _NO_SOURCE
+    return pycs, found
+
+
+def _columns(pycs: List[os.stat_result], sources: List[Any]) -> Optional[List[Any]]:
+    """What a folder's digest is made of (see _INO), a column a field, as arrays of 64-bit
+    numbers; None when one does not fit (an inode or a time past 63 bits: no verdict)."""
     from array import array
 
     try:
-        values = array("q", map(_CTIME, pycs))
-        for field in (_INO, _SIZE, _MTIME):
-            values.extend(map(field, found))
-        values.extend(map(mul, map(_CTIME, found), map(_ONE, map(_NLINK, found))))
-    except OverflowError:  # an inode or a time past 63 bits: no folder verdict
+        return [
+            array("q", map(_CTIME, pycs)),
+            array("q", map(_INO, sources)),
+            array("q", map(_SIZE, sources)),
+            array("q", map(_MTIME, sources)),
+            array("q", map(mul, map(_CTIME, sources), map(_ONE, map(_NLINK, sources)))),
+        ]
+    except OverflowError:
         return None
+
+
+def _digest(rels: List[str], columns: List[Any], at: int = 0) -> str:
+    """One digest of the stamps of the pycs at ``rels`` and of their sources: rows ``at``
+    to ``at + len(rels)`` of ``columns`` (_columns), each column's in turn."""
+    end = at + len(rels)
+    values = b"".join([column[at:end].tobytes() for column in columns])
     text = "\n".join(rels).encode("utf-8", "surrogateescape")
-    digest = _blake2b(values.tobytes() + b"\0" + text, digest_size=16).hexdigest()
-    if not newest:
-        return digest, 0
-    latest = max(
-        max(map(_CTIME, pycs), default=0),
-        max(map(_MTIME, found), default=0),
-        max(map(mul, map(_CTIME, found), map(_ONE, map(_NLINK, found))), default=0),
-    )
-    return digest, latest
+    return str(_blake2b(values + b"\0" + text, digest_size=16).hexdigest())
 
 
 class _NoSource:
@@ -328,11 +386,16 @@ _NO_SOURCE: Any = _NoSource()
 
 
 def _blake2b(data: bytes, digest_size: int) -> Any:
-    try:
-        from _blake2 import blake2b  # hashlib loads OpenSSL first: ~7 ms at every probe
-    except ImportError:
-        from hashlib import blake2b
-    return blake2b(data, digest_size=digest_size)
+    if not _BLAKE2B:
+        try:
+            from _blake2 import blake2b  # hashlib loads OpenSSL first: ~7 ms at every probe
+        except ImportError:
+            from hashlib import blake2b
+        _BLAKE2B.append(blake2b)
+    return _BLAKE2B[0](data, digest_size=digest_size)
+
+
+_BLAKE2B: List[Any] = []
 
 
 def _screen(
