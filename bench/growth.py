@@ -86,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
             ]
             timings = measure(commands, args.repeats, log=lambda _m: None)
             found = truth.run_probe(python, "quick")[2]
-            paths = truth.quick_paths(found)
+            records, pycs = truth.quick_paths(found, python)
+            paths = records + pycs
             off, quick, floor = [], [], []
             for _ in range(args.repeats):
                 off.append(truth.run_probe(python, "off")[1])

@@ -451,7 +451,10 @@ def _read_record(
     owner = site.owner
     paths = site.paths[index] = list(map(_FIRST, rows))
     site.dirs[index] = set(map(_FIRST, map(_SPLIT_FOLDER, paths)))
-    for path in owner.keys() & set(paths):  # claimed before: at C speed, then the few
+    if owner.keys().isdisjoint(paths):  # the common case, told at C speed
+        owner.update(dict.fromkeys(paths, index))
+        return
+    for path in owner.keys() & set(paths):  # claimed before: the few
         first = owner[path]
         if path not in site.claims:
             site.claims[path] = [(*_row_of(site, first)[path], first)]
