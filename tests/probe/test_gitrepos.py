@@ -310,3 +310,44 @@ def test_no_git_on_path_is_no_answer(tmp_path: Path, way: str) -> None:
 
     env = {**SAFE_GIT_ENV, "PATH": str(tmp_path)}
     assert run_gits(str(tmp_path), [("status",)], env=env) == [None]
+
+
+def test_scratch_folders_a_killed_probe_left_are_swept_once_old(
+    tmp_path: Path, git_env_isolated: Path
+) -> None:
+    """A probe killed while git ran leaves its index copy; the next probe that copies an
+    index removes those of processes gone for an hour, and nothing else: not a live
+    process's, not a recent one (its PID may be another namespace's), not an older
+    envguard's (no PID in its name), not a file."""
+    repo = make_git_repo(tmp_path / "repo", {"train.py": "print('train')\n"})
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    alive = subprocess.Popen(["sleep", "60"])
+    try:
+        hour_ago = os.stat(repo).st_mtime - 2 * 3600
+        made = {}
+        for label, name in [
+            ("gone", f"envguard-index-{gone.pid}-aa"),
+            ("recent", f"envguard-index-{gone.pid}-bb"),
+            ("alive", f"envguard-index-{alive.pid}-cc"),
+            ("older envguard", "envguard-index-0exihkld"),
+        ]:
+            folder = git_env_isolated / name
+            folder.mkdir()
+            (folder / "index").write_bytes(b"DIRC")
+            if label != "recent":
+                os.utime(folder, (hour_ago, hour_ago))
+            made[label] = folder
+        a_file = git_env_isolated / f"envguard-index-{gone.pid}-dd"
+        a_file.write_bytes(b"")
+        os.utime(a_file, (hour_ago, hour_ago))
+        assert gitrepos.git_repo(str(repo))["head"]
+        assert not made["gone"].exists()
+        assert all(made[label].is_dir() for label in ("recent", "alive", "older envguard"))
+        assert a_file.is_file()
+        assert sorted(p.name for p in git_env_isolated.iterdir()) == sorted(
+            [made["recent"].name, made["alive"].name, made["older envguard"].name, a_file.name]
+        ), "the probe's own copy is removed too"
+    finally:
+        alive.kill()
+        alive.wait()

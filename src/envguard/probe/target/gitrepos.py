@@ -144,15 +144,51 @@ def _scratch_folder() -> Optional[str]:
         if not place:
             continue
         for _ in range(3):  # a name taken (by chance): another one
-            folder = os.path.join(os.path.abspath(place), "envguard-index-" + os.urandom(6).hex())
+            name = "%s%d-%s" % (_SCRATCH, os.getpid(), os.urandom(6).hex())
+            folder = os.path.join(os.path.abspath(place), name)
             try:
                 os.mkdir(folder, 0o700)
             except FileExistsError:
                 continue
             except OSError:
                 break  # not writable here: the next place
+            _sweep(os.path.dirname(folder))
             return folder
     return None
+
+
+_SCRATCH = "envguard-index-"
+# A scratch folder left this long ago by a process that is gone is a leftover: a probe
+# killed while git ran (SIGKILL at a deadline runs no clean-up). Long, so that a probe in
+# another PID namespace sharing this folder (its PID means nothing here) is never touched.
+LEFTOVER_SECONDS = 3600
+
+
+def _sweep(place: str) -> None:
+    """Remove the scratch folders in ``place`` that probes of this user left behind: named
+    with a PID that no process has now, and untouched for LEFTOVER_SECONDS."""
+    import time
+
+    try:
+        names = [n for n in os.listdir(place) if n.startswith(_SCRATCH)]
+    except OSError:
+        return
+    old = time.time() - LEFTOVER_SECONDS
+    for name in names:
+        pid = name[len(_SCRATCH) :].partition("-")[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue  # (an older envguard's name tells no PID: left alone)
+        folder = os.path.join(place, name)
+        try:
+            st = os.lstat(folder)
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mtime > old:
+                continue
+            os.kill(int(pid), 0)
+            continue  # that process is still there
+        except ProcessLookupError:
+            _remove(folder)
+        except (OSError, OverflowError):
+            continue
 
 
 def _copy_file(source: str, dest: str) -> None:
