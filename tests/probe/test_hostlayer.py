@@ -174,3 +174,21 @@ def test_plugins_are_kept_by_stamp_and_read_again_when_they_change(
 
 def _refused(*args: object) -> Any:
     raise AssertionError(f"{args[0]} read although nothing changed")
+
+
+def test_a_bidi_or_undecodable_character_in_a_host_file_does_not_sink_the_report(
+    tmp_path: Path,
+) -> None:
+    """A firmware version or container image holding a bidi override (or bytes that are not
+    UTF-8) is made one line of text on the node: the host would refuse the whole report
+    for one such character, and every snapshot and gate on that node with it."""
+    from envguard.probe import report
+
+    root = make_host_tree(tmp_path, infiniband={"mlx5_0": "28.39\u202e1002"})
+    (root / "run").mkdir()
+    (root / "run" / ".containerenv").write_bytes(
+        b'engine="podman-4.9.3"\nimage="registry/tr\xe2\x80\x8fain:1\xff"\n'
+    )
+    layer = script.host_layer({}, str(root))
+    assert layer["infiniband"] == ["mlx5_0 fw 28.39 1002"]
+    report._check(layer, report.REPORT_SPEC[1]["host_layer"], "host_layer")

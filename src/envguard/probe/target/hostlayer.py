@@ -16,7 +16,7 @@ import os
 import re
 import stat
 
-from .reading import SMALL_CAP, open_regular, read_text
+from .reading import SMALL_CAP, UNSAFE_CHARS, open_regular, read_text
 from .redact import is_secret_name, secret_digest
 
 TYPE_CHECKING = False
@@ -32,7 +32,8 @@ _NCCL_LINE = r"\A\s*(NCCL_[A-Za-z0-9_]{1,64})\s*=\s*(.*?)\s*\Z"
 _OFED = re.compile(r"(MLNX_OFED_LINUX-[0-9][A-Za-z0-9.-]{0,60}|OFED-internal-[0-9][\w.-]{0,60})")
 _HEX64 = re.compile(r"\A(?:sha256:)?([0-9a-f]{64})\Z")
 _CGROUP_ID = re.compile(r"(?:docker|cri-containerd|crio|libpod)[-/]([0-9a-f]{64})")
-_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# What the host refuses in a line of text (a control or bidi character, an undecodable byte)
+_UNSAFE = re.compile("[" + UNSAFE_CHARS + "\ud800-\udfff]")
 # Bounds: a hostile or broken node must not make the probe list or hash without end.
 MAX_ENTRIES = 4096  # names looked at per directory
 LIB_ENTRIES = 1 << 17  # in a library directory (a big node's /usr/lib/x86_64-linux-gnu)
