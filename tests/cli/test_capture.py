@@ -173,3 +173,24 @@ def test_out_with_host_placeholder_names_the_file_after_the_host(
     assert code == 0, err
     path = in_tmp / "run" / f"{os.uname().nodename}.json"
     assert path.is_file() and f"wrote {path.relative_to(in_tmp)}" in out
+
+
+def test_a_long_or_oddly_named_variable_does_not_sink_the_snapshot(
+    in_tmp: Path, good_venv: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PYTHONPATH of 70,000 characters is kept as its length and a hash (the report takes
+    at most 64 KiB a value), and diff still tells a change in it; a variable whose name
+    holds an escape is left out with a warning. Either one used to refuse the whole
+    report: no snapshot at all on that machine."""
+    monkeypatch.setenv("PYTHONPATH", "/opt/lib:" * 7800)
+    monkeypatch.setenv("TORCH_\x1b[2JX", "1")
+    code, out, err = invoke("snapshot", "--python", str(good_venv), "--name", "long")
+    assert code == 0, err
+    data = json.loads((in_tmp / "snapshots" / "long.json").read_text())
+    assert data["env"]["PYTHONPATH"].startswith("<70200 characters, sha256 ")
+    assert not [name for name in data["env"] if name.startswith("TORCH_\x1b")]
+    assert any("TORCH_\\x1b[2JX" in w and "not recorded" in w for w in data["warnings"])
+    assert invoke("diff", "long", "--python", str(good_venv))[0] == 0
+    monkeypatch.setenv("PYTHONPATH", "/opt/lib:" * 7799 + "/opt/lob:")
+    code, out, err = invoke("diff", "long", "--python", str(good_venv))
+    assert code == 1 and "PYTHONPATH" in out, out

@@ -66,6 +66,7 @@ def test_the_real_report_validates(tmp_path: Path, real_report: dict[str, Any]) 
         ("interpreter.is_venv", "yes", "interpreter.is_venv"),
         ("accelerator.count", "8", "accelerator.count"),
         ("env", {"HF_TOKEN": ["x"]}, "env.HF_TOKEN"),
+        ("env", {"TORCH_\x1bX": "1"}, "env, a name: not one line of text"),
         ("packages.0.version", "1.0\x1b[2J", "packages.0.version"),
         ("caches", {"path": "/"}, "caches"),
         ("warnings", [1, 2], "warnings.0"),

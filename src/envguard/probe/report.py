@@ -309,7 +309,7 @@ def _check(value: Any, spec: Any, where: str) -> None:
             if not isinstance(value, dict):
                 raise _Invalid(where, "expected an object")
             for key, item in value.items():
-                _check(key, "line", f"{where} key")
+                _check(key, "line", f"{where}, a name")
                 _check(item, inner, f"{where}.{key}")
         return
     if spec in ("line", "text", "host"):

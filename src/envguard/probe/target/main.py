@@ -156,7 +156,7 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
         "files": hash_files(args.get("files", []), roots),
         "repos": repos,
         "caches": caches,
-        "env": capture_env(environ) if args.get("env", True) else {},
+        "env": capture_env(environ, warnings) if args.get("env", True) else {},
         "accelerator": accelerator(gpus, nvcc_text, proc=root + "/proc"),
         "host_layer": layer,
         "compile": {
