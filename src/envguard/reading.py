@@ -23,6 +23,18 @@ SMALL_CAP = 1 << 20  # INSTALLER, direct_url.json, torch/version.py
 UNSAFE_CHARS = "\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
 
 
+def escaped_line(text: str) -> str:
+    """``text`` with each character UNSAFE_CHARS names (and each byte that was not UTF-8,
+    read as a lone surrogate) written as its escape (``\\x1b``, ``\\u202e``, ``\\udcff``):
+    one printable line that still says what is there. For what a target names itself (a
+    git branch, a remote's URL) and the report carries as one line of text: the host
+    refuses a report holding such a character whole."""
+    import re
+
+    unsafe = "[" + UNSAFE_CHARS + "\ud800-\udfff]"
+    return re.sub(unsafe, lambda m: ascii(m.group(0))[1:-1], text)
+
+
 def not_json_constant(name: str) -> object:
     """json's ``parse_constant``: NaN and Infinity are not JSON (Python's json takes them),
     and a number that is not one must not reach a snapshot, a report or a cache."""

@@ -20,13 +20,10 @@ def enabled() -> bool:
 def say(text: str) -> None:
     """One line on stderr when -v is on."""
     if _ON:
-        import re
-
-        from envguard.reading import UNSAFE_CHARS
+        from envguard.reading import escaped_line
         from envguard.redact import redact_text
 
-        shown = re.sub("[" + UNSAFE_CHARS + "]", lambda m: ascii(m.group(0))[1:-1], text)
-        sys.stderr.write(f"envguard: {redact_text(shown)}\n")
+        sys.stderr.write(f"envguard: {redact_text(escaped_line(text))}\n")
 
 
 def command(what: str, argv: list[str] | tuple[str, ...]) -> float:

@@ -194,3 +194,23 @@ def test_a_long_or_oddly_named_variable_does_not_sink_the_snapshot(
     monkeypatch.setenv("PYTHONPATH", "/opt/lib:" * 7799 + "/opt/lob:")
     code, out, err = invoke("diff", "long", "--python", str(good_venv))
     assert code == 1 and "PYTHONPATH" in out, out
+
+
+def test_a_branch_or_remote_holding_a_bidi_or_escape_does_not_sink_the_snapshot(
+    in_tmp: Path, good_venv: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git allows U+202E in a branch's name and anything in a remote's URL: they are kept
+    as their escapes (one printable line that still says what is there), where the report
+    used to be refused whole."""
+    from factories import git, make_git_repo
+
+    repo = make_git_repo(in_tmp / "proj")
+    git(repo, "checkout", "-q", "-b", "fix\u202egnp.py")
+    git(repo, "remote", "add", "origin", "https://git.example/te\x1b[2Jam.git")
+    monkeypatch.chdir(repo)
+    code, _out, err = invoke("snapshot", "--python", str(good_venv), "--name", "odd")
+    assert code == 0, err
+    (record,) = json.loads((repo / "snapshots" / "odd.json").read_text())["repos"]
+    assert record["branch"] == "fix\\u202egnp.py"
+    assert record["remote"] == "https://git.example/te\\x1b[2Jam.git"
+    assert invoke("diff", "odd", "--python", str(good_venv))[0] == 0

@@ -16,6 +16,7 @@ from .confine import (
     run_gits,
     without_filters,
 )
+from .reading import escaped_line
 from .redact import redact_url
 
 TYPE_CHECKING = False
@@ -346,4 +347,10 @@ def probe_repos(
         if record["path"] not in seen:
             seen.add(record["path"])
             out.append(record)
+    # What a repo names itself (a branch, a remote's URL, its folder) may hold a character
+    # the host refuses in a line (git allows U+202E in a branch): written as its escape.
+    for record in out:
+        for key in ("path", "branch", "remote"):
+            if isinstance(record.get(key), str):
+                record[key] = escaped_line(record[key])
     return out

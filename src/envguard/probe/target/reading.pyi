@@ -5,6 +5,7 @@ from envguard.reading import RECORD_CAP as RECORD_CAP
 from envguard.reading import SMALL_CAP as SMALL_CAP
 from envguard.reading import UNSAFE_CHARS as UNSAFE_CHARS
 from envguard.reading import NotRegular as NotRegular
+from envguard.reading import escaped_line as escaped_line
 from envguard.reading import not_json_constant as not_json_constant
 from envguard.reading import open_regular as open_regular
 from envguard.reading import read_bytes as read_bytes
