@@ -13,10 +13,10 @@ import json
 import os
 import threading
 from functools import cache
-from typing import TYPE_CHECKING
 
 from envguard.probe import payload_cache
 
+TYPE_CHECKING = False  # typing loads once the probe runs (envguard.api.early)
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from types import ModuleType

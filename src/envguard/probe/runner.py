@@ -9,9 +9,7 @@ import shlex
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
 
 from envguard.errors import ProbeError, UsageError
 from envguard.lifecycle import (
@@ -26,9 +24,15 @@ from envguard.lifecycle import (
     start_child,
 )
 from envguard.probe.payload import probe_payload
-from envguard.redact import redact_text
 
+# typing (and pathlib) are left to load once the probe runs: this module is on the way to
+# the early probe's start (envguard.api.early).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+    from typing import IO, Any
+
     from envguard.probe.report import ProbeReport
 
 # What a remote interpreter path may contain: it may pass through a remote shell unquoted.
@@ -249,6 +253,8 @@ class ProbeRun:
 
     def _said(self) -> str:
         """The last line the program wrote on stderr, redacted and printable."""
+        from envguard.redact import redact_text  # loaded once the probe runs
+
         text = redact_text(bytes(self._err.data).decode("utf-8", "replace")).strip()
         last = text.splitlines()[-1] if text else ""
         return "".join(c if c.isprintable() else "?" for c in last)[:300]
@@ -304,5 +310,7 @@ class ProbeRun:
         trace.done(f"probe ({self.label}), {len(self._out.data)} bytes", self._started)
         # What the far side (or a local interpreter) says on stderr goes into error lines: it
         # passes the one redaction here, so no caller can print it unredacted.
+        from envguard.redact import redact_text
+
         said = bytes(self._err.data).decode("utf-8", "replace")
         return bytes(self._out.data), redact_text(said)
