@@ -7,7 +7,7 @@ The probe `envguard snapshot` and `envguard diff` need is started before this mo
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -98,14 +98,18 @@ def snapshot_document(
     deep: bool = False,
     pid: int | None = None,
     measure: Measure | None = None,
+    meanwhile: Callable[[], object] | None = None,
 ) -> Document:
     """snapshot(), as the JSON document its file holds (``Snapshot.model_validate`` of it
     is snapshot()'s result): checked as the model checks it, without loading pydantic
-    where the check can vouch for it. What `envguard snapshot` writes."""
-    started = start_capture(_request(**locals()))
+    where the check can vouch for it. What `envguard snapshot` writes. ``meanwhile`` runs
+    while the probe works (the caller loads what it needs next: save()'s signing)."""
+    options = dict(locals())
+    del options["meanwhile"]
+    started = start_capture(_request(**options))
     from envguard.snapshots.capture import finish_document
 
-    return finish_document(started)
+    return finish_document(started, meanwhile=meanwhile)
 
 
 def start_document(*, python: str | Path, name: str) -> StartedCapture:

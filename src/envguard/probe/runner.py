@@ -277,6 +277,8 @@ class ProbeRun:
     def output(self) -> tuple[bytes, str]:
         """Wait for the program to end: (its stdout, the tail of its stderr, redacted);
         ProbeError for a timeout or output past the cap."""
+        from envguard.redact import redact_text  # loaded before the answer, not after it
+
         proc = self.proc
         try:
             self._wait()
@@ -310,7 +312,6 @@ class ProbeRun:
         trace.done(f"probe ({self.label}), {len(self._out.data)} bytes", self._started)
         # What the far side (or a local interpreter) says on stderr goes into error lines: it
         # passes the one redaction here, so no caller can print it unredacted.
-        from envguard.redact import redact_text
 
         said = bytes(self._err.data).decode("utf-8", "replace")
         return bytes(self._out.data), redact_text(said)
