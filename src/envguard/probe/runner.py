@@ -312,6 +312,5 @@ class ProbeRun:
         trace.done(f"probe ({self.label}), {len(self._out.data)} bytes", self._started)
         # What the far side (or a local interpreter) says on stderr goes into error lines: it
         # passes the one redaction here, so no caller can print it unredacted.
-
         said = bytes(self._err.data).decode("utf-8", "replace")
         return bytes(self._out.data), redact_text(said)

@@ -107,7 +107,7 @@ def capture_request(
     if not hosts and any("{host}" in token for token in measure.prefix()):
         raise UsageError("--via contains {host}: pass --hosts to say which hosts")
     if name:
-        from envguard.snapshots import store  # not on the way to the early probe (no name)
+        from envguard.snapshots import store  # here: a snapshot's early probe has no name
 
         snap_name = store.validate_name(name)
     else:
