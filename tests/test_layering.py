@@ -210,7 +210,7 @@ def test_the_checks_see_what_they_check() -> None:
     assert _layer("envguard.version") == "base"
     assert not _allowed("envguard.snapshots.store", "envguard")
     graph = _import_graph()
-    assert "envguard.snapshots.live" in graph["envguard.api.capture"]  # inside prestart()
+    assert "envguard.snapshots.live" in graph["envguard.api.early"]  # inside prestart()
     assert "envguard.compare.policy" not in graph["envguard.cli.compare"]  # TYPE_CHECKING
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 

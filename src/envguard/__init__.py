@@ -6,11 +6,14 @@ The operations are in :mod:`envguard.api` and re-exported here (loaded on first 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from envguard.version import SCHEMA_VERSION, __version__
 
+# typing is not imported: ``envguard snapshot`` and ``envguard diff`` start their probe before
+# anything they need only later loads (envguard.api.early).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from envguard.api import (
         check,
         diff,

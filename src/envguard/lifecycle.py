@@ -20,12 +20,22 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from envguard.errors import EnvguardError
 
+TYPE_CHECKING = False  # typing loads once the early probe runs (envguard.api.early)
 if TYPE_CHECKING:
     import subprocess
+    from typing import Any, Protocol, TypeVar
+
+    class Cancellable(Protocol):
+        """Work started in the background that can be stopped (a probe, a capture)."""
+
+        def cancel(self) -> None: ...
+
+    _Work = TypeVar("_Work", bound=Cancellable)
+    _Valid = TypeVar("_Valid")
+    _Result = TypeVar("_Result")
 
 
 class Interrupted(KeyboardInterrupt):
@@ -408,17 +418,6 @@ def kill_strays(marker: bytes) -> None:
         if marker in environ.split(b"\0"):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(int(entry.name), signal.SIGKILL)
-
-
-class Cancellable(Protocol):
-    """Work started in the background that can be stopped (a probe, a started capture)."""
-
-    def cancel(self) -> None: ...
-
-
-_Work = TypeVar("_Work", bound=Cancellable)
-_Valid = TypeVar("_Valid")
-_Result = TypeVar("_Result")
 
 
 def validate_meanwhile(

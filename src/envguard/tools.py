@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 
 from envguard.errors import UsageError
 
@@ -45,6 +44,8 @@ def is_protect_shim(path: str) -> bool:
 
 def which(name: str, path: str | None = None) -> str | None:
     """``name`` as shutil.which finds it on ``path`` (default $PATH), past protect's shims."""
+    import shutil  # here: split_command is on the way to the early probe, which needs none
+
     if os.path.dirname(name):
         found = shutil.which(name)
         return found if found is not None and not is_protect_shim(found) else None

@@ -234,4 +234,5 @@ def test_diff_builds_where_to_measure_once_and_passes_it_whole(
         python="/v/bin/python", via="ssh gpu01", timeout=30.0, allow=("data",), root="/srv/co",
         deep=True,
     )  # fmt: skip
-    assert set(seen) == {"args", "policy", "measure"}
+    # Beside it: the policy, and what the command loads while the probe works.
+    assert set(seen) == {"args", "policy", "measure", "meanwhile"}

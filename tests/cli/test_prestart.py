@@ -389,3 +389,55 @@ def test_each_run_in_one_process_says_its_own_interrupt(monkeypatch: pytest.Monk
     for _ in range(2):
         result = CliRunner().invoke(app, ["snapshot", "--python", sys.executable, "--out", "-"])
         assert (result.exit_code, result.stderr) == (130, "error: interrupted (SIGINT)\n")
+
+
+_LOADED = """
+import sys
+at_spawn, at_wait = [], []
+def audit(event, args):
+    if event == "subprocess.Popen" and not at_spawn:
+        at_spawn.append(set(sys.modules))
+sys.addaudithook(audit)
+import envguard.probe.runner as runner
+output = runner.ProbeRun.output
+def waited(self):
+    at_wait.append(set(sys.modules))
+    return output(self)
+runner.ProbeRun.output = waited
+import atexit
+def said():
+    spawn = sorted(m for m in DEFERRED if m in at_spawn[0])
+    wait = sorted(m for m in NEEDED if m not in at_wait[0])
+    sys.stderr.write(f"\\nAT SPAWN {spawn} MISSING AT WAIT {wait}\\n")
+atexit.register(said)
+DEFERRED, NEEDED = sys.argv[1].split(","), sys.argv[2].split(",")
+sys.argv = ["envguard", *sys.argv[3:]]
+from envguard.__main__ import main
+main()
+"""
+# What the early probe's start has no use for: each loads later, beside the running probe
+# (diff reads its snapshot first: the store is its start's own).
+_DEFERRED = "typing,datetime,shutil,hashlib,envguard.redact,envguard.api.capture,typer,pydantic"
+
+
+@pytest.mark.parametrize(
+    ("command", "deferred", "needed"),
+    [
+        # What follows the answer loads before it: signing, the summary line, the engine.
+        ("snapshot", "envguard.snapshots.store", "envguard.snapshots.signing,envguard.render.text"),
+        ("diff", "envguard.api._shared", "envguard.compare.engine,envguard.render.text"),
+    ],
+)
+def test_the_probe_starts_before_what_it_does_not_need_and_what_follows_loads_meanwhile(
+    tmp_path: Path, command: str, deferred: str, needed: str
+) -> None:
+    args = ["--python", sys.executable]
+    if command == "diff":
+        assert _run(tmp_path, "snapshot", *args, "--name", "good")[0] == 0
+        args = ["good", *args]
+    proc = subprocess.run(
+        [sys.executable, "-c", _LOADED, f"{_DEFERRED},{deferred}", needed, command, *args],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "AT SPAWN [] MISSING AT WAIT []"

@@ -20,9 +20,12 @@ restore's. Heavy modules (pydantic, rich, git) load inside the functions.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+# typing is not imported: this package is on the way to the early probe's start (api.early),
+# and what that start need not import waits until the probe runs.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from envguard.api.bisection import BisectOptions, bisect
     from envguard.api.capture import (
         Measure,
@@ -32,13 +35,13 @@ if TYPE_CHECKING:
         list_snapshots,
         load,
         newest,
-        prestart,
         save,
         snapshot,
         snapshot_document,
         start_document,
     )
     from envguard.api.compare import check, diff, diff_locks, find_lock, load_policy
+    from envguard.api.early import prestart
     from envguard.api.guarding import Guarded, GuardOptions, Preview, guard, preview
     from envguard.api.hosts import fleet, probe_payload, restore_hosts, snapshot_hosts
     from envguard.api.records import keep, log
@@ -74,13 +77,13 @@ _MODULES = {
         "list_snapshots",
         "load",
         "newest",
-        "prestart",
         "save",
         "snapshot",
         "snapshot_document",
         "start_document",
     ),
     "compare": ("check", "diff", "diff_locks", "find_lock", "load_policy"),
+    "early": ("prestart",),
     "guarding": ("GuardOptions", "Guarded", "Preview", "guard", "preview"),
     "undoing": (
         "Undone",

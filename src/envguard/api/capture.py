@@ -1,22 +1,21 @@
-"""Taking a snapshot and keeping its file: snapshot(), snapshot_document(), prestart(),
-save(), load(), newest(), list_snapshots(); Measure, where and how to measure.
+"""Taking a snapshot and keeping its file: snapshot(), snapshot_document(), save(),
+load(), newest(), list_snapshots(); Measure, where and how to measure.
 
-This module is on the start-up path of `envguard snapshot` and `envguard diff`: it imports
-what the probe needs before it starts, and the rest once the probe runs.
+The probe `envguard snapshot` and `envguard diff` need is started before this module loads
+(api.early); the rest of what a snapshot needs (pydantic) loads once the probe runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from envguard.api._shared import settings
-from envguard.errors import EnvguardError
 from envguard.snapshots import store
 from envguard.snapshots.measure import Measure as Measure  # where and how: the API's too
 from envguard.snapshots.measure import capture_request
-from envguard.snapshots.request import start_capture, start_early
+from envguard.snapshots.request import start_capture
 
 if TYPE_CHECKING:
     from envguard.snapshots.document import Document
@@ -99,14 +98,18 @@ def snapshot_document(
     deep: bool = False,
     pid: int | None = None,
     measure: Measure | None = None,
+    meanwhile: Callable[[], object] | None = None,
 ) -> Document:
     """snapshot(), as the JSON document its file holds (``Snapshot.model_validate`` of it
     is snapshot()'s result): checked as the model checks it, without loading pydantic
-    where the check can vouch for it. What `envguard snapshot` writes."""
-    started = start_capture(_request(**locals()))
+    where the check can vouch for it. What `envguard snapshot` writes. ``meanwhile`` runs
+    while the probe works (the caller loads what it needs next: save()'s signing)."""
+    options = dict(locals())
+    del options["meanwhile"]
+    started = start_capture(_request(**options))
     from envguard.snapshots.capture import finish_document
 
-    return finish_document(started)
+    return finish_document(started, meanwhile=meanwhile)
 
 
 def start_document(*, python: str | Path, name: str) -> StartedCapture:
@@ -114,34 +117,6 @@ def start_document(*, python: str | Path, name: str) -> StartedCapture:
     works; ``finish_document()`` (envguard.snapshots.capture) waits for it, ``cancel()``
     stops it."""
     return start_capture(capture_request(Measure(python=python), name=name))
-
-
-def prestart(
-    command: Literal["snapshot", "diff", "guard", "undo"],
-    *,
-    good: str | None = None,
-    python: str | None = None,
-) -> None:
-    """Start the probe that ``snapshot(python=python)`` or ``diff(good, python=python)``
-    (local, nothing else named) is about to need, so that it runs while the caller loads
-    what it needs (the command line: typer). That call takes the probe over when it asks
-    for exactly the same one, and stops it otherwise. Nothing is reported here: a problem
-    (no such snapshot, no interpreter) is the call's to report."""
-    try:
-        if command in ("guard", "undo") and python is not None:
-            # start_document(python=the venv's python, name="guard"), as both begin with it
-            start_early(capture_request(Measure(python=python), name="guard"))
-        elif command == "snapshot":
-            start_early(capture_request(Measure(python=python), name=None, command=()))
-        else:
-            # diff's, not snapshot's: loaded only on its path
-            from envguard.snapshots.live import PRESTART_BYTES, prestart_like
-
-            path = store.resolve(good) if good is not None else newest()
-            if path.stat().st_size <= PRESTART_BYTES:  # a huge one: not parsed twice
-                prestart_like(store.read(path), source=str(path), python=python)
-    except (EnvguardError, OSError, ValueError):
-        return
 
 
 def _request(

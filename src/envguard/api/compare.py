@@ -4,7 +4,7 @@ diff_locks() between two lockfiles, under load_policy()'s rules."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,6 +49,7 @@ def diff(
     timeout: float = VIA_TIMEOUT,
     deep: bool = False,
     measure: Measure | None = None,
+    meanwhile: Callable[[], object] | None = None,
 ) -> Drift:
     """What drifted from ``good`` (default: the newest snapshot) to ``against``, or to the
     live environment measured as ``good`` was (``python``/``via`` say where; ``timeout``:
@@ -58,7 +59,8 @@ def diff(
     files lies now (default: where it was, else the work tree around the working
     directory). ``deep``: every installed file of the live side hashed against its RECORD
     (by default the files that run are checked by size, and hashed when written after
-    their install). ``measure`` holds these in one value (give it or them)."""
+    their install). ``measure`` holds these in one value (give it or them). ``meanwhile``
+    runs while a live side's probe works (the caller loads what it needs next)."""
     where = settings(
         measure, python=python, via=via, timeout=timeout, allow=allow, root=root, deep=deep
     ).checked()  # a bad --timeout or --root: said before anything is read
@@ -78,8 +80,16 @@ def diff(
         live = capture_snapshot(live_request(Recorded.of(snap), where))
         return compute(snap, live, rules)
 
+    def next_steps() -> None:
+        from envguard.compare import engine  # noqa: F401  # loaded beside the probe
+
+        if meanwhile is not None:
+            meanwhile()
+
     path = store.resolve(str(good)) if good is not None else newest()
-    expected, live = measure_like(store.read(path), source=str(path), measure=where)
+    expected, live = measure_like(
+        store.read(path), source=str(path), measure=where, meanwhile=next_steps
+    )
     from envguard.compare.engine import diff as compute
 
     return compute(expected, live, policy if policy is not None else load_policy())

@@ -148,7 +148,8 @@ def snapshot(
             measure=where,
         ).model_dump(mode="json")
     else:
-        doc = api.snapshot_document(**measured)  # written as it is: no models to build
+        # written as it is: no models to build; what writing it needs loads meanwhile
+        doc = api.snapshot_document(**measured, meanwhile=_load_writing)
     _print_warnings(doc["warnings"])
     from envguard.snapshots.signing import signed
     from envguard.snapshots.store import dumps
@@ -160,6 +161,12 @@ def snapshot(
     from envguard.render.text import printable, snapshot_summary_line
 
     typer.echo(printable(f"wrote {written}: {snapshot_summary_line(doc)}"))
+
+
+def _load_writing() -> None:
+    """What writing a snapshot and its line needs, loaded beside the running probe."""
+    from envguard.render import text  # noqa: F401
+    from envguard.snapshots import signing  # noqa: F401
 
 
 def _print_warnings(warnings: "Sequence[str]") -> None:

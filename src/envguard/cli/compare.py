@@ -100,6 +100,12 @@ def _emit_drift(
         drift_table(drift, console(), expand=expand)
 
 
+def _load_summary() -> None:
+    """What every drift's output says first (its notes, its summary line), loaded beside
+    the running probe. rich (a table of changes) is not: a clean diff never needs it."""
+    from envguard.render import text  # noqa: F401
+
+
 def _append_to(variable: str, target: str, text: str) -> None:
     """Append ``text`` to the file GitHub named in ``variable``: a regular file only (a
     FIFO would block the gate, a folder or full disk would end it in a traceback); when it
@@ -362,7 +368,9 @@ def diff(
             snapshot_ref, lock=lock[0], policy=policy, selection=chosen, measure=where
         )
     else:
-        drift = api.diff(snapshot_ref, against, policy=policy, measure=where)
+        drift = api.diff(
+            snapshot_ref, against, policy=policy, measure=where, meanwhile=_load_summary
+        )
     _emit_drift(drift, _default_format(format), policy=policy, expand=expand)
     _exit(drift, policy)
 

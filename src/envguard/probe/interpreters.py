@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -52,6 +51,8 @@ def resolve_python(
     local = venv_python(cwd / ".venv")
     if local is not None:
         return local
+    import shutil  # here: off the way to a probe whose interpreter was named
+
     own = _own_venv()
     for entry in environ.get("PATH", "").split(os.pathsep):
         candidate = shutil.which("python3", path=entry) if entry else None

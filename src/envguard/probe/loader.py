@@ -29,7 +29,7 @@ _CODE_CAP = 4 << 20
 _CODE_FILES = 8  # the newest kept: the probe's and restore's, for a few envguard versions
 
 
-def _code_folder() -> "Optional[str]":
+def code_folder() -> "Optional[str]":
     base = os.environ.get("XDG_CACHE_HOME") or (
         os.path.join(os.environ["HOME"], ".cache") if os.environ.get("HOME") else None
     )
@@ -38,22 +38,23 @@ def _code_folder() -> "Optional[str]":
     return os.path.join(base, "envguard")
 
 
-def _private(st: "os.stat_result") -> bool:
+def private(st: "os.stat_result") -> bool:
     """This user's own, and no one else can write to it."""
     return st.st_uid == os.getuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
-def _private_folder(folder: str) -> bool:
+def private_folder(folder: str) -> bool:
     try:
         st = os.lstat(folder)
     except OSError:
         return False
-    return stat.S_ISDIR(st.st_mode) and _private(st)
+    return stat.S_ISDIR(st.st_mode) and private(st)
 
 
-def _cached_code(path: str, files: "List[str]") -> "Optional[Tuple[types.CodeType, ...]]":
-    """The code objects kept at ``path`` for the modules ``files``, or None."""
-    if not _private_folder(os.path.dirname(path)):
+def read_private(path: str, cap: int) -> "Optional[bytes]":
+    """The bytes of ``path`` when it is a regular file of at most ``cap`` bytes, it and its
+    folder this user's own and writable by no one else, neither a symlink; else None."""
+    if not private_folder(os.path.dirname(path)):
         return None
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -61,7 +62,7 @@ def _cached_code(path: str, files: "List[str]") -> "Optional[Tuple[types.CodeTyp
         return None
     try:
         st = os.fstat(fd)
-        if not (stat.S_ISREG(st.st_mode) and _private(st) and st.st_size <= _CODE_CAP):
+        if not (stat.S_ISREG(st.st_mode) and private(st) and st.st_size <= cap):
             return None
         chunks = []  # type: List[bytes]
         while True:
@@ -69,11 +70,22 @@ def _cached_code(path: str, files: "List[str]") -> "Optional[Tuple[types.CodeTyp
             if not chunk:
                 break
             chunks.append(chunk)
-        codes = marshal.loads(b"".join(chunks))
-    except (OSError, ValueError, EOFError, TypeError):
+        return b"".join(chunks)
+    except OSError:
         return None
     finally:
         os.close(fd)
+
+
+def _cached_code(path: str, files: "List[str]") -> "Optional[Tuple[types.CodeType, ...]]":
+    """The code objects kept at ``path`` for the modules ``files``, or None."""
+    data = read_private(path, _CODE_CAP)
+    if data is None:
+        return None
+    try:
+        codes = marshal.loads(data)
+    except (ValueError, EOFError, TypeError):
+        return None
     if type(codes) is not tuple or len(codes) != len(files):
         return None
     for code, filename in zip(codes, files):
@@ -84,31 +96,44 @@ def _cached_code(path: str, files: "List[str]") -> "Optional[Tuple[types.CodeTyp
 
 def _keep_code(path: str, codes: "Sequence[types.CodeType]") -> None:
     """Write ``codes`` to ``path`` (atomically, 0600), and prune old files; never fails."""
+    keep_private(path, marshal.dumps(tuple(codes)), "code-", ".bin", _CODE_FILES)
+
+
+def keep_private(path: str, data: bytes, prefix: str, suffix: str, keep: int) -> None:
+    """Write ``data`` to ``path`` (atomically, 0600, in a folder only this user can write),
+    then keep only the newest ``keep`` files named prefix*suffix there; never fails."""
     folder = os.path.dirname(path)
-    tmp = "%s.%d.tmp" % (path, os.getpid())
+    tmp = "%s.%d.%d.tmp" % (path, os.getpid(), id(data))
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
-        if not _private_folder(folder):
+        if not private_folder(folder):
             return
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
-            os.write(fd, marshal.dumps(tuple(codes)))
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
         os.replace(tmp, path)
-        kept = []  # type: List[Tuple[int, str]]
-        for name in os.listdir(folder):
-            if name.startswith("code-") and name.endswith(".bin"):
-                st = os.lstat(os.path.join(folder, name))
-                if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid():
-                    kept.append((st.st_mtime_ns, name))
-        for _, name in sorted(kept)[:-_CODE_FILES]:
-            os.unlink(os.path.join(folder, name))
+        prune(folder, prefix, suffix, keep)
     except OSError:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+
+
+def prune(folder: str, prefix: str, suffix: str, keep: int) -> None:
+    """Remove all but the newest ``keep`` of this user's files named prefix*suffix."""
+    kept = []  # type: List[Tuple[int, str]]
+    for name in os.listdir(folder):
+        if name.startswith(prefix) and name.endswith(suffix):
+            st = os.lstat(os.path.join(folder, name))
+            if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid():
+                kept.append((st.st_mtime_ns, name))
+    for _, name in sorted(kept)[:-keep]:
+        os.unlink(os.path.join(folder, name))
 
 
 def _unpack(packed: str) -> "List[str]":
@@ -140,7 +165,7 @@ def _envguard_install(
     pkg.__path__ = []
     sys.modules[package] = pkg
     files = ["<" + package + "/" + name + ".py>" for name in names]
-    folder = _code_folder() if key else None
+    folder = code_folder() if key else None
     path = None
     if folder is not None and key:
         tag = "%s-%x" % (sys.implementation.cache_tag, sys.hexversion)

@@ -10,13 +10,17 @@ literals, and runs ``main.main``.
 from __future__ import annotations
 
 import json
-import re
+import os
 import threading
-from collections.abc import Mapping
 from functools import cache
-from pathlib import Path
-from types import ModuleType
-from typing import Any
+
+from envguard.probe import payload_cache
+
+TYPE_CHECKING = False  # typing loads once the probe runs (envguard.api.early)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from types import ModuleType
+    from typing import Any
 
 # Dependency order: a module is installed after everything it imports.
 TARGET_MODULES = (
@@ -59,42 +63,76 @@ _VERSION_CHECK = (
 )
 # The loader (probe/loader.py) installs (name, source) pairs as submodules of one package,
 # so `from .x import y` works; its text goes first, as the payload carries it.
-LOADER = (Path(__file__).parent / "loader.py").read_text(encoding="utf-8")
+_HERE = os.path.dirname(__file__)
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+LOADER = _read(os.path.join(_HERE, "loader.py"))
+
+
+def _source_path(name: str) -> str:
+    if name in SHARED_MODULES:
+        return os.path.join(os.path.dirname(_HERE), f"{name}.py")
+    return os.path.join(_HERE, "target", f"{name}.py")
+
+
+def _built_from() -> list[str]:
+    """Every file the payload is made of (this one says how): what its kept copy is keyed
+    by."""
+    here = [os.path.join(_HERE, "payload.py"), os.path.join(_HERE, "loader.py")]
+    return here + [_source_path(name) for name in TARGET_MODULES]
+
+
+@cache
+def _stamp() -> str | None:
+    """The stamp of the files the payload is built from, taken once and before any of
+    them is read: a file changed after it no longer matches what is kept under it."""
+    return payload_cache.stamp(_built_from())
 
 
 @cache
 def target_sources() -> tuple[tuple[str, str], ...]:
     """(module name, source) of every target module, in install order."""
-    here = Path(__file__).parent
-    out = []
-    for name in TARGET_MODULES:
-        shared = name in SHARED_MODULES
-        path = here.parent / f"{name}.py" if shared else here / "target" / f"{name}.py"
-        out.append((name, path.read_text(encoding="utf-8")))
-    return tuple(out)
-
-
-_RELATIVE_IMPORT = re.compile(r"^\s*from \.(\w+) import", re.M)
+    _stamp()
+    return tuple((name, _read(_source_path(name))) for name in TARGET_MODULES)
 
 
 @cache
 def entry_sources(entry: str) -> tuple[tuple[str, str], ...]:
     """The target modules ``entry`` needs (its relative imports, followed), in install
     order: the probe does not carry restore's operations, nor a restore the probe's."""
+    import re
+
+    relative_import = re.compile(r"^\s*from \.(\w+) import", re.M)
     sources = dict(target_sources())
     needed, todo = set(), [entry]
     while todo:
         name = todo.pop()
         if name not in needed:
             needed.add(name)
-            todo.extend(_RELATIVE_IMPORT.findall(sources[name]))
+            todo.extend(relative_import.findall(sources[name]))
     return tuple((n, src) for n, src in target_sources() if n in needed)
+
+
+@cache
+def _kept(entry: str) -> tuple[tuple[str, ...], str, str] | None:
+    """(names, packed text, code key) of ``entry`` as kept by an earlier run of this
+    install (payload_cache), or None."""
+    line = _stamp()
+    return None if line is None else payload_cache.read(entry, line, allowed=TARGET_MODULES)
 
 
 @cache
 def code_key(entry: str) -> str:
     """Names the compiled code of ``entry``'s modules in the target's cache: a hash of the
     exact sources (and the package name), so another envguard version never uses it."""
+    kept = _kept(entry)
+    if kept is not None:
+        return kept[2]
     import hashlib
 
     digest = hashlib.sha256(PACKAGE.encode())
@@ -106,15 +144,28 @@ def code_key(entry: str) -> str:
 @cache
 def packed_sources(entry: str) -> tuple[tuple[str, ...], str]:
     """(names, packed text) of ``entry``'s modules, as loader._envguard_install unpacks
-    them: base64 of the zlib-compressed sources joined by NUL."""
+    them: base64 of the zlib-compressed sources joined by NUL. Kept between runs
+    (payload_cache): a probe's start would wait for the compression otherwise."""
+    kept = _kept(entry)
+    if kept is not None:
+        return kept[0], kept[1]
+    names, packed = build_packed(entry)
+    line = _stamp()
+    if line is not None and payload_cache.settled(_built_from()):
+        payload_cache.write(entry, line, names=names, packed=packed, key=code_key(entry))
+    return names, packed
+
+
+def build_packed(entry: str) -> tuple[tuple[str, ...], str]:
+    """packed_sources(entry), built from the sources (nothing kept is read or written)."""
     import base64
     import zlib
 
     pairs = entry_sources(entry)
     assert not any("\0" in src for _, src in pairs)
     text = "\0".join(src for _, src in pairs).encode("utf-8")
-    # Level 1, the fastest: every probe waits for this compression, and the target unpacks
-    # it only when it keeps no compiled code; a smaller payload is not worth the wait.
+    # Level 1, the fastest: a probe waits for this compression when nothing is kept, and
+    # the target unpacks it only when it keeps no compiled code.
     packed = base64.b64encode(zlib.compress(text, 1)).decode("ascii")
     return tuple(name for name, _ in pairs), packed
 

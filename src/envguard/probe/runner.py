@@ -9,9 +9,7 @@ import shlex
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
 
 from envguard.errors import ProbeError, UsageError
 from envguard.lifecycle import (
@@ -26,9 +24,15 @@ from envguard.lifecycle import (
     start_child,
 )
 from envguard.probe.payload import probe_payload
-from envguard.redact import redact_text
 
+# typing (and pathlib) are left to load once the probe runs: this module is on the way to
+# the early probe's start (envguard.api.early).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+    from typing import IO, Any
+
     from envguard.probe.report import ProbeReport
 
 # What a remote interpreter path may contain: it may pass through a remote shell unquoted.
@@ -249,6 +253,8 @@ class ProbeRun:
 
     def _said(self) -> str:
         """The last line the program wrote on stderr, redacted and printable."""
+        from envguard.redact import redact_text  # loaded once the probe runs
+
         text = redact_text(bytes(self._err.data).decode("utf-8", "replace")).strip()
         last = text.splitlines()[-1] if text else ""
         return "".join(c if c.isprintable() else "?" for c in last)[:300]
@@ -271,6 +277,8 @@ class ProbeRun:
     def output(self) -> tuple[bytes, str]:
         """Wait for the program to end: (its stdout, the tail of its stderr, redacted);
         ProbeError for a timeout or output past the cap."""
+        from envguard.redact import redact_text  # loaded before the answer, not after it
+
         proc = self.proc
         try:
             self._wait()

@@ -11,6 +11,8 @@ from envguard.snapshots import document
 from envguard.snapshots.request import CaptureRequest, StartedCapture, start_capture
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from envguard.probe.report import ProbeReport
     from envguard.snapshots.models import Snapshot
 
@@ -20,15 +22,25 @@ def capture_snapshot(request: CaptureRequest) -> Snapshot:
     return finish_capture(start_capture(request))
 
 
-def finish_capture(started: StartedCapture) -> Snapshot:
-    """Wait for a started capture's probe and return its Snapshot."""
+def finish_capture(
+    started: StartedCapture, *, meanwhile: Callable[[], object] | None = None
+) -> Snapshot:
+    """Wait for a started capture's probe and return its Snapshot. ``meanwhile`` runs first,
+    beside the probe: the caller loads there what it needs once the answer is in."""
+    if meanwhile is not None:
+        meanwhile()
     report = started.probe.result()
     return _model(document.from_report(report, started.request), started)
 
 
-def finish_document(started: StartedCapture) -> document.Document:
+def finish_document(
+    started: StartedCapture, *, meanwhile: Callable[[], object] | None = None
+) -> document.Document:
     """Wait for a started capture's probe and return its snapshot document as the file
-    holds it; the model (pydantic) checks it only where document.fits() cannot vouch."""
+    holds it; the model (pydantic) checks it only where document.fits() cannot vouch.
+    ``meanwhile``: as finish_capture's."""
+    if meanwhile is not None:
+        meanwhile()
     doc = document.from_report(started.probe.result(), started.request)
     if document.fits(doc):
         return document.stored(doc)

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from envguard.errors import UsageError
 from envguard.lifecycle import validate_meanwhile
@@ -30,7 +29,10 @@ from envguard.snapshots.measure import VIA_TIMEOUT, Measure
 from envguard.snapshots.repos import find_work_tree
 from envguard.snapshots.request import CaptureRequest, StartedCapture, start_capture, start_early
 
+TYPE_CHECKING = False  # typing loads once the probe runs (api.early)
 if TYPE_CHECKING:
+    from typing import Any
+
     from envguard.snapshots.models import Snapshot
 
 
@@ -388,10 +390,18 @@ def prestart_like(text: str, *, source: str, python: str | None) -> None:
         start_early(live_request(recorded, measure, source=source))
 
 
-def measure_like(text: str, *, source: str, measure: Measure) -> tuple[Snapshot, Snapshot]:
+def measure_like(
+    text: str,
+    *,
+    source: str,
+    measure: Measure,
+    meanwhile: Callable[[], object] | None = None,
+) -> tuple[Snapshot, Snapshot]:
     """(the snapshot in ``text``, the live environment measured as it was, where and how
     ``measure`` says). The probe starts from the raw JSON when that may run before
-    validation, and is stopped if the file turns out invalid."""
+    validation, and is stopped if the file turns out invalid. ``meanwhile`` runs once the
+    probe has started and the snapshot is valid, before the wait for its answer (what
+    the caller needs next loads beside the probe)."""
     from envguard.snapshots import store
 
     recorded = _runnable_before_validation(text, measure)
@@ -403,11 +413,11 @@ def measure_like(text: str, *, source: str, measure: Measure) -> tuple[Snapshot,
         lambda: start(recorded) if recorded is not None else None,
         lambda: store.loads(text, source=source),
         start_valid=lambda expected: start(Recorded.of(expected)),
-        finish=_finish,
+        finish=lambda started: _finish(started, meanwhile),
     )
 
 
-def _finish(started: StartedCapture) -> Snapshot:
+def _finish(started: StartedCapture, meanwhile: Callable[[], object] | None) -> Snapshot:
     from envguard.snapshots.capture import finish_capture  # pydantic: loaded meanwhile
 
-    return finish_capture(started)
+    return finish_capture(started, meanwhile=meanwhile)

@@ -14,20 +14,20 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping, Sequence
+import time
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from envguard.errors import UsageError
 from envguard.probe.interpreters import resolve_python
-from envguard.snapshots import store
 from envguard.snapshots.request import USER_CACHE, CaptureRequest
 from envguard.tools import split_command
 from envguard.units import seconds
 
+TYPE_CHECKING = False  # typing loads once the probe runs (envguard.api.early)
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from envguard.snapshots.models import MetricValue
 
 # Seconds a far side has to answer, for each call through --via (the --timeout default).
@@ -106,9 +106,12 @@ def capture_request(
     via holding ``{host}``."""
     if not hosts and any("{host}" in token for token in measure.prefix()):
         raise UsageError("--via contains {host}: pass --hosts to say which hosts")
-    snap_name = (
-        store.validate_name(name) if name else datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    )
+    if name:
+        from envguard.snapshots import store  # here: a snapshot's early probe has no name
+
+        snap_name = store.validate_name(name)
+    else:
+        snap_name = time.strftime("%Y%m%d-%H%M%S", time.gmtime())  # UTC
     python, prefix = measure.python, measure.prefix()
     if prefix:
         target: Path | str = str(python) if python else "python3"

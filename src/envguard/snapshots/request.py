@@ -7,10 +7,8 @@ interpreter works while envguard loads its models (snapshot.capture assembles th
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from envguard.confine import Roots, roots_for
 from envguard.errors import UsageError
@@ -18,7 +16,11 @@ from envguard.probe.runner import ProbeRun
 from envguard.reading import read_number
 from envguard.snapshots.repos import find_work_tree
 
+TYPE_CHECKING = False  # typing loads once the probe runs (envguard.api.early)
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
     from envguard.snapshots.models import MetricValue
 
 

@@ -8,7 +8,6 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from envguard import notices
 from envguard.errors import ActionError, SnapshotError, UsageError, field_path
@@ -16,6 +15,7 @@ from envguard.owned import own_folder
 from envguard.reading import json_loads, suspect_numbers
 from envguard.version import SCHEMA_VERSION
 
+TYPE_CHECKING = False  # typing loads once the probe runs (diff reads this module first)
 if TYPE_CHECKING:
     from envguard.snapshots.document import Document
     from envguard.snapshots.models import Snapshot
