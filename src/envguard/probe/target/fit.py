@@ -27,7 +27,7 @@ from .elf import ElfError
 from .fatbin import gpu_archs
 from .ldso import Loader, is_gpu, torch_loads
 from .libs import Reader, kept_rows, where
-from .reading import UNSAFE_CHARS
+from .reading import UNSAFE_CHARS, escaped_line
 from .symbols import Symbols
 
 TYPE_CHECKING = False
@@ -290,6 +290,9 @@ def fit(
             if archs is not None:
                 out["archs"].append(dict(archs, path=rel, dist=owners.get(real)))
     out["archs"].sort(key=lambda e: e["path"])
+    # A RECORD may name a file anything a file system allows: one line each, escaped.
+    for entry in out["broken"] + out["archs"]:
+        entry["path"] = escaped_line(entry["path"])
     return out
 
 

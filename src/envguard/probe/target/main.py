@@ -27,13 +27,14 @@ from .compilekey import (
 )
 from .confine import OUTSIDE, roots_for
 from .distcache import QUIET_SECONDS, DistCache, cache_path, file_stamp
-from .dists import scan_packages, site_dirs
+from .dists import reported, scan_packages, site_dirs
 from .env import capture_env
 from .fit import fit
 from .gitrepos import probe_repos
 from .hostlayer import Kept, host_layer
 from .libs import libraries
 from .loaded import confined_sites
+from .reading import named_by
 from .system import (
     GPU_COLUMNS,
     accelerator,
@@ -43,7 +44,7 @@ from .system import (
     interpreter,
     start_tool,
     start_version,
-    user,
+    user_line,
     which,
 )
 from .torchbuild import torch_build
@@ -112,7 +113,8 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
     folders = set()
     table = mounts()
     for kind, path in wanted:
-        full = os.path.abspath(os.path.expanduser(path))
+        # A recorded path a snapshot sends back (an odd folder's, escaped) names that folder.
+        full = named_by(os.path.abspath(os.path.expanduser(path)))
         if capture:
             folder = os.path.realpath(full)
             if folder in folders:
@@ -145,9 +147,9 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
     return {
         "probe_version": PROBE_VERSION,
         "host": os.uname().nodename,
-        "user": user(),
+        "user": user_line(),
         "interpreter": interpreter(sites),
-        "packages": packages,
+        "packages": reported(packages),
         "torch": torch,
         "clashes": on_disk["clashes"],
         "unowned": on_disk["unowned"],
