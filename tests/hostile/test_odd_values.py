@@ -264,3 +264,50 @@ def test_a_gpu_model_with_a_bidi_override_in_the_kernel_module(venv: Path, in_tm
     report = probe_report(venv, {**os.environ, "PATH": "/nonexistent"}, host_root=str(root))
     validate_report(report, label="odd", returncode=0)
     assert report["accelerator"]["gpus"] == ["NVIDIA H 100"]
+
+
+def _own_uts_namespace() -> bool:
+    """Whether this user may give a child its own host name (root, or user namespaces)."""
+    import shutil
+    import subprocess
+
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return False
+    probe = [unshare, "-u", sys.executable, "-c", "import socket; socket.sethostname(b'x')"]
+    return subprocess.run(probe, capture_output=True, check=False).returncode == 0
+
+
+@pytest.mark.skipif(not _own_uts_namespace(), reason="cannot set a host name (unshare -u)")
+@pytest.mark.parametrize(
+    ("node", "recorded"),
+    [
+        (b"odd node", "odd%20node"),
+        (b"rack/7", "rack%2F7"),
+        ("no\u202ede".encode(), "no%E2%80%AEde"),
+        (b"n\x1b[2J\xff", "n%1B[2J%FF"),
+    ],
+)
+def test_a_host_name_the_report_may_not_carry_is_percent_encoded(
+    venv: Path, node: bytes, recorded: str
+) -> None:
+    """The kernel takes any 64 bytes as a host name; a report's host holds no space, slash,
+    control or bidi mark. Run in a UTS namespace of its own, so this machine's name is
+    never touched."""
+    import subprocess
+
+    script = (
+        "import socket, sys\n"
+        f"socket.sethostname({node!r})\n"
+        "from envguard.cli import app\n"
+        f"app(['snapshot', '--python', {str(venv)!r}, '--name', 'odd'], prog_name='envguard')\n"
+    )
+    proc = subprocess.run(
+        ["unshare", "-u", sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(Path("snapshots", "odd.json").read_text())["host"] == recorded

@@ -41,6 +41,7 @@ from .system import (
     enter_venv,
     finish_version,
     gpu_answers,
+    host_name,
     interpreter,
     start_tool,
     start_version,
@@ -146,7 +147,7 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
     cached.save()
     return {
         "probe_version": PROBE_VERSION,
-        "host": os.uname().nodename,
+        "host": host_name(),
         "user": user_line(),
         "interpreter": interpreter(sites),
         "packages": reported(packages),

@@ -42,6 +42,22 @@ def user() -> str:
         return str(os.getuid()) if hasattr(os, "getuid") else "unknown"
 
 
+def host_name() -> str:
+    """This machine's name as a report's host: the kernel takes any 64 bytes, the host a
+    name without spaces, slashes, controls or bidi marks. Those are written as their UTF-8
+    bytes in %XX (``odd%20node``): distinct names stay distinct, and each probe of one
+    machine writes its name alike."""
+    name = os.uname().nodename
+    odd = "[\\s/\\\\" + UNSAFE_CHARS + "\ud800-\udfff]"
+    if name.isprintable() and " " not in name and "/" not in name and "\\" not in name:
+        return name or "unknown"
+    return re.sub(
+        odd,
+        lambda m: "".join("%%%02X" % b for b in m.group(0).encode("utf-8", "surrogateescape")),
+        name,
+    )
+
+
 def user_line() -> str:
     """user() as the report carries it: escaped, at most 256 characters (LOGNAME and USER
     are whatever the environment says; the cache folders keep the name as it is)."""
