@@ -311,3 +311,22 @@ def test_a_host_name_the_report_may_not_carry_is_percent_encoded(
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(Path("snapshots", "odd.json").read_text())["host"] == recorded
+
+
+def test_a_diff_finds_the_interpreter_a_snapshot_recorded_escaped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`envguard diff NAME` with no --python runs the interpreter the snapshot recorded: an
+    escaped path names the venv's real folder (the same safety checks then apply)."""
+    venv = tmp_path / f"ven{BIDI}v"
+    make_venv(venv)
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    code, _out, err = invoke("snapshot", "--python", str(venv), "--name", "odd")
+    assert code == 0, err
+    code, out, err = invoke("diff", "odd")
+    assert code == 0, out + err
+    make_dist_info(site_packages(venv), "odd", "1.0")
+    code, out, err = invoke("diff", "odd")
+    assert code == 1 and "odd" in out, out + err
