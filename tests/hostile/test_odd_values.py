@@ -330,3 +330,16 @@ def test_a_diff_finds_the_interpreter_a_snapshot_recorded_escaped(
     make_dist_info(site_packages(venv), "odd", "1.0")
     code, out, err = invoke("diff", "odd")
     assert code == 1 and "odd" in out, out + err
+
+
+@needs_gcc
+def test_torch_in_a_venv_in_an_odd_folder_finds_its_own_libraries(in_tmp: Path) -> None:
+    """torch/_C finds libc10 by RUNPATH $ORIGIN/lib: in a folder named with U+202E the
+    loader's search goes on as ld.so's does (it used to pass such a folder over, and torch
+    was reported unable to load)."""
+    venv = in_tmp / f"ven{BIDI}v"
+    make_venv(venv)
+    torch_site(site_packages(venv), "c10_a")
+    data = snapshot_of(venv)
+    assert data["fit"]["broken"] == [] and data["fit"]["checked"] == 1
+    assert not [w for w in data["warnings"] if "passed over" in w]

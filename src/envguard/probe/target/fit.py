@@ -290,9 +290,13 @@ def fit(
             if archs is not None:
                 out["archs"].append(dict(archs, path=rel, dist=owners.get(real)))
     out["archs"].sort(key=lambda e: e["path"])
-    # A RECORD may name a file anything a file system allows: one line each, escaped.
+    # A RECORD may name a file anything a file system allows, and a library the loader
+    # finds lie in a folder so named: one line each, escaped (a kept entry's own lists are
+    # never changed in place).
     for entry in out["broken"] + out["archs"]:
         entry["path"] = escaped_line(entry["path"])
+    for entry in out["broken"]:
+        entry["missing"] = [escaped_line(m) for m in entry["missing"]]
     return out
 
 
