@@ -35,6 +35,18 @@ def escaped_line(text: str) -> str:
     return re.sub(unsafe, lambda m: ascii(m.group(0))[1:-1], text)
 
 
+def escaped_name(text: str) -> str:
+    """escaped_line(), less the lone surrogates of bytes that are not UTF-8: for a path or a
+    name a snapshot has always recorded with those as themselves (the host takes them, and
+    JSON writes them as ``\\udcff``), so that an older snapshot of the same folder still
+    matches. What the host refuses in a line is escaped all the same."""
+    if text.isprintable():  # every character UNSAFE_CHARS names is unprintable
+        return text
+    import re
+
+    return re.sub("[" + UNSAFE_CHARS + "]", lambda m: ascii(m.group(0))[1:-1], text)
+
+
 def named_by(line: str) -> str:
     """The path a recorded one-line ``line`` names: itself, or, where nothing is there and
     it is escaped_line() of a path that is, that path. A probe is sent back the paths a
@@ -50,7 +62,8 @@ def named_by(line: str) -> str:
 
     path = re.sub(r"\\(?:x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8}|[nrt])", one, line)
     # Only the exact escape of a path that is there: "\\x41" is no escape of "A".
-    return path if escaped_line(path) == line and os.path.lexists(path) else line
+    exact = line in (escaped_name(path), escaped_line(path))
+    return path if exact and os.path.lexists(path) else line
 
 
 def report_line(text: str, cap: int = 4096) -> Optional[str]:

@@ -343,3 +343,15 @@ def test_torch_in_a_venv_in_an_odd_folder_finds_its_own_libraries(in_tmp: Path) 
     data = snapshot_of(venv)
     assert data["fit"]["broken"] == [] and data["fit"]["checked"] == 1
     assert not [w for w in data["warnings"] if "passed over" in w]
+
+
+def test_a_venv_in_a_folder_named_with_bytes_that_are_not_utf8(in_tmp: Path) -> None:
+    """A byte that is not UTF-8 reaches Python as a lone surrogate, which the host takes and
+    a snapshot has always recorded as itself: kept so (an escape would be a new path
+    against every older snapshot of that venv), while a bidi mark beside it is escaped."""
+    make_venv(in_tmp / "made")
+    # uv makes no venv in such a folder: one made beside is moved there
+    venv = Path(os.fsdecode(bytes(in_tmp) + b"/ven\xff" + BIDI.encode() + b"v"))
+    os.rename(in_tmp / "made", venv)
+    data = snapshot_of(venv)
+    assert data["interpreter"]["prefix"] == f"{in_tmp}/ven\udcff\\u202ev"

@@ -24,7 +24,7 @@ import stat
 import sys
 import time
 
-from .reading import UNSAFE_CHARS, escaped_line
+from .reading import UNSAFE_CHARS, escaped_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -271,7 +271,7 @@ def triton_key(
         why = "triton's key not computed: %s" % exc
         warnings.append(why)
         # It names a file or folder of the venv's, which may be named anything: one line.
-        out["error"] = escaped_line(why)[:1024]
+        out["error"] = escaped_name(why)[:1024]
         return out
     if cache is not None:
         from .distcache import file_stamp

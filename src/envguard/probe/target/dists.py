@@ -17,7 +17,7 @@ from .reading import (
     RECORD_CAP,
     SMALL_CAP,
     UNSAFE_CHARS,
-    escaped_line,
+    escaped_name,
     not_json_constant,
     open_regular,
     read_bytes,
@@ -306,7 +306,7 @@ def reported(packages: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     for dist in packages:
         location, folder = dist["location"], dist["metadata_dir"]
         if not (location + folder).isprintable():
-            dist = dict(dist, location=escaped_line(location), metadata_dir=escaped_line(folder))
+            dist = dict(dist, location=escaped_name(location), metadata_dir=escaped_name(folder))
         out.append(dist)
     return out
 

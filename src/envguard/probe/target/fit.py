@@ -27,7 +27,7 @@ from .elf import ElfError
 from .fatbin import gpu_archs
 from .ldso import Loader, is_gpu, torch_loads
 from .libs import Reader, kept_rows, where
-from .reading import UNSAFE_CHARS, escaped_line
+from .reading import UNSAFE_CHARS, escaped_name
 from .symbols import Symbols
 
 TYPE_CHECKING = False
@@ -294,9 +294,9 @@ def fit(
     # finds lie in a folder so named: one line each, escaped (a kept entry's own lists are
     # never changed in place).
     for entry in out["broken"] + out["archs"]:
-        entry["path"] = escaped_line(entry["path"])
+        entry["path"] = escaped_name(entry["path"])
     for entry in out["broken"]:
-        entry["missing"] = [escaped_line(m) for m in entry["missing"]]
+        entry["missing"] = [escaped_name(m) for m in entry["missing"]]
     return out
 
 

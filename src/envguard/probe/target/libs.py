@@ -28,7 +28,7 @@ import stat
 
 from .elf import ElfError, read_elf, search_range
 from .ldso import LIB_NAME, Loader, is_gpu, listing, torch_loads
-from .reading import RECORD_CAP, UNSAFE_CHARS, escaped_line, read_bytes, read_open
+from .reading import RECORD_CAP, UNSAFE_CHARS, escaped_name, read_bytes, read_open
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -348,7 +348,7 @@ def libraries(
     for entry in entries:
         for key in ("path", "loader_pick", "mapped"):
             if entry[key] is not None:
-                entry[key] = escaped_line(entry[key])
+                entry[key] = escaped_name(entry[key])
     return sorted(entries, key=lambda e: e["path"])
 
 

@@ -9,7 +9,7 @@ import stat
 import sys
 
 from .confine import on_path, spawn_piped
-from .reading import UNSAFE_CHARS, escaped_line, read_text, report_line
+from .reading import UNSAFE_CHARS, escaped_name, read_text, report_line
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def host_name() -> str:
 def user_line() -> str:
     """user() as the report carries it: escaped, at most 256 characters (LOGNAME and USER
     are whatever the environment says; the cache folders keep the name as it is)."""
-    return escaped_line(user())[:256]
+    return escaped_name(user())[:256]
 
 
 def _full_version(info: Any) -> str:
@@ -112,14 +112,14 @@ def interpreter(sites: List[str]) -> Dict[str, Any]:
         "implementation": sys.implementation.name,
         # The interpreter's own paths, as one line each: a venv's folder may be named
         # with any character a file system allows.
-        "executable": escaped_line(sys.executable),
-        "prefix": escaped_line(sys.prefix),
-        "base_prefix": escaped_line(base_prefix),
+        "executable": escaped_name(sys.executable),
+        "prefix": escaped_name(sys.prefix),
+        "base_prefix": escaped_name(base_prefix),
         "is_venv": sys.prefix != base_prefix,
         "os": uname.sysname.lower(),
         "machine": uname.machine,
         "libc": libc(),
-        "site_packages": [escaped_line(site) for site in sites],
+        "site_packages": [escaped_name(site) for site in sites],
         "markers": marker_environment(),
     }
 

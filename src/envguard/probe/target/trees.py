@@ -7,7 +7,7 @@ import os
 import time
 
 from .confine import OUTSIDE
-from .reading import escaped_line, named_by, open_regular
+from .reading import escaped_name, named_by, open_regular
 from .system import user
 
 TYPE_CHECKING = False
@@ -109,7 +109,7 @@ def not_walked(root: str) -> Dict[str, Any]:
     """A cache record for a folder that was not (or not yet) walked."""
     return {
         # a folder may be named with any character a file system allows: one line, escaped
-        "path": escaped_line(root),
+        "path": escaped_name(root),
         "exists": os.path.lexists(root),
         "readable": False,
         "bytes": 0,
@@ -156,7 +156,7 @@ def hash_files(
 
 
 def _unhashed(path: str, why: str) -> Dict[str, Any]:
-    return {"path": escaped_line(path), "sha256": None, "size": None, "mode": None, "error": why}
+    return {"path": escaped_name(path), "sha256": None, "size": None, "mode": None, "error": why}
 
 
 def hash_file(
@@ -181,7 +181,7 @@ def hash_file(
     except OSError as exc:
         return _unhashed(path, exc.strerror or str(exc))
     return {
-        "path": escaped_line(path),
+        "path": escaped_name(path),
         "sha256": digest.hexdigest(),
         "size": size,
         "mode": mode,
