@@ -355,3 +355,19 @@ def test_a_venv_in_a_folder_named_with_bytes_that_are_not_utf8(in_tmp: Path) -> 
     os.rename(in_tmp / "made", venv)
     data = snapshot_of(venv)
     assert data["interpreter"]["prefix"] == f"{in_tmp}/ven\udcff\\u202ev"
+
+
+def test_a_repo_in_a_folder_with_an_odd_name_is_read_again_by_a_diff(
+    venv: Path, in_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The repo's folder is recorded as its escape; a diff sends that back, and the probe
+    reads the repo it names (not a missing repo outside the working directory)."""
+    from factories import make_git_repo
+
+    repo = make_git_repo(in_tmp / f"pro{BIDI}j")
+    monkeypatch.chdir(repo)
+    data = snapshot_of(venv)
+    assert [r["path"] for r in data["repos"]] == [f"{in_tmp}/pro\\u202ej"]
+    (repo / "train.py").write_text("print('changed')\n")
+    code, out, err = invoke("diff", "odd", "--python", str(venv))
+    assert code == 1 and "dirty" in out, out + err

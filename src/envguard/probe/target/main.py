@@ -137,6 +137,10 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
                 "%s: %d unreadable entries not counted" % (cache["path"], cache["unreadable_dirs"])
             )
         caches.append(cache)
+    if args.get("git") and isinstance(args.get("repos"), list):
+        # A repo in a folder named with U+202E was recorded as its escape (gitrepos.py):
+        # that folder, where a snapshot sends it back.
+        args = dict(args, repos=[named_by(r) if type(r) is str else r for r in args["repos"]])
     repos = probe_repos(args, packages, roots) if args.get("git") else []
     on_disk = checking.result(warnings)
     gpus, caps = gpu_answers(smi)
