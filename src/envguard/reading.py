@@ -35,6 +35,47 @@ def escaped_line(text: str) -> str:
     return re.sub(unsafe, lambda m: ascii(m.group(0))[1:-1], text)
 
 
+def escaped_name(text: str) -> str:
+    """escaped_line(), less the lone surrogates of bytes that are not UTF-8: for a path or a
+    name a snapshot has always recorded with those as themselves (the host takes them, and
+    JSON writes them as ``\\udcff``), so that an older snapshot of the same folder still
+    matches. What the host refuses in a line is escaped all the same."""
+    if text.isprintable():  # every character UNSAFE_CHARS names is unprintable
+        return text
+    import re
+
+    return re.sub("[" + UNSAFE_CHARS + "]", lambda m: ascii(m.group(0))[1:-1], text)
+
+
+def named_by(line: str) -> str:
+    """The path a recorded one-line ``line`` names: itself, or, where nothing is there and
+    it is escaped_line() of a path that is, that path. A probe is sent back the paths a
+    snapshot recorded (its caches, its files): a folder named with U+202E was recorded as
+    its escape, and is measured again where it is, not as missing."""
+    if "\\" not in line or os.path.lexists(line):
+        return line
+    import re
+
+    def one(match: Any) -> str:
+        code = match.group(0)[1:]
+        return {"n": "\n", "r": "\r", "t": "\t"}.get(code) or chr(int(code[1:], 16))
+
+    path = re.sub(r"\\(?:x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8}|[nrt])", one, line)
+    # Only the exact escape of a path that is there: "\\x41" is no escape of "A".
+    exact = line in (escaped_name(path), escaped_line(path))
+    return path if exact and os.path.lexists(path) else line
+
+
+def report_line(text: str, cap: int = 4096) -> Optional[str]:
+    """``text`` as a one-line field of the probe's report may carry it: as itself when it
+    is printable (the common case, tested at C speed), else escaped_line(text); None when
+    that is over ``cap`` characters (the host refuses a line over 4096). The same text
+    always gives the same value, so both sides of a diff record an odd value alike."""
+    if not text.isprintable():  # every character UNSAFE_CHARS names is unprintable
+        text = escaped_line(text)
+    return text if len(text) <= cap else None
+
+
 def not_json_constant(name: str) -> object:
     """json's ``parse_constant``: NaN and Infinity are not JSON (Python's json takes them),
     and a number that is not one must not reach a snapshot, a report or a cache."""

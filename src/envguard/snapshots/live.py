@@ -24,7 +24,7 @@ from pathlib import Path
 from envguard.errors import UsageError
 from envguard.lifecycle import validate_meanwhile
 from envguard.probe.interpreters import resolve_python
-from envguard.reading import json_loads
+from envguard.reading import json_loads, named_by
 from envguard.snapshots.measure import VIA_TIMEOUT, Measure
 from envguard.snapshots.repos import find_work_tree
 from envguard.snapshots.request import CaptureRequest, StartedCapture, start_capture, start_early
@@ -216,6 +216,8 @@ def recorded_python(
         )
     if remote:
         return path
+    # A venv in a folder named with U+202E was recorded as its escape: the folder it names.
+    path = Path(named_by(executable))
     if not path.exists():
         raise UsageError(f"{path}: the snapshot's interpreter no longer exists", hint=hint)
     unsafe = _unsafe_place(path)

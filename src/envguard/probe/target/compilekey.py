@@ -24,7 +24,7 @@ import stat
 import sys
 import time
 
-from .reading import UNSAFE_CHARS
+from .reading import UNSAFE_CHARS, escaped_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -268,8 +268,10 @@ def triton_key(
     try:
         out["digest"], out["files"] = _triton_digest(root, dist, read)
     except _Unreadable as exc:
-        out["error"] = "triton's key not computed: %s" % exc
-        warnings.append(out["error"])
+        why = "triton's key not computed: %s" % exc
+        warnings.append(why)
+        # It names a file or folder of the venv's, which may be named anything: one line.
+        out["error"] = escaped_name(why)[:1024]
         return out
     if cache is not None:
         from .distcache import file_stamp

@@ -17,10 +17,12 @@ from .reading import (
     RECORD_CAP,
     SMALL_CAP,
     UNSAFE_CHARS,
+    escaped_name,
     not_json_constant,
     open_regular,
     read_bytes,
     read_text,
+    report_line,
 )
 from .redact import redact_url
 
@@ -217,7 +219,13 @@ def read_distribution(
         return dist
     present = set(listing)
     installer = read_text(os.path.join(path, "INSTALLER")) if "INSTALLER" in present else None
-    dist["installer"] = installer.strip() or None if installer is not None else None
+    installer = installer.strip() if installer is not None else None
+    if installer:
+        # What the installer wrote of itself, as one line (escaped); a file over 512
+        # characters names no installer.
+        dist["installer"] = report_line(installer, 512)
+        if dist["installer"] is None:
+            warnings.append("%s: INSTALLER is over 512 characters; installer unknown" % path)
     dist["requested"] = "REQUESTED" in present
     raw_url = None
     if "direct_url.json" in present:
@@ -274,7 +282,10 @@ def plausible(dist: Dict[str, Any]) -> bool:
         and _one_line(display, version)
         and dist["name"] == canonical_name(display)
         and type(dist["requested"]) is bool
-        and (installer is None or (type(installer) is str and len(installer) <= 512))
+        and (
+            installer is None
+            or (type(installer) is str and len(installer) <= 512 and installer.isprintable())
+        )
         and (fingerprint is None or (type(fingerprint) is str and len(fingerprint) == 64))
         and (dist["direct_url"] is None or type(dist["direct_url"]) is dict)
         and type(requires) is list
@@ -284,6 +295,20 @@ def plausible(dist: Dict[str, Any]) -> bool:
         and max(map(len, requires), default=0) <= 512
         and not _UNSAFE.search("".join(requires))
     )
+
+
+def reported(packages: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """``packages`` as the report carries them: the folder names (its .dist-info, its
+    site-packages) as one line each, escaped where the file system holds what a line may
+    not (``odd\\u202e-1.0.dist-info``). The records themselves keep the real names: the
+    probe reads RECORD and the installed files through them."""
+    out = []
+    for dist in packages:
+        location, folder = dist["location"], dist["metadata_dir"]
+        if not (location + folder).isprintable():
+            dist = dict(dist, location=escaped_name(location), metadata_dir=escaped_name(folder))
+        out.append(dist)
+    return out
 
 
 def site_dirs() -> List[str]:

@@ -27,7 +27,7 @@ from .elf import ElfError
 from .fatbin import gpu_archs
 from .ldso import Loader, is_gpu, torch_loads
 from .libs import Reader, kept_rows, where
-from .reading import UNSAFE_CHARS
+from .reading import UNSAFE_CHARS, escaped_name
 from .symbols import Symbols
 
 TYPE_CHECKING = False
@@ -290,6 +290,13 @@ def fit(
             if archs is not None:
                 out["archs"].append(dict(archs, path=rel, dist=owners.get(real)))
     out["archs"].sort(key=lambda e: e["path"])
+    # A RECORD may name a file anything a file system allows, and a library the loader
+    # finds lie in a folder so named: one line each, escaped (a kept entry's own lists are
+    # never changed in place).
+    for entry in out["broken"] + out["archs"]:
+        entry["path"] = escaped_name(entry["path"])
+    for entry in out["broken"]:
+        entry["missing"] = [escaped_name(m) for m in entry["missing"]]
     return out
 
 

@@ -28,7 +28,7 @@ import stat
 
 from .elf import ElfError, read_elf, search_range
 from .ldso import LIB_NAME, Loader, is_gpu, listing, torch_loads
-from .reading import RECORD_CAP, UNSAFE_CHARS, read_bytes, read_open
+from .reading import RECORD_CAP, UNSAFE_CHARS, escaped_name, read_bytes, read_open
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -344,6 +344,11 @@ def libraries(
             entries.append(entry)
     if pid is not None:
         _add_mapped(entries, mapped(pid, reader, warnings), reader, sites)
+    # The loader's picks may lie in a folder named anything: one line each, escaped.
+    for entry in entries:
+        for key in ("path", "loader_pick", "mapped"):
+            if entry[key] is not None:
+                entry[key] = escaped_name(entry[key])
     return sorted(entries, key=lambda e: e["path"])
 
 

@@ -27,23 +27,25 @@ from .compilekey import (
 )
 from .confine import OUTSIDE, roots_for
 from .distcache import QUIET_SECONDS, DistCache, cache_path, file_stamp
-from .dists import scan_packages, site_dirs
+from .dists import reported, scan_packages, site_dirs
 from .env import capture_env
 from .fit import fit
 from .gitrepos import probe_repos
 from .hostlayer import Kept, host_layer
 from .libs import libraries
 from .loaded import confined_sites
+from .reading import named_by
 from .system import (
     GPU_COLUMNS,
     accelerator,
     enter_venv,
     finish_version,
     gpu_answers,
+    host_name,
     interpreter,
     start_tool,
     start_version,
-    user,
+    user_line,
     which,
 )
 from .torchbuild import torch_build
@@ -112,7 +114,8 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
     folders = set()
     table = mounts()
     for kind, path in wanted:
-        full = os.path.abspath(os.path.expanduser(path))
+        # A recorded path a snapshot sends back (an odd folder's, escaped) names that folder.
+        full = named_by(os.path.abspath(os.path.expanduser(path)))
         if capture:
             folder = os.path.realpath(full)
             if folder in folders:
@@ -134,6 +137,10 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
                 "%s: %d unreadable entries not counted" % (cache["path"], cache["unreadable_dirs"])
             )
         caches.append(cache)
+    if args.get("git") and isinstance(args.get("repos"), list):
+        # A repo in a folder named with U+202E was recorded as its escape (gitrepos.py):
+        # that folder, where a snapshot sends it back.
+        args = dict(args, repos=[named_by(r) if type(r) is str else r for r in args["repos"]])
     repos = probe_repos(args, packages, roots) if args.get("git") else []
     on_disk = checking.result(warnings)
     gpus, caps = gpu_answers(smi)
@@ -144,10 +151,10 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
     cached.save()
     return {
         "probe_version": PROBE_VERSION,
-        "host": os.uname().nodename,
-        "user": user(),
+        "host": host_name(),
+        "user": user_line(),
         "interpreter": interpreter(sites),
-        "packages": packages,
+        "packages": reported(packages),
         "torch": torch,
         "clashes": on_disk["clashes"],
         "unowned": on_disk["unowned"],

@@ -9,7 +9,7 @@ import stat
 import sys
 
 from .confine import on_path, spawn_piped
-from .reading import read_text
+from .reading import UNSAFE_CHARS, escaped_name, read_text, report_line
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,6 +40,28 @@ def user() -> str:
         return pwd.getpwuid(os.getuid()).pw_name
     except (ImportError, KeyError):  # no passwd entry inside some containers
         return str(os.getuid()) if hasattr(os, "getuid") else "unknown"
+
+
+def host_name() -> str:
+    """This machine's name as a report's host: the kernel takes any 64 bytes, the host a
+    name without spaces, slashes, controls or bidi marks. Those are written as their UTF-8
+    bytes in %XX (``odd%20node``): distinct names stay distinct, and each probe of one
+    machine writes its name alike."""
+    name = os.uname().nodename
+    odd = "[\\s/\\\\" + UNSAFE_CHARS + "\ud800-\udfff]"
+    if name.isprintable() and " " not in name and "/" not in name and "\\" not in name:
+        return name or "unknown"
+    return re.sub(
+        odd,
+        lambda m: "".join("%%%02X" % b for b in m.group(0).encode("utf-8", "surrogateescape")),
+        name,
+    )
+
+
+def user_line() -> str:
+    """user() as the report carries it: escaped, at most 256 characters (LOGNAME and USER
+    are whatever the environment says; the cache folders keep the name as it is)."""
+    return escaped_name(user())[:256]
 
 
 def _full_version(info: Any) -> str:
@@ -88,14 +110,16 @@ def interpreter(sites: List[str]) -> Dict[str, Any]:
     return {
         "version": _full_version(sys.version_info),
         "implementation": sys.implementation.name,
-        "executable": sys.executable,
-        "prefix": sys.prefix,
-        "base_prefix": base_prefix,
+        # The interpreter's own paths, as one line each: a venv's folder may be named
+        # with any character a file system allows.
+        "executable": escaped_name(sys.executable),
+        "prefix": escaped_name(sys.prefix),
+        "base_prefix": escaped_name(base_prefix),
         "is_venv": sys.prefix != base_prefix,
         "os": uname.sysname.lower(),
         "machine": uname.machine,
         "libc": libc(),
-        "site_packages": sites,
+        "site_packages": [escaped_name(site) for site in sites],
         "markers": marker_environment(),
     }
 
@@ -298,7 +322,7 @@ def proc_gpus(proc: str = "/proc") -> List[str]:
             r"^Model:\s*(\S[^\n]{0,200})", read_text(base + "/" + bus + "/information") or "", re.M
         )
         if match:
-            out.append(re.sub(r"[\x00-\x1f\x7f-\x9f]", " ", match.group(1)).strip())
+            out.append(re.sub("[" + UNSAFE_CHARS + "]", " ", match.group(1)).strip())
     return out
 
 
@@ -309,23 +333,27 @@ def accelerator(smi: Optional[str], nvcc: Optional[str], proc: str = "/proc") ->
     driver = None
     source = None
     if smi:
+        # nvidia-smi is whichever program PATH names: its answer is one line per GPU,
+        # escaped, a name over 256 characters (a driver over 64) left out.
         for line in smi.splitlines():
             parts = [p.strip() for p in line.split(",")]
-            if len(parts) >= 2 and parts[0]:
-                gpus.append(parts[0])
-                driver = driver or parts[1]
+            name = report_line(parts[0], 256) if len(parts) >= 2 and parts[0] else None
+            if name is not None:
+                gpus.append(name)
+                driver = driver or report_line(parts[1], 64)
         source = "nvidia-smi" if gpus else None
     if driver is None:
         text = read_text(proc + "/driver/nvidia/version")
         match = re.search(r"Kernel Module(?: for [\w]+)?\s+([0-9][0-9.]+)", text or "")
-        if match:
-            driver, source = match.group(1), "/proc/driver/nvidia/version"
+        driver = report_line(match.group(1), 64) if match else None
+        if driver is not None:
+            source = "/proc/driver/nvidia/version"
     if not gpus and driver is not None:
         gpus = proc_gpus(proc)
     nvcc_version = None
     if nvcc:
         match = re.search(r"release [0-9.]+, V([0-9.]+)", nvcc)
-        nvcc_version = match.group(1) if match else None
+        nvcc_version = report_line(match.group(1), 64) if match else None
     return {
         "present": bool(gpus) or driver is not None,
         "driver": driver,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 
-from .reading import read_text
+from .reading import read_text, report_line
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -57,8 +57,15 @@ def torch_build(packages: List[Dict[str, Any]], warnings: List[str]) -> Optional
             warnings.append("%s: no __version__; torch build details unknown" % path)
 
     def text(key: str) -> Optional[str]:
+        # A string of any length or character may be written there: one line, escaped,
+        # or left out when it is no version (over 256 characters).
         value = values.get(key)
-        return None if value is None else str(value)
+        if value is None:
+            return None
+        line = report_line(str(value), 256)
+        if line is None:
+            warnings.append("%s: %s is over 256 characters; left out" % (path, key))
+        return line
 
     debug = values.get("debug")
     return {

@@ -7,7 +7,7 @@ import os
 import time
 
 from .confine import OUTSIDE
-from .reading import open_regular
+from .reading import escaped_name, named_by, open_regular
 from .system import user
 
 TYPE_CHECKING = False
@@ -108,7 +108,8 @@ def walk_tree(
 def not_walked(root: str) -> Dict[str, Any]:
     """A cache record for a folder that was not (or not yet) walked."""
     return {
-        "path": root,
+        # a folder may be named with any character a file system allows: one line, escaped
+        "path": escaped_name(root),
         "exists": os.path.lexists(root),
         "readable": False,
         "bytes": 0,
@@ -146,7 +147,7 @@ def hash_files(
     deadline = time.monotonic() + seconds
     out = []
     for path in paths:
-        full = os.path.abspath(os.path.expanduser(path))
+        full = named_by(os.path.abspath(os.path.expanduser(path)))
         if roots.admits(full):
             out.append(hash_file(full, deadline, seconds))
         else:
@@ -155,7 +156,7 @@ def hash_files(
 
 
 def _unhashed(path: str, why: str) -> Dict[str, Any]:
-    return {"path": path, "sha256": None, "size": None, "mode": None, "error": why}
+    return {"path": escaped_name(path), "sha256": None, "size": None, "mode": None, "error": why}
 
 
 def hash_file(
@@ -179,4 +180,10 @@ def hash_file(
                 size += len(block)
     except OSError as exc:
         return _unhashed(path, exc.strerror or str(exc))
-    return {"path": path, "sha256": digest.hexdigest(), "size": size, "mode": mode, "error": None}
+    return {
+        "path": escaped_name(path),
+        "sha256": digest.hexdigest(),
+        "size": size,
+        "mode": mode,
+        "error": None,
+    }
