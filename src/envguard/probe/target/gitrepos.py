@@ -16,7 +16,7 @@ from .confine import (
     run_gits,
     without_filters,
 )
-from .reading import escaped_line
+from .reading import escaped_name
 from .redact import redact_url
 
 TYPE_CHECKING = False
@@ -352,5 +352,5 @@ def probe_repos(
     for record in out:
         for key in ("path", "branch", "remote"):
             if isinstance(record.get(key), str):
-                record[key] = escaped_line(record[key])
+                record[key] = escaped_name(record[key])
     return out
