@@ -315,3 +315,21 @@ def test_kept_rows_holding_a_path_that_is_not_one_line_are_read_again(
     shard.write_text(json.dumps(data))
     (dist,) = [p for p in probe(venv, env)["packages"] if p["name"] == "modeling"]
     assert dist["on_disk"]["missing"] == [] and dist["on_disk"]["modified"] == []
+
+
+def test_kept_folders_past_one_batch_are_all_told(tmp_path: Path, env: dict[str, str]) -> None:
+    """Three folders of 250 modules (more pycs than one batch of the pass): a pyc rewritten
+    in place in the last folder is named, and no folder is compiled again after."""
+    files = {"modeling/__init__.py": ""}
+    for part in ("a", "b", "c"):
+        files[f"modeling/{part}/__init__.py"] = ""
+        files.update({f"modeling/{part}/m{i}.py": BODY.format(n=i) for i in range(250)})
+    venv = modeling_venv(tmp_path / "many", files)
+    warm(venv, env)
+    last = pkg(venv) / "c" / "__pycache__" / f"m249.{TAG}.pyc"
+    with open(last, "r+b") as fh:
+        fh.write(planted(venv, "c/m249", 7))
+        fh.truncate()
+    report = probe(venv, env)
+    assert added(report) == [f"modeling/c/__pycache__/m249.{TAG}.pyc"]
+    assert not any("not compared" in w for w in report["warnings"])

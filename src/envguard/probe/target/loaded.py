@@ -42,7 +42,7 @@ from .reading import RECORD_CAP, UNSAFE_CHARS, read_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, List, Optional, Tuple
+    from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
     from .distcache import DistCache
 
@@ -61,6 +61,8 @@ QUICK_COMPILE_SECONDS = 3.0
 MAX_ENTRIES = 100000
 # Per-item warnings kept (the rest counted in one line).
 MAX_WARNED = 20
+# Pycs of kept folders told together (BytecodeScan._unsettled).
+BATCH = 512
 # Start-up modules Python's site imports when they exist anywhere on sys.path.
 STARTUP = ("sitecustomize", "usercustomize")
 # A pyc is named after its source's file, whatever that name is (a Unicode identifier,
@@ -139,15 +141,17 @@ class BytecodeScan:
 
     def _unsettled(self, folders: List[str]) -> List[str]:
         """``folders`` but those whose kept verdict holds as it is (the folder's stamp, its
-        pycs' and their sources' all unchanged), told for them all in one pass: one
-        ``lstat`` of each folder and each pyc, the Python work done a batch, not a file.
-        What is left (no verdict kept, a stamp moved, anything unusual) is for _candidates
-        to look at, folder by folder, as it did before any verdict was kept."""
+        pycs' and their sources' all unchanged), told a batch of folders at a time (up to
+        BATCH pycs: the Python work is done a batch, not a file, and the ``lstat`` results
+        held stay few): one ``lstat`` of each folder and each pyc. What is left (no verdict
+        kept, a stamp moved, anything unusual) is for _candidates to look at, folder by
+        folder, as it did before any verdict was kept."""
         if self.cache is None:
             return folders
         site, cache = self.site, self.cache
         held: List[Tuple[str, List[str], str, List[str]]] = []  # folder, pycs, digest, sources
-        settled = set()
+        settled: Set[str] = set()
+        count = 0
         for folder in folders:
             lead = folder + "/" if folder else ""
             where = site + "/" + lead + "__pycache__"
@@ -166,18 +170,29 @@ class BytecodeScan:
             rels = [lead + "__pycache__/" + name for name in names]
             sources = [lead + name.partition(".")[0] + ".py" for name in names]
             held.append((folder, rels, kept[1], sources))
-        rels = [rel for _, folder_rels, _, _ in held for rel in folder_rels]
-        sources = [source for _, _, _, folder_sources in held for source in folder_sources]
-        # (a pyc RECORD lists now, or one gone since its folder was stamped: one at a time)
-        stamps = _stamps(site, rels, sources, self.stats_of)
-        columns = None if stamps is None else _columns(*stamps)
-        if held and columns is not None and self.owner.keys().isdisjoint(rels):
-            at = 0
-            for folder, folder_rels, digest, _ in held:
-                if _digest(folder_rels, columns, at) == digest:
-                    settled.add(folder)
-                at += len(folder_rels)
+            count += len(rels)
+            if count >= BATCH:
+                self._settle(held, settled)
+                held, count = [], 0
+        self._settle(held, settled)
         return [folder for folder in folders if folder not in settled]
+
+    def _settle(self, held: List[Tuple[str, List[str], str, List[str]]], settled: Set[str]) -> None:
+        """Add to ``settled`` each ``held`` folder whose pycs and sources are stamped as kept
+        (none when a pyc RECORD lists is among them, or one is gone: one at a time then)."""
+        rels = [rel for _, folder_rels, _, _ in held for rel in folder_rels]
+        if not held or not self.owner.keys().isdisjoint(rels):
+            return
+        sources = [source for _, _, _, folder_sources in held for source in folder_sources]
+        stamps = _stamps(self.site, rels, sources, self.stats_of)
+        columns = None if stamps is None else _columns(*stamps)
+        if columns is None:
+            return
+        at = 0
+        for folder, folder_rels, digest, _ in held:
+            if _digest(folder_rels, columns, at) == digest:
+                settled.add(folder)
+            at += len(folder_rels)
 
     def finish(self, found: Bytecode, deadline: List[float]) -> None:
         """Compile what is pending (until ``deadline``: one float shared by all sites;
