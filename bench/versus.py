@@ -1,6 +1,6 @@
 """Two envguard installs side by side: snapshot, live diff and --help on the field-like venv.
 
-    .venv/bin/python bench/versus.py --before OTHER/.venv/bin/envguard [--repeats 9]
+    .venv/bin/python bench/versus.py --before OTHER/.venv/bin/envguard [--repeats 9] [--venv V]
 
 "after" is the envguard beside this interpreter; "before" is another install (a worktree of
 an older commit with its own venv: `git worktree add ../base REV`, then the Quickstart's
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import fixtures
 from measure import Command, measure, static, timings_table
-from run import Report
+from run import Report, _given_venv
 
 
 def _compile_install(envguard: str) -> None:
@@ -43,13 +43,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", required=True, help="the other install's envguard")
     parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument(
+        "--venv", help="the venv both sides read instead of the real-distributions fixture"
+    )
     args = parser.parse_args(argv)
     report = Report()
     tools = fixtures.find_tools()
     sides = {"before": args.before, "after": tools.envguard}
     for envguard in sides.values():
         _compile_install(envguard)
-    real = fixtures.real_venv(tools, log=report.log)
+    if args.venv:
+        real = _given_venv(tools, Path(args.venv))
+    else:
+        real = fixtures.real_venv(tools, log=report.log)
     venv = str(real.venv)
     with tempfile.TemporaryDirectory(prefix="envguard-versus-") as tmp:
         repo = Path(tmp) / "repo"
@@ -79,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             ]
         timings = measure(commands, args.repeats, log=report.log)
     uv = timings["uv pip freeze"].median
-    print(f"venv: {real.distributions} real distributions; repeats: {args.repeats} (medians)")
+    print(f"venv: {venv}, {real.distributions} distributions; repeats: {args.repeats} (medians)")
     print(f"before: {args.before}\nafter:  {tools.envguard}\n")
     print(f"{'what':<12} {'before':>10} {'after':>10} {'after/before':>13} {'after/uv':>9}")
     for what in ("snapshot", "live diff", "--help"):
