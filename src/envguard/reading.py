@@ -29,6 +29,8 @@ def escaped_line(text: str) -> str:
     one printable line that still says what is there. For what a target names itself (a
     git branch, a remote's URL) and the report carries as one line of text: the host
     refuses a report holding such a character whole."""
+    if text.isprintable():  # the common case, at C speed (see escaped_name)
+        return text
     import re
 
     unsafe = "[" + UNSAFE_CHARS + "\ud800-\udfff]"

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from envguard.compare.severity import Severity
-from envguard.reading import UNSAFE_CHARS
+from envguard.reading import escaped_line
 
 if TYPE_CHECKING:
     # Types only: error lines use printable() without loading pydantic.
@@ -25,12 +24,6 @@ if TYPE_CHECKING:
     from envguard.snapshots.document import Document
 
 
-# C0/C1 controls, DEL, and the bidirectional overrides that reorder what a terminal shows.
-# U+2028/U+2029 end a line as surely as "\n" does. A lone surrogate (from a forged "\ud800")
-# cannot be written as UTF-8 at all: shown as its escape too.
-_UNSAFE = re.compile("[" + UNSAFE_CHARS + "\ud800-\udfff]")
-
-
 def printable(text: str) -> str:
     """``text`` with every control character shown as an escape (``\\x1b``), never sent
     to the terminal: snapshots, hosts and files are untrusted. GitHub's runner reads a
@@ -38,8 +31,7 @@ def printable(text: str) -> str:
     ::stop-commands), and the older ``##[command]`` anywhere in a line; a terminal or a
     table may wrap text at any point, so every ``::`` and ``##[`` gets a zero-width space
     between its characters: it reads the same, and no runner takes it for a command."""
-    if _UNSAFE.search(text):
-        text = _UNSAFE.sub(lambda m: ascii(m.group(0))[1:-1], text)
+    text = escaped_line(text)
     if "::" in text or "##[" in text:
         text = text.replace("::", ":\u200b:").replace("##[", "#\u200b#[")
     return text

@@ -3,7 +3,7 @@
 # ruff: noqa: UP006, UP035, UP045
 from __future__ import annotations
 
-from .reading import UNSAFE_CHARS
+from .reading import escaped_line
 from .redact import is_secret_name, redact_text, secret_digest
 
 TYPE_CHECKING = False
@@ -55,14 +55,11 @@ def capture_env(environ: Dict[str, str], warnings: Optional[List[str]] = None) -
     """The variables above; a secret's value becomes a salted hash, URLs lose credentials.
     A variable whose name is not one line of text (a control or bidi character) is left
     out, and said in ``warnings``: the host refuses such a name."""
-    import re
-
-    unsafe = re.compile("[" + UNSAFE_CHARS + "\ud800-\udfff]")
     out = {}
     for name, value in environ.items():
         if not (name.startswith(ENV_PREFIXES) or name in ENV_NAMES):
             continue
-        if unsafe.search(name):
+        if escaped_line(name) != name:
             if warnings is not None:
                 warnings.append(
                     "an environment variable named %s is not recorded: its name is not one "
