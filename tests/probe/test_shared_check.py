@@ -68,7 +68,12 @@ def _check(site: Path, tmp_path: Path, fork: bool, **kwargs: Any) -> tuple[Any, 
 
 
 def test_the_shared_check_finds_what_one_process_finds(site: Path, tmp_path: Path) -> None:
+    """Both shares run in children that work inside the site (paths relative to it); the
+    probe's own working folder is left as it was."""
+    here = os.getcwd()
     shared = _check(site, tmp_path, fork=True)
+    assert os.getcwd() == here
+    assert shared[3].second is not None and shared[3].second.started
     alone = _check(site, tmp_path, fork=False)
     assert shared[:3] == alone[:3]
     on_disk, found, _, _ = shared
@@ -101,8 +106,9 @@ def test_a_shared_check_past_its_deadline_is_a_note_and_leaves_no_child(
     assert found == {"clashes": None, "unowned": None}
     assert all(v is None for v in on_disk.values())
     assert any("the check took over 0.5s" in w for w in warnings), warnings
-    with pytest.raises(ChildProcessError):
-        os.waitpid(checking.child.pid, os.WNOHANG)  # reaped: nothing left running
+    for child in (checking.child, checking.second):
+        with pytest.raises(ChildProcessError):
+            os.waitpid(child.pid, os.WNOHANG)  # reaped: nothing left running
 
 
 def test_the_shared_check_keeps_what_both_shares_learned(site: Path, tmp_path: Path) -> None:
@@ -113,3 +119,26 @@ def test_the_shared_check_keeps_what_both_shares_learned(site: Path, tmp_path: P
     kept = json.loads(shard.read_text())["pycdirs"]
     # every package folder but the one holding the planted pyc
     assert len(kept) == 15 - 1
+
+
+def test_units_a_dead_share_took_are_checked_again(
+    site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child killed mid-share (the OOM killer's pick: it is a copy of the probe) takes
+    the units it read from the queue with it; the probe checks them itself, and the answer
+    is still the one-process check's."""
+    target = local_package()
+    probe, real = os.getpid(), target.checking.work
+
+    def dying(plan: Any, units: Any, inside: bool = False) -> Any:
+        if os.getpid() != probe:
+            for _ in units:  # one unit taken from the queue, then the child is gone
+                os._exit(9)
+        return real(plan, units, inside)
+
+    monkeypatch.setattr(target.checking, "work", dying)
+    shared = _check(site, tmp_path, fork=True)
+    monkeypatch.undo()
+    alone = _check(site, tmp_path, fork=False)
+    assert shared[:3] == alone[:3]
+    assert shared[0]["gen00002"]["modified"] == ["gen00002/m000/mod41.py"]

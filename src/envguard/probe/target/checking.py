@@ -53,6 +53,7 @@ class Checking:
         self.timeout = timeout
         self.deadline = time.monotonic() + timeout
         self.child: Optional[Forked] = None
+        self.second: Optional[Forked] = None  # the share started once the probe's work is done
         self.plan: Optional[Plan] = None
         self.queue = -1
         self.warnings: List[str] = []
@@ -86,7 +87,7 @@ class Checking:
     def _share(self, plan: Plan, queue: int) -> Dict[str, Any]:
         """One share of the check, as plain JSON: the units taken from ``queue``, and what
         the cache learned from them."""
-        answer = work(plan, _taken(queue))
+        answer = work(plan, _taken(queue), inside=True)
         answer["cache"] = self.cache.checked() if self.cache is not None else None
         return answer
 
@@ -115,33 +116,51 @@ class Checking:
         return found
 
     def _shared(self, plan: Plan, child: Forked) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
-        """This process's share (the units the child left), then the child's answer, put
-        together; None with the reason when either overran or failed."""
+        """The units the child left, taken by a second child started now (this process's
+        own work is done: a child may work inside each site, see installed.work), or by
+        this process in a thread where there is no second fork; the answers put together.
+        None with the reason when a share overran, or failed and its units could not be
+        checked again in time."""
         queue, self.queue = self.queue, -1
-        own, failed = _bounded(lambda: work(plan, _taken(queue)), self._left())
-        if own is not None:
-            os.close(queue)  # (a share left running keeps it: its number is never reused)
-        if own is None:
-            child.result(0.0)  # killed: the check as a whole gave no answer
-            if self.cache is not None:
-                self.cache.abandon()
-            return None, failed
-        theirs = child.result(self._left())
-        if theirs is None:
-            # The child died (the OOM killer's pick: it is a copy of the probe) or failed,
-            # and the units it took went with it: they are checked here while time is left.
-            done = {index for index, _ in own["on_disk"]}
-            rest = [n for n, unit in enumerate(plan.units) if unit[1] not in done]
-            if self._left():
-                theirs = _bounded(lambda: work(plan, rest), self._left())[0]
-                if theirs is None and self.cache is not None:
-                    self.cache.abandon()  # a share left running still fills it
+        second = self.second = Forked(lambda: self._share(plan, queue), self._left())
+        answers: List[Dict[str, Any]] = []
+        children = [child]
+        if second.started:
+            children.append(second)
+        else:
+            own, failed = _bounded(lambda: work(plan, _taken(queue)), self._left())
+            if own is None:
+                os.close(queue)  # (a share left running holds its units: none is read again)
+                child.result(0.0)  # killed: the check as a whole gave no answer
+                if self.cache is not None:
+                    self.cache.abandon()
+                return None, failed
+            answers.append(own)
+        os.close(queue)
+        failed = None
+        for forked in children:
+            theirs = forked.result(self._left())
             if theirs is None:
-                return None, child.failed
-        elif self.cache is not None and theirs.get("cache") is not None:
-            self.cache.take_checked(theirs["cache"])
+                failed = forked.failed
+            else:
+                if self.cache is not None and theirs.get("cache") is not None:
+                    self.cache.take_checked(theirs["cache"])
+                answers.append(theirs)
+        if failed is not None:
+            # A child died (the OOM killer's pick: it is a copy of the probe) or failed,
+            # and the units it took went with it: they are checked here while time is left.
+            done = {index for answer in answers for index, _ in answer["on_disk"]}
+            rest = [n for n, unit in enumerate(plan.units) if unit[1] not in done]
+            again = None
+            if self._left():
+                again = _bounded(lambda: work(plan, rest), self._left())[0]
+                if again is None and self.cache is not None:
+                    self.cache.abandon()  # a share left running still fills it
+            if again is None:
+                return None, failed
+            answers.append(again)
         copies = [dict(dist) for dist in self.packages]
-        found = finish(plan, copies, [own, theirs], self.warnings)
+        found = finish(plan, copies, answers, self.warnings)
         return {
             "on_disk": [dist["on_disk"] for dist in copies],
             "found": found,

@@ -117,6 +117,8 @@ class BytecodeScan:
         stats_of: Optional[Dict[str, os.stat_result]] = None,
     ) -> None:
         self.site, self.owner, self.cache = site, owner, cache
+        # what the pycs' lstat paths start with: "" when the process works in ``site``
+        self.at = site + "/"
         # the RECORD check's dict itself (filled for each distribution after this is made)
         self.stats_of = stats_of if stats_of is not None else {}
         self.tag = getattr(sys.implementation, "cache_tag", None)  # None: no bytecode at all
@@ -154,15 +156,20 @@ class BytecodeScan:
         count = 0
         for folder in folders:
             lead = folder + "/" if folder else ""
-            where = site + "/" + lead + "__pycache__"
             try:
-                st = os.lstat(where)
+                st = os.lstat(self.at + lead + "__pycache__")
             except OSError:
                 settled.add(folder)  # no bytecode there (_candidates would find none)
                 continue
             kept = None
             if stat.S_ISDIR(st.st_mode):
-                key = "%s\0%d,%d,%d" % (where, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+                key = "%s/%s__pycache__\0%d,%d,%d" % (
+                    site,
+                    lead,
+                    st.st_ino,
+                    st.st_mtime_ns,
+                    st.st_ctime_ns,
+                )
                 kept = cache.pyc_folder(key)
             if kept is None or "/" in kept[0]:
                 continue
@@ -184,7 +191,7 @@ class BytecodeScan:
         if not held or not self.owner.keys().isdisjoint(rels):
             return
         sources = [source for _, _, _, folder_sources in held for source in folder_sources]
-        stamps = _stamps(self.site, rels, sources, self.stats_of)
+        stamps = _stamps(self.at, rels, sources, self.stats_of)
         columns = None if stamps is None else _columns(*stamps)
         if columns is None:
             return
@@ -295,7 +302,7 @@ def _candidates(
         rels = [lead + "__pycache__/" + name for name in names]
         if owner.keys().isdisjoint(rels):
             sources = [lead + name.partition(".")[0] + ".py" for name in names]
-            stamps = _stamps(site, rels, sources, stats_of or {})
+            stamps = _stamps(site + "/", rels, sources, stats_of or {})
             columns = None if stamps is None else _columns(*stamps)
             if columns is not None and _digest(rels, columns) == held[1]:
                 return [], None, 0  # every pyc and source as when all were found the same
@@ -329,7 +336,7 @@ def _candidates(
     if len(todo) != len(names) or over:
         return out, None, over  # a pyc RECORD lists: its folder is looked at every time
     rels = [t[0] for t in todo]
-    stamps = _stamps(site, rels, [t[1] for t in todo], stats_of or {})
+    stamps = _stamps(site + "/", rels, [t[1] for t in todo], stats_of or {})
     columns = None if stamps is None else _columns(*stamps)
     if stamps is None or columns is None:
         return out, None, 0
@@ -344,12 +351,12 @@ def _candidates(
 
 
 def _stamps(
-    site: str, rels: List[str], sources: List[str], stats_of: Dict[str, os.stat_result]
+    base: str, rels: List[str], sources: List[str], stats_of: Dict[str, os.stat_result]
 ) -> Optional[Tuple[List[os.stat_result], List[Any]]]:
-    """The ``lstat`` of the pycs at ``rels`` and of their ``sources`` (those the RECORD check
-    took, ``stats_of``, else taken here; a missing source counts as zeros: such a pyc is
-    never loaded); None when a pyc cannot be stat'ed."""
-    base = site + "/"
+    """The ``lstat`` of the pycs at ``rels`` and of their ``sources`` (relative to the
+    site, ``base`` its path and a "/", or "" in it; those the RECORD check took,
+    ``stats_of``, else taken here; a missing source counts as zeros: such a pyc is never
+    loaded); None when a pyc cannot be stat'ed."""
     try:
         pycs = list(map(os.lstat, map(base.__add__, rels)))
     except OSError:
