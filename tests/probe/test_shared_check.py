@@ -119,6 +119,10 @@ def test_the_shared_check_keeps_what_both_shares_learned(site: Path, tmp_path: P
     kept = json.loads(shard.read_text())["pycdirs"]
     # every package folder but the one holding the planted pyc
     assert len(kept) == 15 - 1
+    # The next check holds them (the shares name them by place, not by key): all kept.
+    again = _check(site, tmp_path, fork=True)[3].cache
+    assert again.used_pycdirs == again.pycdirs == kept
+    assert len(again.used_rows) == 2 * 15 and again.used_rows == again.rows  # rows, scripts
 
 
 def test_units_a_dead_share_took_are_checked_again(

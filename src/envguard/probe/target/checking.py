@@ -57,11 +57,14 @@ class Checking:
         self.plan: Optional[Plan] = None
         self.queue = -1
         self.warnings: List[str] = []
+        self.mark: Optional[List[int]] = None
         for dist in packages:  # set here: the probe reads these dicts meanwhile
             dist["on_disk"] = None
         if mode not in ("quick", "deep") or not (spare_core() if fork is None else fork):
             return
         plan = self.plan = prepare([dict(dist) for dist in packages], mode, self.warnings, cache)
+        # what the probe used of the cache so far (a share answers what it used after it)
+        self.mark = cache.mark() if cache is not None else None
         if not 1 < len(plan.units) <= MAX_QUEUED:
             return  # one unit: nothing to share; too many for the queue: a thread, this plan
         read_fd, write_fd = os.pipe()
@@ -88,7 +91,7 @@ class Checking:
         """One share of the check, as plain JSON: the units taken from ``queue``, and what
         the cache learned from them."""
         answer = work(plan, _taken(queue), inside=True)
-        answer["cache"] = self.cache.checked() if self.cache is not None else None
+        answer["cache"] = self.cache.checked(self.mark) if self.cache is not None else None
         return answer
 
     def result(self, warnings: List[str]) -> Dict[str, Any]:

@@ -45,6 +45,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from itertools import islice
 
 from .reading import not_json_constant, read_bytes
 
@@ -358,16 +359,27 @@ class DistCache:
         if newest_ns < self.settled_ns:
             self.used_pycdirs[key] = [names, digest]
 
-    def checked(self) -> Dict[str, Any]:
-        """What the installed-files check used and learned, as plain JSON (it runs in a
-        forked child: see installed.Checking): new rows and folders in full, held ones by
-        key."""
+    def mark(self) -> List[int]:
+        """Where what this run used ends now: a forked share's checked() answers only what
+        came after (entries are added, never moved: dicts keep their order)."""
+        return [len(self.used_rows), len(self.used_verified), len(self.used_pycdirs)]
+
+    def checked(self, since: Optional[List[int]] = None) -> Dict[str, Any]:
+        """What the installed-files check used and learned after ``since`` (mark(); None:
+        all of it), as plain JSON (it runs in a forked child: see installed.Checking): new
+        rows and folders in full, held ones by their place among those loaded (the same in
+        every copy of this cache: a folder's key is 100 bytes, its place 4)."""
+        rows_from, verified_from, pycdirs_from = since or (0, 0, 0)
+        rows = dict(islice(self.used_rows.items(), rows_from, None))
+        pycdirs = dict(islice(self.used_pycdirs.items(), pycdirs_from, None))
         return {
-            "rows": {k: v for k, v in self.used_rows.items() if self.rows.get(k) != v},
-            "held": [k for k, v in self.used_rows.items() if self.rows.get(k) == v],
-            "verified": list(self.used_verified),
-            "pycdirs": {k: v for k, v in self.used_pycdirs.items() if self.pycdirs.get(k) != v},
-            "held_pycdirs": [k for k, v in self.used_pycdirs.items() if self.pycdirs.get(k) == v],
+            "rows": {k: v for k, v in rows.items() if self.rows.get(k) != v},
+            "held": _places(self.rows, [k for k, v in rows.items() if self.rows.get(k) == v]),
+            "verified": list(islice(self.used_verified, verified_from, None)),
+            "pycdirs": {k: v for k, v in pycdirs.items() if self.pycdirs.get(k) != v},
+            "held_pycdirs": _places(
+                self.pycdirs, [k for k, v in pycdirs.items() if self.pycdirs.get(k) == v]
+            ),
         }
 
     def take_checked(self, found: Dict[str, Any]) -> None:
@@ -382,19 +394,17 @@ class DistCache:
                 and len(v) == 3
                 and all(type(part) is str for part in v)
             )
-        if type(held) is list:
-            self.used_rows.update((k, self.rows[k]) for k in held if k in self.rows)
+        for k in _placed(self.rows, held):
+            self.used_rows[k] = self.rows[k]
         if type(verified) is list:
             self.used_verified.update((k, 1) for k in verified if type(k) is str)
-        pycdirs, held_pycdirs = found.get("pycdirs"), found.get("held_pycdirs")
+        pycdirs = found.get("pycdirs")
         if type(pycdirs) is dict:
             self.used_pycdirs.update(
                 (k, v) for k, v in pycdirs.items() if type(k) is str and _pycdir(v)
             )
-        if type(held_pycdirs) is list:
-            self.used_pycdirs.update(
-                (k, self.pycdirs[k]) for k in held_pycdirs if type(k) is str and k in self.pycdirs
-            )
+        for k in _placed(self.pycdirs, found.get("held_pycdirs")):
+            self.used_pycdirs[k] = self.pycdirs[k]
         self.files_checked = True
 
     def lib(self, path: str, stamp: Optional[str]) -> Optional[Dict[str, Any]]:
@@ -496,3 +506,19 @@ def _prune(folder: str) -> None:
             os.unlink(os.path.join(folder, name))
         except OSError:
             pass
+
+
+def _places(loaded: Dict[str, Any], keys: List[str]) -> List[int]:
+    """The places of ``keys`` among the keys of ``loaded``."""
+    if not keys:
+        return []
+    order = {k: i for i, k in enumerate(loaded)}
+    return [order[k] for k in keys]
+
+
+def _placed(loaded: Dict[str, Any], places: Any) -> List[str]:
+    """The keys of ``loaded`` at ``places`` (_places' answer; anything else is ignored)."""
+    if type(places) is not list or not places:
+        return []
+    keys = list(loaded)
+    return [keys[i] for i in places if type(i) is int and 0 <= i < len(keys)]
