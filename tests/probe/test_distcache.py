@@ -316,3 +316,34 @@ def test_a_cache_made_under_umask_000_is_private_and_kept(tmp_path: Path) -> Non
         assert made.stat().st_mode & 0o777 == 0o700
     (kept_file,) = folder.glob("*.json")
     assert kept_file.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize(
+    "forge",
+    [
+        "an empty path",
+        "a size that is no number",
+        "a size in other digits",
+        "a path out of site-packages",
+    ],
+)
+def test_kept_record_rows_that_could_not_have_been_read_are_read_again(
+    venv: Path, tmp_path: Path, env: dict[str, str], forge: str
+) -> None:
+    """RECORD rows kept under the right stamps but edited by hand (as _rows() never
+    writes them): the RECORD is read again and the check's answer is the honest one."""
+    honest = probe(venv, env, fingerprint_cache=False)
+    probe(venv, env)
+    path = shard(tmp_path / "xdg")
+    data = json.loads(path.read_text())
+    (key,) = [k for k in data["rows"] if "alpha-1.0.dist-info" in k and "|scripts" not in k]
+    paths, sizes, hashes = data["rows"][key]
+    first = paths.split("\n")[0]
+    data["rows"][key] = {
+        "an empty path": ["\n" + paths, "0," + sizes, "sha256=AA\n" + hashes],
+        "a size that is no number": [paths, sizes.replace(sizes.split(",")[0], "1x", 1), hashes],
+        "a size in other digits": [paths, "\u0661" + sizes, hashes],
+        "a path out of site-packages": [paths.replace(first, "../" + first, 1), sizes, hashes],
+    }[forge]
+    path.write_text(json.dumps(data))
+    assert probe(venv, env)["alpha"]["on_disk"] == honest["alpha"]["on_disk"]

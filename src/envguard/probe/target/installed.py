@@ -229,8 +229,11 @@ class _Site:
         self.unpacked: Dict[int, int] = {}
         # dist index -> what a one-link file's ctime is compared with (see the docstring)
         self.changed: Dict[int, int] = {}
+        # dist index -> its rows as (path, hash, size), made when first asked (_rows_of)
         self.rows: Dict[int, List[Tuple[str, str, str]]] = {}
         self.paths: Dict[int, List[str]] = {}  # dist index -> the paths of its rows
+        self.sizes: Dict[int, str] = {}  # dist index -> the sizes of its rows, joined by ","
+        self.hashes: Dict[int, str] = {}  # dist index -> kept rows' hashes, joined by newlines
         self.dirs: Dict[int, Set[str]] = {}  # dist index -> the folders of its rows
         self.scripts: Dict[int, List[Tuple[str, str, str]]] = {}  # console scripts in bin/
         self.by_path: Dict[int, Dict[str, Tuple[str, str, str]]] = {}  # see _row_of()
@@ -296,7 +299,7 @@ def prepare(
         _check_folders(site, warnings)
         plan.lost[name] = _clashes(site, packages, plan.clashes, plan.clashing, budget)
         first: Optional[int] = None
-        for index in site.rows:
+        for index in site.paths:
             plan.units.append((name, index))
             plan.folders[index] = []
             first = index if first is None else first
@@ -305,14 +308,14 @@ def prepare(
         # a folder is looked at by the first distribution naming a file in it (its sources
         # were stat'ed in the same share), else by the site's first
         holder: Dict[str, int] = {}
-        for index in site.rows:
+        for index in site.paths:
             for folder in site.dirs[index]:
                 holder.setdefault(folder, index)
         for folder in bytecode_folders(site.folders, site.owner):
             plan.folders[holder.get(folder, first)].append(folder)
     # The largest units first (files, then folders of bytecode): two shares taking units
     # as they come end together when the last ones taken are small.
-    sized = {unit: len(plan.sites[unit[0]].rows[unit[1]]) for unit in plan.units}
+    sized = {unit: len(plan.sites[unit[0]].paths[unit[1]]) for unit in plan.units}
     plan.units.sort(key=lambda unit: -sized[unit] - 8 * len(plan.folders[unit[1]]))
     return plan
 
@@ -343,9 +346,7 @@ def work(plan: Plan, units: Iterable[int], inside: bool = False) -> Dict[str, An
             except OSError:
                 here = None
         at = scan.at = "" if here == name else name + "/"
-        result = _check_dist(
-            site, index, site.rows[index], plan.lost[name].get(index, {}), plan.deep, budget, at
-        )
+        result = _check_dist(site, index, plan.lost[name].get(index, {}), plan.deep, budget, at)
         check_scripts(site.site, site.scripts.get(index, []), result, _same_bytes, budget.take)
         results.append([index, result])
         scan.scan(plan.folders[index])
@@ -419,11 +420,12 @@ def _read_record(
     record_path = os.path.join(site.site, dist["metadata_dir"], "RECORD")
     key = record_key(record_path) if cache is not None else None
     held = cache.record_rows(key) if cache is not None and key is not None else None
-    rows = _held_rows(held) if held is not None else None
+    paths = _held_paths(held) if held is not None else None
     escaped = unreadable = 0
     text = None
-    if rows is not None and key is not None:
+    if paths is not None and held is not None and key is not None:
         installed, record_ctime = map(int, key.rsplit("\0", 1)[1].split(",")[3:5])
+        site.sizes[index], site.hashes[index] = held[1], held[2]
     else:
         try:
             st = os.lstat(record_path)
@@ -433,14 +435,11 @@ def _read_record(
             return  # said by the metadata scan: no RECORD, or unreadable
         text = record.decode("utf-8", "surrogateescape")
         rows, escaped, unreadable = _rows(text, deep)
+        site.rows[index], paths = rows, list(map(_FIRST, rows))
+        site.sizes[index] = ",".join(r[2] for r in rows)
         if cache is not None and not escaped and not unreadable:
             cache.keep_record_rows(
-                key,
-                [
-                    "\n".join(r[0] for r in rows),
-                    ",".join(r[2] for r in rows),
-                    "\n".join(r[1] for r in rows),
-                ],
+                key, ["\n".join(paths), site.sizes[index], "\n".join(r[1] for r in rows)]
             )
     if escaped:
         warnings.append(
@@ -458,10 +457,9 @@ def _read_record(
         record_ctime + COPY_SLACK_NS if record_ctime > installed + COPY_AFTER_NS else installed
     )
     site.unpacked[index] = _unpacked(os.path.join(site.site, dist["metadata_dir"]), installed)
-    site.rows[index] = rows
+    site.paths[index] = paths
     site.scripts[index] = script_rows(record_path, key, cache, text)
     owner = site.owner
-    paths = site.paths[index] = list(map(_FIRST, rows))
     site.dirs[index] = set(map(_FIRST, map(_SPLIT_FOLDER, paths)))
     if owner.keys().isdisjoint(paths):  # the common case, told at C speed
         owner.update(dict.fromkeys(paths, index))
@@ -494,8 +492,19 @@ def _row_of(site: _Site, index: int) -> Dict[str, Tuple[str, str, str]]:
     a broken upgrade leaves them, share every path)."""
     found = site.by_path.get(index)
     if found is None:
-        found = site.by_path[index] = {r[0]: r for r in reversed(site.rows[index])}
+        found = site.by_path[index] = {r[0]: r for r in reversed(_rows_of(site, index))}
     return found
+
+
+def _rows_of(site: _Site, index: int) -> List[Tuple[str, str, str]]:
+    """A distribution's rows as (path, hash, size), made from the kept columns when first
+    asked: the common check needs only the paths and the sizes (_as_installed)."""
+    rows = site.rows.get(index)
+    if rows is None:
+        rows = site.rows[index] = list(
+            zip(site.paths[index], site.hashes[index].split("\n"), site.sizes[index].split(","))
+        )
+    return rows
 
 
 def _lines(joined: str) -> bool:
@@ -507,19 +516,24 @@ def _lines(joined: str) -> bool:
     return _NOT_LINE_BUT_NEWLINE.search(joined) is None
 
 
-def _held_rows(held: List[str]) -> Optional[List[Tuple[str, str, str]]]:
-    """Kept rows, when they are what _rows() could have made (a cache edited by hand is
-    read again rather than trusted)."""
-    paths, sizes, hashes = held[0].split("\n"), held[1].split(","), held[2].split("\n")
-    if held[0] == "":
-        return [] if held[1] == held[2] == "" else None
-    if not (len(paths) == len(sizes) == len(hashes)) or not _plain(held[0]):
+def _held_paths(held: List[str]) -> Optional[List[str]]:
+    """The paths of kept rows, when the rows are what _rows() could have made (a cache
+    edited by hand is read again rather than trusted): as many paths, sizes and hashes,
+    none empty, every size a number. Told on the joined texts, at C speed."""
+    text, sizes, hashes = held
+    if text == "":
+        return [] if sizes == hashes == "" else None
+    count = text.count("\n")
+    if not (count == sizes.count(",") == hashes.count("\n")) or not _plain(text):
         return None
-    if held[0].startswith("../") or "\n../" in held[0] or not _lines(held[0]):
+    if text.startswith("../") or "\n../" in text or not _lines(text):
         return None  # what _ROW and _rows() never keep
-    if "".join(sizes).isdigit() and "" not in hashes and "" not in sizes:
-        return list(zip(paths, hashes, sizes))
-    return None
+    for joined, by in ((text, "\n"), (sizes, ","), (hashes, "\n")):
+        if joined.startswith(by) or joined.endswith(by) or by + by in joined:
+            return None  # an empty one
+    if not sizes.replace(",", "").isdigit() or not sizes.isascii():
+        return None
+    return text.split("\n")
 
 
 def _check_folders(site: _Site, warnings: List[str]) -> None:
@@ -618,7 +632,6 @@ def _clashes(
 def _check_dist(
     site: _Site,
     index: int,
-    rows: List[Tuple[str, str, str]],
     lost: Dict[str, str],
     deep: bool,
     budget: _Budget,
@@ -630,9 +643,11 @@ def _check_dist(
     modified: List[str] = []
     missing: List[str] = []
     base = site.site + "/"
+    paths = site.paths[index]
+    rows: Optional[List[Tuple[str, str, str]]] = None  # made when a file is looked at again
     if lost or site.linked:
         wanted = []
-        for row in rows:
+        for row in _rows_of(site, index):
             if row[0] in lost:
                 continue
             if _readable(site, row[0]):
@@ -642,29 +657,32 @@ def _check_dist(
             if linked is not None and linked not in modified:
                 modified.append(linked)  # its code runs from wherever the link leads
         rows = wanted
+        paths = list(map(_FIRST, rows))
     stats: List[Optional[os.stat_result]]
     try:  # the common case, at C speed: every file there
-        paths = site.paths[index] if len(rows) == len(site.paths[index]) else map(_FIRST, rows)
         stats = list(map(os.lstat, map(at.__add__, paths) if at else paths))
     except OSError:
         stats = []
-        for row in rows:
+        for path in paths:
             try:
-                stats.append(os.lstat(at + row[0]))
+                stats.append(os.lstat(at + path))
             except OSError as exc:
                 stats.append(None)
                 if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
-                    missing.append(row[0])
-    if len(stats) == len(rows) and None not in stats:
-        site.stat_of.update(zip(map(_FIRST, rows), stats))  # type: ignore[arg-type]
+                    missing.append(path)
+    if None not in stats:
+        site.stat_of.update(zip(paths, stats))  # type: ignore[arg-type]
     # A distribution uv did not link from its cache (a file of one link): every file's ctime
     # counts, a second link given to one included (rule 3 of the docstring).
     copied = 1 in map(_NLINK, filter(None, stats))
-    if not deep and _as_installed(stats, rows, unpacked, changed, copied):
+    sizes = site.sizes[index] if rows is None else ",".join(map(itemgetter(2), rows))
+    if not deep and _as_installed(stats, sizes, unpacked, changed, copied):
         stats = []  # the common case: no file to look at again
+    elif rows is None:
+        rows = _rows_of(site, index)
     suspects = [
         (row, st)
-        for row, st in zip(rows, stats)
+        for row, st in zip(rows or (), stats)
         if st is not None
         and (
             deep
@@ -700,7 +718,7 @@ def _check_dist(
         elif same and cache is not None:
             cache.keep_verified(key, st.st_ctime_ns)
     return {
-        "checked": len(rows),
+        "checked": len(paths),
         "modified": sorted(modified),
         "missing": sorted(missing),
         "added": [],
@@ -710,18 +728,18 @@ def _check_dist(
 
 def _as_installed(
     stats: List[Optional[os.stat_result]],
-    rows: List[Tuple[str, str, str]],
+    sizes: str,
     unpacked: int,
     changed: int,
     copied: bool,
 ) -> bool:
-    """Whether every file is there, a regular file of RECORD's size, none written after
-    the unpack, and no one-link file (any file, ``copied``) changed after RECORD
-    (_check_dist's rule for each file, for all at once at C speed). False: each file is
-    looked at."""
+    """Whether every file is there, a regular file of RECORD's size (``sizes``: the rows',
+    joined by ","), none written after the unpack, and no one-link file (any file,
+    ``copied``) changed after RECORD (_check_dist's rule for each file, for all at once at
+    C speed). False: each file is looked at."""
     if not stats or None in stats or max(map(_MTIME, stats)) > unpacked:
         return not stats
-    if list(map(str, map(_SIZE, stats))) != list(map(itemgetter(2), rows)):
+    if ",".join(map(str, map(_SIZE, stats))) != sizes:
         return False
     if not all(map(stat.S_ISREG, map(_MODE, stats))):
         return False
@@ -745,7 +763,7 @@ def _added(site: _Site, packages: List[Dict[str, Any]]) -> None:
     would otherwise have every folder listed at every probe."""
     newest: Dict[str, int] = {}
     owners: Dict[str, List[int]] = {}
-    for index in site.rows:
+    for index in site.paths:
         when = site.installed[index]
         for folder in site.dirs[index]:
             if when > newest.get(folder, -1):
@@ -785,7 +803,7 @@ def _added(site: _Site, packages: List[Dict[str, Any]]) -> None:
                 result["added"].append(path)
         if cache is not None and not found:
             cache.keep_verified(key, int(site.folder_stamps[folder].rsplit(",", 1)[1]))
-    for index in site.rows:
+    for index in site.paths:
         result = packages[index]["on_disk"]
         result["added"].sort()
         _cap(result)
