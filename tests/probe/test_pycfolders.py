@@ -202,9 +202,11 @@ def test_an_upgrade_keeps_the_folder_verdicts_not_the_records(
     ("loadavg", "cores", "parent", "spare"),
     [
         (b"7.90 7.80 7.70 1/300 4242\n", 2, 0, True),  # a busy last minute, idle now
-        (b"0.10 0.20 0.30 2/300 4242\n", 2, 0, False),  # this one and another run now
-        (b"0.10 0.20 0.30 2/300 4242\n", 2, 1, True),  # the other is envguard, soon waiting
+        (b"1.60 1.80 1.70 2/300 4242\n", 2, 0, False),  # this one and another, for a minute
+        (b"0.10 0.20 0.30 2/300 4242\n", 2, 0, True),  # another for a moment: an idle minute
+        (b"1.60 1.80 1.70 2/300 4242\n", 2, 1, True),  # the other is envguard, soon waiting
         (b"0.10 0.20 0.30 3/300 4242\n", 4, 0, True),
+        (b"3.90 3.80 3.70 5/300 4242\n", 4, 0, False),
         (b"0.10 0.20 0.30 1/300 4242\n", 1, 0, False),  # one core: never a child
     ],
 )
@@ -219,7 +221,9 @@ def test_a_core_is_spare_by_what_runs_now_not_by_the_last_minute(
     """The check's child runs beside the probe when a core is idle this instant, or will be
     once envguard, which started the probe, is done importing its command line: a
     benchmark's or a fleet's earlier runs left a 1-minute load of 1 on an idle 2-core
-    machine, and the child was never started."""
+    machine, and the child was never started. A thread runnable for a moment on a machine
+    idle for the last minute does not take the core either; busy now and for the last
+    minute, the machine has none to spare."""
     from envguard.probe.payload import local_package
 
     forked = local_package().forked

@@ -39,11 +39,14 @@ def spare_core() -> bool:
     """Whether a core is idle now for a child to run beside the probe: fewer threads
     runnable this instant (this one among them; not the process that started the probe,
     which only waits for its answer once its own start-up is done: envguard imports its
-    command line while the probe runs) than the cores this process may use. The
-    1-minute load average would count the runs that came just before (a benchmark's, a
-    fleet's), and refuse a core that is idle; where the count cannot be read, that average
-    less one (this process's own) is the rule. On a machine at full load a second process
-    only adds fork's costs."""
+    command line while the probe runs) than the cores this process may use, or, when
+    there are as many, a 1-minute load average under the cores less a half. The count
+    alone saw a thread runnable for a moment (a kernel worker, the last run's exit) in 2
+    runs of 30 on an idle 2-core machine, and the check lost its second core; the average
+    alone counts the runs that came just before (a benchmark's, a fleet's) and refuses a
+    core that is idle. Busy by both, the machine is at full load, where a second process
+    only adds fork's costs. Where the count cannot be read, the average less one (this
+    process's own) is the rule."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -52,8 +55,9 @@ def spare_core() -> bool:
         return False
     try:
         with open(LOADAVG, "rb") as fh:
-            running = int(fh.read(256).split()[3].split(b"/")[0])
-        return running - _parent_running() < cores
+            fields = fh.read(256).split()
+        running = int(fields[3].split(b"/")[0])
+        return running - _parent_running() < cores or float(fields[0]) < cores - 0.5
     except (OSError, ValueError, IndexError):
         pass
     try:
