@@ -337,3 +337,30 @@ def test_kept_folders_past_one_batch_are_all_told(tmp_path: Path, env: dict[str,
     report = probe(venv, env)
     assert added(report) == [f"modeling/c/__pycache__/m249.{TAG}.pyc"]
     assert not any("not compared" in w for w in report["warnings"])
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        "a.{tag}.pyc\nb.{tag}.pyc\n_c.{tag}.pyc",
+        "a.{tag}.opt-1.pyc\nb.{tag}.pyc",
+        "a.other-99.pyc",
+        "a.{tag}.pyc.{tag}.pyc",
+        "a.{tag}.pyc\nb.{tag}.pycx",
+        "",
+    ],
+)
+def test_a_kept_folders_paths_are_the_ones_made_name_by_name(names: str) -> None:
+    """The paths of a kept folder's pycs and sources, made from the whole text at once in
+    the common case, are the ones made name by name, whatever the names."""
+    from envguard.probe.payload import local_package
+
+    loaded = local_package().loaded
+    tag = sys.implementation.cache_tag
+    names = names.format(tag=tag)
+    each = names.split("\n") if names else []
+    assert loaded._named(names, "pkg/sub/", tag) == (
+        ["pkg/sub/__pycache__/" + name for name in each],
+        ["pkg/sub/" + name.partition(".")[0] + ".py" for name in each],
+    )
+    assert loaded._named(names, "", tag)[1] == [name.partition(".")[0] + ".py" for name in each]

@@ -173,9 +173,7 @@ class BytecodeScan:
                 kept = cache.pyc_folder(key)
             if kept is None or "/" in kept[0]:
                 continue
-            names = kept[0].split("\n") if kept[0] else []
-            rels = [lead + "__pycache__/" + name for name in names]
-            sources = [lead + name.partition(".")[0] + ".py" for name in names]
+            rels, sources = _named(kept[0], lead, str(self.tag))
             held.append((folder, rels, kept[1], sources))
             count += len(rels)
             if count >= BATCH:
@@ -252,6 +250,22 @@ def check_bytecode(
     scan = BytecodeScan(site, owner, cache, stats_of)
     scan.scan(bytecode_folders(folders, owner))
     scan.finish(found, deadline)
+
+
+def _named(names: str, lead: str, tag: str) -> Tuple[List[str], List[str]]:
+    """The paths of a kept folder's pycs (``names``, joined by newlines) and of their
+    sources, in the folder ``lead`` (its path and a "/", or ""): made by a few string
+    operations on the whole text when every name is this interpreter's plain pyc (the
+    common case), else name by name."""
+    if not names:
+        return [], []
+    prefix = lead + "__pycache__/"
+    rels = (prefix + names.replace("\n", "\n" + prefix)).split("\n")
+    ending = "." + tag + ".pyc"
+    if (names + "\n").count(ending + "\n") == len(rels) == names.count(ending):
+        plain = names.replace(ending, ".py")
+        return rels, (lead + plain.replace("\n", "\n" + lead)).split("\n")
+    return rels, [lead + name.partition(".")[0] + ".py" for name in names.split("\n")]
 
 
 def in_cache_dir(folder: str) -> bool:
