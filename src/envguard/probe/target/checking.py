@@ -1,6 +1,6 @@
 """The installed-files check run beside the probe (installed.py is what it checks): shared
-between a forked child and the probe itself when a core is free, else in a thread the probe
-waits on, by a deadline either way."""
+between two forked children when a core is free, else in a thread the probe waits on, by a
+deadline either way."""
 
 # ruff: noqa: UP006, UP035, UP045, B905
 # (B905: zip(strict=) is 3.10+; the target runs 3.8)
@@ -31,9 +31,11 @@ MAX_QUEUED = 8192
 class Checking:
     """check_installed() beside the probe. With a core to spare (see forked.spare_core), the
     check is prepared here (every RECORD read), then its units (one distribution each, with
-    the bytecode of its folders) are taken from one queue by a forked child, started at
-    once, and by this process once the probe's own work is done: both cores work on it,
-    and neither waits for the other while units are left. Else (a busy machine, no fork) it
+    the bytecode of its folders) are taken from one queue by two forked children, both
+    started at once, while the probe does its own work: both cores work on it, neither
+    share waits for the other while units are left, and the probe's waits (git, the
+    libraries) are filled. A child that dies has its units checked here, in a thread, in
+    the time left. Else (a busy machine, no fork) it
     runs in a thread started when the result is asked for, while the probe's own thread
     only waits (a thread beside the probe's Python work would wait for the GIL after every
     lstat). Either way, ``timeout`` seconds at most: then a note, and the check's answer
@@ -53,7 +55,7 @@ class Checking:
         self.timeout = timeout
         self.deadline = time.monotonic() + timeout
         self.child: Optional[Forked] = None
-        self.second: Optional[Forked] = None  # the share started once the probe's work is done
+        self.second: Optional[Forked] = None  # the other share
         self.plan: Optional[Plan] = None
         self.queue = -1
         self.warnings: List[str] = []
@@ -83,6 +85,10 @@ class Checking:
         child = Forked(lambda: self._share(plan, read_fd), self._left())
         if child.started:
             self.child = child
+            # The second share at once too: the probe's own work (libraries, git, the
+            # caches' folders) waits on files and processes, and a share beside it fills
+            # those waits (a thread of this process cannot: see installed.work's inside).
+            self.second = Forked(lambda: self._share(plan, read_fd), self._left())
         else:
             os.close(read_fd)
             self.queue = -1
@@ -119,16 +125,14 @@ class Checking:
         return found
 
     def _shared(self, plan: Plan, child: Forked) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
-        """The units the child left, taken by a second child started now (this process's
-        own work is done: a child may work inside each site, see installed.work), or by
-        this process in a thread where there is no second fork; the answers put together.
-        None with the reason when a share overran, or failed and its units could not be
-        checked again in time."""
+        """Both shares' answers put together (where the second child did not start, the
+        units the first left are taken here, in a thread); None with the reason when a
+        share overran, or failed and its units could not be checked again in time."""
         queue, self.queue = self.queue, -1
-        second = self.second = Forked(lambda: self._share(plan, queue), self._left())
+        second = self.second
         answers: List[Dict[str, Any]] = []
         children = [child]
-        if second.started:
+        if second is not None and second.started:
             children.append(second)
         else:
             own, failed = _bounded(lambda: work(plan, _taken(queue)), self._left())
