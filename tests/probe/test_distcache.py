@@ -325,6 +325,7 @@ def test_a_cache_made_under_umask_000_is_private_and_kept(tmp_path: Path) -> Non
         "a size that is no number",
         "a size in other digits",
         "a path out of site-packages",
+        "the folder above site-packages",
     ],
 )
 def test_kept_record_rows_that_could_not_have_been_read_are_read_again(
@@ -344,6 +345,19 @@ def test_kept_record_rows_that_could_not_have_been_read_are_read_again(
         "a size that is no number": [paths, sizes.replace(sizes.split(",")[0], "1x", 1), hashes],
         "a size in other digits": [paths, "\u0661" + sizes, hashes],
         "a path out of site-packages": [paths.replace(first, "../" + first, 1), sizes, hashes],
+        "the folder above site-packages": [paths.replace(first, "..", 1), sizes, hashes],
     }[forge]
     path.write_text(json.dumps(data))
     assert probe(venv, env)["alpha"]["on_disk"] == honest["alpha"]["on_disk"]
+
+
+@pytest.mark.parametrize(
+    "held",
+    [["a.py", "3", ""], ["a.py", "", "sha256=AA"], ["..", "4096", "sha256=AA"], [".", "1", "x"]],
+)
+def test_a_kept_row_with_an_empty_field_or_a_dot_folder_is_not_taken(held: list[str]) -> None:
+    """One kept row whose hash or size is empty, or whose path is ``..`` or ``.``: not
+    what a RECORD's parse could have made, so the RECORD is read again."""
+    from envguard.probe.payload import local_package
+
+    assert local_package().records.held_paths(held) is None

@@ -355,12 +355,12 @@ def test_a_kept_folders_paths_are_the_ones_made_name_by_name(names: str) -> None
     the common case, are the ones made name by name, whatever the names."""
     from envguard.probe.payload import local_package
 
-    loaded = local_package().loaded
+    paths = local_package().pycstamps.pyc_paths
     tag = sys.implementation.cache_tag
     names = names.format(tag=tag)
     each = names.split("\n") if names else []
-    assert loaded._named(names, "pkg/sub/", tag) == (
+    assert paths(names, "pkg/sub/", tag) == (
         ["pkg/sub/__pycache__/" + name for name in each],
         ["pkg/sub/" + name.partition(".")[0] + ".py" for name in each],
     )
-    assert loaded._named(names, "", tag)[1] == [name.partition(".")[0] + ".py" for name in each]
+    assert paths(names, "", tag)[1] == [name.partition(".")[0] + ".py" for name in each]

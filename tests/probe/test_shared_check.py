@@ -146,3 +146,64 @@ def test_units_a_dead_share_took_are_checked_again(
     alone = _check(site, tmp_path, fork=False)
     assert shared[:3] == alone[:3]
     assert shared[0]["gen00002"]["modified"] == ["gen00002/m000/mod41.py"]
+
+
+def test_a_relative_site_is_checked_as_an_absolute_one(
+    site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A site given by a relative path: the shares do not work inside it (the paths built
+    from it would then lead elsewhere), and find what one process finds."""
+    monkeypatch.chdir(tmp_path)
+    relative = site.relative_to(tmp_path)
+    shared = _check(relative, tmp_path, fork=True)
+    alone = _check(relative, tmp_path, fork=False)
+    assert shared[:3] == alone[:3]
+    assert shared[0]["gen00009"]["added"] == [f"gen00009/m000/__pycache__/mod181.{TAG}.pyc"]
+
+
+def test_a_share_left_running_never_reads_a_number_the_probe_reuses(
+    site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No second fork (EAGAIN under a container's process limit) and the probe's own share,
+    in a thread, past the deadline (a hung file system): the queue stays open, as the share
+    left running reads it once its call returns; closed, its number would be the probe's
+    next open() and the share would take that file's bytes."""
+    import threading
+
+    target = local_package()
+    probe, real_fork, real_work = os.getpid(), os.fork, target.checking.work
+    forks: list[int] = []
+    hung = threading.Event()
+
+    def fork() -> int:
+        forks.append(1)
+        if len(forks) > 1:
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        return real_fork()
+
+    def work(plan: Any, units: Any, inside: bool = False) -> Any:
+        if os.getpid() != probe:
+            os._exit(9)  # the first child: gone
+        taken = iter(units)
+        next(taken, None)
+        hung.wait(30)  # a stuck lstat; then the queue is read again
+        return real_work(plan, taken, inside)
+
+    monkeypatch.setattr(target.checking.os, "fork", fork)
+    monkeypatch.setattr(target.checking, "work", work)
+    try:
+        _, found, _, checking = _check(site, tmp_path, fork=True, timeout=0.5)
+        assert checking.second is not None and not checking.second.started
+        assert found == {"clashes": None, "unowned": None}
+        read_fd, write_fd = os.pipe()
+        try:
+            os.write(write_fd, b"ABCDEFGH")
+            hung.set()
+            time.sleep(0.5)
+            os.set_blocking(read_fd, False)
+            assert os.read(read_fd, 100) == b"ABCDEFGH"
+        finally:
+            os.close(read_fd)
+            os.close(write_fd)
+    finally:
+        hung.set()

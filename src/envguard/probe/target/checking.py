@@ -137,7 +137,8 @@ class Checking:
         else:
             own, failed = _bounded(lambda: work(plan, _taken(queue)), self._left())
             if own is None:
-                os.close(queue)  # (a share left running holds its units: none is read again)
+                # The queue stays open: the share left running reads it when its call
+                # returns, and a number closed here would be reused by the next open().
                 child.result(0.0)  # killed: the check as a whole gave no answer
                 if self.cache is not None:
                     self.cache.abandon()

@@ -35,8 +35,6 @@ is read.
 from __future__ import annotations
 
 import os
-import posixpath
-import re
 import stat
 import time
 from itertools import repeat
@@ -56,7 +54,8 @@ from .loaded import (
     script_rows,
     unowned_files,
 )
-from .reading import RECORD_CAP, UNSAFE_CHARS, read_bytes
+from .reading import RECORD_CAP, read_bytes
+from .records import held_paths, parse_rows, runs
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -81,21 +80,6 @@ QUICK_HASH_BUDGET = 8 << 30
 # COPY_SLACK_NS after it.
 COPY_AFTER_NS = 2 * 10**9
 COPY_SLACK_NS = 600 * 10**9
-# Suffixes of the files that run: what the quick check stats.
-_RUNS = (".py", ".so", ".pth", ".pyd", ".dylib", ".pyc")
-_SO_VERSIONED = re.compile(r"\.so(\.[0-9]+)+$")
-# RECORD rows with a hash and a size whose path does not start with "/", "./" or "../"
-# (console scripts in ../../../bin are not site-packages' files), at C speed.
-_ROW = re.compile(r"^(?!\.\.?/)([^\",\r\n/\\][^,\r\n\\]*),([^,\r\n]+),([0-9]+)\r?$", re.M)
-# A path that is not one line of text (a control or bidi character, a NUL, bytes that are not
-# UTF-8): a report carrying it would be refused whole, and os.lstat() refuses a NUL.
-_NOT_LINE = re.compile("[" + UNSAFE_CHARS + "\ud800-\udfff]")
-# The same but for the newline, and the control characters ASCII text may hold: paths
-# joined by newlines are checked at once, a pure-ASCII text by one search for each.
-_NOT_LINE_BUT_NEWLINE = re.compile(
-    "[" + UNSAFE_CHARS.replace("\x00-\x1f", "\x00-\t\x0b-\x1f") + "\ud800-\udfff]"
-)
-_ASCII_CONTROLS = tuple(chr(c) for c in [*range(10), *range(11, 32), 127])
 _O_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
 # What the per-file steps read, as C-level callables: a step over every file of a
 # distribution is a map() at C speed, not a Python loop (the check's cost is meant to be its
@@ -104,63 +88,6 @@ _SIZE, _MTIME, _CTIME = attrgetter("st_size"), attrgetter("st_mtime_ns"), attrge
 _NLINK, _MODE, _FIRST = attrgetter("st_nlink"), attrgetter("st_mode"), itemgetter(0)
 _SPLIT_FOLDER = methodcaller("rpartition", "/")
 _ONE = (1).__eq__
-
-
-def runs(path: str) -> bool:
-    """A file the interpreter or the loader executes: what the quick check looks at."""
-    return path.endswith(_RUNS) or bool(_SO_VERSIONED.search(path))
-
-
-def _plain(joined: str) -> bool:
-    """Paths (joined by newlines) that plainly stay inside site-packages: no "/." (nor
-    "..") inside, no "//", no backslash, none absolute."""
-    return not ("/." in joined or "//" in joined or "\\" in joined or "\n/" in joined) and (
-        not joined.startswith("/")
-    )
-
-
-def _rows(text: str, deep: bool) -> Tuple[List[Tuple[str, str, str]], int, int]:
-    """(path, hash, size) of the rows to check, how many rows lead out of site-packages,
-    and how many cannot be read as one (not one line of text, or not CSV)."""
-    rows = _ROW.findall(text)
-    if not deep:
-        rows = [r for r in rows if r[0].endswith(_RUNS) or (".so." in r[0] and runs(r[0]))]
-    if (
-        '"' not in text
-        and "\n/" not in text
-        and _plain("\n".join(r[0] for r in rows))
-        and not _NOT_LINE.search("".join(r[0] for r in rows))
-    ):
-        return rows, 0, 0
-    import csv
-
-    rows = []
-    escaped = unreadable = 0
-    reader = csv.reader(text.splitlines(True))
-    while True:
-        try:
-            row = next(reader)
-        except StopIteration:
-            break
-        except csv.Error:  # a field over csv's limit; a NUL (before Python 3.11)
-            unreadable += 1
-            continue
-        if len(row) != 3 or not row[1] or not row[2].isdigit():
-            continue
-        path = row[0]
-        if _NOT_LINE.search(path):
-            unreadable += 1
-            continue
-        if "\\" in path or "./" in path or "//" in path or path.startswith("/"):
-            if path.startswith("../"):  # ../../../bin/x: a console script
-                continue
-            path = posixpath.normpath(path.replace("\\", "/"))
-            if path.startswith(("../", "/")) or path in ("..", "."):
-                escaped += 1
-                continue
-        if deep or runs(path):
-            rows.append((path, row[1], row[2]))
-    return rows, escaped, unreadable
 
 
 def _digest(path: str, algorithm: str) -> Optional[str]:
@@ -339,7 +266,7 @@ def work(plan: Plan, units: Iterable[int], inside: bool = False) -> Dict[str, An
         scan = scans.get(name)
         if scan is None:
             scan = scans[name] = BytecodeScan(site.site, site.owner, site.cache, site.stat_of)
-        if inside and here != name:
+        if inside and here != name and os.path.isabs(name):  # (a relative site: never)
             here = name
             try:
                 os.chdir(name)
@@ -420,7 +347,7 @@ def _read_record(
     record_path = os.path.join(site.site, dist["metadata_dir"], "RECORD")
     key = record_key(record_path) if cache is not None else None
     held = cache.record_rows(key) if cache is not None and key is not None else None
-    paths = _held_paths(held) if held is not None else None
+    paths = held_paths(held) if held is not None else None
     escaped = unreadable = 0
     text = None
     if paths is not None and held is not None and key is not None:
@@ -434,7 +361,7 @@ def _read_record(
         except OSError:
             return  # said by the metadata scan: no RECORD, or unreadable
         text = record.decode("utf-8", "surrogateescape")
-        rows, escaped, unreadable = _rows(text, deep)
+        rows, escaped, unreadable = parse_rows(text, deep)
         site.rows[index], paths = rows, list(map(_FIRST, rows))
         site.sizes[index] = ",".join(r[2] for r in rows)
         if cache is not None and not escaped and not unreadable:
@@ -505,35 +432,6 @@ def _rows_of(site: _Site, index: int) -> List[Tuple[str, str, str]]:
             zip(site.paths[index], site.hashes[index].split("\n"), site.sizes[index].split(","))
         )
     return rows
-
-
-def _lines(joined: str) -> bool:
-    """Whether the paths ``joined`` by newlines are each one line of text (no character
-    _NOT_LINE refuses), at C speed: a search for each control character in ASCII text (the
-    common case, told in constant time), else one regular expression."""
-    if joined.isascii():
-        return not any(map(joined.__contains__, _ASCII_CONTROLS))
-    return _NOT_LINE_BUT_NEWLINE.search(joined) is None
-
-
-def _held_paths(held: List[str]) -> Optional[List[str]]:
-    """The paths of kept rows, when the rows are what _rows() could have made (a cache
-    edited by hand is read again rather than trusted): as many paths, sizes and hashes,
-    none empty, every size a number. Told on the joined texts, at C speed."""
-    text, sizes, hashes = held
-    if text == "":
-        return [] if sizes == hashes == "" else None
-    count = text.count("\n")
-    if not (count == sizes.count(",") == hashes.count("\n")) or not _plain(text):
-        return None
-    if text.startswith("../") or "\n../" in text or not _lines(text):
-        return None  # what _ROW and _rows() never keep
-    for joined, by in ((text, "\n"), (sizes, ","), (hashes, "\n")):
-        if joined.startswith(by) or joined.endswith(by) or by + by in joined:
-            return None  # an empty one
-    if not sizes.replace(",", "").isdigit() or not sizes.isascii():
-        return None
-    return text.split("\n")
 
 
 def _check_folders(site: _Site, warnings: List[str]) -> None:

@@ -36,8 +36,18 @@ import re
 import stat
 import sys
 import time
-from operator import attrgetter, methodcaller, mul
+from operator import methodcaller, mul
 
+from .pycstamps import (
+    CTIME,
+    MTIME,
+    NLINK,
+    ONE,
+    folder_digest,
+    pyc_paths,
+    stamp_columns,
+    take_stamps,
+)
 from .reading import RECORD_CAP, UNSAFE_CHARS, read_bytes
 
 TYPE_CHECKING = False
@@ -73,14 +83,6 @@ _SCRIPT = re.compile(
     r'^\.\./\.\./\.\./bin/([^\\/",\r\n\x00]+),([a-z0-9]+=[^,\r\n]*),([0-9]+)\r?$', re.M
 )
 _FLAGS_KNOWN = 0b11
-# What a folder's digest is made of, read at C speed: each pyc's ctime (a write in place,
-# a chmod, a new link: any change to it moves it, and it cannot be put back; a pyc added,
-# removed or renamed changes the folder's own stamp), and each source's inode, size, mtime
-# and, when it has one link, ctime (uv links sources from its cache: every venv linked to
-# one moves its ctime; Python compares a pyc's header with the source's mtime and size).
-_INO, _SIZE, _NLINK = attrgetter("st_ino"), attrgetter("st_size"), attrgetter("st_nlink")
-_CTIME, _MTIME = attrgetter("st_ctime_ns"), attrgetter("st_mtime_ns")
-_ONE = (1).__eq__
 
 
 class Bytecode:
@@ -173,7 +175,7 @@ class BytecodeScan:
                 kept = cache.pyc_folder(key)
             if kept is None or "/" in kept[0]:
                 continue
-            rels, sources = _named(kept[0], lead, str(self.tag))
+            rels, sources = pyc_paths(kept[0], lead, str(self.tag))
             held.append((folder, rels, kept[1], sources))
             count += len(rels)
             if count >= BATCH:
@@ -189,13 +191,13 @@ class BytecodeScan:
         if not held or not self.owner.keys().isdisjoint(rels):
             return
         sources = [source for _, _, _, folder_sources in held for source in folder_sources]
-        stamps = _stamps(self.at, rels, sources, self.stats_of)
-        columns = None if stamps is None else _columns(*stamps)
+        stamps = take_stamps(self.at, rels, sources, self.stats_of)
+        columns = None if stamps is None else stamp_columns(*stamps)
         if columns is None:
             return
         at = 0
         for folder, folder_rels, digest, _ in held:
-            if _digest(folder_rels, columns, at) == digest:
+            if folder_digest(folder_rels, columns, at) == digest:
                 settled.add(folder)
             at += len(folder_rels)
 
@@ -252,22 +254,6 @@ def check_bytecode(
     scan.finish(found, deadline)
 
 
-def _named(names: str, lead: str, tag: str) -> Tuple[List[str], List[str]]:
-    """The paths of a kept folder's pycs (``names``, joined by newlines) and of their
-    sources, in the folder ``lead`` (its path and a "/", or ""): made by a few string
-    operations on the whole text when every name is this interpreter's plain pyc (the
-    common case), else name by name."""
-    if not names:
-        return [], []
-    prefix = lead + "__pycache__/"
-    rels = (prefix + names.replace("\n", "\n" + prefix)).split("\n")
-    ending = "." + tag + ".pyc"
-    if (names + "\n").count(ending + "\n") == len(rels) == names.count(ending):
-        plain = names.replace(ending, ".py")
-        return rels, (lead + plain.replace("\n", "\n" + lead)).split("\n")
-    return rels, [lead + name.partition(".")[0] + ".py" for name in names.split("\n")]
-
-
 def in_cache_dir(folder: str) -> bool:
     return folder == "__pycache__" or folder.endswith("/__pycache__")
 
@@ -316,9 +302,9 @@ def _candidates(
         rels = [lead + "__pycache__/" + name for name in names]
         if owner.keys().isdisjoint(rels):
             sources = [lead + name.partition(".")[0] + ".py" for name in names]
-            stamps = _stamps(site + "/", rels, sources, stats_of or {})
-            columns = None if stamps is None else _columns(*stamps)
-            if columns is not None and _digest(rels, columns) == held[1]:
+            stamps = take_stamps(site + "/", rels, sources, stats_of or {})
+            columns = None if stamps is None else stamp_columns(*stamps)
+            if columns is not None and folder_digest(rels, columns) == held[1]:
                 return [], None, 0  # every pyc and source as when all were found the same
         entries = names
     else:
@@ -350,88 +336,18 @@ def _candidates(
     if len(todo) != len(names) or over:
         return out, None, over  # a pyc RECORD lists: its folder is looked at every time
     rels = [t[0] for t in todo]
-    stamps = _stamps(site + "/", rels, [t[1] for t in todo], stats_of or {})
-    columns = None if stamps is None else _columns(*stamps)
+    stamps = take_stamps(site + "/", rels, [t[1] for t in todo], stats_of or {})
+    columns = None if stamps is None else stamp_columns(*stamps)
     if stamps is None or columns is None:
         return out, None, 0
     pycs, sources = stamps
     newest = max(
-        max(map(_CTIME, pycs), default=0),
-        max(map(_MTIME, sources), default=0),
-        max(map(mul, map(_CTIME, sources), map(_ONE, map(_NLINK, sources))), default=0),
+        max(map(CTIME, pycs), default=0),
+        max(map(MTIME, sources), default=0),
+        max(map(mul, map(CTIME, sources), map(ONE, map(NLINK, sources))), default=0),
         st.st_ctime_ns,
     )
-    return out, (key, "\n".join(names), _digest(rels, columns), newest), 0
-
-
-def _stamps(
-    base: str, rels: List[str], sources: List[str], stats_of: Dict[str, os.stat_result]
-) -> Optional[Tuple[List[os.stat_result], List[Any]]]:
-    """The ``lstat`` of the pycs at ``rels`` and of their ``sources`` (relative to the
-    site, ``base`` its path and a "/", or "" in it; those the RECORD check took,
-    ``stats_of``, else taken here; a missing source counts as zeros: such a pyc is never
-    loaded); None when a pyc cannot be stat'ed."""
-    try:
-        pycs = list(map(os.lstat, map(base.__add__, rels)))
-    except OSError:
-        return None
-    found = list(map(stats_of.get, sources))
-    if None in found:
-        for i, st in enumerate(found):
-            if st is None:
-                try:
-                    found[i] = os.lstat(base + sources[i])
-                except OSError:
-                    found[i] = _NO_SOURCE
-    return pycs, found
-
-
-def _columns(pycs: List[os.stat_result], sources: List[Any]) -> Optional[List[Any]]:
-    """What a folder's digest is made of (see _INO), a column a field, as arrays of 64-bit
-    numbers; None when one does not fit (an inode or a time past 63 bits: no verdict)."""
-    from array import array
-
-    try:
-        return [
-            array("q", map(_CTIME, pycs)),
-            array("q", map(_INO, sources)),
-            array("q", map(_SIZE, sources)),
-            array("q", map(_MTIME, sources)),
-            array("q", map(mul, map(_CTIME, sources), map(_ONE, map(_NLINK, sources)))),
-        ]
-    except OverflowError:
-        return None
-
-
-def _digest(rels: List[str], columns: List[Any], at: int = 0) -> str:
-    """One digest of the stamps of the pycs at ``rels`` and of their sources: rows ``at``
-    to ``at + len(rels)`` of ``columns`` (_columns), each column's in turn."""
-    end = at + len(rels)
-    values = b"".join([column[at:end].tobytes() for column in columns])
-    text = "\n".join(rels).encode("utf-8", "surrogateescape")
-    return str(_blake2b(values + b"\0" + text, digest_size=16).hexdigest())
-
-
-class _NoSource:
-    """The stamp of a source that is not there."""
-
-    st_ino = st_size = st_mtime_ns = st_ctime_ns = st_nlink = 0
-
-
-_NO_SOURCE: Any = _NoSource()
-
-
-def _blake2b(data: bytes, digest_size: int) -> Any:
-    if not _BLAKE2B:
-        try:
-            from _blake2 import blake2b  # hashlib loads OpenSSL first: ~7 ms at every probe
-        except ImportError:
-            from hashlib import blake2b
-        _BLAKE2B.append(blake2b)
-    return _BLAKE2B[0](data, digest_size=digest_size)
-
-
-_BLAKE2B: List[Any] = []
+    return out, (key, "\n".join(names), folder_digest(rels, columns), newest), 0
 
 
 def _screen(
