@@ -3,6 +3,7 @@ and deep, side by side in one run, on a venv of real distributions, beside the f
 bare ``os.lstat`` loop over the same files, in the same interpreter.
 
     .venv/bin/python bench/truth.py [--python VENV_OR_PYTHON] [--repeats 9] [--cold]
+                                    [--before OTHER_CHECKOUT/src]
 
 The floor is timed inside a process of the venv's interpreter (``lstat`` of each file the
 quick check looks at, read from the RECORDs as the check reads them), round-robin with the
@@ -12,8 +13,10 @@ Each mode runs the probe exactly as `envguard snapshot` sends it (the same paylo
 ``python -I -S -``), round-robin, with the distribution cache warm (one unmeasured run per
 mode first; ``--cold``: an empty one for every run, as at the first snapshot after an
 install); CPU is the probe process's user+system time, wall its elapsed time. Default
-venv: the cached field-like fixture (bench/fixtures.real_venv). A report, not a test: it
-always exits 0.
+venv: the cached field-like fixture (bench/fixtures.real_venv). ``--before SRC``: another
+checkout's probe (its ``src`` folder) runs in the same rounds, each side with a cache of its
+own warmed first (until no bytecode is left to compare): a machine whose speed drifts by
+10-20% between runs is compared with itself. A report, not a test: it always exits 0.
 """
 
 from __future__ import annotations
@@ -40,11 +43,32 @@ def _python(where: str) -> str:
     return str(path / "bin" / "python") if path.is_dir() else str(path)
 
 
-def run_probe(python: str, mode: str, cold: bool = False) -> tuple[float, float, dict[str, object]]:
+def payload_of(mode: str, src: str | None = None) -> bytes:
+    """The probe's payload for ``mode``, as `envguard snapshot` sends it: this checkout's,
+    or the one whose ``src`` folder is given."""
+    args = {"verify": mode, "git": False, "files": [], "caches": []}
+    if src is None:
+        return probe_payload(args).encode()
+    code = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); "
+        "from envguard.probe.payload import probe_payload; "
+        "sys.stdout.write(probe_payload(json.loads(sys.argv[2])))"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, src, json.dumps(args)], capture_output=True, check=True
+    ).stdout
+
+
+def run_probe(
+    python: str, mode: str, cold: bool = False, payload: bytes | None = None, xdg: str | None = None
+) -> tuple[float, float, dict[str, object]]:
     """(cpu seconds, wall seconds, report) of one probe run in ``mode``; ``cold``: with an
-    empty distribution cache."""
-    payload = probe_payload({"verify": mode, "git": False, "files": [], "caches": []})
+    empty distribution cache; ``payload``: another's (payload_of); ``xdg``: its cache."""
+    if payload is None:
+        payload = payload_of(mode)
     env = dict(os.environ)
+    if xdg is not None:
+        env["XDG_CACHE_HOME"] = xdg
     scratch = tempfile.mkdtemp(prefix="envguard-truth-") if cold else None
     if scratch is not None:
         env["XDG_CACHE_HOME"] = scratch
@@ -52,7 +76,7 @@ def run_probe(python: str, mode: str, cold: bool = False) -> tuple[float, float,
     start = time.perf_counter()
     proc = subprocess.run(
         [python, "-I", "-S", "-"],
-        input=payload.encode(),
+        input=payload,
         capture_output=True,
         check=False,
         env=env,
@@ -156,12 +180,24 @@ def summary(report: dict[str, object]) -> str:
     )
 
 
+def _warm(python: str, mode: str, payload: bytes, xdg: str) -> None:
+    """Probe until the cache at ``xdg`` holds every verdict (no bytecode left uncompared:
+    a first run compares for at most 3 s), at most 10 times."""
+    for _ in range(10):
+        report = run_probe(python, mode, payload=payload, xdg=xdg)[2]
+        warnings = report.get("warnings") or []
+        assert isinstance(warnings, list)
+        if not any("not compared with their source" in w for w in warnings):
+            return
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python", help="the venv or interpreter measured")
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--cold", action="store_true", help="an empty cache for every run")
+    parser.add_argument("--before", help="another checkout's src folder, run beside this one")
     args = parser.parse_args(argv)
     if args.python:
         python = _python(args.python)
@@ -171,21 +207,39 @@ def main(argv: list[str] | None = None) -> int:
 
         python = str(fixtures.real_venv(fixtures.find_tools(), log=print).venv / "bin" / "python")
     modes = args.modes.split(",")
-    cpu: dict[str, list[float]] = {m: [] for m in modes}
-    wall: dict[str, list[float]] = {m: [] for m in modes}
+    # (label, payload by mode, cache folder): this checkout's with the user's cache, or, with
+    # --before, both sides with caches of their own
+    sides: list[tuple[str, dict[str, bytes], str | None]] = [
+        ("", {m: payload_of(m) for m in modes}, None)
+    ]
+    if args.before:
+        sides = [
+            (label, {m: payload_of(m, src) for m in modes}, tempfile.mkdtemp(prefix="truth-"))
+            for label, src in (("", None), (" (before)", args.before))
+        ]
+    rows = [(mode + label, label, mode) for label, _, _ in sides for mode in modes]
+    cpu: dict[str, list[float]] = {row: [] for row, _, _ in rows}
+    wall: dict[str, list[float]] = {row: [] for row, _, _ in rows}
     report: dict[str, object] = {}
-    for mode in modes:  # warm the distribution cache, and say what each mode found
-        report = run_probe(python, mode)[2]
-        print(f"{mode}: {summary(report)}")
+    for label, payloads, xdg in sides:  # warm each cache, and say what each mode found
+        for mode in modes:
+            if xdg is not None:
+                _warm(python, mode, payloads[mode], xdg)
+            report = run_probe(python, mode, payload=payloads[mode], xdg=xdg)[2]
+            print(f"{mode}{label}: {summary(report)}")
     records, pycs = quick_paths(report, python)
     paths = records + pycs
     floor: list[tuple[float, float]] = []
     for _ in range(args.repeats):
-        for mode in modes:
-            c, w, _report = run_probe(python, mode, args.cold)
-            cpu[mode].append(c)
-            wall[mode].append(w)
+        for label, payloads, xdg in sides:
+            for mode in modes:
+                c, w, _report = run_probe(python, mode, args.cold, payloads[mode], xdg)
+                cpu[mode + label].append(c)
+                wall[mode + label].append(w)
         floor.append(run_floor(python, paths))
+    for _, _, xdg in sides:
+        if xdg is not None:
+            shutil.rmtree(xdg, ignore_errors=True)
     base = statistics.median(cpu[modes[0]])
     lstat_wall = statistics.median(f[0] for f in floor)
     lstat_cpu = statistics.median(f[1] for f in floor)
@@ -200,17 +254,17 @@ def main(argv: list[str] | None = None) -> int:
         + " | (wall - off) / floor | (CPU - off) / floor |"
     )
     print("|---|---|---|---|---|---|")
-    for mode in modes:
-        c, w = statistics.median(cpu[mode]), statistics.median(wall[mode])
+    for row, label, _ in rows:
+        c, w = statistics.median(cpu[row]), statistics.median(wall[row])
         # per run: the median of each round's (mode - off), not the difference of medians
         over_wall = over_cpu = float("nan")
         if "off" in modes:
-            pairs = zip(wall[mode], wall["off"], strict=True)
+            pairs = zip(wall[row], wall["off" + label], strict=True)
             over_wall = statistics.median(a - b for a, b in pairs) / lstat_wall
-            pairs = zip(cpu[mode], cpu["off"], strict=True)
+            pairs = zip(cpu[row], cpu["off" + label], strict=True)
             over_cpu = statistics.median(a - b for a, b in pairs) / lstat_cpu
         print(
-            f"| {mode} | {c * 1e3:.1f} ms | {w * 1e3:.1f} ms | {c / base:.2f}x"
+            f"| {row} | {c * 1e3:.1f} ms | {w * 1e3:.1f} ms | {c / base:.2f}x"
             f" | {over_wall:.2f} | {over_cpu:.2f} |"
         )
     return 0
