@@ -371,3 +371,22 @@ def test_a_repo_in_a_folder_with_an_odd_name_is_read_again_by_a_diff(
     (repo / "train.py").write_text("print('changed')\n")
     code, out, err = invoke("diff", "odd", "--python", str(venv))
     assert code == 1 and "dirty" in out, out + err
+
+
+def test_a_kernel_that_names_itself_oddly_is_recorded_escaped(
+    venv: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """uname's release and version are whatever the kernel's build (or a shim) wrote: an
+    escape or a bidi mark there made ``interpreter.markers`` refuse the whole report."""
+    from envguard.probe.payload import local_package
+
+    system = local_package().system
+    odd = os.uname_result(("Li" + ESCAPE + "nux", "node", "6.1" + BIDI, "#1 " + ESCAPE, "x86"))
+    monkeypatch.setattr(system.os, "uname", lambda: odd)
+    report = probe_report(venv, os.environ)
+    report["interpreter"] = system.interpreter(report["interpreter"]["site_packages"])
+    validate_report(report, label="odd", returncode=0)
+    markers = report["interpreter"]["markers"]
+    assert markers["platform_release"] == "6.1\\u202e"
+    assert markers["platform_version"] == "#1 \\x1b[2J"
+    assert report["interpreter"]["os"] == "li\\x1b[2jnux"

@@ -9,7 +9,7 @@ import stat
 import sys
 
 from .confine import on_path, spawn_piped
-from .reading import UNSAFE_CHARS, escaped_name, read_text, report_line
+from .reading import UNSAFE_CHARS, escaped_line, escaped_name, read_text, report_line
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -72,16 +72,18 @@ def _full_version(info: Any) -> str:
 
 
 def marker_environment() -> Dict[str, str]:
-    """PEP 508 marker values of this interpreter (as packaging.markers computes them)."""
-    uname = os.uname()
+    """PEP 508 marker values of this interpreter (as packaging.markers computes them). The
+    kernel's answers are what its build (or a shim) wrote: any bytes, each written as its
+    escape where the report could not carry it as one line."""
+    uname = _uname()
     return {
         "implementation_name": sys.implementation.name,
         "implementation_version": _full_version(sys.implementation.version),
         "os_name": os.name,
-        "platform_machine": uname.machine,
-        "platform_release": uname.release,
-        "platform_system": uname.sysname,
-        "platform_version": uname.version,
+        "platform_machine": uname["machine"],
+        "platform_release": uname["release"],
+        "platform_system": uname["sysname"],
+        "platform_version": uname["version"],
         "python_full_version": _full_version(sys.version_info),
         "platform_python_implementation": {"cpython": "CPython", "pypy": "PyPy"}.get(
             sys.implementation.name, sys.implementation.name
@@ -104,9 +106,17 @@ def libc() -> Optional[str]:
     return (name + " " + version).strip() or None
 
 
+def _uname() -> Dict[str, str]:
+    """os.uname()'s fields by name, each one printable line (escaped_line)."""
+    found = os.uname()
+    return {
+        f: escaped_line(getattr(found, f)) for f in ("sysname", "release", "version", "machine")
+    }
+
+
 def interpreter(sites: List[str]) -> Dict[str, Any]:
     base_prefix = getattr(sys, "base_prefix", sys.prefix)
-    uname = os.uname()
+    uname = _uname()
     return {
         "version": _full_version(sys.version_info),
         "implementation": sys.implementation.name,
@@ -116,8 +126,8 @@ def interpreter(sites: List[str]) -> Dict[str, Any]:
         "prefix": escaped_name(sys.prefix),
         "base_prefix": escaped_name(base_prefix),
         "is_venv": sys.prefix != base_prefix,
-        "os": uname.sysname.lower(),
-        "machine": uname.machine,
+        "os": uname["sysname"].lower(),
+        "machine": uname["machine"],
         "libc": libc(),
         "site_packages": [escaped_name(site) for site in sites],
         "markers": marker_environment(),
