@@ -299,9 +299,8 @@ def _candidates(
     if held is not None and "/" not in held[0]:
         # The folder's entries are as they were: its pycs of this interpreter are these.
         names = held[0].split("\n") if held[0] else []
-        rels = [lead + "__pycache__/" + name for name in names]
+        rels, sources = pyc_paths(held[0], lead, tag)
         if owner.keys().isdisjoint(rels):
-            sources = [lead + name.partition(".")[0] + ".py" for name in names]
             stamps = take_stamps(site + "/", rels, sources, stats_of or {})
             columns = None if stamps is None else stamp_columns(*stamps)
             if columns is not None and folder_digest(rels, columns) == held[1]:

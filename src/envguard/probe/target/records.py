@@ -109,12 +109,12 @@ def held_paths(held: List[str]) -> Optional[List[str]]:
     count = text.count("\n")
     if not (count == sizes.count(",") == hashes.count("\n")) or not plain(text):
         return None
-    if text.startswith("../") or "\n../" in text or not _lines(text):
-        return None  # what _ROW and parse_rows() never keep
-    lines = "\n" + text + "\n"
-    if "\n..\n" in lines or "\n.\n" in lines:
-        return None  # the folder above site-packages, or site-packages itself
-    for joined, by in ((text, "\n"), (sizes, ","), (hashes, "\n")):
+    lines = "\n" + text + "\n"  # each path between two newlines
+    if "\n../" in lines or "\n..\n" in lines or "\n.\n" in lines or "\n\n" in lines:
+        return None  # out of site-packages, site-packages itself, or an empty path
+    if not _lines(text):
+        return None  # not one line of text: what _ROW and parse_rows() never keep
+    for joined, by in ((sizes, ","), (hashes, "\n")):
         if joined.startswith(by) or joined.endswith(by) or by + by in joined:
             return None  # an empty one
     if not sizes.replace(",", "").isdigit() or not sizes.isascii():
