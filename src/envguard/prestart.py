@@ -108,16 +108,51 @@ def _venv_python(venv: str | None) -> str | None:
     return str(where / "bin" / "python")
 
 
+def _plain_python(command: str, python: str | None) -> str | None:
+    """The interpreter a ``snapshot`` or ``diff`` probes, spelled as
+    interpreters.resolve_python names it, when os.path alone tells it plainly: --python
+    (a file or a venv), else (a snapshot) $VIRTUAL_ENV's or ./.venv's; None otherwise (a
+    diff measures its snapshot's interpreter; python3 on PATH). Only what is booted early
+    (runner.boot): a name spelled otherwise than the probe's is a boot stopped unused."""
+    import os
+
+    def plain(path: str) -> str | None:  # pathlib's spelling, without importing pathlib
+        return None if path.startswith("~") or ".." in path.split("/") else os.path.normpath(path)
+
+    def venv(folder: str) -> str | None:
+        for rel in ("bin/python", "bin/python3"):
+            if os.path.exists(os.path.join(folder, rel)):
+                return os.path.join(folder, rel)
+        return None
+
+    if python:
+        path = plain(os.path.join(os.getcwd(), python))
+        return venv(path) if path is not None and os.path.isdir(path) else path
+    if command != "snapshot":
+        return None
+    active = os.environ.get("VIRTUAL_ENV")
+    if active:
+        folder = plain(active)
+        if folder is None:
+            return None
+        found = venv(folder)
+        if found is not None:
+            return found
+    return venv(os.path.join(os.getcwd(), ".venv"))
+
+
 def start(argv: list[str]) -> None:
     """Start the probe ``argv``'s command will need, if it can be told from argv alone."""
     guessed = guess(argv)
     if guessed is None:
         return
     command, python, good = guessed
+    # The interpreter itself starts first when argv names it plainly (api.prestart's boot).
+    boot = python if command in ("guard", "undo") else _plain_python(command, python)
     from envguard import api
 
     try:
-        api.prestart(command, good=good, python=python)  # type: ignore[arg-type]
+        api.prestart(command, good=good, python=python, boot=boot)  # type: ignore[arg-type]
     except Exception:  # a guess: the command itself reports what is wrong
         return
 
@@ -135,6 +170,10 @@ def stop() -> None:
     if request is not None:
         with contextlib.suppress(Exception):
             request.stop_early()
+    runner = sys.modules.get("envguard.probe.runner")
+    if runner is not None:
+        with contextlib.suppress(Exception):
+            runner.stop_boots()
     lifecycle = sys.modules.get("envguard.lifecycle")
     if lifecycle is not None:
         with contextlib.suppress(Exception):

@@ -441,3 +441,38 @@ def test_the_probe_starts_before_what_it_does_not_need_and_what_follows_loads_me
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == "AT SPAWN [] MISSING AT WAIT []"
+
+
+@pytest.mark.parametrize(
+    "named",
+    ["v/bin/python", "./v/bin/python", "v", "v/", "v//bin/python", "ABS", "ABS/", "../w/v"],
+)
+def test_the_interpreter_booted_early_is_the_one_the_command_resolves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, named: str
+) -> None:
+    """prestart boots the target before pathlib loads (runner.boot): the name it gives is
+    interpreters.resolve_python's, else none (a boot the command does not take costs a
+    start); what it cannot tell plainly it does not guess."""
+    from envguard.prestart import _plain_python
+    from envguard.probe.interpreters import resolve_python
+
+    (tmp_path / "w").mkdir()
+    venv = tmp_path / "w" / "v"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    monkeypatch.chdir(tmp_path / "w")
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    named = named.replace("ABS", str(venv))
+    plain = _plain_python("snapshot", named)
+    if named.startswith(".."):
+        assert plain is None  # `..` after a symlink: pathlib keeps it, normpath would not
+    else:
+        assert plain == str(resolve_python(named)) == str(venv / "bin" / "python")
+    assert _plain_python("diff", None) is None  # the snapshot's own interpreter
+    assert _plain_python("snapshot", None) is None  # python3 on PATH: not guessed
+    (tmp_path / "w" / ".venv").symlink_to(venv)
+    assert _plain_python("snapshot", None) == str(resolve_python(None))
+    monkeypatch.setenv("VIRTUAL_ENV", "v")  # relative, as resolve_python keeps it
+    assert _plain_python("snapshot", None) == str(resolve_python(None)) == "v/bin/python"
+    monkeypatch.setenv("VIRTUAL_ENV", "../w/v")
+    assert _plain_python("snapshot", None) is None

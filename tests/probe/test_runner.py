@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from envguard.errors import ProbeError, UsageError
+from envguard.lifecycle import running
+from envguard.probe import runner
 from envguard.probe.interpreters import resolve_python
 from envguard.probe.report import parse_report
 
@@ -158,3 +160,65 @@ def test_a_reader_past_its_cap_drains_the_pipe_to_the_end() -> None:
     pipe.close()
     assert not reader.is_alive() and reader.overflow and overflows == [True]
     assert len(reader.data) <= 1000 + 65536
+
+
+def _boot(python: str) -> runner._Booted:
+    runner.boot(python)
+    booted = runner._BOOTS[-1]
+    assert booted.proc.args[-2] == "-c"  # the boot's own command line, not `-`
+    return booted
+
+
+def test_a_booted_interpreter_is_taken_over_by_the_probe_of_that_interpreter() -> None:
+    """The probe started before its argument is known (runner.boot) answers exactly what a
+    probe started afresh answers: same interpreter, same argument, one process."""
+    booted = _boot(sys.executable)
+    run = runner.ProbeRun(sys.executable, {"default_caches": False, "git": False})
+    try:
+        assert run.proc is booted.proc and not runner._BOOTS
+        report = run.result()
+    finally:
+        run.cancel()
+    fresh = runner.ProbeRun(sys.executable, {"default_caches": False, "git": False})
+    try:
+        again = fresh.result()
+    finally:
+        fresh.cancel()
+    assert fresh.proc.args[-1] == "-"  # no boot left to take: started as ever
+    assert report["interpreter"] == again["interpreter"]
+    assert [p["name"] for p in report["packages"]] == [p["name"] for p in again["packages"]]
+
+
+def test_a_boot_of_another_interpreter_is_stopped_not_used(tmp_path: Path) -> None:
+    """A guess that named the interpreter otherwise (a symlink to it) is stopped and
+    collected by the first probe that does not take it; that probe runs as ever."""
+    other = tmp_path / "python"
+    other.symlink_to(sys.executable)
+    booted = _boot(str(other))
+    run = runner.ProbeRun(sys.executable, {"default_caches": False, "git": False})
+    try:
+        assert run.proc is not booted.proc and not runner._BOOTS
+        assert booted.proc.returncode is not None  # killed and collected
+        assert not running(booted.proc.pid)
+        assert run.result()["packages"] is not None
+    finally:
+        run.cancel()
+
+
+def test_a_boot_no_probe_takes_ends_and_so_does_one_its_host_left() -> None:
+    booted = _boot(sys.executable)
+    runner.stop_boots()
+    assert booted.proc.returncode is not None and not runner._BOOTS
+    assert not running(booted.proc.pid)
+    # The host went away without an argument: its stdin ends, and so does the boot, silent.
+    left = _boot(sys.executable)
+    runner._BOOTS.clear()
+    try:
+        left.feeder.join(30)
+        assert left.proc.stdin is not None
+        left.proc.stdin.close()
+        assert left.proc.wait(timeout=30) == 3
+        assert left.proc.stdout is not None and left.proc.stderr is not None
+        assert (left.proc.stdout.read(), left.proc.stderr.read()) == (b"", b"")
+    finally:
+        left.cancel()

@@ -8,9 +8,9 @@ snapshot's store and models, api.capture itself).
 
 from __future__ import annotations
 
+import contextlib
+
 from envguard.errors import EnvguardError
-from envguard.snapshots.measure import Measure, capture_request
-from envguard.snapshots.request import start_early
 
 TYPE_CHECKING = False  # typing itself loads once the probe runs
 if TYPE_CHECKING:
@@ -22,12 +22,25 @@ def prestart(
     *,
     good: str | None = None,
     python: str | None = None,
+    boot: str | None = None,
 ) -> None:
     """Start the probe that ``snapshot(python=python)`` or ``diff(good, python=python)``
     (local, nothing else named) is about to need, so that it runs while the caller loads
     what it needs (the command line: typer). That call takes the probe over when it asks
     for exactly the same one, and stops it otherwise. Nothing is reported here: a problem
-    (no such snapshot, no interpreter) is the call's to report."""
+    (no such snapshot, no interpreter) is the call's to report.
+
+    ``boot``: the interpreter that probe will run, when the caller can tell it already;
+    it starts first, with the target package (probe.runner.boot), and loads that while
+    what builds the probe's argument is imported here."""
+    if boot is not None:
+        from envguard.probe import runner
+
+        with contextlib.suppress(OSError, ValueError):
+            runner.boot(boot)  # no such interpreter: the command says so
+    from envguard.snapshots.measure import Measure, capture_request
+    from envguard.snapshots.request import start_early
+
     try:
         if command in ("guard", "undo") and python is not None:
             # start_document(python=the venv's python, name="guard"), as both begin with it

@@ -181,18 +181,47 @@ def install_call(entry: str, target: str = "_pkg") -> str:
     )
 
 
+def probe_argument(args: Mapping[str, Any], entry: str) -> str:
+    """``<entry>.main``'s one argument as JSON text. ``code``: what the probe's caches on
+    the target are tied to (distcache.py)."""
+    return json.dumps({**args, "code": code_key(entry)}, sort_keys=True)
+
+
 def probe_payload(args: Mapping[str, Any], *, entry: str = "main") -> str:
     """The whole program: version check, the target package, then ``<entry>.main(args)``
     (``main``: the probe; ``apply``: one restore operation)."""
     assert entry in TARGET_MODULES
-    # ``code``: what the probe's caches on the target are tied to (distcache.py).
-    arg_text = json.dumps({**args, "code": code_key(entry)}, sort_keys=True)
+    arg_text = probe_argument(args, entry)
     return (
         _VERSION_CHECK
         + LOADER
         + install_call(entry)
         + f"sys.exit(_pkg.{entry}.main(__import__('json').loads({arg_text!r})))\n"
     )
+
+
+# A booted interpreter's command line (runner.boot): it reads a length line, then that many
+# bytes of program (booting_payload), and runs them; any Python parses it (2.x included, so
+# the version check answers there as it does on stdin).
+BOOT = "import sys;_b=getattr(sys.stdin,'buffer',sys.stdin);exec(_b.read(int(_b.readline())))"
+
+
+def booting_payload(entry: str = "main") -> bytes:
+    """What a booted interpreter is sent first, with its length line: the version check and
+    the target package, then a read of ``<entry>.main``'s argument (probe_argument) from
+    the rest of stdin. The package loads while the host still builds that argument; no
+    argument (the host went away) ends it without a word."""
+    assert entry in TARGET_MODULES
+    program = (
+        _VERSION_CHECK
+        + LOADER
+        + install_call(entry)
+        + "_arg = sys.stdin.buffer.read()\n"
+        + "if not _arg.strip():\n"
+        + "    sys.exit(3)\n"
+        + f"sys.exit(_pkg.{entry}.main(__import__('json').loads(_arg)))\n"
+    ).encode("utf-8")
+    return b"%d\n" % len(program) + program
 
 
 # The standalone probe's one line: the node's name, the probe's exit code, the report's
@@ -217,7 +246,7 @@ def standalone_payload(args: Mapping[str, Any]) -> str:
     own fan-out (``srun python3 -I -S p.py``, ``clush python3 -I -S - < p.py``), it prints
     one line, ``{"node": NAME, "exit": CODE, "bytes": N, "report": REPORT}``, which
     `envguard fleet` reads."""
-    arg_text = json.dumps({**args, "code": code_key("main")}, sort_keys=True)
+    arg_text = probe_argument(args, "main")
     header = "# envguard probe: prints one JSON line about this node; needs only Python 3.8+\n"
     return header + _VERSION_CHECK + LOADER + install_call("main") + _ENVELOPE % arg_text
 

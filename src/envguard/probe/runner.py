@@ -23,7 +23,7 @@ from envguard.lifecycle import (
     raise_if_signalled,
     start_child,
 )
-from envguard.probe.payload import probe_payload
+from envguard.probe.payload import BOOT, booting_payload, probe_argument, probe_payload
 
 # typing (and pathlib) are left to load once the probe runs: this module is on the way to
 # the early probe's start (envguard.api.early).
@@ -151,19 +151,25 @@ class ProbeRun:
         self.label = label or (f"--via {shlex.join(prefix)}" if prefix else f"--python {python}")
         self.remote, self.prefix = bool(prefix), tuple(prefix)
         self.timeout = timeout
-        argv = probe_argv(str(python), prefix=prefix)
-        token, self.marker = new_marker()
-        from envguard import trace
+        booted = None if prefix else _take_boot(str(python), entry)
+        after: threading.Thread | None = None
+        if booted is not None:
+            # Started by boot() with the target package; only its argument is left to send.
+            self.proc, self.marker, self._started = booted.proc, booted.marker, booted.started
+            payload, after = probe_argument(args, entry).encode(), booted.feeder
+        else:
+            argv = probe_argv(str(python), prefix=prefix)
+            token, self.marker = new_marker()
+            from envguard import trace
 
-        self._started = trace.command("probe", argv)
-        self._start(argv, token)
+            self._started = trace.command("probe", argv)
+            self._start(argv, token)
+            payload = probe_payload(args, entry=entry).encode()
         assert self.proc.stdout is not None and self.proc.stderr is not None
         self.output_cap = output_cap
         self._out = _Reader(self.proc.stdout, output_cap, on_overflow=self._kill, sink=sink)
         self._err = _Reader(self.proc.stderr, _STDERR_TAIL, keep_tail=True)
-        self._feeder = threading.Thread(
-            target=self._feed, args=(probe_payload(args, entry=entry).encode(),), daemon=True
-        )
+        self._feeder = threading.Thread(target=self._feed, args=(payload, after), daemon=True)
         for thread in (self._feeder, self._out, self._err):
             thread.start()
 
@@ -171,24 +177,18 @@ class ProbeRun:
         """Start the probe in a session of its own, registered for kill_running() (the
         whole chain, ssh, pct exec, ..., dies at once; a signal never orphans it)."""
         try:
-            self.proc = start_child(
-                argv,
-                marker=self.marker,
-                adopts=self.remote,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env={**os.environ, MARKER: token},
-            )
+            self.proc = _spawn(argv, token, self.marker, adopts=self.remote)
         except OSError as exc:
             what = "the prefix" if self.remote else "it as a Python interpreter"
             why = exc.strerror or exc
             raise ProbeError(f"{self.label}: cannot run {what} ({why})") from None
 
-    def _feed(self, payload: bytes) -> None:
+    def _feed(self, payload: bytes, after: threading.Thread | None) -> None:
         stdin = self.proc.stdin
         assert stdin is not None
         try:
+            if after is not None:
+                after.join()  # the booted interpreter's program goes first
             stdin.write(payload)
         except (OSError, ValueError):
             pass  # the target ended early: result() reports what it said
@@ -314,3 +314,94 @@ class ProbeRun:
         # passes the one redaction here, so no caller can print it unredacted.
         said = bytes(self._err.data).decode("utf-8", "replace")
         return bytes(self._out.data), redact_text(said)
+
+
+class _Booted:
+    """An interpreter started early with the target package (boot()): it loads that while
+    the host still imports what building the probe's argument needs, then waits for it."""
+
+    def __init__(self, python: str, entry: str) -> None:
+        from envguard import trace
+
+        argv = [python, "-I", "-S", "-c", BOOT]
+        token, self.marker = new_marker()
+        self.python, self.entry = python, entry
+        self.started = trace.command("probe", argv)
+        self.proc = _spawn(argv, token, self.marker)
+        self.feeder = threading.Thread(
+            target=_send, args=(self.proc.stdin, booting_payload(entry)), daemon=True
+        )
+        self.feeder.start()
+
+    def cancel(self) -> None:
+        """Stop it and collect it: no probe took it over."""
+        try:
+            end_chain(self.proc, marker=self.marker)
+        finally:
+            forget(self.proc.pid)
+            for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+                if pipe is not None:
+                    with contextlib.suppress(OSError, ValueError):
+                        pipe.close()
+
+
+def _spawn(
+    argv: list[str], token: str, marker: bytes, *, adopts: bool = False
+) -> subprocess.Popen[bytes]:
+    """A probe's process: its three pipes, the marker in its environment (lifecycle)."""
+    return start_child(
+        argv,
+        marker=marker,
+        adopts=adopts,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, MARKER: token},
+    )
+
+
+def _send(stdin: IO[bytes], data: bytes) -> None:
+    """Write ``data`` and leave the pipe open (a ProbeRun that takes the boot over closes it)."""
+    with contextlib.suppress(OSError, ValueError):
+        stdin.write(data)
+        stdin.flush()
+
+
+_BOOTS: list[_Booted] = []
+_BOOTS_LOCK = threading.Lock()
+
+
+def boot(python: str, *, entry: str = "main") -> None:
+    """Start ``python`` (a local interpreter) with the target package now, so that its start
+    overlaps the host's own imports; the first local ProbeRun of that interpreter and entry
+    takes it over, and any other local ProbeRun stops it (stop_boots() at the latest). A
+    wrong guess costs CPU, never a wrong answer: a boot is only ever the program a ProbeRun
+    would have sent, and its argument the one that ProbeRun was given."""
+    booted = _Booted(python, entry)
+    with _BOOTS_LOCK:
+        _BOOTS.append(booted)
+
+
+def _take_boot(python: str, entry: str) -> _Booted | None:
+    """The boot of ``python`` for ``entry``, if any; every other boot is stopped."""
+    with _BOOTS_LOCK:
+        if not _BOOTS:
+            return None
+        boots = _BOOTS[:]
+        _BOOTS.clear()
+    taken = None
+    for booted in boots:
+        if taken is None and (booted.python, booted.entry) == (python, entry):
+            taken = booted
+        else:
+            booted.cancel()
+    return taken
+
+
+def stop_boots() -> None:
+    """Stop the boots no ProbeRun took over."""
+    with _BOOTS_LOCK:
+        boots = _BOOTS[:]
+        _BOOTS.clear()
+    for booted in boots:
+        booted.cancel()
