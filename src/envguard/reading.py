@@ -212,6 +212,15 @@ _CLEAN: list[str | bytes] = []
 _CLEAN_CAP = 8 << 20
 
 
+def compile_number_patterns() -> None:
+    """Compile what suspect_numbers() searches a report's bytes with (re keeps it), while
+    a probe still works: its answer is then read without waiting for that."""
+    import re
+
+    for pattern in (_NUMBER, _AFTER, _AFTER_KEY):
+        re.compile(pattern.encode())
+
+
 def suspect_numbers(text: str | bytes) -> bool:
     """Whether ``text`` may hold a number read_number refuses (a parser that takes any
     number, such as pydantic's, must not read it first)."""

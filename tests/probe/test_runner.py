@@ -222,3 +222,56 @@ def test_a_boot_no_probe_takes_ends_and_so_does_one_its_host_left() -> None:
         assert (left.proc.stdout.read(), left.proc.stderr.read()) == (b"", b"")
     finally:
         left.cancel()
+
+
+def test_a_boots_first_steps_are_used_only_for_the_argument_they_were_taken_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A booted probe takes its first steps (the sites, the distribution cache, the scan)
+    before its argument comes (main.begin); an argument that asks otherwise there (no
+    distribution cache) gets them taken again, as it asks."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    args = {"default_caches": False, "git": False, "cache_quiet_seconds": 0}
+    _boot(sys.executable)
+    run = runner.ProbeRun(sys.executable, {**args, "fingerprint_cache": False})
+    try:
+        assert run.result()["packages"]
+    finally:
+        run.cancel()
+    kept = tmp_path / "xdg" / "envguard" / "dists-v3"
+    assert not kept.exists() or not list(kept.iterdir())  # the boot's cache was not used
+    _boot(sys.executable)
+    run = runner.ProbeRun(sys.executable, args)
+    try:
+        assert run.result()["packages"]
+    finally:
+        run.cancel()
+    assert list(kept.iterdir())  # this one asked for the cache, and got it
+
+
+def test_the_first_steps_read_only_the_keys_that_decide_whether_they_are_used() -> None:
+    """main.begin's steps are used when the argument's _BEGUN_BY keys read as begin's: a
+    step reading another key would be taken for the wrong argument."""
+    import ast
+    import inspect
+
+    from envguard.probe.payload import local_entry
+
+    main = local_entry("main").main
+    source = Path(__file__).parents[2] / "src" / "envguard" / "probe" / "target" / "main.py"
+    tree = ast.parse(source.read_text())
+    (begin,) = (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_begin")
+    gets = [
+        node.args[0].value
+        for node in ast.walk(begin)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "get"
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "args"
+        and isinstance(node.args[0], ast.Constant)
+    ]
+    uses = [n for n in ast.walk(begin) if isinstance(n, ast.Name) and n.id == "args"]
+    assert len(uses) == len(gets) + 1  # args.get(KEY), and _begun_by(args) that records them
+    assert set(gets) == set(main._BEGUN_BY)
+    assert inspect.signature(main._begin).parameters.keys() == {"args"}

@@ -20,7 +20,7 @@ NCCL = "nvidia/nccl/lib/libnccl.so.2"
 
 def _before_main(payload: str, code: str) -> str:
     """``payload`` with ``code`` run after the target package is installed, before main."""
-    call = payload.index("sys.exit(_pkg.main.main(")  # its last line
+    call = payload.index("_code = _pkg.main.main(")  # its last lines
     return payload[:call] + code + payload[call:]
 
 
@@ -121,9 +121,14 @@ def test_a_warm_probe_loads_neither_subprocess_nor_openssl(tmp_path: Path) -> No
     loaded = tmp_path / "modules"
     args = {"git": True, "repos": [str(repo)], "files": [], "caches": [], "verify": "off"}
     args.update(default_caches=False, cache_quiet_seconds=0)
-    record = (
-        "import atexit\n"
-        f"atexit.register(lambda: open({str(loaded)!r}, 'w').write(' '.join(sys.modules)))\n"
+    record = (  # once main returned (the probe then ends without atexit: os._exit)
+        "_real_main = _pkg.main.main\n"
+        "def _recorded(args):\n"
+        "    try:\n"
+        "        return _real_main(args)\n"
+        "    finally:\n"
+        f"        open({str(loaded)!r}, 'w').write(' '.join(sys.modules))\n"
+        "_pkg.main.main = _recorded\n"
     )
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
     for _ in range(2):

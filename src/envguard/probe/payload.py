@@ -196,7 +196,19 @@ def probe_payload(args: Mapping[str, Any], *, entry: str = "main") -> str:
         _VERSION_CHECK
         + LOADER
         + install_call(entry)
-        + f"sys.exit(_pkg.{entry}.main(__import__('json').loads({arg_text!r})))\n"
+        + _ending(entry, f"_pkg.{entry}.main(__import__('json').loads({arg_text!r}))")
+    )
+
+
+def _ending(entry: str, call: str) -> str:
+    """The payload's last lines: ``call``, its value the exit code. The probe's process
+    then ends without the interpreter's finalization (its heap torn down object by object,
+    milliseconds the host would wait for): its answer is written and flushed, its children
+    collected, and it holds no other work; a restore's operation ends as ever."""
+    if entry != "main":
+        return f"sys.exit({call})\n"
+    return (
+        f"_code = {call}\nsys.stdout.flush()\nsys.stderr.flush()\n__import__('os')._exit(_code)\n"
     )
 
 
@@ -209,17 +221,23 @@ BOOT = "import sys;_b=getattr(sys.stdin,'buffer',sys.stdin);exec(_b.read(int(_b.
 def booting_payload(entry: str = "main") -> bytes:
     """What a booted interpreter is sent first, with its length line: the version check and
     the target package, then a read of ``<entry>.main``'s argument (probe_argument) from
-    the rest of stdin. The package loads while the host still builds that argument; no
-    argument (the host went away) ends it without a word."""
+    the rest of stdin. The package loads while the host still builds that argument, and
+    the probe takes its first steps meanwhile (main.begin); no argument (the host went
+    away) ends it without a word."""
     assert entry in TARGET_MODULES
+    begin, call = "", f"_pkg.{entry}.main(__import__('json').loads(_arg))"
+    if entry == "main":
+        begin = f"_begun = _pkg.main.begin({code_key(entry)!r})\n"
+        call = "_pkg.main.main(__import__('json').loads(_arg), _begun)"
     program = (
         _VERSION_CHECK
         + LOADER
         + install_call(entry)
+        + begin
         + "_arg = sys.stdin.buffer.read()\n"
         + "if not _arg.strip():\n"
         + "    sys.exit(3)\n"
-        + f"sys.exit(_pkg.{entry}.main(__import__('json').loads(_arg)))\n"
+        + _ending(entry, call)
     ).encode("utf-8")
     return b"%d\n" % len(program) + program
 

@@ -262,7 +262,9 @@ class ProbeRun:
     def result(self) -> ProbeReport:
         """Wait for the report; ProbeError for a timeout, a failure or a bad report."""
         from envguard.probe.report import parse_report
+        from envguard.reading import compile_number_patterns
 
+        compile_number_patterns()  # while the probe works, not after its answer came
         data, stderr = self.output()
         if self.remote and not data.strip() and not stderr.strip() and self.proc.returncode == 0:
             raise ProbeError(f"{self.label}: no answer and no error: {no_stdin(self.prefix)}")

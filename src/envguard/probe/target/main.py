@@ -7,7 +7,7 @@ seconds and can initialise CUDA), and the interpreter runs with ``-I -S``: no .p
 the target is executed.
 """
 
-# ruff: noqa: UP006, UP035
+# ruff: noqa: UP006, UP035, UP045
 from __future__ import annotations
 
 import json
@@ -53,21 +53,22 @@ from .trees import default_caches, hash_files, not_walked, walk_tree
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List
+    from typing import Any, Dict, List, Optional, Tuple
 
 # Bumped when the report's shape changes; the host checks it (envguard/probe/report.py).
 PROBE_VERSION = 9
 
 
-def probe(args: Dict[str, Any]) -> Dict[str, Any]:
-    """Everything the snapshot needs from this side, as plain JSON-able data."""
+# What the first steps of a probe depend on (begin()): the argument's keys they read.
+_BEGUN_BY = ("overlay", "fingerprint_cache", "code", "cache_quiet_seconds")
+if TYPE_CHECKING:
+    Begun = Tuple[Dict[str, Any], List[str], List[str], DistCache, List[Dict[str, Any]]]
+
+
+def _begin(args: Dict[str, Any]) -> Begun:
+    """(the keys of ``args`` it used, warnings, the sites, the distribution cache, the
+    distributions): a probe's first steps."""
     enter_venv()  # before sysconfig computes any path
-    environ = dict(os.environ)
-    # Where /proc, /sys and /etc are read from for the host layer: "" but in tests.
-    root = str(args.get("host_root") or "")
-    # Slow external tools run while the file system is read. nvidia-smi reads the live
-    # driver: asked at every probe (where it is on PATH), all its columns at once.
-    smi = start_tool(["nvidia-smi", "--query-gpu=" + GPU_COLUMNS, "--format=csv,noheader"])
     warnings: List[str] = []
     sites = confined_sites(site_dirs(), sys.prefix, warnings)
     overlay = args.get("overlay")
@@ -76,18 +77,49 @@ def probe(args: Dict[str, Any]) -> Dict[str, Any]:
         # folder read ahead of the venv's own (which they shadow, as the install replaces).
         sites = [overlay, *sites]
     cached = DistCache(
-        cache_path(environ) if args.get("fingerprint_cache", True) and not overlay else None,
+        cache_path(dict(os.environ))
+        if args.get("fingerprint_cache", True) and not overlay
+        else None,
         sites,
         code=args.get("code"),
         quiet=float(args.get("cache_quiet_seconds", QUIET_SECONDS)),
     )
+    packages = scan_packages(sites, warnings, cached)
+    return _begun_by(args), warnings, sites, cached, packages
+
+
+def _begun_by(args: Dict[str, Any]) -> Dict[str, Any]:
+    return {key: args.get(key) for key in _BEGUN_BY}
+
+
+def begin(code: str) -> Optional[Begun]:
+    """A probe's first steps for the argument a plain snapshot sends (its code key the
+    payload's), taken by an interpreter booted early while it waits for its argument
+    (payload.booting_payload): probe() uses them when its argument reads the same there,
+    and takes them again otherwise; None when they failed (probe() reports why)."""
+    try:
+        return _begin({"code": code})
+    except Exception:
+        return None
+
+
+def probe(args: Dict[str, Any], begun: Optional[Begun] = None) -> Dict[str, Any]:
+    """Everything the snapshot needs from this side, as plain JSON-able data."""
+    environ = dict(os.environ)
+    # Where /proc, /sys and /etc are read from for the host layer: "" but in tests.
+    root = str(args.get("host_root") or "")
+    # Slow external tools run while the file system is read. nvidia-smi reads the live
+    # driver: asked at every probe (where it is on PATH), all its columns at once.
+    smi = start_tool(["nvidia-smi", "--query-gpu=" + GPU_COLUMNS, "--format=csv,noheader"])
+    if begun is None or begun[0] != _begun_by(args):
+        begun = _begin(args)
+    _, warnings, sites, cached, packages = begun
     # nvcc's and the C++ compiler's answers are their binaries': kept while those are
     # unchanged (the compiler torch inductor would call, named by this environment).
     nvcc = start_version(which("nvcc"), cached)
     cxx_name = compiler_name(environ)
     cxx_path = compiler_path(cxx_name, environ)
     cxx = start_version(cxx_path, cached, timeout=5.0)
-    packages = scan_packages(sites, warnings, cached)
     # Installed files against RECORD, while this thread waits on git and nvidia-smi.
     seconds = args.get("verify_seconds")
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
@@ -180,10 +212,10 @@ def error(kind: str, message: str) -> str:
     return json.dumps({"probe_version": PROBE_VERSION, "error": {"kind": kind, "message": message}})
 
 
-def main(args: Dict[str, Any]) -> int:
-    """Print the report (exit 0) or a JSON error object (exit 1)."""
+def main(args: Dict[str, Any], begun: Optional[Begun] = None) -> int:
+    """Print the report (exit 0) or a JSON error object (exit 1); ``begun``: begin()'s."""
     try:
-        text = json.dumps(probe(args))
+        text = json.dumps(probe(args, begun))
     except MemoryError:
         text, code = error("memory", "ran out of memory while measuring"), 1
     except Exception as exc:  # reported to the host as data, never as a traceback
