@@ -22,7 +22,6 @@ import hashlib
 import hmac
 import json
 import os
-import secrets
 import stat
 import sys
 from dataclasses import dataclass
@@ -131,7 +130,8 @@ def _key(*, create: bool) -> tuple[bytes | None, str]:
         message = exc.message if isinstance(exc, UsageError) else exc.strerror or str(exc)
         return None, f"no signing key could be made ({message})"
     with os.fdopen(fd, "w", encoding="ascii") as fh:
-        fh.write(secrets.token_hex(_KEY_BYTES) + "\n")
+        # os.urandom is what secrets.token_hex reads; importing secrets loads random too
+        fh.write(os.urandom(_KEY_BYTES).hex() + "\n")
     return _load(path)
 
 
