@@ -29,15 +29,16 @@ def _leave(code: object) -> None:
     that cannot be flushed (the normal exit then says so, as ever)."""
     import atexit
     import os
-    import threading
 
     if code is None:
         code = 0
     if type(code) is not int or not 0 <= code <= 255:
         return
-    main_thread = threading.main_thread()
-    if any(t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate()):
-        return
+    threading = sys.modules.get("threading")  # not loaded (the root --help): no such thread
+    if threading is not None:
+        main = threading.main_thread()
+        if any(t is not main and not t.daemon and t.is_alive() for t in threading.enumerate()):
+            return
     run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)
     if run_exitfuncs is None:
         return
