@@ -207,3 +207,38 @@ def test_a_share_left_running_never_reads_a_number_the_probe_reuses(
             os.close(write_fd)
     finally:
         hung.set()
+
+
+def test_the_quick_hash_budget_holds_for_both_shares_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The quick check hashes at most QUICK_HASH_BUDGET bytes in all: two shares in two
+    children split it, rather than each taking the whole."""
+    import hashlib
+
+    make_venv(tmp_path / "venv")
+    site = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
+    other = hashlib.sha256(b"y" * 600).hexdigest()
+    for n in range(4):  # each written after its RECORD, its bytes not the ones recorded
+        blob = site / f"big{n}" / "x.so"
+        blob.parent.mkdir()
+        rows = [f"big{n}/x.so,sha256={other},600"]
+        for i in range(400):  # so that neither share takes every unit before the other starts
+            (blob.parent / f"m{i}.py").write_text("pass\n")
+            rows.append(f"big{n}/m{i}.py,sha256=AAAA,5")
+        make_dist_info(site, f"big{n}", "1.0", record="\n".join(rows) + "\n")
+        blob.write_bytes(b"x" * 600)
+        later = time.time() + 5
+        os.utime(blob, (later, later))
+    installed = local_package().installed
+    monkeypatch.setattr(installed, "QUICK_HASH_BUDGET", 1000)
+    for fork in (True, False):
+        on_disk, _, warnings, checking = _check(site, tmp_path, fork=fork)
+        hashed = sum(len(d["modified"]) for d in on_disk.values() if d)
+        assert hashed <= 1, (fork, on_disk)  # one 600-byte file fits in 1000 bytes
+        assert any("installed files were not hashed" in w for w in warnings), warnings
+        if fork:  # however the units fell between the shares: each may hash 500 bytes
+            plan = checking.plan
+            assert plan is not None and plan.shares == 2
+            share = installed.work(plan, range(len(plan.units)))
+            assert sum(len(r["modified"]) for _, r in share["on_disk"]) == 0

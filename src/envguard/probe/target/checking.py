@@ -82,6 +82,7 @@ class Checking:
             os.close(read_fd)
             return
         self.queue = read_fd
+        plan.shares = 2  # each share may hash half of what is left to hash (installed.work)
         child = Forked(lambda: self._share(plan, read_fd), self._left())
         if child.started:
             self.child = child
@@ -92,6 +93,7 @@ class Checking:
         else:
             os.close(read_fd)
             self.queue = -1
+            plan.shares = 1  # no fork: the whole check in one share (_work)
 
     def _share(self, plan: Plan, queue: int) -> Dict[str, Any]:
         """One share of the check, as plain JSON: the units taken from ``queue``, and what

@@ -130,8 +130,8 @@ class _Budget:
     quick check no more than QUICK_HASH_BUDGET bytes in all; what was left unhashed is
     counted for one warning."""
 
-    def __init__(self, deep: bool) -> None:
-        self.left = -1 if deep else QUICK_HASH_BUDGET
+    def __init__(self, deep: bool, left: Optional[int] = None) -> None:
+        self.left = -1 if deep else QUICK_HASH_BUDGET if left is None else left
         self.skipped = 0
 
     def take(self, size: int) -> bool:
@@ -188,6 +188,11 @@ class Plan:
         self.clashing: List[str] = []
         # one float shared by all sites and shares: quick, a time; deep, -1 (none)
         self.deadline = [-1.0 if deep else time.monotonic() + QUICK_COMPILE_SECONDS]
+        # What the quick check may still hash once the clashes were settled, and among how
+        # many shares it is divided (checking.Checking: two children, each half of it).
+        self.hash_left = QUICK_HASH_BUDGET
+        self.shares = 1
+        self.skipped = 0  # files of clashes not hashed (over the caps)
 
 
 def check_installed(
@@ -240,6 +245,7 @@ def prepare(
                 holder.setdefault(folder, index)
         for folder in bytecode_folders(site.folders, site.owner):
             plan.folders[holder.get(folder, first)].append(folder)
+    plan.hash_left, plan.skipped = max(budget.left, 0), budget.skipped
     # The largest units first (files, then folders of bytecode): two shares taking units
     # as they come end together when the last ones taken are small.
     sized = {unit: len(plan.sites[unit[0]].paths[unit[1]]) for unit in plan.units}
@@ -255,7 +261,7 @@ def work(plan: Plan, units: Iterable[int], inside: bool = False) -> Dict[str, An
     files there by their paths relative to it, which spares the kernel the walk of the
     site's own path at every file (a sixth of what an ``lstat`` costs in a venv 7 folders
     deep)."""
-    budget = _Budget(plan.deep)
+    budget = _Budget(plan.deep, plan.hash_left // plan.shares)
     scans: Dict[str, BytecodeScan] = {}
     results = []
     here = None
@@ -300,7 +306,7 @@ def finish(
     """The shares' answers put together, then what needs them all: files added to the
     distributions' folders, the top of site-packages, the warnings."""
     tops: Dict[str, List[str]] = {}
-    unchecked = skipped = 0
+    unchecked, skipped = 0, plan.skipped
     for share in shares:
         for index, result in share["on_disk"]:
             packages[index]["on_disk"] = result
