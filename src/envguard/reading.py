@@ -88,6 +88,16 @@ class NotRegular(OSError):
     """A FIFO, socket, device or directory where a regular file was expected."""
 
 
+def envguard_cache(environ: Any) -> Optional[str]:
+    """This user's envguard cache folder: ``$XDG_CACHE_HOME/envguard``, else
+    ``~/.cache/envguard``; None without an absolute base. (probe/loader.py finds it on its
+    own: it runs before any module of the target package is installed.)"""
+    base = environ.get("XDG_CACHE_HOME") or (
+        os.path.join(environ["HOME"], ".cache") if environ.get("HOME") else None
+    )
+    return os.path.join(base, "envguard") if base and os.path.isabs(base) else None
+
+
 def open_regular(path: str) -> int:
     """An fd for ``path`` if it is a regular file; never blocks on a FIFO or a device."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))

@@ -29,6 +29,7 @@ from envguard.compare.lockfiles.pylock import read_pylock_text
 from envguard.compare.lockfiles.uvsettings import resolver_settings
 from envguard.compare.selection import Selection
 from envguard.errors import UsageError
+from envguard.reading import envguard_cache
 from envguard.tools import user_environ
 
 # uv's answer is a lock of at most a few thousand packages; past this it is not one.
@@ -304,12 +305,10 @@ def _private_folder() -> Path | None:
     user could plant one (with a forged uv.lock) in /tmp."""
     import stat
 
-    base = os.environ.get("XDG_CACHE_HOME") or (
-        os.path.join(os.environ["HOME"], ".cache") if os.environ.get("HOME") else None
-    )
-    if base is None or not os.path.isabs(base):
+    base = envguard_cache(os.environ)
+    if base is None:
         return None
-    folder = Path(base) / "envguard"
+    folder = Path(base)
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         for place in (folder, folder.parent):

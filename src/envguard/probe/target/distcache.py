@@ -47,7 +47,7 @@ import os
 import re
 from itertools import islice
 
-from .reading import not_json_constant, read_bytes
+from .reading import envguard_cache, not_json_constant, read_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -112,10 +112,8 @@ def _make_private(folder: str) -> None:
 
 def cache_path(environ: Dict[str, str]) -> Optional[str]:
     """The folder of the per-venv cache files, or None when there is no home."""
-    base = environ.get("XDG_CACHE_HOME") or (
-        os.path.join(environ["HOME"], ".cache") if environ.get("HOME") else None
-    )
-    return os.path.join(base, "envguard", _FOLDER) if base and os.path.isabs(base) else None
+    base = envguard_cache(environ)
+    return os.path.join(base, _FOLDER) if base else None
 
 
 def record_key(record_path: str) -> Optional[str]:

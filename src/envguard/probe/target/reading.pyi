@@ -5,6 +5,7 @@ from envguard.reading import RECORD_CAP as RECORD_CAP
 from envguard.reading import SMALL_CAP as SMALL_CAP
 from envguard.reading import UNSAFE_CHARS as UNSAFE_CHARS
 from envguard.reading import NotRegular as NotRegular
+from envguard.reading import envguard_cache as envguard_cache
 from envguard.reading import escaped_line as escaped_line
 from envguard.reading import escaped_name as escaped_name
 from envguard.reading import named_by as named_by
