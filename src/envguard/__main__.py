@@ -10,6 +10,10 @@ process ends without the interpreter's finalization (_leave), where nothing need
 
 import sys
 
+TYPE_CHECKING = False  # typing is not loaded for a command's start
+if TYPE_CHECKING:
+    from typing import TextIO
+
 
 def main() -> None:
     try:
@@ -22,11 +26,12 @@ def main() -> None:
 
 def _leave(code: object) -> None:
     """End the process now when all that is left is the interpreter's finalization: the
-    atexit callbacks run, standard output and error are flushed, then os._exit. The
-    finalization tears the heap down object by object (12-15 ms once typer is loaded), and
-    every command waited for it. Returns, for the normal exit, where the finalization may
-    still have work: a thread it would wait for, an exit code other than 0-255, a stream
-    that cannot be flushed (the normal exit then says so, as ever)."""
+    atexit callbacks run, standard output and error are flushed (the streams -q put aside
+    too), then os._exit. The finalization tears the heap down object by object (12-15 ms
+    once typer is loaded), and every command waited for it. Returns, for the normal exit,
+    where the finalization may still have work: a thread it would wait for, an exit code
+    other than 0-255. Output that cannot be flushed is said as the command line says it
+    during a command (_unwritten)."""
     import atexit
     import os
 
@@ -43,13 +48,33 @@ def _leave(code: object) -> None:
     if run_exitfuncs is None:
         return
     run_exitfuncs()  # they run once: the normal exit finds none left
-    try:
-        for stream in (sys.stdout, sys.stderr):
-            if stream is not None:
-                stream.flush()
-    except Exception:  # an OSError, or the CLI's own for standard output
-        return
+    streams: list[TextIO] = []  # each once: under -q, what the user asked for is in sys.__stdout__
+    for stream in (sys.stdout, sys.__stdout__, sys.stderr, sys.__stderr__):
+        if stream is not None and all(stream is not seen for seen in streams):
+            streams.append(stream)
+    for stream in streams:
+        try:
+            stream.flush()
+        except Exception as exc:  # an OSError, or the CLI's own for standard output
+            _unwritten(exc)
     os._exit(code)
+
+
+def _unwritten(exc: Exception) -> None:
+    """Output that could not be flushed at the end: one line and exit 1, as the command
+    line says it during a command; a reader that stopped early (``| head``): nothing to
+    say, exit 128 + SIGPIPE. Ends the process."""
+    import os
+    import signal
+
+    if isinstance(exc, BrokenPipeError) or getattr(exc, "broken_pipe", False):
+        os._exit(128 + signal.SIGPIPE)
+    import contextlib
+
+    why = getattr(exc, "strerror", None) or str(exc)
+    with contextlib.suppress(OSError):  # standard error is what failed
+        os.write(2, f"error: cannot write the output: {why}\n".encode())
+    os._exit(1)
 
 
 def _run() -> None:

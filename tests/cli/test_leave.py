@@ -65,7 +65,7 @@ def test_a_thread_the_interpreter_would_wait_for_gets_the_normal_exit(tmp_path: 
     assert (tmp_path / "finalized").exists()
 
 
-def test_output_that_cannot_be_flushed_at_the_end_gets_the_normal_exit(tmp_path: Path) -> None:
+def test_output_that_cannot_be_flushed_at_the_end_is_one_line(tmp_path: Path) -> None:
     done = _run(tmp_path, "late-output", "--version")
     assert done.returncode == 0 and done.stdout.endswith("LATE\n")  # flushed before the end
     assert not (tmp_path / "finalized").exists()
@@ -75,5 +75,27 @@ def test_output_that_cannot_be_flushed_at_the_end_gets_the_normal_exit(tmp_path:
             stdout=full, stderr=subprocess.PIPE, text=True, cwd=tmp_path, timeout=60,
             env=_BUFFERED,
         )  # fmt: skip
-    assert done.returncode == 120 and done.stderr.count("ATEXIT RAN") == 1
-    assert (tmp_path / "finalized").exists()  # the normal exit, which says the error
+    assert done.returncode == 1 and done.stderr.count("ATEXIT RAN") == 1
+    assert done.stderr.endswith("error: cannot write the output: No space left on device\n")
+    assert not (tmp_path / "finalized").exists()
+
+
+def test_what_quiet_put_aside_is_flushed_before_the_end(tmp_path: Path) -> None:
+    """-q puts the null device in place of standard output and writes what the user asked
+    for (--format json) to the stream it kept: that one is flushed too."""
+    loud, quiet = _run(tmp_path, "-", "log", "--format", "json"), _run(
+        tmp_path, "-", "-q", "log", "--format", "json"
+    )
+    assert loud.returncode == quiet.returncode == 0
+    assert quiet.stdout == loud.stdout and '"envguard.log"' in quiet.stdout
+
+
+def test_a_removed_working_folder_is_one_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        ["sh", "-c", 'mkdir gone && cd gone && rmdir ../gone && exec "$0" -m envguard snapshot',
+         sys.executable],
+        capture_output=True, text=True, cwd=tmp_path, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: the current directory no longer exists\n")
+    assert "Traceback" not in done.stderr

@@ -143,3 +143,12 @@ def test_stdout_closed_is_not_a_traceback(project: Path) -> None:
         shell=True, cwd=project, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert "Traceback" not in done.stderr and done.returncode in (0, 1)
+
+
+def test_data_asked_for_on_a_closed_stdout_is_one_line(project: Path) -> None:
+    done = subprocess.run(
+        f"{sys.executable} -m envguard export good.json >&-",
+        shell=True, cwd=project, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == "error: cannot write the output: standard output is closed\n"

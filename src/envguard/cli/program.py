@@ -317,10 +317,15 @@ def quiet() -> bool:
 def data_out() -> TextIO:
     """Where output the user asked for goes (``--format json``, ``--out -``, a schema, an
     export): standard output, under -q too. -q silences the chatter around it, as uv's."""
+    out = sys.stdout
     for stream, sink in _HUSHED:
         if sys.stdout is sink:  # not when a test runner has put its own stdout in since
-            return stream
-    return sys.stdout
+            out = stream
+    if out is None:  # started with standard output closed (`>&-`)
+        import errno
+
+        raise _OutputFailed(OSError(errno.EBADF, "standard output is closed"))
+    return out
 
 
 def _note(text: str) -> None:
@@ -428,6 +433,16 @@ def main() -> None:
     handle_signals()
     import os
 
+    try:
+        os.getcwd()
+    except FileNotFoundError:  # every command resolves paths against it
+        _report(
+            UsageError(
+                "the current directory no longer exists",
+                hint="cd to an existing directory and run the command again",
+            )
+        )
+        sys.exit(2)
     if "_ENVGUARD_COMPLETE" in os.environ:
         # Shell completion (`eval "$(_ENVGUARD_COMPLETE=source_bash envguard)"`, or zsh,
         # fish): typer's completion classes load only then, so --help pays nothing for them.
