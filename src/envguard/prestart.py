@@ -126,7 +126,9 @@ def _plain_python(command: str, python: str | None) -> str | None:
         return None
 
     if python:
-        path = plain(os.path.join(os.getcwd(), python))
+        if python.startswith("~"):
+            return None  # resolve_python expands it (a folder named "~" is not it)
+        path = plain(python if os.path.isabs(python) else os.path.join(os.getcwd(), python))
         return venv(path) if path is not None and os.path.isdir(path) else path
     if command != "snapshot":
         return None
@@ -143,12 +145,18 @@ def _plain_python(command: str, python: str | None) -> str | None:
 
 def start(argv: list[str]) -> None:
     """Start the probe ``argv``'s command will need, if it can be told from argv alone."""
-    guessed = guess(argv)
+    try:
+        guessed = guess(argv)
+    except OSError:  # the working folder is gone (a venv named relative to it)
+        return
     if guessed is None:
         return
     command, python, good = guessed
     # The interpreter itself starts first when argv names it plainly (api.prestart's boot).
-    boot = python if command in ("guard", "undo") else _plain_python(command, python)
+    try:
+        boot = python if command in ("guard", "undo") else _plain_python(command, python)
+    except OSError:  # the working folder is gone: no guess (the command says so)
+        boot = None
     from envguard import api
 
     try:

@@ -469,6 +469,8 @@ def test_the_interpreter_booted_early_is_the_one_the_command_resolves(
     else:
         assert plain == str(resolve_python(named)) == str(venv / "bin" / "python")
     assert _plain_python("diff", None) is None  # the snapshot's own interpreter
+    (tmp_path / "w" / "~").symlink_to(tmp_path / "w")  # "~/v" is $HOME's, not this one
+    assert _plain_python("snapshot", "~/v") is None
     assert _plain_python("snapshot", None) is None  # python3 on PATH: not guessed
     (tmp_path / "w" / ".venv").symlink_to(venv)
     assert _plain_python("snapshot", None) == str(resolve_python(None))

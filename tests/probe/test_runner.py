@@ -275,3 +275,59 @@ def test_the_first_steps_read_only_the_keys_that_decide_whether_they_are_used() 
     assert len(uses) == len(gets) + 1  # args.get(KEY), and _begun_by(args) that records them
     assert set(gets) == set(main._BEGUN_BY)
     assert inspect.signature(main._begin).parameters.keys() == {"args"}
+
+
+def test_a_boot_older_than_a_few_seconds_is_not_taken_over(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a boot read first may have changed since: an old one is stopped, and the probe
+    starts afresh."""
+    booted = _boot(sys.executable)
+    monkeypatch.setattr(runner, "BOOT_FRESH_SECONDS", 0.0)
+    run = runner.ProbeRun(sys.executable, {"default_caches": False, "git": False})
+    try:
+        assert run.proc is not booted.proc and booted.proc.returncode is not None
+        assert run.result()["packages"]
+    finally:
+        run.cancel()
+
+
+def test_stopping_a_boot_never_waits_on_a_pipe_a_stray_holds(tmp_path: Path) -> None:
+    """An interpreter that reads nothing and leaves a process in a session of its own
+    holding its stdin: the boot's program (larger than the pipe) is still being written
+    when the boot is stopped, and the stop returns at once all the same."""
+    import os
+    import shutil
+    import signal
+    import time
+
+    pid_file = tmp_path / "stray.pid"
+    script = tmp_path / "python"
+    tools = {name: shutil.which(name) for name in ("env", "setsid", "sh", "sleep")}
+    script.write_text(  # env -i: the stray does not carry the marker kill_strays looks for
+        "#!/bin/sh\n"
+        "exec 3<&0\n"
+        f"{tools['env']} -i {tools['setsid']} {tools['sh']} -c"
+        f" 'echo $$ > {pid_file}; exec {tools['sleep']} 60' <&3 &\n"
+        "sleep 60\n"
+    )
+    script.chmod(0o755)
+    runner.boot(str(script))
+    deadline = time.monotonic() + 10
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stray = int(pid_file.read_text())
+    try:
+        started = time.monotonic()
+        runner.stop_boots()
+        assert time.monotonic() - started < 3
+    finally:
+        os.kill(stray, signal.SIGKILL)
+
+
+def test_a_key_sent_as_null_is_not_a_key_left_out() -> None:
+    from envguard.probe.payload import local_entry
+
+    main = local_entry("main").main
+    assert main._begun_by({}) != main._begun_by({"fingerprint_cache": None})
+    assert main._begun_by({"code": "k"}) == main._begun_by({"code": "k", "other": 1})

@@ -330,18 +330,42 @@ class _Booted:
         self.python, self.entry = python, entry
         self.started = trace.command("probe", argv)
         self.proc = _spawn(argv, token, self.marker)
+        self.cancelled = False
         self.feeder = threading.Thread(
-            target=_send, args=(self.proc.stdin, booting_payload(entry)), daemon=True
+            target=self._send, args=(booting_payload(entry),), daemon=True
         )
         self.feeder.start()
 
+    def _send(self, data: bytes) -> None:
+        """Write the program and leave the pipe open (a ProbeRun that takes the boot over
+        writes the argument, then closes it); closed here when nothing more can be written
+        or the boot was stopped meanwhile."""
+        stdin = self.proc.stdin
+        assert stdin is not None
+        try:
+            stdin.write(data)
+            stdin.flush()
+        except (OSError, ValueError):
+            self.cancelled = True
+        if self.cancelled:
+            with contextlib.suppress(OSError, ValueError):
+                stdin.close()
+
     def cancel(self) -> None:
-        """Stop it and collect it: no probe took it over."""
+        """Stop it and collect it: no probe took it over. Its stdin is left to the thread
+        still writing the program into it, if any (a descendant in a session of its own
+        may hold the pipe open): closing it would wait for that write (ProbeRun's
+        _close_pipes leaves a pipe to its reader the same way)."""
+        self.cancelled = True  # a program still being written: its thread closes the pipe
         try:
             end_chain(self.proc, marker=self.marker)
         finally:
             forget(self.proc.pid)
-            for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            self.feeder.join(0.1)
+            pipes = [self.proc.stdout, self.proc.stderr]  # no reader: nothing waits on them
+            if not self.feeder.is_alive():
+                pipes.append(self.proc.stdin)
+            for pipe in pipes:
                 if pipe is not None:
                     with contextlib.suppress(OSError, ValueError):
                         pipe.close()
@@ -362,15 +386,11 @@ def _spawn(
     )
 
 
-def _send(stdin: IO[bytes], data: bytes) -> None:
-    """Write ``data`` and leave the pipe open (a ProbeRun that takes the boot over closes it)."""
-    with contextlib.suppress(OSError, ValueError):
-        stdin.write(data)
-        stdin.flush()
-
-
 _BOOTS: list[_Booted] = []
 _BOOTS_LOCK = threading.Lock()
+# A boot older than this is not taken over: what it read first (main.begin) may have changed
+# since. The command line takes its boot over within a fraction of a second.
+BOOT_FRESH_SECONDS = 5.0
 
 
 def boot(python: str, *, entry: str = "main") -> None:
@@ -381,7 +401,15 @@ def boot(python: str, *, entry: str = "main") -> None:
     would have sent, and its argument the one that ProbeRun was given."""
     booted = _Booted(python, entry)
     with _BOOTS_LOCK:
+        if not _BOOTS_AT_EXIT:
+            import atexit
+
+            atexit.register(stop_boots)  # a library caller's boot never taken over
+            _BOOTS_AT_EXIT.append(True)
         _BOOTS.append(booted)
+
+
+_BOOTS_AT_EXIT: list[bool] = []
 
 
 def _take_boot(python: str, entry: str) -> _Booted | None:
@@ -393,7 +421,8 @@ def _take_boot(python: str, entry: str) -> _Booted | None:
         _BOOTS.clear()
     taken = None
     for booted in boots:
-        if taken is None and (booted.python, booted.entry) == (python, entry):
+        fresh = time.monotonic() - booted.started < BOOT_FRESH_SECONDS
+        if taken is None and fresh and (booted.python, booted.entry) == (python, entry):
             taken = booted
         else:
             booted.cancel()

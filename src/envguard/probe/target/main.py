@@ -89,7 +89,7 @@ def _begin(args: Dict[str, Any]) -> Begun:
 
 
 def _begun_by(args: Dict[str, Any]) -> Dict[str, Any]:
-    return {key: args.get(key) for key in _BEGUN_BY}
+    return {key: (key in args, args.get(key)) for key in _BEGUN_BY}  # null is not absent
 
 
 def begin(code: str) -> Optional[Begun]:
