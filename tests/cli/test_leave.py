@@ -83,8 +83,9 @@ def test_output_that_cannot_be_flushed_at_the_end_is_one_line(tmp_path: Path) ->
 def test_what_quiet_put_aside_is_flushed_before_the_end(tmp_path: Path) -> None:
     """-q puts the null device in place of standard output and writes what the user asked
     for (--format json) to the stream it kept: that one is flushed too."""
-    loud, quiet = _run(tmp_path, "-", "log", "--format", "json"), _run(
-        tmp_path, "-", "-q", "log", "--format", "json"
+    loud, quiet = (
+        _run(tmp_path, "-", "log", "--format", "json"),
+        _run(tmp_path, "-", "-q", "log", "--format", "json"),
     )
     assert loud.returncode == quiet.returncode == 0
     assert quiet.stdout == loud.stdout and '"envguard.log"' in quiet.stdout
