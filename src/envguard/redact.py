@@ -112,6 +112,13 @@ _LABEL = r"(?:pas|pwd|key|tok|sec|cred|auth|priv|cook|sess|sig|acces)\S*[ \t]*:\
 _QUOTED_NAME = r"`[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?`:?\Z"
 
 
+# A word starting so is a path (an absolute or a relative one spelled as such): one followed
+# by ":" is what an error line is about ("/data/keys/good.json: not a snapshot"), not a
+# secret's label, unless its file's own name is a secret's ("/run/secrets/db_password:").
+# A bare "secret/db:" is still taken for a label.
+_PATHS = ("/", "./", "../", "~/")
+
+
 def redact_text(text: str) -> str:
     """Free text (a note, an error line) with every secret form above hidden."""
     if not _MAYBE_SECRET.search(text) and not (
@@ -124,6 +131,8 @@ def redact_text(text: str) -> str:
         label = words[at - 2]
         if _compiled(_QUOTED_NAME).match(label):
             continue  # "Group `auth-tokens`: ...": a name a tool quotes, not a secret's label
+        if label.startswith(_PATHS) and not is_secret_name(label[:-1].rpartition("/")[2]):
+            continue  # "/data/keys/good.json: not a snapshot": what an error is about
         if words[at] and label.endswith(":") and is_secret_name(label[:-1]):
             words[at] = REDACTED
         elif words[at] and label in (":", "=") and at >= 4 and is_secret_name(words[at - 4]):

@@ -304,3 +304,25 @@ def test_a_label_spaced_from_its_separator_still_hides_the_value(text: str) -> N
     """`password: x` hid x; `password = x` and `password : x` (an ini file, a prompt) kept
     it: the label's separator stood as a word of its own."""
     assert "hunter2" not in redact_text(text), redact_text(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "--python /srv/auth/bin/python: cannot run it as a Python interpreter",
+        "/data/keyboard/good.json: not a snapshot (line 1)",
+        "./auth/venv: directory holds no bin/python",
+        "~/tokens/run.py: no such file",
+    ],
+)
+def test_a_path_an_error_is_about_is_no_secrets_label(text: str) -> None:
+    """A path holding a secret's word (passwd, key, auth, token) before the ":" of an error
+    line: the words after it are the error, and stay."""
+    assert redact_text(text) == text
+
+
+def test_a_label_that_is_no_path_still_hides_its_value() -> None:
+    assert redact_text("secret/data/db: hunter2") == "secret/data/db: <redacted>"
+    # a file named as a secret is: its value may follow (`grep -H`, a far side's echo)
+    assert redact_text("/run/secrets/db_password: hunter2").endswith(": <redacted>")
+    assert redact_text("/etc/app password: hunter2") == "/etc/app password: <redacted>"
