@@ -4,7 +4,9 @@ The command line stays ``python -I -S -``, so it survives any prefix unquoted (s
 shell, pct exec, docker exec, srun). The payload opens with a version check that any Python
 parses, then installs each module of probe/target/ (and envguard/redact.py and
 envguard/reading.py, which both sides use) as the package ``envguard_probe`` from string
-literals, and runs ``main.main``.
+literals, and runs ``main.main``. A local interpreter started before its argument is known
+(runner.boot) runs ``python -I -S -c BOOT`` instead: the same program, read in two parts
+(booting_payload, then the argument).
 """
 
 from __future__ import annotations
