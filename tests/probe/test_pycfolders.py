@@ -364,3 +364,18 @@ def test_a_kept_folders_paths_are_the_ones_made_name_by_name(names: str) -> None
         ["pkg/sub/" + name.partition(".")[0] + ".py" for name in each],
     )
     assert paths(names, "", tag)[1] == [name.partition(".")[0] + ".py" for name in each]
+
+
+def test_a_pycache_prefix_is_said_where_the_check_cannot_look(tmp_path: Path) -> None:
+    """With PYTHONPYCACHEPREFIX set, Python loads bytecode from that tree and never from
+    __pycache__: the check, which compares __pycache__ with the sources, says so."""
+    from factories import make_venv, probe_report
+
+    make_venv(tmp_path / "venv")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    prefixed = {**env, "PYTHONPYCACHEPREFIX": str(tmp_path / "pyc")}
+    said = "PYTHONPYCACHEPREFIX is set: the bytecode Python loads from that folder"
+    assert any(said in w for w in probe_report(tmp_path / "venv", prefixed)["warnings"])
+    assert not any(said in w for w in probe_report(tmp_path / "venv", env)["warnings"])
+    unchecked = probe_report(tmp_path / "venv", prefixed, verify="off")
+    assert not any(said in w for w in unchecked["warnings"])  # no check, nothing to say

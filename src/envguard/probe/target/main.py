@@ -175,6 +175,13 @@ def probe(args: Dict[str, Any], begun: Optional[Begun] = None) -> Dict[str, Any]
         args = dict(args, repos=[named_by(r) if type(r) is str else r for r in args["repos"]])
     repos = probe_repos(args, packages, roots) if args.get("git") else []
     on_disk = checking.result(warnings)
+    if on_disk["clashes"] is not None and environ.get("PYTHONPYCACHEPREFIX"):
+        # Python then loads bytecode from that tree and ignores __pycache__ (PEP 3147's
+        # folders, which the check compares with their sources).
+        warnings.append(
+            "PYTHONPYCACHEPREFIX is set: the bytecode Python loads from that folder is not "
+            "compared with its sources"
+        )
     gpus, caps = gpu_answers(smi)
     nvcc_text = finish_version(nvcc, cached)
     cxx_text = finish_version(cxx, cached)
