@@ -171,3 +171,73 @@ def test_an_api_callers_rebuild_is_interrupted_by_sigterm_and_leaves_no_trace(
     assert signal.getsignal(signal.SIGTERM) is before
     assert lifecycle.received_signal() is None
     lifecycle.raise_if_signalled()
+
+
+def _spawned(*argv: str) -> lifecycle.Spawned:
+    _, marker = lifecycle.new_marker()
+    child = lifecycle.spawn_piped(list(argv), marker=marker, env={**os.environ})
+    assert child is not None  # Linux: the early probe's start imports no subprocess
+    return child
+
+
+def test_a_spawned_child_is_started_as_start_child_starts_one(tmp_path: Path) -> None:
+    """spawn_piped() (the early probe's start): a session of its own, registered, its three
+    pipes and nothing else of envguard's (an inheritable descriptor it was given stays
+    behind, as close_fds does), SIGPIPE at its default (a child that writes to a closed pipe
+    dies of it, as under Popen), and Popen's answers to wait() and poll()."""
+    import shutil
+
+    if not hasattr(os, "posix_spawn") or not Path("/proc/self/fd").is_dir():
+        pytest.skip("spawn_piped is the Linux start")
+    held = os.open(tmp_path / "held", os.O_CREAT | os.O_WRONLY)
+    inherited = os.dup2(held, 77)  # inheritable, as a parent's descriptor may be
+    os.close(held)
+    script = (
+        "read line; echo \"$line\"; echo $(ls /proc/$$/fd); echo $$ $(cut -d' ' -f6 /proc/$$/stat);"
+        " grep SigIgn /proc/$$/status; echo said >&2"
+    )
+    try:
+        child = _spawned(str(shutil.which("sh")), "-c", script)
+    finally:
+        os.close(inherited)
+    assert lifecycle.running(child.pid) and child.poll() is None
+    assert child.stdin is not None and child.stdout is not None and child.stderr is not None
+    child.stdin.write(b"hello\n")
+    child.stdin.close()
+    assert child.wait(timeout=30) == 0 and child.poll() == 0
+    line, fds, ids, ignored = child.stdout.read().decode().splitlines()
+    assert line == "hello" and {"0", "1", "2"} <= set(fds.split()) and "77" not in fds.split()
+    pid, session = ids.split()
+    assert int(pid) == child.pid == int(session)
+    assert not int(ignored.split()[1], 16) >> (signal.SIGPIPE - 1) & 1
+    assert child.stderr.read() == b"said\n"
+    lifecycle.forget(child.pid)
+    for pipe in (child.stdout, child.stderr):
+        pipe.close()
+
+
+def test_a_spawned_childs_wait_times_out_and_a_kill_reads_as_popens() -> None:
+    import subprocess
+    import sys
+
+    if not hasattr(os, "posix_spawn") or not Path("/proc/self/fd").is_dir():
+        pytest.skip("spawn_piped is the Linux start")
+    child = _spawned(sys.executable, "-c", "import time; time.sleep(60)")
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            child.wait(timeout=0.2)
+        lifecycle.end_chain(child)  # the group killed, the child collected
+        assert child.returncode == -signal.SIGKILL and child.wait(timeout=1) == -signal.SIGKILL
+    finally:
+        lifecycle.forget(child.pid)
+        for pipe in (child.stdin, child.stdout, child.stderr):
+            pipe.close()
+
+
+def test_a_spawn_of_what_cannot_run_says_so_and_leaves_nothing_open(tmp_path: Path) -> None:
+    if not hasattr(os, "posix_spawn") or not Path("/proc/self/fd").is_dir():
+        pytest.skip("spawn_piped is the Linux start")
+    before = set(os.listdir("/proc/self/fd"))
+    with pytest.raises(OSError):
+        lifecycle.spawn_piped([str(tmp_path / "python")], marker=b"x", env={})
+    assert set(os.listdir("/proc/self/fd")) == before

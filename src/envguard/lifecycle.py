@@ -26,7 +26,7 @@ from envguard.errors import EnvguardError
 TYPE_CHECKING = False  # typing loads once the early probe runs (envguard.api.early)
 if TYPE_CHECKING:
     import subprocess
-    from typing import Any, Protocol, TypeVar
+    from typing import IO, Any, Protocol, TypeAlias, TypeVar
 
     class Cancellable(Protocol):
         """Work started in the background that can be stopped (a probe, a capture)."""
@@ -34,6 +34,8 @@ if TYPE_CHECKING:
         def cancel(self) -> None: ...
 
     _Work = TypeVar("_Work", bound=Cancellable)
+    # A child process envguard started: subprocess's, or spawn_piped()'s.
+    Child: TypeAlias = "subprocess.Popen[bytes] | Spawned"
     _Valid = TypeVar("_Valid")
     _Result = TypeVar("_Result")
 
@@ -268,6 +270,124 @@ def start_child(
     return started
 
 
+class Spawned:
+    """A child spawn_piped() started: the part of ``subprocess.Popen`` envguard uses on one
+    (``pid``, ``args``, its three pipes, ``returncode``, ``poll()``, ``wait(timeout)``),
+    without importing subprocess, whose imports are most of what a command pays before its
+    probe can start (probe.booting)."""
+
+    def __init__(
+        self, argv: list[str], pid: int, stdin: IO[bytes], stdout: IO[bytes], stderr: IO[bytes]
+    ) -> None:
+        self.args, self.pid = argv, pid
+        self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
+        self.returncode: int | None = None
+        self._waiting = threading.Lock()  # one waitpid() at a time, as Popen's
+
+    def poll(self) -> int | None:
+        if self.returncode is None and self._waiting.acquire(False):
+            try:
+                self._collect(os.WNOHANG)
+            finally:
+                self._waiting.release()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Its exit code once it ended (-N: killed by signal N); ``TimeoutExpired`` past
+        ``timeout`` seconds, as Popen's."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.0005
+        while self.returncode is None:
+            if deadline is None:
+                with self._waiting:
+                    self._collect(0)
+                continue
+            self.poll()
+            left = deadline - time.monotonic()
+            if self.returncode is None and left <= 0:
+                import subprocess
+
+                raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+            if self.returncode is None:
+                delay = min(delay * 2, left, 0.05)
+                time.sleep(delay)
+        return self.returncode
+
+    def _collect(self, flags: int) -> None:
+        if self.returncode is not None:
+            return
+        try:
+            pid, status = os.waitpid(self.pid, flags)
+        except ChildProcessError:  # collected elsewhere (SIGCHLD ignored): Popen says 0
+            self.returncode = 0
+            return
+        if pid == self.pid:
+            self.returncode = os.waitstatus_to_exitcode(status)
+
+
+def spawn_piped(argv: list[str], *, marker: bytes, env: dict[str, str]) -> Spawned | None:
+    """``argv`` started as start_child() starts it with its three pipes (a session of its
+    own, registered, SIGPIPE and SIGXFSZ back to their defaults, no inherited descriptor
+    but the pipes), by ``os.posix_spawn``: no subprocess to import first. None where that
+    cannot be done so (not Linux, no /proc, a standard descriptor closed): start_child()
+    then. OSError when ``argv[0]`` cannot be run."""
+    if sys.platform != "linux" or not hasattr(os, "posix_spawn"):
+        return None
+    try:
+        inherited = [int(name) for name in os.listdir("/proc/self/fd")]
+    except (OSError, ValueError):
+        return None
+    ends: list[int] = []  # the child's ends, then the parent's
+    try:
+        for _ in range(3):
+            ends.extend(os.pipe())  # not inheritable: only what dup2 gives the child is
+        if min(ends) < 3:  # started with a standard descriptor closed: Popen knows that case
+            return None
+        stdin_r, stdin_w, out_r, out_w, err_r, err_w = ends
+        actions: list[tuple[Any, ...]] = [
+            (os.POSIX_SPAWN_DUP2, stdin_r, 0),
+            (os.POSIX_SPAWN_DUP2, out_w, 1),
+            (os.POSIX_SPAWN_DUP2, err_w, 2),
+        ]
+        for fd in inherited:  # close_fds=True: what envguard inherited is not passed on
+            with contextlib.suppress(OSError):  # the listing's own, closed now
+                if fd > 2 and fd not in ends and os.get_inheritable(fd):
+                    actions.append((os.POSIX_SPAWN_CLOSE, fd))
+        pid = 0
+        try:
+            with signals_deferred():
+                pid = os.posix_spawn(
+                    argv[0],
+                    argv,
+                    env,
+                    file_actions=actions,
+                    setsid=True,
+                    setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+                )
+                with _RUNNING_LOCK:
+                    _RUNNING[pid] = marker
+                    _STARTED.add(pid)
+        except NotImplementedError:  # no POSIX_SPAWN_SETSID in this libc
+            return None
+        except BaseException:  # an interrupt once it started: ended and collected here
+            if pid:
+                kill_group(pid)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
+                forget(pid)
+            raise
+        for fd in (stdin_r, out_w, err_w):
+            os.close(fd)
+            ends.remove(fd)
+        pipes = (open(stdin_w, "wb"), open(out_r, "rb"), open(err_r, "rb"))  # noqa: SIM115
+        child = Spawned(argv, pid, *pipes)  # (closed by whoever ends the child)
+        ends.clear()  # the files own them now
+        return child
+    finally:
+        for fd in ends:
+            os.close(fd)
+
+
 def forget(pid: int) -> None:
     """``pid`` ended (or was collected): kill_running() leaves it alone from now on."""
     with _RUNNING_LOCK:
@@ -291,7 +411,7 @@ def kill_group(pid: int) -> None:
 TERM_GRACE = 5.0
 
 
-def terminate_group(proc: subprocess.Popen[Any], grace: float) -> None:
+def terminate_group(proc: subprocess.Popen[Any] | Spawned, grace: float) -> None:
     """SIGTERM the child's process group, then wait up to ``grace`` seconds for the child
     to end (it may take the rest of its group down with it)."""
     import subprocess
@@ -303,7 +423,7 @@ def terminate_group(proc: subprocess.Popen[Any], grace: float) -> None:
 
 
 def end_chain(
-    proc: subprocess.Popen[Any],
+    proc: subprocess.Popen[Any] | Spawned,
     *,
     marker: bytes | None = None,
     adopts: bool = False,

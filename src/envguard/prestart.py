@@ -113,7 +113,7 @@ def _plain_python(command: str, python: str | None) -> str | None:
     interpreters.resolve_python names it, when os.path alone tells it plainly: --python
     (a file or a venv), else (a snapshot) $VIRTUAL_ENV's or ./.venv's; None otherwise (a
     diff measures its snapshot's interpreter; python3 on PATH). Only what is booted early
-    (runner.boot): a name spelled otherwise than the probe's is a boot stopped unused."""
+    (booting.boot): a name spelled otherwise than the probe's is a boot stopped unused."""
     import os
 
     def plain(path: str) -> str | None:  # pathlib's spelling, without importing pathlib
@@ -178,10 +178,10 @@ def stop() -> None:
     if request is not None:
         with contextlib.suppress(Exception):
             request.stop_early()
-    runner = sys.modules.get("envguard.probe.runner")
-    if runner is not None:
+    booting = sys.modules.get("envguard.probe.booting")
+    if booting is not None:
         with contextlib.suppress(Exception):
-            runner.stop_boots()
+            booting.stop_boots()
     lifecycle = sys.modules.get("envguard.lifecycle")
     if lifecycle is not None:
         with contextlib.suppress(Exception):

@@ -395,7 +395,7 @@ _LOADED = """
 import sys
 at_spawn, at_wait = [], []
 def audit(event, args):
-    if event == "subprocess.Popen" and not at_spawn:
+    if event in ("subprocess.Popen", "os.posix_spawn") and not at_spawn:
         at_spawn.append(set(sys.modules))
 sys.addaudithook(audit)
 import envguard.probe.runner as runner
@@ -450,7 +450,7 @@ def test_the_probe_starts_before_what_it_does_not_need_and_what_follows_loads_me
 def test_the_interpreter_booted_early_is_the_one_the_command_resolves(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, named: str
 ) -> None:
-    """prestart boots the target before pathlib loads (runner.boot): the name it gives is
+    """prestart boots the target before pathlib loads (booting.boot): the name it gives is
     interpreters.resolve_python's, else none (a boot the command does not take costs a
     start); what it cannot tell plainly it does not guess."""
     from envguard.prestart import _plain_python
@@ -478,3 +478,27 @@ def test_the_interpreter_booted_early_is_the_one_the_command_resolves(
     assert _plain_python("snapshot", None) == str(resolve_python(None)) == "v/bin/python"
     monkeypatch.setenv("VIRTUAL_ENV", "../w/v")
     assert _plain_python("snapshot", None) is None
+
+
+def test_the_booted_interpreter_starts_before_subprocess_and_json_load(tmp_path: Path) -> None:
+    """The boot (probe.booting) is on the way to every plain snapshot's answer: started by
+    os.posix_spawn, it waits for neither subprocess (with locale and selectors) nor json,
+    which load beside it; the snapshot it serves is whole."""
+    import os
+
+    if not hasattr(os, "posix_spawn") or not Path("/proc/self/fd").is_dir():
+        pytest.skip("the boot's start without subprocess is Linux's")
+    set_up = (
+        "import sys\n"
+        "seen = []\n"
+        "def audit(event, args):\n"
+        "    if event in ('os.posix_spawn', 'subprocess.Popen') and not seen:\n"
+        "        seen.append(event)\n"
+        "        loaded = sorted(m for m in ('subprocess', 'json', 're') if m in sys.modules)\n"
+        "        sys.stderr.write('AT BOOT %s %s\\n' % (event, loaded))\n"
+        "sys.addaudithook(audit)\n"
+    )
+    proc = run_main(set_up, ["snapshot", "--python", sys.executable, "--out", "-"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "AT BOOT os.posix_spawn []" in proc.stderr
+    assert '"packages"' in proc.stdout

@@ -9,7 +9,7 @@ import pytest
 
 from envguard.errors import ProbeError, UsageError
 from envguard.lifecycle import running
-from envguard.probe import runner
+from envguard.probe import booting, runner
 from envguard.probe.interpreters import resolve_python
 from envguard.probe.report import parse_report
 
@@ -162,20 +162,20 @@ def test_a_reader_past_its_cap_drains_the_pipe_to_the_end() -> None:
     assert len(reader.data) <= 1000 + 65536
 
 
-def _boot(python: str) -> runner._Booted:
-    runner.boot(python)
-    booted = runner._BOOTS[-1]
+def _boot(python: str) -> booting._Booted:
+    booting.boot(python)
+    booted = booting._BOOTS[-1]
     assert booted.proc.args[-2] == "-c"  # the boot's own command line, not `-`
     return booted
 
 
 def test_a_booted_interpreter_is_taken_over_by_the_probe_of_that_interpreter() -> None:
-    """The probe started before its argument is known (runner.boot) answers exactly what a
+    """The probe started before its argument is known (booting.boot) answers exactly what a
     probe started afresh answers: same interpreter, same argument, one process."""
     booted = _boot(sys.executable)
     run = runner.ProbeRun(sys.executable, {"default_caches": False, "git": False})
     try:
-        assert run.proc is booted.proc and not runner._BOOTS
+        assert run.proc is booted.proc and not booting._BOOTS
         report = run.result()
     finally:
         run.cancel()
@@ -197,7 +197,7 @@ def test_a_boot_of_another_interpreter_is_stopped_not_used(tmp_path: Path) -> No
     booted = _boot(str(other))
     run = runner.ProbeRun(sys.executable, {"default_caches": False, "git": False})
     try:
-        assert run.proc is not booted.proc and not runner._BOOTS
+        assert run.proc is not booted.proc and not booting._BOOTS
         assert booted.proc.returncode is not None  # killed and collected
         assert not running(booted.proc.pid)
         assert run.result()["packages"] is not None
@@ -207,12 +207,12 @@ def test_a_boot_of_another_interpreter_is_stopped_not_used(tmp_path: Path) -> No
 
 def test_a_boot_no_probe_takes_ends_and_so_does_one_its_host_left() -> None:
     booted = _boot(sys.executable)
-    runner.stop_boots()
-    assert booted.proc.returncode is not None and not runner._BOOTS
+    booting.stop_boots()
+    assert booted.proc.returncode is not None and not booting._BOOTS
     assert not running(booted.proc.pid)
     # The host went away without an argument: its stdin ends, and so does the boot, silent.
     left = _boot(sys.executable)
-    runner._BOOTS.clear()
+    booting._BOOTS.clear()
     try:
         left.feeder.join(30)
         assert left.proc.stdin is not None
@@ -283,7 +283,7 @@ def test_a_boot_older_than_a_few_seconds_is_not_taken_over(
     """What a boot read first may have changed since: an old one is stopped, and the probe
     starts afresh."""
     booted = _boot(sys.executable)
-    monkeypatch.setattr(runner, "BOOT_FRESH_SECONDS", 0.0)
+    monkeypatch.setattr(booting, "BOOT_FRESH_SECONDS", 0.0)
     run = runner.ProbeRun(sys.executable, {"default_caches": False, "git": False})
     try:
         assert run.proc is not booted.proc and booted.proc.returncode is not None
@@ -312,14 +312,14 @@ def test_stopping_a_boot_never_waits_on_a_pipe_a_stray_holds(tmp_path: Path) -> 
         "sleep 60\n"
     )
     script.chmod(0o755)
-    runner.boot(str(script))
+    booting.boot(str(script))
     deadline = time.monotonic() + 10
     while not pid_file.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     stray = int(pid_file.read_text())
     try:
         started = time.monotonic()
-        runner.stop_boots()
+        booting.stop_boots()
         assert time.monotonic() - started < 3
     finally:
         os.kill(stray, signal.SIGKILL)

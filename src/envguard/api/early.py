@@ -31,13 +31,13 @@ def prestart(
     (no such snapshot, no interpreter) is the call's to report.
 
     ``boot``: the interpreter that probe will run, when the caller can tell it already;
-    it starts first, with the target package (probe.runner.boot), and loads that while
+    it starts first, with the target package (probe.booting.boot), and loads that while
     what builds the probe's argument is imported here."""
     if boot is not None:
-        from envguard.probe import runner
+        from envguard.probe import booting
 
         with contextlib.suppress(OSError, ValueError):
-            runner.boot(boot)  # no such interpreter: the command says so
+            booting.boot(boot)  # no such interpreter: the command says so
     from envguard.snapshots.measure import Measure, capture_request
     from envguard.snapshots.request import start_early
 

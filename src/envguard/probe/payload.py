@@ -5,13 +5,12 @@ shell, pct exec, docker exec, srun). The payload opens with a version check that
 parses, then installs each module of probe/target/ (and envguard/redact.py and
 envguard/reading.py, which both sides use) as the package ``envguard_probe`` from string
 literals, and runs ``main.main``. A local interpreter started before its argument is known
-(runner.boot) runs ``python -I -S -c BOOT`` instead: the same program, read in two parts
+(booting.boot) runs ``python -I -S -c BOOT`` instead: the same program, read in two parts
 (booting_payload, then the argument).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from functools import cache
@@ -186,6 +185,8 @@ def install_call(entry: str, target: str = "_pkg") -> str:
 def probe_argument(args: Mapping[str, Any], entry: str) -> str:
     """``<entry>.main``'s one argument as JSON text. ``code``: what the probe's caches on
     the target are tied to (distcache.py)."""
+    import json  # not on the way to a boot (booting)
+
     return json.dumps({**args, "code": code_key(entry)}, sort_keys=True)
 
 
@@ -214,7 +215,7 @@ def _ending(entry: str, call: str) -> str:
     )
 
 
-# A booted interpreter's command line (runner.boot): it reads a length line, then that many
+# A booted interpreter's command line (booting.boot): it reads a length line, then that many
 # bytes of program (booting_payload), and runs them; any Python parses it (2.x included, so
 # the version check answers there as it does on stdin).
 BOOT = "import sys;_b=getattr(sys.stdin,'buffer',sys.stdin);exec(_b.read(int(_b.readline())))"

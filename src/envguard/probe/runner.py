@@ -23,7 +23,8 @@ from envguard.lifecycle import (
     raise_if_signalled,
     start_child,
 )
-from envguard.probe.payload import BOOT, booting_payload, probe_argument, probe_payload
+from envguard.probe.booting import take_boot
+from envguard.probe.payload import probe_argument, probe_payload
 
 # typing (and pathlib) are left to load once the probe runs: this module is on the way to
 # the early probe's start (envguard.api.early).
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import IO, Any
 
+    from envguard.lifecycle import Child
     from envguard.probe.report import ProbeReport
 
 # What a remote interpreter path may contain: it may pass through a remote shell unquoted.
@@ -151,7 +153,8 @@ class ProbeRun:
         self.label = label or (f"--via {shlex.join(prefix)}" if prefix else f"--python {python}")
         self.remote, self.prefix = bool(prefix), tuple(prefix)
         self.timeout = timeout
-        booted = None if prefix else _take_boot(str(python), entry)
+        self.proc: Child
+        booted = None if prefix else take_boot(str(python), entry)
         after: threading.Thread | None = None
         if booted is not None:
             # Started by boot() with the target package; only its argument is left to send.
@@ -266,12 +269,14 @@ class ProbeRun:
 
         compile_number_patterns()  # while the probe works, not after its answer came
         data, stderr = self.output()
-        if self.remote and not data.strip() and not stderr.strip() and self.proc.returncode == 0:
+        returncode = self.proc.returncode
+        assert returncode is not None  # output() collected it
+        if self.remote and not data.strip() and not stderr.strip() and returncode == 0:
             raise ProbeError(f"{self.label}: no answer and no error: {no_stdin(self.prefix)}")
         return parse_report(
             data,
             label=self.label,
-            returncode=self.proc.returncode,
+            returncode=returncode,
             stderr_tail=stderr,
             remote=self.remote,
         )
@@ -318,59 +323,6 @@ class ProbeRun:
         return bytes(self._out.data), redact_text(said)
 
 
-class _Booted:
-    """An interpreter started early with the target package (boot()): it loads that while
-    the host still imports what building the probe's argument needs, then waits for it."""
-
-    def __init__(self, python: str, entry: str) -> None:
-        from envguard import trace
-
-        argv = [python, "-I", "-S", "-c", BOOT]
-        token, self.marker = new_marker()
-        self.python, self.entry = python, entry
-        self.started = trace.command("probe", argv)
-        self.proc = _spawn(argv, token, self.marker)
-        self.cancelled = False
-        self.feeder = threading.Thread(
-            target=self._send, args=(booting_payload(entry),), daemon=True
-        )
-        self.feeder.start()
-
-    def _send(self, data: bytes) -> None:
-        """Write the program and leave the pipe open (a ProbeRun that takes the boot over
-        writes the argument, then closes it); closed here when nothing more can be written
-        or the boot was stopped meanwhile."""
-        stdin = self.proc.stdin
-        assert stdin is not None
-        try:
-            stdin.write(data)
-            stdin.flush()
-        except (OSError, ValueError):
-            self.cancelled = True
-        if self.cancelled:
-            with contextlib.suppress(OSError, ValueError):
-                stdin.close()
-
-    def cancel(self) -> None:
-        """Stop it and collect it: no probe took it over. Its stdin is left to the thread
-        still writing the program into it, if any (a descendant in a session of its own
-        may hold the pipe open): closing it would wait for that write (ProbeRun's
-        _close_pipes leaves a pipe to its reader the same way)."""
-        self.cancelled = True  # a program still being written: its thread closes the pipe
-        try:
-            end_chain(self.proc, marker=self.marker)
-        finally:
-            forget(self.proc.pid)
-            self.feeder.join(0.1)
-            pipes = [self.proc.stdout, self.proc.stderr]  # no reader: nothing waits on them
-            if not self.feeder.is_alive():
-                pipes.append(self.proc.stdin)
-            for pipe in pipes:
-                if pipe is not None:
-                    with contextlib.suppress(OSError, ValueError):
-                        pipe.close()
-
-
 def _spawn(
     argv: list[str], token: str, marker: bytes, *, adopts: bool = False
 ) -> subprocess.Popen[bytes]:
@@ -384,55 +336,3 @@ def _spawn(
         stderr=subprocess.PIPE,
         env={**os.environ, MARKER: token},
     )
-
-
-_BOOTS: list[_Booted] = []
-_BOOTS_LOCK = threading.Lock()
-# A boot older than this is not taken over: what it read first (main.begin) may have changed
-# since. The command line takes its boot over within a fraction of a second.
-BOOT_FRESH_SECONDS = 5.0
-
-
-def boot(python: str, *, entry: str = "main") -> None:
-    """Start ``python`` (a local interpreter) with the target package now, so that its start
-    overlaps the host's own imports; the first local ProbeRun of that interpreter and entry
-    takes it over, and any other local ProbeRun stops it (stop_boots() at the latest). A
-    wrong guess costs CPU, never a wrong answer: a boot is only ever the program a ProbeRun
-    would have sent, and its argument the one that ProbeRun was given."""
-    booted = _Booted(python, entry)
-    with _BOOTS_LOCK:
-        if not _BOOTS_AT_EXIT:
-            import atexit
-
-            atexit.register(stop_boots)  # a library caller's boot never taken over
-            _BOOTS_AT_EXIT.append(True)
-        _BOOTS.append(booted)
-
-
-_BOOTS_AT_EXIT: list[bool] = []
-
-
-def _take_boot(python: str, entry: str) -> _Booted | None:
-    """The boot of ``python`` for ``entry``, if any; every other boot is stopped."""
-    with _BOOTS_LOCK:
-        if not _BOOTS:
-            return None
-        boots = _BOOTS[:]
-        _BOOTS.clear()
-    taken = None
-    for booted in boots:
-        fresh = time.monotonic() - booted.started < BOOT_FRESH_SECONDS
-        if taken is None and fresh and (booted.python, booted.entry) == (python, entry):
-            taken = booted
-        else:
-            booted.cancel()
-    return taken
-
-
-def stop_boots() -> None:
-    """Stop the boots no ProbeRun took over."""
-    with _BOOTS_LOCK:
-        boots = _BOOTS[:]
-        _BOOTS.clear()
-    for booted in boots:
-        booted.cancel()

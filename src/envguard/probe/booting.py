@@ -1,0 +1,144 @@
+"""The target interpreter started before the host knows the probe's argument (boot()).
+
+A plain local ``snapshot``, ``diff``, ``guard`` or ``undo`` names its interpreter in argv;
+prestart starts it at once with the target package (payload.booting_payload), and it loads
+that and takes its first steps (main.begin) while the host imports what builds the
+argument. The first local ProbeRun of that interpreter takes it over (take_boot()) and sends
+only the argument. This module is on the way to that start: the standard library's cheaper
+half only (subprocess is not imported on Linux: lifecycle.spawn_piped).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+
+from envguard.lifecycle import (
+    MARKER,
+    end_chain,
+    forget,
+    new_marker,
+    spawn_piped,
+    start_child,
+)
+from envguard.probe.payload import BOOT, booting_payload
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from envguard.lifecycle import Child
+
+
+class _Booted:
+    """An interpreter started early with the target package (boot()): it loads that while
+    the host still imports what building the probe's argument needs, then waits for it."""
+
+    def __init__(self, python: str, entry: str) -> None:
+        from envguard import trace
+
+        argv = [python, "-I", "-S", "-c", BOOT]
+        token, self.marker = new_marker()
+        self.python, self.entry = python, entry
+        self.started = trace.command("probe", argv)
+        env = {**os.environ, MARKER: token}
+        proc: Child | None = spawn_piped(argv, marker=self.marker, env=env)
+        if proc is None:  # not Linux: started as ProbeRun starts a probe
+            import subprocess
+
+            pipe = subprocess.PIPE
+            proc = start_child(
+                argv, marker=self.marker, stdin=pipe, stdout=pipe, stderr=pipe, env=env
+            )
+        self.proc = proc
+        self.cancelled = False
+        self.feeder = threading.Thread(
+            target=self._send, args=(booting_payload(entry),), daemon=True
+        )
+        self.feeder.start()
+
+    def _send(self, data: bytes) -> None:
+        """Write the program and leave the pipe open (a ProbeRun that takes the boot over
+        writes the argument, then closes it); closed here when nothing more can be written
+        or the boot was stopped meanwhile."""
+        stdin = self.proc.stdin
+        assert stdin is not None
+        try:
+            stdin.write(data)
+            stdin.flush()
+        except (OSError, ValueError):
+            self.cancelled = True
+        if self.cancelled:
+            with contextlib.suppress(OSError, ValueError):
+                stdin.close()
+
+    def cancel(self) -> None:
+        """Stop it and collect it: no probe took it over. Its stdin is left to the thread
+        still writing the program into it, if any (a descendant in a session of its own
+        may hold the pipe open): closing it would wait for that write (ProbeRun's
+        _close_pipes leaves a pipe to its reader the same way)."""
+        self.cancelled = True  # a program still being written: its thread closes the pipe
+        try:
+            end_chain(self.proc, marker=self.marker)
+        finally:
+            forget(self.proc.pid)
+            self.feeder.join(0.1)
+            pipes = [self.proc.stdout, self.proc.stderr]  # no reader: nothing waits on them
+            if not self.feeder.is_alive():
+                pipes.append(self.proc.stdin)
+            for pipe in pipes:
+                if pipe is not None:
+                    with contextlib.suppress(OSError, ValueError):
+                        pipe.close()
+
+
+_BOOTS: list[_Booted] = []
+_BOOTS_LOCK = threading.Lock()
+# A boot older than this is not taken over: what it read first (main.begin) may have changed
+# since. The command line takes its boot over within a fraction of a second.
+BOOT_FRESH_SECONDS = 5.0
+
+
+def boot(python: str, *, entry: str = "main") -> None:
+    """Start ``python`` (a local interpreter) with the target package now, so that its start
+    overlaps the host's own imports; the first local ProbeRun of that interpreter and entry
+    takes it over, and any other local ProbeRun stops it (stop_boots() at the latest). A
+    wrong guess costs CPU, never a wrong answer: a boot is only ever the program a ProbeRun
+    would have sent, and its argument the one that ProbeRun was given."""
+    booted = _Booted(python, entry)
+    with _BOOTS_LOCK:
+        if not _BOOTS_AT_EXIT:
+            import atexit
+
+            atexit.register(stop_boots)  # a library caller's boot never taken over
+            _BOOTS_AT_EXIT.append(True)
+        _BOOTS.append(booted)
+
+
+_BOOTS_AT_EXIT: list[bool] = []
+
+
+def take_boot(python: str, entry: str) -> _Booted | None:
+    """The boot of ``python`` for ``entry``, if any; every other boot is stopped."""
+    with _BOOTS_LOCK:
+        if not _BOOTS:
+            return None
+        boots = _BOOTS[:]
+        _BOOTS.clear()
+    taken = None
+    for booted in boots:
+        fresh = time.monotonic() - booted.started < BOOT_FRESH_SECONDS
+        if taken is None and fresh and (booted.python, booted.entry) == (python, entry):
+            taken = booted
+        else:
+            booted.cancel()
+    return taken
+
+
+def stop_boots() -> None:
+    """Stop the boots no ProbeRun took over."""
+    with _BOOTS_LOCK:
+        boots = _BOOTS[:]
+        _BOOTS.clear()
+    for booted in boots:
+        booted.cancel()
