@@ -217,7 +217,7 @@ def test_diff_builds_where_to_measure_once_and_passes_it_whole(
 ) -> None:
     """The options --python, --via, --timeout, --allow, --root and --deep reach the API as one
     Measure: no part travels beside it."""
-    from envguard import api
+    from envguard.api import compare
     from envguard.snapshots.measure import Measure
 
     seen: dict[str, object] = {}
@@ -226,7 +226,7 @@ def test_diff_builds_where_to_measure_once_and_passes_it_whole(
         seen.update(kwargs, args=args)
         raise SystemExit(0)
 
-    monkeypatch.setattr(api, "diff", fake_diff)
+    monkeypatch.setattr(compare, "diff_result", fake_diff)  # api.diff's, as the CLI calls it
     argv = ["diff", "good", "--python", "/v/bin/python", "--via", "ssh gpu01", "--timeout", "30"]
     result = runner.invoke(app, [*argv, "--allow", "data", "--root", "/srv/co", "--deep"])
     assert result.exit_code == 0, result.output
@@ -236,3 +236,66 @@ def test_diff_builds_where_to_measure_once_and_passes_it_whole(
     )  # fmt: skip
     # Beside it: the policy, and what the command loads while the probe works.
     assert set(seen) == {"args", "policy", "measure", "meanwhile"}
+
+
+_LOADED_AT_EXIT = """
+import atexit, sys
+def said():
+    heavy = sorted(m for m in ("pydantic", "envguard.compare.engine") if m in sys.modules)
+    sys.stderr.write(f"LOADED {heavy}\\n")
+atexit.register(said)
+sys.argv = ["envguard", *sys.argv[1:]]
+from envguard.__main__ import main
+main()
+"""
+
+
+def _diff_in_a_new_process(*args: str) -> tuple[int, str, str]:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", _LOADED_AT_EXIT, "diff", *args],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_a_clean_diff_told_again_loads_no_model_and_says_the_same(
+    good_run: dict[str, Path],
+) -> None:
+    """The engine's clean answer for the same two documents is kept (compare.identical):
+    the next diff of an unchanged environment says what the first said, in every format,
+    without pydantic or the engine; a drift after it is said in full."""
+    code, first, err = invoke("diff", "good")
+    assert code == 0 and "no drift" in first, err
+    code, as_json, _ = invoke("diff", "good", "--format", "json")
+    assert code == 0
+    code, again, err = _diff_in_a_new_process("good")
+    assert (code, again) == (0, first), err
+    assert "LOADED []" in err
+    code, again_json, err = _diff_in_a_new_process("good", "--format", "json")
+    assert (code, again_json) == (0, as_json), err
+    assert "LOADED ['envguard.compare.engine', 'pydantic']" in err  # the model writes JSON
+    (good_run["repo"] / "model.py").write_text("def forward(x):\n    return x * 0.5\n")
+    code, out, err = _diff_in_a_new_process("good")
+    assert code == 1 and "model.py" in out, err
+
+
+def test_a_kept_answer_in_a_folder_others_can_write_is_not_used(
+    good_run: dict[str, Path],
+) -> None:
+    import os
+
+    from envguard.reading import envguard_cache
+
+    assert invoke("diff", "good")[0] == 0
+    folder = Path(str(envguard_cache(os.environ))) / "clean"
+    assert any(folder.iterdir())
+    folder.chmod(0o775)
+    try:
+        code, out, err = _diff_in_a_new_process("good")
+        assert code == 0 and "no drift" in out
+        assert "LOADED ['envguard.compare.engine', 'pydantic']" in err
+    finally:
+        folder.chmod(0o700)

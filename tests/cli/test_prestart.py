@@ -429,8 +429,11 @@ _DEFERRED = "typing,datetime,shutil,hashlib,envguard.redact,envguard.api.capture
     ],
 )
 def test_the_probe_starts_before_what_it_does_not_need_and_what_follows_loads_meanwhile(
-    tmp_path: Path, command: str, deferred: str, needed: str
+    tmp_path: Path, command: str, deferred: str, needed: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """(A diff whose snapshot was found clean before loads no engine: compare.identical;
+    this one's is new.)"""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     args = ["--python", sys.executable]
     if command == "diff":
         assert _run(tmp_path, "snapshot", *args, "--name", "good")[0] == 0

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
         snapshot_document,
         start_document,
     )
-    from envguard.api.compare import check, diff, diff_locks, find_lock, load_policy
+    from envguard.api.compare import check, diff, diff_locks, diff_result, find_lock, load_policy
     from envguard.api.early import prestart
     from envguard.api.guarding import Guarded, GuardOptions, Preview, guard, preview
     from envguard.api.hosts import fleet, probe_payload, restore_hosts, snapshot_hosts
@@ -82,7 +82,7 @@ _MODULES = {
         "snapshot_document",
         "start_document",
     ),
-    "compare": ("check", "diff", "diff_locks", "find_lock", "load_policy"),
+    "compare": ("check", "diff", "diff_locks", "diff_result", "find_lock", "load_policy"),
     "early": ("prestart",),
     "guarding": ("GuardOptions", "Guarded", "Preview", "guard", "preview"),
     "undoing": (
@@ -125,6 +125,7 @@ __all__ = [
     "default_path",
     "diff",
     "diff_locks",
+    "diff_result",
     "export",
     "find_lock",
     "fit",

@@ -10,16 +10,20 @@ from typing import TYPE_CHECKING
 
 from envguard.api._shared import load_snapshot, settings
 from envguard.api.capture import load, newest, snapshot
+from envguard.compare import identical
 from envguard.compare import policy as rules
+from envguard.compare.identical import Clean
 from envguard.errors import UsageError
-from envguard.snapshots import store
-from envguard.snapshots.live import Recorded, live_request, measure_like
+from envguard.snapshots import clean as known_clean
+from envguard.snapshots import document, store
+from envguard.snapshots.live import Recorded, documents_like, live_request
 from envguard.snapshots.measure import VIA_TIMEOUT, Measure, via_timeout
 
 if TYPE_CHECKING:
     from envguard.compare.models import Drift
     from envguard.compare.policy import Policy
     from envguard.compare.selection import Selection
+    from envguard.snapshots.document import Document
     from envguard.snapshots.models import Snapshot
 
 
@@ -61,38 +65,72 @@ def diff(
     (by default the files that run are checked by size, and hashed when written after
     their install). ``measure`` holds these in one value (give it or them). ``meanwhile``
     runs while a live side's probe works (the caller loads what it needs next)."""
-    where = settings(
-        measure, python=python, via=via, timeout=timeout, allow=allow, root=root, deep=deep
-    ).checked()  # a bad --timeout or --root: said before anything is read
+    found = diff_result(
+        good,
+        against,
+        policy=policy,
+        measure=settings(
+            measure, python=python, via=via, timeout=timeout, allow=allow, root=root, deep=deep
+        ),
+        meanwhile=meanwhile,
+    )
+    return found.drift() if isinstance(found, Clean) else found
+
+
+def diff_result(
+    good: str | Path | Snapshot | None = None,
+    against: str | Path | Snapshot | None = None,
+    *,
+    policy: Policy | None = None,
+    measure: Measure | None = None,
+    meanwhile: Callable[[], object] | None = None,
+) -> Drift | Clean:
+    """diff(), where a clean live side may come back as a compare.identical.Clean, which
+    loads no model (the command line says it so): the engine found the same two documents
+    clean before, under the same policy and code (snapshots.clean)."""
+    where = settings(measure).checked()  # a bad --timeout or --root: said before anything
+    chosen = policy if policy is not None else load_policy()
     # Nothing heavy (pydantic) is imported before the probe starts: it works meanwhile.
     if against is not None or (good is not None and not isinstance(good, (str, Path))):
         from envguard.compare.engine import diff as compute
 
-        rules = policy if policy is not None else load_policy()
         if against is not None:
-            return compute(
-                load_snapshot(good if good is not None else newest()), load_snapshot(against), rules
-            )
+            first = load_snapshot(good if good is not None else newest())
+            return compute(first, load_snapshot(against), chosen)
         from envguard.snapshots.capture import capture_snapshot
 
         assert good is not None  # a Snapshot: measure the live side as it was measured
         snap = load_snapshot(good)
         live = capture_snapshot(live_request(Recorded.of(snap), where))
-        return compute(snap, live, rules)
+        return compute(snap, live, chosen)
 
-    def next_steps() -> None:
-        from envguard.compare import engine  # noqa: F401  # loaded beside the probe
+    keys: list[str] = []  # the snapshot's key, once its document is known (identical)
 
+    def next_steps(expected: Document | Snapshot) -> None:
+        code = known_clean.comparison_code() if isinstance(expected, dict) else None
+        if code is not None and isinstance(expected, dict):
+            keys.append(identical.snapshot_key(expected, chosen, code))
+        if not (keys and known_clean.known_snapshot(keys[0])):
+            from envguard.compare import engine  # noqa: F401  # loaded beside the probe
         if meanwhile is not None:
             meanwhile()
 
     path = store.resolve(str(good)) if good is not None else newest()
-    expected, live = measure_like(
+    expected, measured, started = documents_like(
         store.read(path), source=str(path), measure=where, meanwhile=next_steps
     )
+    seen = identical.live_key(measured) if keys else None
+    if seen is not None and known_clean.known(keys[0], seen) and document.fits(measured):
+        assert isinstance(expected, dict)
+        return Clean(expected.get("name"), measured.get("name"), expected.get("metrics") or {})
     from envguard.compare.engine import diff as compute
+    from envguard.snapshots.capture import live_model
 
-    return compute(expected, live, policy if policy is not None else load_policy())
+    snap = document.built(expected) if isinstance(expected, dict) else expected
+    drift = compute(snap, live_model(measured, started), chosen)
+    if seen is not None and not drift.changes:
+        known_clean.remember(keys[0], seen)
+    return drift
 
 
 def check(

@@ -20,6 +20,7 @@ from envguard.cli.program import (
 )
 
 if TYPE_CHECKING:
+    from envguard.compare.identical import Clean
     from envguard.compare.models import Drift
     from envguard.compare.policy import Policy
     from envguard.compare.selection import Selection
@@ -44,9 +45,17 @@ def _default_format(fmt: DriftFormat | None) -> DriftFormat:
 
 
 def _emit_drift(
-    drift: "Drift", fmt: DriftFormat, *, policy: "Policy", expand: bool = False
+    drift: "Drift | Clean", fmt: DriftFormat, *, policy: "Policy", expand: bool = False
 ) -> None:
     import os
+
+    from envguard.compare.identical import Clean
+
+    if isinstance(drift, Clean):  # a clean side told without the models
+        if fmt is DriftFormat.table:
+            _say_clean(drift)
+            return
+        drift = drift.drift()  # the other formats write the model
 
     if fmt is not DriftFormat.json and not quiet():
         from envguard.render.text import printable
@@ -88,16 +97,20 @@ def _emit_drift(
             if target:
                 _append_to(variable, target, text)
     elif not drift.changes:  # the common, clean case needs no table (nor rich's import)
-        from envguard.render.text import metrics_footer, printable, summary
-
-        typer.echo(printable(summary(drift)))
-        footer = metrics_footer(drift)
-        if footer:
-            typer.echo(printable(footer))
+        _say_clean(drift)
     else:
         from envguard.render.table import drift_table
 
         drift_table(drift, console(), expand=expand)
+
+
+def _say_clean(drift: "Drift | Clean") -> None:
+    from envguard.render.text import metrics_footer, printable, summary
+
+    typer.echo(printable(summary(drift)))
+    footer = metrics_footer(drift)
+    if footer:
+        typer.echo(printable(footer))
 
 
 def _load_summary() -> None:
@@ -131,7 +144,7 @@ def _append_to(variable: str, target: str, text: str) -> None:
         sys.stderr.write(printable(f"warning: ${variable} {target}: not written ({why})") + "\n")
 
 
-def _exit(drift: "Drift", policy: "Policy") -> NoReturn:
+def _exit(drift: "Drift | Clean", policy: "Policy") -> NoReturn:
     from envguard.compare.layers import fails
 
     raise typer.Exit(1 if fails(policy, (c.severity for c in drift.changes)) else 0)
@@ -361,14 +374,17 @@ def diff(
     )
     where = measure(python=python, via=via, timeout=timeout, allow=allow, root=root, deep=deep)
     pair = _lock_pair(lock, snapshot_ref, policy=policy, selection=chosen, measure=where)
+    drift: Drift | Clean
     if pair is not None:
         drift = pair
     elif lock:
         drift = api.check(
             snapshot_ref, lock=lock[0], policy=policy, selection=chosen, measure=where
         )
-    else:
-        drift = api.diff(
+    else:  # a clean live side may come back without its model (compare.identical)
+        from envguard.api.compare import diff_result
+
+        drift = diff_result(
             snapshot_ref, against, policy=policy, measure=where, meanwhile=_load_summary
         )
     _emit_drift(drift, _default_format(format), policy=policy, expand=expand)
@@ -462,16 +478,21 @@ def check(
         lock = [str(api.find_lock())]
     where = measure(python=python, via=via, timeout=timeout, allow=allow, root=root)
     pair = _lock_pair(lock, snapshot_ref, policy=policy, selection=chosen, measure=where)
-    drift = pair or api.check(
-        snapshot_ref,
-        lock=lock[0] if lock else None,
-        against=against,
-        policy=policy,
-        selection=chosen,
-        measure=where,
-    )
-    _emit_drift(drift, _default_format(format), policy=policy, expand=expand)
-    _exit(drift, policy)
+    if pair is None and not lock:  # as diff: a clean live side may come back without a model
+        from envguard.api.compare import diff_result
+
+        found: Drift | Clean = diff_result(snapshot_ref, against, policy=policy, measure=where)
+    else:
+        found = pair or api.check(
+            snapshot_ref,
+            lock=lock[0] if lock else None,
+            against=against,
+            policy=policy,
+            selection=chosen,
+            measure=where,
+        )
+    _emit_drift(found, _default_format(format), policy=policy, expand=expand)
+    _exit(found, policy)
 
 
 class FleetFormat(str, Enum):

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 
 from envguard.compare.models import Change, ChangeGroup, Drift, Severity
+from envguard.compare.names import SECTIONS
 from envguard.compare.policy import Policy
-from envguard.compare.sections import BY_NAME, REGISTRY, SECTIONS
+from envguard.compare.sections import BY_NAME, REGISTRY
 from envguard.redact import redact_text
-from envguard.snapshots.models import Snapshot
+from envguard.snapshots.models import MetricValue, Snapshot
 
 
 class Collector:
@@ -98,6 +99,8 @@ def diff(expected: Snapshot, actual: Snapshot, policy: Policy | None = None) -> 
             collector = Collector(policy, section=section.name)
             section.compare(collector, expected, actual)
             changes += collector.changes
+    if not changes:
+        return clean_drift(expected.name, actual.name, expected.metrics)
     from envguard.compare.causes import CAUSED_KINDS, group_changes
     from envguard.compare.verdict import verdict
 
@@ -136,6 +139,15 @@ def diff(expected: Snapshot, actual: Snapshot, policy: Policy | None = None) -> 
             )
             for c in causes
         ),
+    )
+
+
+def clean_drift(
+    expected_name: str | None, actual_name: str | None, metrics: Mapping[str, MetricValue]
+) -> Drift:
+    """A Drift without changes (no verdict, no groups): the good run's metrics beside it."""
+    return Drift.model_construct(
+        changes=(), metrics=dict(metrics), expected_name=expected_name, actual_name=actual_name
     )
 
 

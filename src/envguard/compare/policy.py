@@ -10,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from envguard.compare.sections import SECTIONS
+from envguard.compare.names import SECTIONS
 from envguard.compare.severity import Severity
 from envguard.errors import UsageError
 from envguard.toml_reading import toml_loads

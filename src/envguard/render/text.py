@@ -11,6 +11,8 @@ from envguard.compare.severity import Severity
 from envguard.reading import escaped_line
 
 if TYPE_CHECKING:
+    from envguard.compare.identical import Clean
+
     # Types only: error lines use printable() without loading pydantic.
     from envguard.compare.models import (
         Change,
@@ -37,11 +39,13 @@ def printable(text: str) -> str:
     return text
 
 
-def summary(drift: Drift, *, expand: bool = False) -> str:
+def summary(drift: Drift | Clean, *, expand: bool = False) -> str:
     """`3 critical, 2 warnings, 1 info` or `no drift`: the rows as shown, then the changes
     folded into an install's row (``collapsed``) counted apart, so the figures are the
     rows a person sees and add up to the changes the JSON lists."""
-    if not drift.changes:
+    from envguard.compare.identical import Clean
+
+    if isinstance(drift, Clean) or not drift.changes:
         subject = drift.subject or "the environment"
         return f"no drift: {subject} matches {drift.expected_name or 'the snapshot'}"
     _, folded = collapsed(drift, expand=expand)
@@ -142,7 +146,7 @@ def _kept(change: Change, expand: bool) -> bool:
     return expand or change.severity is Severity.critical
 
 
-def metrics_footer(drift: Drift) -> str | None:
+def metrics_footer(drift: Drift | Clean) -> str | None:
     if not drift.metrics:
         return None
     from envguard.redact import redact_metrics

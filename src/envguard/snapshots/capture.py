@@ -27,10 +27,17 @@ def finish_capture(
 ) -> Snapshot:
     """Wait for a started capture's probe and return its Snapshot. ``meanwhile`` runs first,
     beside the probe: the caller loads there what it needs once the answer is in."""
+    return live_model(finish_raw(started, meanwhile=meanwhile), started)
+
+
+def finish_raw(
+    started: StartedCapture, *, meanwhile: Callable[[], object] | None = None
+) -> document.Document:
+    """finish_capture()'s document before its model: as measured, what only a live side
+    carries (a file it could not read) kept; live_model() makes the model."""
     if meanwhile is not None:
         meanwhile()
-    report = started.probe.result()
-    return _model(document.from_report(report, started.request), started)
+    return document.from_report(started.probe.result(), started.request)
 
 
 def finish_document(
@@ -44,7 +51,7 @@ def finish_document(
     doc = document.from_report(started.probe.result(), started.request)
     if document.fits(doc):
         return document.stored(doc)
-    return _model(doc, started).model_dump(mode="json")
+    return live_model(doc, started).model_dump(mode="json")
 
 
 def snapshot_from_report(report: ProbeReport, request: CaptureRequest) -> Snapshot:
@@ -54,7 +61,8 @@ def snapshot_from_report(report: ProbeReport, request: CaptureRequest) -> Snapsh
     return Snapshot.model_validate(document.from_report(report, request))
 
 
-def _model(doc: document.Document, started: StartedCapture) -> Snapshot:
+def live_model(doc: document.Document, started: StartedCapture) -> Snapshot:
+    """The model of a live side's document (ProbeError when the report does not fit one)."""
     from pydantic import ValidationError
 
     try:

@@ -33,6 +33,7 @@ TYPE_CHECKING = False  # typing loads once the probe runs (api.early)
 if TYPE_CHECKING:
     from typing import Any
 
+    from envguard.snapshots.document import Document
     from envguard.snapshots.models import Snapshot
 
 
@@ -73,6 +74,14 @@ class Recorded:
         """The same from raw JSON; None when it is not plainly shaped (validation explains)."""
         try:
             raw = json_loads(text)
+        except (ValueError, RecursionError):
+            return None
+        return cls.from_data(raw)
+
+    @classmethod
+    def from_data(cls, raw: Any) -> Recorded | None:
+        """The same from parsed JSON (a snapshot's document)."""
+        try:
             recorded = cls(
                 name=_text(raw["name"]),
                 executable=_text(raw["interpreter"]["executable"]),
@@ -423,3 +432,55 @@ def _finish(started: StartedCapture, meanwhile: Callable[[], object] | None) -> 
     from envguard.snapshots.capture import finish_capture  # pydantic: loaded meanwhile
 
     return finish_capture(started, meanwhile=meanwhile)
+
+
+def documents_like(
+    text: str,
+    *,
+    source: str,
+    measure: Measure,
+    meanwhile: Callable[[Document | Snapshot], object] | None = None,
+) -> tuple[Document | Snapshot, Document, StartedCapture]:
+    """measure_like()'s two sides before a model of either is built (a clean diff needs
+    none: compare.identical): the snapshot's document where store.document_of() vouches
+    for it without pydantic (else its model), and the live side's document as measured
+    (snapshots.capture.live_model() makes its model), with its capture. ``meanwhile``
+    runs with the snapshot's side once it is valid, beside the probe."""
+    from envguard.snapshots import store
+    from envguard.snapshots.capture import finish_raw
+
+    recorded = _runnable_before_validation(text, measure)
+
+    def start(recorded: Recorded) -> StartedCapture:
+        return start_capture(live_request(recorded, measure, source=source))
+
+    seen: list[Document | Snapshot] = []
+
+    def valid() -> Document | Snapshot:
+        doc = store.document_of(text, source=source)
+        seen.append(doc if doc is not None else store.loads(text, source=source))
+        return seen[0]
+
+    def start_valid(expected: Document | Snapshot) -> StartedCapture:
+        found = Recorded.from_data(expected) if isinstance(expected, dict) else None
+        if found is None:
+            found = Recorded.of(expected if not isinstance(expected, dict) else _model(expected))
+        return start(found)
+
+    def finish(started: StartedCapture) -> tuple[Document, StartedCapture]:
+        then = None if meanwhile is None else lambda: meanwhile(seen[0])
+        return finish_raw(started, meanwhile=then), started
+
+    expected, (live, started) = validate_meanwhile(
+        lambda: start(recorded) if recorded is not None else None,
+        valid,
+        start_valid=start_valid,
+        finish=finish,
+    )
+    return expected, live, started
+
+
+def _model(doc: Document) -> Snapshot:
+    from envguard.snapshots.document import built
+
+    return built(doc)

@@ -52,6 +52,30 @@ def renamed(snapshot: Snapshot | Document, name: str) -> Snapshot | Document:
 _DIRECT_TEXT = 2 << 20
 
 
+def document_of(text: str, *, source: str) -> Document | None:
+    """The snapshot in ``text`` as the document its file holds, where nothing but json and
+    fits() is needed to vouch for it (this envguard's major version, a model loads()
+    would build directly: snapshots.document.vouched); None otherwise, and loads() then
+    builds its model or says what is wrong. A newer minor's note is said, as loads()
+    says it."""
+    from envguard.snapshots import document
+
+    if suspect_numbers(text) or len(text) > _DIRECT_TEXT or not document.building_directly():
+        return None
+    try:
+        data = json_loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
+        return None
+    data, note = _read_past(data, source=source)
+    if not document.vouched(data):
+        return None
+    if note is not None:
+        notices.say(note)
+    return data
+
+
 def loads(text: str, *, source: str) -> Snapshot:
     """A Snapshot from JSON text; SnapshotError naming ``source`` when it is not one."""
 
