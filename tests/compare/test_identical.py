@@ -153,3 +153,26 @@ def test_a_clean_answer_told_again_is_the_engines_drift() -> None:
     again = Clean(snap.name, live.name, snap.model_dump(mode="json")["metrics"])
     assert again.drift() == drift
     assert again.drift().model_dump(mode="json") == drift.model_dump(mode="json")
+
+
+def test_the_comparison_is_stamped_before_any_of_its_files_loads() -> None:
+    """A process keeps clean answers under the stamp of the code it runs: the stamp is
+    taken as envguard.snapshots or envguard.compare is first imported (whichever comes
+    first), and one taken once a stamped module has loaded vouches for nothing."""
+    import subprocess
+    import sys
+
+    from envguard.snapshots import clean
+
+    for first in ("envguard.compare.engine", "envguard.snapshots.document", "envguard.cli"):
+        program = (
+            f"import {first}, sys\n"
+            "from envguard.snapshots.clean import comparison_code\n"
+            "sys.stdout.write('stamped' if comparison_code() else 'none')\n"
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", program], capture_output=True, text=True, timeout=60
+        )
+        assert proc.stdout == "stamped", (first, proc.stderr)
+    # Taken again in this process, which loaded the engine long ago: no stamp.
+    assert clean.comparison_code.__wrapped__() is None

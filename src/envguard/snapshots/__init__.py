@@ -6,3 +6,7 @@ live.py measures the live side of a diff as a snapshot was measured; hosts.py ca
 through command prefixes and many hosts at once; repos.py and sources.py read git and
 PEP 610 records.
 """
+
+from envguard.snapshots.clean import comparison_code as _stamp
+
+_stamp()  # the comparison's files, stamped before any of them loads (snapshots/clean.py)

@@ -25,17 +25,32 @@ _SNAPSHOT_CODE = ("models.py", "builders.py", "document.py", "shape.py", "checks
 
 @cache
 def comparison_code() -> str | None:
-    """The stamp of the files the comparison's answer is made by, and this envguard's
-    version; None when one cannot be stat'ed (then nothing is kept or used)."""
-    from envguard.probe.payload_cache import stamp
+    """The stamp of the files the comparison's answer is made by, this envguard's version,
+    packaging's (the sections read versions and markers with it) and Python's; None when a
+    file cannot be stat'ed or changed less than 2 s ago (then nothing is kept or used).
 
+    Taken once a process, when the first of envguard.snapshots and envguard.compare is
+    imported: before any of the files it stamps has loaded, so a file changed later never
+    has the answers of the code loaded before it kept under its own stamp (a long-lived
+    process that uses the API keeps the stamp of the code it runs)."""
+    import sys
+
+    import packaging
+
+    from envguard.probe.payload_cache import settled, stamp
+
+    loaded = {f"envguard.snapshots.{name[:-3]}" for name in _SNAPSHOT_CODE}
+    if any(m in loaded or m.startswith("envguard.compare.") for m in list(sys.modules)):
+        return None  # stamped after some of its files loaded: this process cannot vouch
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     files = [os.path.join(package, "snapshots", name) for name in _SNAPSHOT_CODE]
     for folder, subfolders, names in os.walk(os.path.join(package, "compare")):
         subfolders[:] = sorted(d for d in subfolders if d != "__pycache__")
         files += [os.path.join(folder, n) for n in sorted(names) if n.endswith(".py")]
     found = stamp(files)
-    return None if found is None else f"{__version__};{found}"
+    if found is None or not settled(files):
+        return None  # git's racily clean case: an edit within the stamp's granularity
+    return f"{__version__};packaging {packaging.__version__};{sys.version};{found}"
 
 
 def _folder() -> str | None:
