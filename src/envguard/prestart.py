@@ -1,6 +1,6 @@
 """Start the probe before the command line's libraries load.
 
-``envguard snapshot`` and ``envguard diff`` spend most of their start-up importing typer;
+``envguard snapshot``, ``diff`` and ``check`` spend most of their start-up importing typer;
 the probe they need can run meanwhile. This reads argv only far enough to guess that probe
 (the command, ``--python``, the snapshot named) and starts it (api.prestart). The command,
 once typer has parsed it, takes the probe over only when it asks for exactly that one
@@ -20,6 +20,8 @@ VALUED = {
         {"--python", "--name", "--out", "-o", "--metric", "--note", "--timeout", "--jobs"}
     ),
     "diff": frozenset({"--python", "--format", "--fail-on", "--only"}),
+    # check without a lock is diff's comparison as a gate: the same probe.
+    "check": frozenset({"--python", "--format", "--fail-on", "--only"}),
     # guard and undo probe the venv (--venv, else $VIRTUAL_ENV, else ./.venv) first.
     "guard": frozenset(
         {"--venv", "--allow", "--fail-on", "--timeout", "--keep", "--format", "--wait"}
@@ -40,6 +42,7 @@ VALUED = {
 FLAGS = {
     "snapshot": frozenset({"--force", "--no-force", "-q", "--quiet"}),
     "diff": frozenset({"--expand", "-q", "--quiet"}),
+    "check": frozenset({"--expand", "--inexact", "-q", "--quiet"}),
     "guard": frozenset({"--preview", "--shell", "--force", "--allow-build", "-q", "--quiet"}),
     "undo": frozenset(
         {
@@ -90,7 +93,7 @@ def guess(argv: list[str]) -> tuple[str, str | None, str | None] | None:
         return (command, found, None) if found is not None else None
     if len(positional) > (0 if command == "snapshot" else 1):
         return None
-    if command == "diff" and not positional:
+    if command in ("diff", "check") and not positional:
         return None  # the newest snapshot: finding it reads them all, once is enough
     return command, python, positional[0] if positional else None
 

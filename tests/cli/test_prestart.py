@@ -60,6 +60,12 @@ NO_GUESS = {
         "--no-install-workspace", "--no-editable", "--timeout", "--deep", "--no-deep",
         "--verbose", "-v",
     },
+    "check": {
+        "--lock", "--find-lock", "--against", "--via", "--allow", "--root", "--extra",
+        "--all-extras", "--group", "--only-group", "--no-default-groups", "--all-groups",
+        "--package", "--no-group", "--no-dev", "--all-packages", "--no-install-project",
+        "--no-install-workspace", "--no-editable", "--timeout", "--verbose", "-v",
+    },
     "guard": {"--verbose", "-v"},
     "undo": {"--verbose", "-v"},
 }  # fmt: skip
@@ -103,7 +109,7 @@ def test_prestart_knows_each_option_of_the_command_with_typers_arity(command: st
     assert not NO_GUESS[command] - set(options), "no longer options of the command"
     # The positionals guess() takes: none for snapshot, one snapshot for diff; guard's
     # words and undo's steps end what it reads or are passed over.
-    expected = {"snapshot": [], "diff": [1], "guard": [-1], "undo": [1]}[command]
+    expected = {"snapshot": [], "diff": [1], "check": [1], "guard": [-1], "undo": [1]}[command]
     assert arguments == expected
 
 
@@ -155,6 +161,9 @@ def test_snapshot_and_diff_take_over_the_probe_started_before_typer(tmp_path: Pa
     assert code == 0
     assert counts == "PROBES [False] CANCELLED []"  # one probe, started before typer, taken
     code, counts = _run(tmp_path, "diff", "good", "--python", sys.executable)
+    assert code == 0
+    assert counts == "PROBES [False] CANCELLED []"
+    code, counts = _run(tmp_path, "check", "good", "--python", sys.executable)  # the gate
     assert code == 0
     assert counts == "PROBES [False] CANCELLED []"
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def prestart(
-    command: Literal["snapshot", "diff", "guard", "undo"],
+    command: Literal["snapshot", "diff", "check", "guard", "undo"],
     *,
     good: str | None = None,
     python: str | None = None,
