@@ -330,7 +330,9 @@ def spawn_piped(argv: list[str], *, marker: bytes, env: dict[str, str]) -> Spawn
     own, registered, SIGPIPE and SIGXFSZ back to their defaults, no inherited descriptor
     but the pipes), by ``os.posix_spawn``: no subprocess to import first. None where that
     cannot be done so (not Linux, no /proc, a standard descriptor closed): start_child()
-    then. OSError when ``argv[0]`` cannot be run."""
+    then. OSError when ``argv[0]`` cannot be run. (glibc's posix_spawn leaves its own two
+    internal signals, 32 and 33, ignored in the child; a libc sets its handlers for them
+    when it needs them, and no program takes them at their default.)"""
     if sys.platform != "linux" or not hasattr(os, "posix_spawn"):
         return None
     try:

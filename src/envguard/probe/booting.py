@@ -1,6 +1,6 @@
 """The target interpreter started before the host knows the probe's argument (boot()).
 
-A plain local ``snapshot``, ``diff``, ``guard`` or ``undo`` names its interpreter in argv;
+A plain local ``snapshot``, ``diff``, ``check``, ``guard`` or ``undo`` names its interpreter;
 prestart starts it at once with the target package (payload.booting_payload), and it loads
 that and takes its first steps (main.begin) while the host imports what builds the
 argument. The first local ProbeRun of that interpreter takes it over (take_boot()) and sends
