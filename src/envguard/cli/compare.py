@@ -145,6 +145,8 @@ def _append_to(variable: str, target: str, text: str) -> None:
 
 
 def _exit(drift: "Drift | Clean", policy: "Policy") -> NoReturn:
+    if not drift.changes:  # no change fails any policy: the sections are not loaded for it
+        raise typer.Exit(0)
     from envguard.compare.layers import fails
 
     raise typer.Exit(1 if fails(policy, (c.severity for c in drift.changes)) else 0)
