@@ -76,10 +76,14 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    import importlib
-
+    # Asked for every submodule imported as `from envguard import x` before it loads (the
+    # console entry's prestart among them): importlib is loaded only for a name of ours.
     if name in _MODELS:
+        import importlib
+
         return getattr(importlib.import_module(_MODELS[name]), name)
     if name in __all__ and not name.startswith(("_", "SCHEMA")):  # the operations
+        import importlib
+
         return getattr(importlib.import_module("envguard.api"), name)
     raise AttributeError(f"module 'envguard' has no attribute {name!r}")

@@ -13,19 +13,19 @@ only the standard library, and its heavier modules (subprocess) inside the funct
 
 from __future__ import annotations
 
-import contextlib
+import _thread
 import os
-import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
 
 from envguard.errors import EnvguardError
 
 TYPE_CHECKING = False  # typing loads once the early probe runs (envguard.api.early)
 if TYPE_CHECKING:
+    import signal as _signal  # the same functions and numbers, without enum's wrappers
     import subprocess
+    from collections.abc import Callable
+    from types import TracebackType
     from typing import IO, Any, Protocol, TypeAlias, TypeVar
 
     class Cancellable(Protocol):
@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     Child: TypeAlias = "subprocess.Popen[bytes] | Spawned"
     _Valid = TypeVar("_Valid")
     _Result = TypeVar("_Result")
+else:
+    import _signal
 
 
 class Interrupted(KeyboardInterrupt):
@@ -52,6 +54,8 @@ class Interrupted(KeyboardInterrupt):
     @property
     def name(self) -> str:
         """SIGINT, SIGTERM, SIGHUP."""
+        import signal
+
         return signal.Signals(self.signum).name
 
 
@@ -92,18 +96,36 @@ def raise_if_signalled() -> None:
         raise Interrupted(signum)
 
 
-class _Depth(threading.local):
-    """How deep this thread is in a block (cleaning_up, signals_deferred)."""
+class suppress:
+    """contextlib.suppress, which this module cannot import: on the way to the probe's start
+    (probe.booting), contextlib, enum and threading are most of what the command would
+    import before starting it."""
+
+    def __init__(self, *exceptions: type[BaseException]) -> None:
+        self.exceptions = exceptions
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: object, tb: TracebackType | None
+    ) -> bool:
+        return kind is not None and issubclass(kind, self.exceptions)
+
+
+class _Depth(_thread._local):
+    """How deep this thread is in a block (cleaning_up, signals_deferred), and the block
+    itself (``with depth:``)."""
 
     depth = 0
 
-    @contextlib.contextmanager
-    def entered(self) -> Iterator[None]:
+    def __enter__(self) -> None:
         self.depth += 1
-        try:
-            yield
-        finally:
-            self.depth -= 1
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: object, tb: TracebackType | None
+    ) -> None:
+        self.depth -= 1
 
 
 # Per thread: one thread's clean-up must not let another thread (a fleet's worker) go on
@@ -111,12 +133,10 @@ class _Depth(threading.local):
 _CLEANING = _Depth()
 
 
-@contextlib.contextmanager
-def cleaning_up() -> Iterator[None]:
+def cleaning_up() -> _Depth:
     """Waits inside, in this thread, do not stop for a signal already received (a far
     side's staged file is removed after an interrupt, not left behind)."""
-    with _CLEANING.entered():
-        yield
+    return _CLEANING
 
 
 def on_signal(signum: int, frame: object) -> None:
@@ -132,18 +152,25 @@ def on_signal(signum: int, frame: object) -> None:
 _DEFERRING = _Depth()
 
 
-@contextlib.contextmanager
-def signals_deferred() -> Iterator[None]:
+class signals_deferred:  # used as the function it was: with signals_deferred()
     """A signal inside is noted and raised once the block is left, never halfway through
     it: a child process is started and registered for clean-up, or not started, never
     orphaned in between (an interrupt raised inside ``Popen``, after the fork, lost the
-    child's pid); a venv swap and its bookkeeping are done, or not begun.
+    child's pid); a venv swap and its bookkeeping are done, or not begun. (A block that
+    raises leaves with its own exception.)
 
     Signals are held, not blocked: with pthread_sigmask another thread (rich's status
     refresher) can take the signal, and Python still runs the handler in the main thread."""
-    with _DEFERRING.entered():
-        yield
-    raise_if_signalled()
+
+    def __enter__(self) -> None:
+        _DEFERRING.__enter__()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: object, tb: TracebackType | None
+    ) -> None:
+        _DEFERRING.__exit__(kind, exc, tb)
+        if kind is None:
+            raise_if_signalled()
 
 
 def catchable_signals() -> list[int]:
@@ -152,8 +179,8 @@ def catchable_signals() -> list[int]:
     job ignores SIGINT; envguard never turns them back on."""
     return [
         s
-        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-        if signal.getsignal(s) is not signal.SIG_IGN
+        for s in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP)
+        if _signal.getsignal(s) != _signal.SIG_IGN
     ]
 
 
@@ -162,7 +189,7 @@ def handle_signals() -> None:
     the hook that keeps an interrupt CPython could not raise from printing a traceback."""
     sys.unraisablehook = _unraisable
     for signum in catchable_signals():
-        signal.signal(signum, on_signal)
+        _signal.signal(signum, on_signal)
 
 
 def signals_ignored_from_now() -> None:
@@ -170,24 +197,26 @@ def signals_ignored_from_now() -> None:
     has nothing left to stop, and would otherwise end the process with the default action
     and no line (CPython's finalization puts the default handlers back): ignored."""
     for signum in catchable_signals():
-        signal.signal(signum, signal.SIG_IGN)
+        _signal.signal(signum, _signal.SIG_IGN)
 
 
-@contextlib.contextmanager
-def signals_handled() -> Iterator[None]:
+class signals_handled:  # used as the function it was: with signals_handled()
     """on_signal for a block that reports its own interrupt (a rebuild says where it
     stopped and what it left): SIGTERM stops it as Ctrl-C does, for an API caller too, and
     its clean-up runs. Afterwards the caller's handlers are back, and the signals received
     inside are forgotten: the block's error reported them, and they do not stop what the
     caller does next (a script's next call; the CLI's report of that error)."""
-    previous = {s: signal.signal(s, on_signal) for s in catchable_signals()}
-    before = len(_received)
-    try:
-        yield
-    finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
-        del _received[before:]
+
+    def __enter__(self) -> None:
+        self.previous = {s: _signal.signal(s, on_signal) for s in catchable_signals()}
+        self.before = len(_received)
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: object, tb: TracebackType | None
+    ) -> None:
+        for signum, old in self.previous.items():
+            _signal.signal(signum, old)
+        del _received[self.before :]
 
 
 def _unraisable(info: sys.UnraisableHookArgs) -> None:
@@ -206,7 +235,7 @@ def interrupt_behind(exc: BaseException) -> int | None:
         return exc.signum
     signum = received_signal()
     if signum is None and isinstance(exc, KeyboardInterrupt):
-        return signal.SIGINT
+        return _signal.SIGINT
     return signum
 
 
@@ -217,7 +246,7 @@ _TERM_PAUSE = 0.5
 # Children running now (process group id -> the marker in their environment, or None), so an
 # interrupt can stop them all.
 _RUNNING: dict[int, bytes | None] = {}
-_RUNNING_LOCK = threading.Lock()
+_RUNNING_LOCK = _thread.allocate_lock()
 # Every child envguard started (live or reaped): never mistaken for an adopted orphan.
 _STARTED: set[int] = set()
 
@@ -260,7 +289,7 @@ def start_child(
                 _STARTED.add(started.pid)
     except BaseException:  # an interrupt
         if started is not None:
-            with contextlib.suppress(OSError, ValueError):
+            with suppress(OSError, ValueError):
                 end_chain(started, marker=marker, adopts=adopts)
                 for pipe in (started.stdin, started.stdout, started.stderr):
                     if pipe is not None:
@@ -282,7 +311,7 @@ class Spawned:
         self.args, self.pid = argv, pid
         self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
         self.returncode: int | None = None
-        self._waiting = threading.Lock()  # one waitpid() at a time, as Popen's
+        self._waiting = _thread.allocate_lock()  # one waitpid() at a time, as Popen's
 
     def poll(self) -> int | None:
         if self.returncode is None and self._waiting.acquire(False):
@@ -352,7 +381,7 @@ def spawn_piped(argv: list[str], *, marker: bytes, env: dict[str, str]) -> Spawn
             (os.POSIX_SPAWN_DUP2, err_w, 2),
         ]
         for fd in inherited:  # close_fds=True: what envguard inherited is not passed on
-            with contextlib.suppress(OSError):  # the listing's own, closed now
+            with suppress(OSError):  # the listing's own, closed now
                 if fd > 2 and fd not in ends and os.get_inheritable(fd):
                     actions.append((os.POSIX_SPAWN_CLOSE, fd))
         pid = 0
@@ -364,7 +393,7 @@ def spawn_piped(argv: list[str], *, marker: bytes, env: dict[str, str]) -> Spawn
                     env,
                     file_actions=actions,
                     setsid=True,
-                    setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+                    setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ),
                 )
                 with _RUNNING_LOCK:
                     _RUNNING[pid] = marker
@@ -374,7 +403,7 @@ def spawn_piped(argv: list[str], *, marker: bytes, env: dict[str, str]) -> Spawn
         except BaseException:  # an interrupt once it started: ended and collected here
             if pid:
                 kill_group(pid)
-                with contextlib.suppress(ChildProcessError):
+                with suppress(ChildProcessError):
                     os.waitpid(pid, 0)
                 forget(pid)
             raise
@@ -404,8 +433,8 @@ def running(pid: int) -> bool:
 
 def kill_group(pid: int) -> None:
     """SIGKILL the process group of the child ``pid`` (it leads its own session)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, _signal.SIGKILL)
 
 
 # How long a prefix (srun, ssh, kubectl) has to end after SIGTERM before SIGKILL: srun
@@ -418,9 +447,9 @@ def terminate_group(proc: subprocess.Popen[Any] | Spawned, grace: float) -> None
     to end (it may take the rest of its group down with it)."""
     import subprocess
 
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, _signal.SIGTERM)
+    with suppress(subprocess.TimeoutExpired):
         proc.wait(grace)
 
 
@@ -449,8 +478,8 @@ def kill_running() -> None:
     with _RUNNING_LOCK:
         groups = list(_RUNNING.items())
     for pgid, _mark in groups:  # SIGTERM first: a prefix (srun) cancels what it started
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGTERM)
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, _signal.SIGTERM)
     if groups:
         time.sleep(_TERM_PAUSE)
     for pgid, mark in groups:
@@ -495,9 +524,9 @@ def kill_adopted() -> None:
         if pid in ours:
             continue
         if parent_of(pid) == me and pid not in _STARTED:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError, OSError):
+            with suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, _signal.SIGKILL)
+            with suppress(ChildProcessError, OSError):
                 os.waitpid(pid, 0)
 
 
@@ -538,8 +567,8 @@ def kill_strays(marker: bytes) -> None:
         except OSError:
             continue  # gone, or not ours to read
         if marker in environ.split(b"\0"):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(int(entry.name), signal.SIGKILL)
+            with suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry.name), _signal.SIGKILL)
 
 
 def validate_meanwhile(

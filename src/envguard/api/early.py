@@ -8,8 +8,6 @@ snapshot's store and models, api.capture itself).
 
 from __future__ import annotations
 
-import contextlib
-
 from envguard.errors import EnvguardError
 
 TYPE_CHECKING = False  # typing itself loads once the probe runs
@@ -34,9 +32,10 @@ def prestart(
     it starts first, with the target package (probe.booting.boot), and loads that while
     what builds the probe's argument is imported here."""
     if boot is not None:
+        from envguard.lifecycle import suppress  # contextlib's import is not on the way
         from envguard.probe import booting
 
-        with contextlib.suppress(OSError, ValueError):
+        with suppress(OSError, ValueError):
             booting.boot(boot)  # no such interpreter: the command says so
     from envguard.snapshots.measure import Measure, capture_request
     from envguard.snapshots.request import start_early

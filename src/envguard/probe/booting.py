@@ -10,9 +10,8 @@ half only (subprocess is not imported on Linux: lifecycle.spawn_piped).
 
 from __future__ import annotations
 
-import contextlib
+import _thread
 import os
-import threading
 import time
 
 from envguard.lifecycle import (
@@ -22,6 +21,7 @@ from envguard.lifecycle import (
     new_marker,
     spawn_piped,
     start_child,
+    suppress,
 )
 from envguard.probe.payload import BOOT, booting_payload
 
@@ -52,6 +52,8 @@ class _Booted:
             )
         self.proc = proc
         self.cancelled = False
+        import threading  # once it runs: its import is not on the way to the start
+
         self.feeder = threading.Thread(
             target=self._send, args=(booting_payload(entry),), daemon=True
         )
@@ -69,7 +71,7 @@ class _Booted:
         except (OSError, ValueError):
             self.cancelled = True
         if self.cancelled:
-            with contextlib.suppress(OSError, ValueError):
+            with suppress(OSError, ValueError):
                 stdin.close()
 
     def cancel(self) -> None:
@@ -88,12 +90,12 @@ class _Booted:
                 pipes.append(self.proc.stdin)
             for pipe in pipes:
                 if pipe is not None:
-                    with contextlib.suppress(OSError, ValueError):
+                    with suppress(OSError, ValueError):
                         pipe.close()
 
 
 _BOOTS: list[_Booted] = []
-_BOOTS_LOCK = threading.Lock()
+_BOOTS_LOCK = _thread.allocate_lock()
 # A boot older than this is not taken over: what it read first (main.begin) may have changed
 # since. The command line takes its boot over within a fraction of a second.
 BOOT_FRESH_SECONDS = 5.0

@@ -11,17 +11,35 @@ literals, and runs ``main.main``. A local interpreter started before its argumen
 
 from __future__ import annotations
 
+import _thread
 import os
-import threading
-from functools import cache
 
 from envguard.probe import payload_cache
 
 TYPE_CHECKING = False  # typing loads once the probe runs (envguard.api.early)
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
+    from functools import cache
     from types import ModuleType
     from typing import Any
+else:
+
+    class cache:
+        """functools.cache, which this module cannot import: functools loads collections,
+        milliseconds on the way to the probe's start (probe.booting)."""
+
+        def __init__(self, function: Callable[..., Any]) -> None:
+            self.function, self.memo = function, {}
+            self.__doc__, self.__wrapped__ = function.__doc__, function
+
+        def __call__(self, *args: Any) -> Any:
+            if args not in self.memo:
+                self.memo[args] = self.function(*args)
+            return self.memo[args]
+
+        def cache_clear(self) -> None:
+            self.memo.clear()
+
 
 # Dependency order: a module is installed after everything it imports.
 TARGET_MODULES = (
@@ -273,7 +291,7 @@ def standalone_payload(args: Mapping[str, Any]) -> str:
 
 
 _INSTALLED: list[ModuleType] = []
-_INSTALLING = threading.Lock()
+_INSTALLING = _thread.allocate_lock()
 
 
 def local_package() -> ModuleType:
