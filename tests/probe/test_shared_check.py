@@ -242,3 +242,69 @@ def test_the_quick_hash_budget_holds_for_both_shares_together(
             assert plan is not None and plan.shares == 2
             share = installed.work(plan, range(len(plan.units)))
             assert sum(len(r["modified"]) for _, r in share["on_disk"]) == 0
+
+
+def test_a_check_cancelled_leaves_no_child_and_the_cache_as_it_was(
+    site: Path, tmp_path: Path
+) -> None:
+    """A booted probe begins the quick check before its argument comes (main.begin); an
+    argument that asks for another check cancels it: its children are killed and
+    collected, and what its preparation read of the distribution cache is forgotten, so a
+    run that then checks nothing keeps every verdict held (a cancelled read must not pass
+    for this run's use: the verdicts it did not ask for would be dropped)."""
+    _check(site, tmp_path, fork=True)[3].cache.save()  # the verdicts, kept
+    (shard,) = (tmp_path / "cTrue").glob("*.json")
+    held = json.loads(shard.read_text())
+    target = local_package()
+    cache = target.distcache.DistCache(str(tmp_path / "cTrue"), [str(site)], code="t", quiet=0)
+    warnings: list[str] = []
+    packages = target.dists.scan_packages([str(site)], warnings, cache)
+    before = (cache.mark(), cache.files_checked)
+    checking = target.checking.Checking(packages, "quick", cache, fork=True)
+    assert checking.child is not None and checking.second is not None
+    assert cache.mark() != before[0]  # its preparation read the rows
+    children = [checking.child.pid, checking.second.pid]
+    checking.cancel()
+    for pid in children:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # killed and collected
+    assert (cache.mark(), cache.files_checked) == before
+    found = target.checking.Checking(packages, "off", cache).result(warnings)
+    assert found == {"clashes": None, "unowned": None}
+    cache.save()
+    kept = json.loads(shard.read_text())
+    assert (kept["pycdirs"], kept["verified"], kept["rows"]) == (
+        held["pycdirs"], held["verified"], held["rows"],
+    )  # fmt: skip
+
+
+def test_a_boot_asked_for_a_deep_check_drops_the_quick_one_it_began(
+    site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The quick check a boot begins serves a plain argument; one that asks for the deep
+    check (a diff of a snapshot taken with --deep) gets the deep check, which finds what
+    the quick one never looks at: a data file appended to."""
+    from envguard.probe import booting, runner
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    data = site / "gen00003" / "data.txt"
+    data.write_text("weights\n")
+    record = next(site.glob("gen00003-*.dist-info")) / "RECORD"
+    import base64
+    import hashlib
+
+    digest = base64.urlsafe_b64encode(hashlib.sha256(b"weights\n").digest()).rstrip(b"=")
+    with record.open("a") as fh:
+        fh.write(f"gen00003/data.txt,sha256={digest.decode()},8\n")
+    data.write_text("weights, edited\n")
+    python = str(tmp_path / "venv" / "bin" / "python")
+    args = {"default_caches": False, "git": False}
+    for verify, flagged in (("quick", False), ("deep", True)):
+        booting.boot(python)
+        run = runner.ProbeRun(python, {**args, "verify": verify})
+        try:
+            report = run.result()
+        finally:
+            run.cancel()
+        (dist,) = (p for p in report["packages"] if p["name"] == "gen00003")
+        assert ("gen00003/data.txt" in dist["on_disk"]["modified"]) is flagged, verify

@@ -60,6 +60,8 @@ class Checking:
         self.queue = -1
         self.warnings: List[str] = []
         self.mark: Optional[List[int]] = None
+        # What the run had used of the cache before this check (cancel() goes back to it).
+        self.before = (cache.mark(), cache.files_checked) if cache is not None else None
         for dist in packages:  # set here: the probe reads these dicts meanwhile
             dist["on_disk"] = None
         if mode not in ("quick", "deep") or not (spare_core() if fork is None else fork):
@@ -94,6 +96,21 @@ class Checking:
             os.close(read_fd)
             self.queue = -1
             plan.shares = 1  # no fork: the whole check in one share (_work)
+
+    def cancel(self) -> None:
+        """Stop the check: its children killed and collected, its queue closed; nothing of
+        theirs reaches the distribution cache. result() then says nothing was checked."""
+        for forked in (self.child, self.second):
+            if forked is not None and forked.started:
+                forked.stop()
+        self.child = self.second = None
+        if self.queue >= 0:
+            os.close(self.queue)
+            self.queue = -1
+        self.plan = None
+        self.mode = "off"
+        if self.cache is not None and self.before is not None:
+            self.cache.rewind(*self.before)
 
     def _share(self, plan: Plan, queue: int) -> Dict[str, Any]:
         """One share of the check, as plain JSON: the units taken from ``queue``, and what

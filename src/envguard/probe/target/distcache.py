@@ -362,6 +362,16 @@ class DistCache:
         came after (entries are added, never moved: dicts keep their order)."""
         return [len(self.used_rows), len(self.used_verified), len(self.used_pycdirs)]
 
+    def rewind(self, mark: List[int], files_checked: bool) -> None:
+        """Forget what was used after ``mark`` (mark()), ``files_checked`` as it was then:
+        a check begun and cancelled (installed.Checking.cancel) read what this run did not
+        ask for, and a run that checks nothing keeps the verdicts held as they were."""
+        rows, verified, pycdirs = mark
+        self.used_rows = dict(islice(self.used_rows.items(), rows))
+        self.used_verified = dict(islice(self.used_verified.items(), verified))
+        self.used_pycdirs = dict(islice(self.used_pycdirs.items(), pycdirs))
+        self.files_checked = files_checked
+
     def checked(self, since: Optional[List[int]] = None) -> Dict[str, Any]:
         """What the installed-files check used and learned after ``since`` (mark(); None:
         all of it), as plain JSON (it runs in a forked child: see installed.Checking): new

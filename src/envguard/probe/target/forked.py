@@ -145,6 +145,13 @@ class Forked:
             return None
         return answer["value"]
 
+    def stop(self) -> None:
+        """Kill the child and collect it (its answer is not wanted)."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        self._reap(True)
+
     def _reap(self, kill: bool) -> None:
         """Collect the child; killed first when it overran, and waited on for at most
         REAP_SECONDS: one stuck in the kernel (a hung NFS server) dies when its call

@@ -62,7 +62,9 @@ PROBE_VERSION = 9
 # What the first steps of a probe depend on (begin()): the argument's keys they read.
 _BEGUN_BY = ("overlay", "fingerprint_cache", "code", "cache_quiet_seconds")
 if TYPE_CHECKING:
-    Begun = Tuple[Dict[str, Any], List[str], List[str], DistCache, List[Dict[str, Any]]]
+    Begun = Tuple[
+        Dict[str, Any], List[str], List[str], DistCache, List[Dict[str, Any]], Optional[Checking]
+    ]
 
 
 def _begin(args: Dict[str, Any]) -> Begun:
@@ -85,7 +87,7 @@ def _begin(args: Dict[str, Any]) -> Begun:
         quiet=float(args.get("cache_quiet_seconds", QUIET_SECONDS)),
     )
     packages = scan_packages(sites, warnings, cached)
-    return _begun_by(args), warnings, sites, cached, packages
+    return _begun_by(args), warnings, sites, cached, packages, None
 
 
 def _begun_by(args: Dict[str, Any]) -> Dict[str, Any]:
@@ -96,11 +98,21 @@ def begin(code: str) -> Optional[Begun]:
     """A probe's first steps for the argument a plain snapshot sends (its code key the
     payload's), taken by an interpreter booted early while it waits for its argument
     (payload.booting_payload): probe() uses them when its argument reads the same there,
-    and takes them again otherwise; None when they failed (probe() reports why)."""
+    and takes them again otherwise; None when they failed (probe() reports why).
+
+    The installed-files check starts here too, as a plain probe asks for it (quick, by the
+    default deadline): its children work while the host still builds the argument, and
+    the check is the longest part of a probe. An argument that asks for another check
+    stops them (Checking.cancel) and starts its own."""
     try:
-        return _begin({"code": code})
+        begun = _begin({"code": code})
     except Exception:
         return None
+    try:
+        checking = Checking(begun[4], "quick", begun[3])
+    except Exception:
+        return begun  # probe() prepares it again, and says what failed
+    return (*begun[:5], checking)
 
 
 def probe(args: Dict[str, Any], begun: Optional[Begun] = None) -> Dict[str, Any]:
@@ -111,9 +123,13 @@ def probe(args: Dict[str, Any], begun: Optional[Begun] = None) -> Dict[str, Any]
     # Slow external tools run while the file system is read. nvidia-smi reads the live
     # driver: asked at every probe (where it is on PATH), all its columns at once.
     smi = start_tool(["nvidia-smi", "--query-gpu=" + GPU_COLUMNS, "--format=csv,noheader"])
-    if begun is None or begun[0] != _begun_by(args):
+    if begun is not None and begun[0] != _begun_by(args):
+        if begun[5] is not None:
+            begun[5].cancel()
+        begun = None
+    if begun is None:
         begun = _begin(args)
-    _, warnings, sites, cached, packages = begun
+    _, warnings, sites, cached, packages, early = begun
     # nvcc's and the C++ compiler's answers are their binaries': kept while those are
     # unchanged (the compiler torch inductor would call, named by this environment).
     nvcc = start_version(which("nvcc"), cached)
@@ -124,9 +140,13 @@ def probe(args: Dict[str, Any], begun: Optional[Begun] = None) -> Dict[str, Any]
     seconds = args.get("verify_seconds")
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
         seconds = CHECK_SECONDS
-    checking = Checking(
-        packages, args.get("verify", "quick"), cached, timeout=min(max(seconds, 0.0), 86400.0)
-    )
+    mode, timeout = args.get("verify", "quick"), min(max(seconds, 0.0), 86400.0)
+    if early is not None and (mode, timeout) == ("quick", CHECK_SECONDS):
+        checking = early  # begun as this argument asks
+    else:
+        if early is not None:
+            early.cancel()
+        checking = Checking(packages, mode, cached, timeout=timeout)
     torch = torch_build(packages, warnings)
     pid = args.get("pid")
     pid = pid if type(pid) is int and pid > 0 else None
