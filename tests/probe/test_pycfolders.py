@@ -234,6 +234,51 @@ def test_a_core_is_spare_by_what_runs_now_not_by_the_last_minute(
     assert forked.spare_core() is spare
 
 
+def test_a_thread_runnable_for_a_moment_does_not_take_the_core(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The count is looked at again a millisecond later before the machine is taken for
+    busy: runs back to back (a benchmark's) leave a 1-minute load over 1.5 on 2 cores, and
+    the exit of the last one, or a kernel worker, was runnable at the first look in 4 runs
+    of 10."""
+    from envguard.probe.payload import local_package
+
+    forked = local_package().forked
+    looks = iter([b"1.90 1.80 1.70 3/300 4242", b"1.90 1.80 1.70 2/300 4242"])
+    monkeypatch.setattr(forked, "_loadavg", lambda: next(looks).split())
+    monkeypatch.setattr(forked.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(forked, "_parent_running", lambda: 1)
+    assert forked.spare_core() is True  # the second look: this probe and its parent only
+    busy = iter([b"1.90 1.80 1.70 3/300 4242"] * forked.SAMPLES)
+    monkeypatch.setattr(forked, "_loadavg", lambda: next(busy).split())
+    assert forked.spare_core() is False  # busy at every look, and for the last minute
+
+
+def test_every_thread_of_the_parent_counts_as_the_parent() -> None:
+    """A thread of envguard's other than its main one (one that feeds the probe its
+    program, say) running while the main thread waits is envguard's, not another load."""
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import subprocess, sys, threading, time
+        stop = time.monotonic() + 20
+        def spin():
+            while time.monotonic() < stop:
+                pass
+        threading.Thread(target=spin, daemon=True).start()
+        child = "from envguard.probe.payload import local_package;"
+        child += "print(local_package().forked._parent_running())"
+        print(subprocess.run([sys.executable, "-c", child], capture_output=True,
+                             text=True, check=True).stdout.strip())
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "1"  # the spinning thread; its main thread waits
+
+
 def test_the_parent_is_seen_running_or_waiting() -> None:
     """The probe's parent as the kernel says it is: a child this test waits for sees it
     sleeping, not running."""

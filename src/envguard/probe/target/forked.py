@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Optional, Tuple
+    from typing import Any, Callable, List, Optional, Tuple
 
 # The most a child's answer may hold (the check's answer is a few KB; the rows of RECORDs
 # read afresh, a few MB at most).
@@ -37,16 +38,17 @@ LOADAVG = "/proc/loadavg"
 
 def spare_core() -> bool:
     """Whether a core is idle now for a child to run beside the probe: fewer threads
-    runnable this instant (this one among them; not the process that started the probe,
-    which only waits for its answer once its own start-up is done: envguard imports its
-    command line while the probe runs) than the cores this process may use, or, when
-    there are as many, a 1-minute load average under the cores less a half. The count
-    alone saw a thread runnable for a moment (a kernel worker, the last run's exit) in 2
-    runs of 30 on an idle 2-core machine, and the check lost its second core; the average
-    alone counts the runs that came just before (a benchmark's, a fleet's) and refuses a
-    core that is idle. Busy by both, the machine is at full load, where a second process
-    only adds fork's costs. Where the count cannot be read, the average less one (this
-    process's own) is the rule."""
+    runnable this instant (this one among them; not those of the process that started the
+    probe, which only waits for its answer once its own start-up is done: envguard imports
+    its command line while the probe runs) than the cores this process may use, at one of
+    SAMPLES looks a millisecond apart, or, when there are as many at each, a 1-minute load
+    average under the cores less a half. One look saw a thread runnable for a moment (a
+    kernel worker, the last run's exit) in 2 runs of 30 on an idle 2-core machine, and 4
+    in 10 when runs came back to back (a benchmark's), where the average, which counts
+    the runs that came just before, refused the core too. Busy at every look and by the
+    average, the machine is at full load, where a second process only adds fork's costs.
+    Where the count cannot be read, the average less one (this process's own) is the
+    rule."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -54,10 +56,13 @@ def spare_core() -> bool:
     if cores < 2:
         return False
     try:
-        with open(LOADAVG, "rb") as fh:
-            fields = fh.read(256).split()
-        running = int(fields[3].split(b"/")[0])
-        return running - _parent_running() < cores or float(fields[0]) < cores - 0.5
+        for look in range(SAMPLES):
+            if look:
+                time.sleep(0.001)
+            fields = _loadavg()
+            if int(fields[3].split(b"/")[0]) - _parent_running() < cores:
+                return True
+        return float(fields[0]) < cores - 0.5
     except (OSError, ValueError, IndexError):
         pass
     try:
@@ -67,14 +72,31 @@ def spare_core() -> bool:
     return load < cores - 1
 
 
+# How many times spare_core() looks at what runs before it takes the machine for busy.
+SAMPLES = 3
+
+
+def _loadavg() -> List[bytes]:
+    with open(LOADAVG, "rb") as fh:
+        return fh.read(256).split()
+
+
 def _parent_running() -> int:
-    """1 when the process that started this one is runnable now, else 0."""
+    """How many threads of the process that started this one are runnable now."""
+    folder = "/proc/%d/task" % os.getppid()
     try:
-        with open("/proc/%d/stat" % os.getppid(), "rb") as fh:
-            state = fh.read(4096).rpartition(b")")[2].split()[0]
-    except (OSError, IndexError):
+        tasks = os.listdir(folder)
+    except OSError:
         return 0
-    return 1 if state == b"R" else 0
+    found = 0
+    for task in tasks:
+        try:
+            with open("%s/%s/stat" % (folder, task), "rb") as fh:
+                state = fh.read(4096).rpartition(b")")[2].split()[0]
+        except (OSError, IndexError):
+            continue
+        found += state == b"R"
+    return found
 
 
 class Forked:
@@ -108,7 +130,6 @@ class Forked:
         """The child's value once it answered; None past ``timeout`` seconds (the child is
         killed) or when it failed, with ``failed`` saying why."""
         import select
-        import time
 
         chunks = []
         total = 0
@@ -157,7 +178,6 @@ class Forked:
         REAP_SECONDS: one stuck in the kernel (a hung NFS server) dies when its call
         returns, and is never waited on longer."""
         import signal
-        import time
 
         if kill:
             try:
