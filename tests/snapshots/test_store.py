@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from envguard.errors import SnapshotError, UsageError
 from envguard.snapshots import store
@@ -209,3 +211,39 @@ def test_a_new_file_in_dev_shm_is_written(tmp_path: Path) -> None:
         assert path.read_text() == "{}\n"
     finally:
         path.unlink(missing_ok=True)
+
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(), inner, max_size=5),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON)
+def test_a_snapshot_is_written_as_json_writes_it_indented(value: object) -> None:
+    """store.indented is json.dumps(indent=2, sort_keys=True) character for character
+    (snapshots diff in git against those an older envguard wrote), only faster."""
+    assert store.indented(value) == json.dumps(value, indent=2, sort_keys=True, allow_nan=False)
+
+
+@pytest.mark.parametrize(
+    "value", [float("nan"), float("inf"), {"a": (1, 2)}, {1: "one"}, [True, 1, 1.0, -0.0]]
+)
+def test_what_json_writes_otherwise_is_left_to_it(value: object) -> None:
+    """A tuple, a key that is not a string, nan: json.dumps writes it (or refuses it) as
+    ever."""
+    try:
+        expected: object = json.dumps(value, indent=2, sort_keys=True, allow_nan=False)
+    except ValueError as exc:
+        expected = str(exc)
+    try:
+        found: object = store.indented(value)
+    except ValueError as exc:
+        found = str(exc)
+    assert found == expected

@@ -17,6 +17,9 @@ from envguard.version import SCHEMA_VERSION
 
 TYPE_CHECKING = False  # typing loads once the probe runs (diff reads this module first)
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
     from envguard.snapshots.document import Document
     from envguard.snapshots.models import Snapshot
 
@@ -37,7 +40,77 @@ def dumps(snapshot: Snapshot | Document) -> str:
     """Indented JSON with sorted keys, so snapshots diff well in git (a Snapshot, or the
     document that is its file: snapshots.document)."""
     data = snapshot if isinstance(snapshot, dict) else snapshot.model_dump(mode="json")
-    return json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
+    return indented(data) + "\n"
+
+
+def indented(data: object) -> str:
+    """``json.dumps(data, indent=2, sort_keys=True, allow_nan=False)``, character for
+    character, in a third of its time: with an indent, json encodes in Python, a
+    generator per container, and every snapshot written waited 6 ms for it (the bench
+    venv's, 180 KB). Strings are encoded by json's own C function, a list of them in one
+    join; anything but JSON's own types (a tuple, a key that is not a string) is left to
+    json.dumps."""
+    parts: list[str] = []
+    try:
+        _indent(data, "\n", parts)
+    except _NotPlain:
+        return json.dumps(data, indent=2, sort_keys=True, allow_nan=False)
+    return "".join(parts)
+
+
+class _NotPlain(Exception):
+    """A value indented() leaves to json.dumps."""
+
+
+_ENCODE: Callable[[str], str] = json.encoder.encode_basestring_ascii
+
+
+def _indent(value: Any, newline: str, parts: list[str]) -> None:
+    """Append ``value``'s text to ``parts``, its inner lines starting with ``newline`` and
+    two more spaces."""
+    kind = type(value)
+    if kind is str:
+        parts.append(_ENCODE(value))
+    elif kind is dict:
+        if not value:
+            parts.append("{}")
+            return
+        inner = newline + "  "
+        head = "{" + inner
+        for key in sorted(value):
+            if type(key) is not str:
+                raise _NotPlain
+            parts.append(head + _ENCODE(key) + ": ")
+            _indent(value[key], inner, parts)
+            head = "," + inner
+        parts.append(newline + "}")
+    elif kind is list:
+        if not value:
+            parts.append("[]")
+            return
+        inner = newline + "  "
+        if all(type(item) is str for item in value):
+            parts.append("[" + inner + ("," + inner).join(map(_ENCODE, value)) + newline + "]")
+            return
+        head = "[" + inner
+        for item in value:
+            parts.append(head)
+            _indent(item, inner, parts)
+            head = "," + inner
+        parts.append(newline + "]")
+    elif value is None:
+        parts.append("null")
+    elif kind is bool:
+        parts.append("true" if value else "false")
+    elif kind is int:
+        parts.append(int.__repr__(value))
+    elif kind is float and value == value and value not in (_INFINITY, -_INFINITY):
+        parts.append(float.__repr__(value))
+    else:
+        raise _NotPlain  # nan, a tuple, a subclass: json.dumps says (or raises) what it does
+
+
+_INFINITY = float("inf")
 
 
 def renamed(snapshot: Snapshot | Document, name: str) -> Snapshot | Document:
