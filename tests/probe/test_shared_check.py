@@ -247,8 +247,8 @@ def test_the_quick_hash_budget_holds_for_both_shares_together(
 def test_a_check_cancelled_leaves_no_child_and_the_cache_as_it_was(
     site: Path, tmp_path: Path
 ) -> None:
-    """A booted probe begins the quick check before its argument comes (main.begin); an
-    argument that asks for another check cancels it: its children are killed and
+    """A booted probe prepares the quick check before its argument comes (main.begin); an
+    argument that asks for another check cancels it: children it started are killed and
     collected, and what its preparation read of the distribution cache is forgotten, so a
     run that then checks nothing keeps every verdict held (a cancelled read must not pass
     for this run's use: the verdicts it did not ask for would be dropped)."""
@@ -268,6 +268,11 @@ def test_a_check_cancelled_leaves_no_child_and_the_cache_as_it_was(
     for pid in children:
         with pytest.raises(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)  # killed and collected
+    assert (cache.mark(), cache.files_checked) == before
+    prepared = target.checking.Checking(packages, "quick", cache, fork=True, started=False)
+    assert prepared.plan is not None and prepared.child is None  # forked by start() only
+    assert cache.mark() != before[0]
+    prepared.cancel()
     assert (cache.mark(), cache.files_checked) == before
     found = target.checking.Checking(packages, "off", cache).result(warnings)
     assert found == {"clashes": None, "unowned": None}
@@ -308,3 +313,36 @@ def test_a_boot_asked_for_a_deep_check_drops_the_quick_one_it_began(
             run.cancel()
         (dist,) = (p for p in report["packages"] if p["name"] == "gen00003")
         assert ("gen00003/data.txt" in dist["on_disk"]["modified"]) is flagged, verify
+
+
+def test_a_boot_stopped_before_its_argument_has_started_no_child(
+    site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check a boot prepares forks its shares only once the argument asks for it: a
+    boot stopped unused (a command that failed before its probe, a wrong guess) leaves no
+    child of its own to be orphaned when it is killed."""
+    from envguard.probe import booting
+
+    if not Path("/proc/self/stat").exists():
+        pytest.skip("processes are listed from /proc")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    booting.boot(str(tmp_path / "venv" / "bin" / "python"))
+    booted = booting._BOOTS[-1]
+    try:
+        time.sleep(1.0)  # loaded, begun, prepared: waiting for its argument
+        children = [
+            entry
+            for entry in os.listdir("/proc")
+            if entry.isdigit() and _parent(entry) == booted.proc.pid
+        ]
+        assert booted.proc.poll() is None and children == []
+    finally:
+        booting.stop_boots()
+
+
+def _parent(pid: str) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return int(fh.read().rpartition(b")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None

@@ -48,11 +48,15 @@ class Checking:
         cache: Optional[DistCache] = None,
         timeout: float = CHECK_SECONDS,
         fork: Optional[bool] = None,
+        started: bool = True,
     ) -> None:
+        """``started`` False: the check is prepared (every RECORD read) but its shares are
+        forked by start() (main.begin prepares it before the probe's argument comes)."""
         self.packages = packages
         self.mode = mode
         self.cache = cache
         self.timeout = timeout
+        self.fork = fork
         self.deadline = time.monotonic() + timeout
         self.child: Optional[Forked] = None
         self.second: Optional[Forked] = None  # the other share
@@ -64,11 +68,23 @@ class Checking:
         self.before = (cache.mark(), cache.files_checked) if cache is not None else None
         for dist in packages:  # set here: the probe reads these dicts meanwhile
             dist["on_disk"] = None
-        if mode not in ("quick", "deep") or not (spare_core() if fork is None else fork):
+        if mode not in ("quick", "deep") or (started and not self._forks()):
             return
-        plan = self.plan = prepare([dict(dist) for dist in packages], mode, self.warnings, cache)
+        self.plan = prepare([dict(dist) for dist in packages], mode, self.warnings, cache)
         # what the probe used of the cache so far (a share answers what it used after it)
         self.mark = cache.mark() if cache is not None else None
+        if started:
+            self.start()
+
+    def _forks(self) -> bool:
+        return spare_core() if self.fork is None else self.fork
+
+    def start(self) -> None:
+        """Fork the shares of the prepared check, when a core is spare (else result() runs
+        the prepared plan in a thread)."""
+        plan = self.plan
+        if plan is None or self.child is not None or not self._forks():
+            return
         if not 1 < len(plan.units) <= MAX_QUEUED:
             return  # one unit: nothing to share; too many for the queue: a thread, this plan
         read_fd, write_fd = os.pipe()

@@ -100,16 +100,17 @@ def begin(code: str) -> Optional[Begun]:
     (payload.booting_payload): probe() uses them when its argument reads the same there,
     and takes them again otherwise; None when they failed (probe() reports why).
 
-    The installed-files check starts here too, as a plain probe asks for it (quick, by the
-    default deadline): its children work while the host still builds the argument, and
-    the check is the longest part of a probe. An argument that asks for another check
-    stops them (Checking.cancel) and starts its own."""
+    The installed-files check is prepared here too (every RECORD read), as a plain probe
+    asks for it (quick, by the default deadline): the preparation is the longest serial
+    step of a probe. Its shares are forked once the argument asks for that check
+    (Checking.start), so a boot stopped unused leaves no child behind; an argument that
+    asks for another check drops it (Checking.cancel) and prepares its own."""
     try:
         begun = _begin({"code": code})
     except Exception:
         return None
     try:
-        checking = Checking(begun[4], "quick", begun[3])
+        checking = Checking(begun[4], "quick", begun[3], started=False)
     except Exception:
         return begun  # probe() prepares it again, and says what failed
     return (*begun[:5], checking)
@@ -142,7 +143,8 @@ def probe(args: Dict[str, Any], begun: Optional[Begun] = None) -> Dict[str, Any]
         seconds = CHECK_SECONDS
     mode, timeout = args.get("verify", "quick"), min(max(seconds, 0.0), 86400.0)
     if early is not None and (mode, timeout) == ("quick", CHECK_SECONDS):
-        checking = early  # begun as this argument asks
+        checking = early  # prepared as this argument asks
+        checking.start()
     else:
         if early is not None:
             early.cancel()
