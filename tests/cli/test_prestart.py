@@ -523,3 +523,37 @@ def test_the_booted_interpreter_starts_before_subprocess_and_json_load(tmp_path:
     assert proc.returncode == 0, proc.stderr
     assert "AT BOOT os.posix_spawn []" in proc.stderr
     assert '"packages"' in proc.stdout
+
+
+_AFTER_THE_ANSWER = (
+    "import atexit, sys\n"
+    "from envguard.probe import runner\n"
+    "answered = runner.ProbeRun.output\n"
+    "def output(self):\n"
+    "    found = answered(self)\n"
+    "    sys.loaded_then = set(sys.modules)\n"
+    "    return found\n"
+    "runner.ProbeRun.output = output\n"
+    "def said():\n"
+    "    after = sorted(set(sys.modules) - getattr(sys, 'loaded_then', set(sys.modules)))\n"
+    "    sys.stderr.write('LOADED AFTER THE ANSWER %s\\n' % after)\n"
+    "atexit.register(said)\n"
+)
+
+
+@pytest.mark.parametrize("command", ["snapshot", "check"])
+def test_nothing_loads_once_the_probe_has_answered(tmp_path: Path, command: str) -> None:
+    """What a snapshot written to a file (tempfile, the summary line) or a clean check (the
+    summary) needs once the probe answers loads beside the probe: after the answer, only
+    the answer's own work remains (the runs before: the user's signing key made, the
+    clean answer kept)."""
+    snap = tmp_path / "good.json"
+    argv = ["snapshot", "--python", sys.executable, "--out", str(snap), "--force"]
+    if command == "check":
+        argv = ["check", str(snap), "--python", sys.executable]
+        first = ["snapshot", "--python", sys.executable, "--out", str(snap)]
+        assert run_main("import sys\n", first, tmp_path).returncode == 0
+    assert run_main("import sys\n", argv, tmp_path).returncode == 0
+    proc = run_main(_AFTER_THE_ANSWER, argv, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "LOADED AFTER THE ANSWER []" in proc.stderr

@@ -483,7 +483,9 @@ def check(
     if pair is None and not lock:  # as diff: a clean live side may come back without a model
         from envguard.api.compare import diff_result
 
-        found: Drift | Clean = diff_result(snapshot_ref, against, policy=policy, measure=where)
+        found: Drift | Clean = diff_result(
+            snapshot_ref, against, policy=policy, measure=where, meanwhile=_load_summary
+        )
     else:
         found = pair or api.check(
             snapshot_ref,
