@@ -7,8 +7,10 @@ but not yet registered, a venv swap); waits that CPython could not interrupt ask
 raise_if_signalled() as they poll. Children envguard starts are registered here, so an
 interrupt kills them, their process groups and what they left in sessions of their own.
 
-Imported before anything else (the console entry point installs the handlers first), so
-only the standard library, and its heavier modules (subprocess) inside the functions.
+Imported before anything else (the console entry point installs the handlers first), and
+on the way to the booted probe's start (probe.booting): only the standard library's C
+modules at import (_signal, _thread, os, sys, time), its heavier modules (subprocess,
+signal's enums) inside the functions. tests/cli/test_prestart.py holds the boot to that.
 """
 
 from __future__ import annotations
