@@ -283,6 +283,27 @@ def test_a_check_cancelled_leaves_no_child_and_the_cache_as_it_was(
     )  # fmt: skip
 
 
+def test_a_check_prepared_before_its_argument_has_its_time_from_the_start(
+    site: Path, tmp_path: Path
+) -> None:
+    """A boot prepares its check, then waits for its argument (a library caller may take
+    it over seconds later): the compiling time (QUICK_COMPILE_SECONDS) and the check's
+    deadline count from start(), so the planted pyc is still compared and found."""
+    target = local_package()
+    cache = target.distcache.DistCache(str(tmp_path / "c"), [str(site)], code="t", quiet=0)
+    warnings: list[str] = []
+    packages = target.dists.scan_packages([str(site)], warnings, cache)
+    checking = target.checking.Checking(packages, "quick", cache, fork=True, started=False)
+    assert checking.plan is not None
+    checking.plan.deadline[0] = checking.deadline = time.monotonic() - 1  # a long wait
+    checking.start()
+    assert checking.child is not None
+    checking.result(warnings)
+    on_disk = {p["name"]: p["on_disk"] for p in packages}
+    assert on_disk["gen00009"]["added"] == [f"gen00009/m000/__pycache__/mod181.{TAG}.pyc"]
+    assert not any("not compared" in w or "not checked" in w for w in warnings), warnings
+
+
 def test_a_boot_asked_for_a_deep_check_drops_the_quick_one_it_began(
     site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -346,3 +367,23 @@ def _parent(pid: str) -> int | None:
             return int(fh.read().rpartition(b")")[2].split()[1])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def test_a_check_asks_once_whether_a_core_is_spare(
+    site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One decision a check: asked twice, a yes then a no would have every RECORD read
+    here, outside the deadline a thread runs under, for nothing forked."""
+    target = local_package()
+    asked: list[bool] = []
+
+    def spare() -> bool:
+        asked.append(True)
+        return True
+
+    monkeypatch.setattr(target.checking, "spare_core", spare)
+    cache = target.distcache.DistCache(str(tmp_path / "c"), [str(site)], code="t", quiet=0)
+    packages = target.dists.scan_packages([str(site)], [], cache)
+    checking = target.checking.Checking(packages, "quick", cache)
+    assert checking.child is not None and len(asked) == 1
+    checking.result([])

@@ -53,7 +53,7 @@ def indented(data: object) -> str:
     parts: list[str] = []
     try:
         _indent(data, "\n", parts)
-    except _NotPlain:
+    except (_NotPlain, RecursionError):  # RecursionError: a value that holds itself
         return json.dumps(data, indent=2, sort_keys=True, allow_nan=False)
     return "".join(parts)
 

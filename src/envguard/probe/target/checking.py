@@ -68,22 +68,30 @@ class Checking:
         self.before = (cache.mark(), cache.files_checked) if cache is not None else None
         for dist in packages:  # set here: the probe reads these dicts meanwhile
             dist["on_disk"] = None
-        if mode not in ("quick", "deep") or (started and not self._forks()):
+        forks = self._forks() if started else None
+        if mode not in ("quick", "deep") or forks is False:
             return
         self.plan = prepare([dict(dist) for dist in packages], mode, self.warnings, cache)
         # what the probe used of the cache so far (a share answers what it used after it)
         self.mark = cache.mark() if cache is not None else None
         if started:
-            self.start()
+            self.start(forks)
 
     def _forks(self) -> bool:
         return spare_core() if self.fork is None else self.fork
 
-    def start(self) -> None:
-        """Fork the shares of the prepared check, when a core is spare (else result() runs
-        the prepared plan in a thread)."""
+    def start(self, forks: Optional[bool] = None) -> None:
+        """Fork the shares of the prepared check, when a core is spare (``forks``: as
+        already told; else result() runs the prepared plan in a thread). The check's
+        deadlines count from here: a plan prepared before the probe's argument came
+        (main.begin) has not spent its compiling time waiting for it."""
         plan = self.plan
-        if plan is None or self.child is not None or not self._forks():
+        if plan is None or self.child is not None:
+            return
+        self.deadline = time.monotonic() + self.timeout
+        if not plan.deep:
+            plan.deadline[0] = time.monotonic() + QUICK_COMPILE_SECONDS
+        if not (self._forks() if forks is None else forks):
             return
         if not 1 < len(plan.units) <= MAX_QUEUED:
             return  # one unit: nothing to share; too many for the queue: a thread, this plan

@@ -38,9 +38,9 @@ LOADAVG = "/proc/loadavg"
 
 def spare_core() -> bool:
     """Whether a core is idle now for a child to run beside the probe: fewer threads
-    runnable this instant (this one among them; not those of the process that started the
-    probe, which only waits for its answer once its own start-up is done: envguard imports
-    its command line while the probe runs) than the cores this process may use, at one of
+    runnable this instant (this one among them; not the process that started the probe,
+    which only waits for its answer once its own start-up is done: envguard imports its
+    command line while the probe runs) than the cores this process may use, at one of
     SAMPLES looks a millisecond apart, or, when there are as many at each, a 1-minute load
     average under the cores less a half. One look saw a thread runnable for a moment (a
     kernel worker, the last run's exit) in 2 runs of 30 on an idle 2-core machine, and 4
@@ -81,22 +81,29 @@ def _loadavg() -> List[bytes]:
         return fh.read(256).split()
 
 
+# The threads of the parent _parent_running() looks at, at most (a library caller may run
+# thousands; envguard's command line runs a few).
+PARENT_THREADS = 16
+
+
 def _parent_running() -> int:
-    """How many threads of the process that started this one are runnable now."""
+    """1 when the process that started this one is runnable now (any of its first
+    PARENT_THREADS threads: the one feeding the probe its program, say, while the main
+    one waits), else 0: one process, soon waiting, whatever its threads."""
     folder = "/proc/%d/task" % os.getppid()
     try:
         tasks = os.listdir(folder)
     except OSError:
         return 0
-    found = 0
-    for task in tasks:
+    for task in tasks[:PARENT_THREADS]:
         try:
             with open("%s/%s/stat" % (folder, task), "rb") as fh:
                 state = fh.read(4096).rpartition(b")")[2].split()[0]
         except (OSError, IndexError):
             continue
-        found += state == b"R"
-    return found
+        if state == b"R":
+            return 1
+    return 0
 
 
 class Forked:
@@ -151,6 +158,7 @@ class Forked:
                     break
         finally:
             os.close(self.fd)
+            self.fd = -1
             self._reap(self.failed is not None)
         if self.failed is not None:
             return None
@@ -167,10 +175,12 @@ class Forked:
         return answer["value"]
 
     def stop(self) -> None:
-        """Kill the child and collect it (its answer is not wanted)."""
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        """Kill the child and collect it (its answer is not wanted); nothing once its
+        answer was read (result() collected it: its pid may be another's by now)."""
+        if self.fd < 0:
+            return
+        os.close(self.fd)
+        self.fd = -1
         self._reap(True)
 
     def _reap(self, kill: bool) -> None:
