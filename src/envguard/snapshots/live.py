@@ -409,29 +409,19 @@ def measure_like(
     meanwhile: Callable[[], object] | None = None,
 ) -> tuple[Snapshot, Snapshot]:
     """(the snapshot in ``text``, the live environment measured as it was, where and how
-    ``measure`` says). The probe starts from the raw JSON when that may run before
-    validation, and is stopped if the file turns out invalid. ``meanwhile`` runs once the
+    ``measure`` says): documents_like()'s two sides, as models. ``meanwhile`` runs once the
     probe has started and the snapshot is valid, before the wait for its answer (what
     the caller needs next loads beside the probe)."""
-    from envguard.snapshots import store
+    from envguard.snapshots.capture import live_model
 
-    recorded = _runnable_before_validation(text, measure)
-
-    def start(recorded: Recorded) -> StartedCapture:
-        return start_capture(live_request(recorded, measure, source=source))
-
-    return validate_meanwhile(
-        lambda: start(recorded) if recorded is not None else None,
-        lambda: store.loads(text, source=source),
-        start_valid=lambda expected: start(Recorded.of(expected)),
-        finish=lambda started: _finish(started, meanwhile),
+    expected, live, started = documents_like(
+        text,
+        source=source,
+        measure=measure,
+        meanwhile=None if meanwhile is None else lambda _expected: meanwhile(),
     )
-
-
-def _finish(started: StartedCapture, meanwhile: Callable[[], object] | None) -> Snapshot:
-    from envguard.snapshots.capture import finish_capture  # pydantic: loaded meanwhile
-
-    return finish_capture(started, meanwhile=meanwhile)
+    snap = _model(expected) if isinstance(expected, dict) else expected
+    return snap, live_model(live, started)
 
 
 def documents_like(
