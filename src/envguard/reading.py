@@ -7,7 +7,8 @@ import stat
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Optional
+    from re import Pattern
+    from typing import Any, AnyStr, Optional
 
 # Caps per kind of file: a damaged or hostile site-packages must not exhaust memory.
 METADATA_CAP = 16 << 20
@@ -82,6 +83,75 @@ def not_json_constant(name: str) -> object:
     """json's ``parse_constant``: NaN and Infinity are not JSON (Python's json takes them),
     and a number that is not one must not reach a snapshot, a report or a cache."""
     raise ValueError("%s is not a JSON number" % name)
+
+
+class _Scanning:
+    """What json's C scanner reads of a decoder: json.loads' defaults, NaN and Infinity
+    refused (not_json_constant)."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = staticmethod(not_json_constant)
+
+
+_SCANNER: list[Any] = []  # json's C scanner, made once (None: this Python has none)
+_JSON_SPACE = " \t\n\r"
+
+
+def parse_json(text: str) -> Any:
+    """``text`` read as ``json.loads(text, parse_constant=not_json_constant)`` reads it,
+    ValueError where it is not JSON, without importing json: json's package imports re,
+    and re imports enum, about 10 ms of every probe's start before its first step
+    (payload.booting_payload). json's own C scanner reads it; json itself where this
+    Python has none."""
+    if not _SCANNER:
+        try:
+            from _json import make_scanner
+        except ImportError:
+            _SCANNER.append(None)
+        else:
+            _SCANNER.append(make_scanner(_Scanning()))  # type: ignore[arg-type]
+    scan = _SCANNER[0]
+    if scan is None:
+        import json
+
+        return json.loads(text, parse_constant=not_json_constant)
+    start = len(text) - len(text.lstrip(_JSON_SPACE))
+    try:
+        value, end = scan(text, start)
+    except StopIteration:
+        raise ValueError("not JSON: no value at character %d" % start) from None
+    if text[end:].strip(_JSON_SPACE):
+        raise ValueError("not JSON: more after the value, at character %d" % end)
+    return value
+
+
+if TYPE_CHECKING:  # to a type checker, the pattern it compiles to
+
+    def Regex(pattern: AnyStr) -> Pattern[AnyStr]:
+        """A regular expression compiled when first used (see the class below)."""
+
+else:
+
+    class Regex:
+        """A regular expression compiled when first used; its methods are then the compiled
+        pattern's own. Importing re (enum with it) and compiling the patterns of the target
+        modules at their import was 10-15 ms of every probe's start, and most runs use few
+        of them. Flags go in the pattern: ``(?m)``."""
+
+        def __init__(self, pattern: Any) -> None:
+            self.pattern = pattern
+
+        def __getattr__(self, name: str) -> Any:
+            import re
+
+            compiled = re.compile(self.pattern)
+            for method in ("match", "fullmatch", "search", "sub", "split", "findall", "finditer"):
+                setattr(self, method, getattr(compiled, method))
+            return getattr(compiled, name)
 
 
 class NotRegular(OSError):

@@ -8,7 +8,7 @@ before anything crosses the wire, and the host uses the same rules for what it r
 # ruff: noqa: UP006, UP035, UP045
 from __future__ import annotations
 
-import re
+from .reading import Regex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,6 +44,8 @@ _COMPILED: Dict[str, Pattern[str]] = {}
 def _compiled(text: str) -> Pattern[str]:
     found = _COMPILED.get(text)
     if found is None:
+        import re
+
         found = _COMPILED[text] = re.compile(text)
     return found
 
@@ -51,7 +53,7 @@ def _compiled(text: str) -> Pattern[str]:
 # Greedy up to the last "@" of the authority: a password may itself contain "@".
 # A match starts only where a run of scheme characters starts (``lead``: what precedes its
 # first letter), never inside one: that read the run to its end from every place in it.
-_URL_USERINFO = re.compile(
+_URL_USERINFO = Regex(
     r"(?<![A-Za-z0-9+.-])(?P<lead>[0-9+.-]*)(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)"
     r"(?P<userinfo>[^/\s?#]*)@"
 )
@@ -87,7 +89,7 @@ _PAIR = r"(?<![A-Za-z0-9_.-])[0-9.-]*(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)[=:](?P<v
 
 # Every text that holds a secret form above holds one of these: most text (a drift message,
 # a version) holds none and is returned as it is, at the cost of one search.
-_MAYBE_SECRET = re.compile(
+_MAYBE_SECRET = Regex(
     # Case-insensitive words spelled out by hand: re.IGNORECASE makes this search much
     # slower, and it runs for every change of a 100,000-package drift. A superset of what
     # the forms above match (ssh for sshpass, tok for token, any word starting with "-"
@@ -125,6 +127,8 @@ def redact_text(text: str) -> str:
         ":" in text and _compiled(_LABEL).search(text.casefold())
     ):
         return text
+    import re
+
     words = re.split(r"(\s+)", text)  # words at even places, the whitespace between kept
     words[::2] = redact_argv(words[::2])
     for at in range(2, len(words), 2):  # "Password: hunter2": the value is the next word
@@ -178,6 +182,8 @@ def is_secret_name(name: str) -> bool:
     upper = name.upper().lstrip("-")
     if upper in _NOT_SECRET:
         return False
+    import re
+
     words = [w for w in re.split(r"[^A-Z0-9]+", upper) if w]
     # TOK as the last word (SGLANG_HF_TOK), never tok_s (tokens/s) or TOKENIZERS_PARALLELISM.
     last_tok = bool(words) and words[-1] in ("TOK", "TOKS")

@@ -43,8 +43,8 @@ else:
 
 # Dependency order: a module is installed after everything it imports.
 TARGET_MODULES = (
-    "redact",
     "reading",
+    "redact",
     "confine",
     "system",
     "hostlayer",
@@ -130,7 +130,7 @@ def entry_sources(entry: str) -> tuple[tuple[str, str], ...]:
 
     relative_import = re.compile(r"^\s*from \.(\w+) import", re.M)
     sources = dict(target_sources())
-    needed, todo = set(), [entry]
+    needed, todo = set(), [entry, "reading"]  # reading: the ending parses the argument
     while todo:
         name = todo.pop()
         if name not in needed:
@@ -217,7 +217,7 @@ def probe_payload(args: Mapping[str, Any], *, entry: str = "main") -> str:
         _VERSION_CHECK
         + LOADER
         + install_call(entry)
-        + _ending(entry, f"_pkg.{entry}.main(__import__('json').loads({arg_text!r}))")
+        + _ending(entry, f"_pkg.{entry}.main(_pkg.reading.parse_json({arg_text!r}))")
     )
 
 
@@ -246,10 +246,10 @@ def booting_payload(entry: str = "main") -> bytes:
     the probe takes its first steps meanwhile (main.begin); no argument (the host went
     away) ends it without a word."""
     assert entry in TARGET_MODULES
-    begin, call = "", f"_pkg.{entry}.main(__import__('json').loads(_arg))"
+    begin, call = "", f"_pkg.{entry}.main(_pkg.reading.parse_json(_arg.decode('utf-8')))"
     if entry == "main":
         begin = f"_begun = _pkg.main.begin({code_key(entry)!r})\n"
-        call = "_pkg.main.main(__import__('json').loads(_arg), _begun)"
+        call = "_pkg.main.main(_pkg.reading.parse_json(_arg.decode('utf-8')), _begun)"
     program = (
         _VERSION_CHECK
         + LOADER

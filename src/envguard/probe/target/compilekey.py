@@ -19,12 +19,11 @@
 from __future__ import annotations
 
 import os
-import re
 import stat
 import sys
 import time
 
-from .reading import UNSAFE_CHARS, escaped_name
+from .reading import UNSAFE_CHARS, Regex, escaped_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -57,7 +56,7 @@ _OPEN_FLAGS = (
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
 # Packages nest a few levels in triton; a tree nested deeper is not triton's.
 TRITON_DEPTH = 32
-_UNSAFE = re.compile("[" + UNSAFE_CHARS + "]")
+_UNSAFE = Regex("[" + UNSAFE_CHARS + "]")
 
 # What an FX graph entry says (compiled when an entry is read: most probes read none).
 _TORCH_VERSION = rb"\n# torch version: ([0-9A-Za-z.+_-]{1,64})\n"
@@ -104,6 +103,8 @@ def compiler(name: str, path: Optional[str], output: Optional[str]) -> Dict[str,
 
 def capabilities(output: Optional[str]) -> List[str]:
     """Compute capabilities from nvidia-smi's ``compute_cap`` column ("9.0"), per GPU."""
+    import re
+
     out = []
     for row in (output or "").splitlines():
         value = row.strip()
@@ -314,6 +315,8 @@ def _kept_digest(
 ) -> Optional[Tuple[str, int]]:
     """(digest, files) kept for the triton at ``root`` when nothing it was computed from
     changed, else None."""
+    import re
+
     if cache is None:
         return None
     from .distcache import file_stamp
@@ -407,6 +410,8 @@ def mounts() -> List[Tuple[str, str]]:
 
 def parse_mountinfo(raw: bytes) -> List[Tuple[str, str]]:
     """(mount point, file system type) of each line of a mountinfo file, longest first."""
+    import re
+
     out = []
     for row in raw.decode("utf-8", "replace").splitlines():
         head, sep, tail = row.partition(" - ")
@@ -443,6 +448,8 @@ def _text(raw: Optional[bytes]) -> Optional[str]:
 
 
 def _entry_build(data: bytes) -> Dict[str, Any]:
+    import re
+
     def first(pattern: bytes) -> Optional[bytes]:
         match = re.search(pattern, data)
         return match.group(1) if match else None

@@ -42,12 +42,10 @@ validates every report.
 # ruff: noqa: UP006, UP035, UP045
 from __future__ import annotations
 
-import json
 import os
-import re
 from itertools import islice
 
-from .reading import envguard_cache, not_json_constant, read_bytes
+from .reading import envguard_cache, parse_json, read_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -68,8 +66,7 @@ VERDICTS = 2
 # 2: no folder verdict where a flood of names cut its listing, where the folder changed
 # within the quiet time, or around a pyc whose stem is no ASCII identifier (an envguard of
 # 1 kept such verdicts: a planted pyc may hide behind them).
-_FINGERPRINT = re.compile(r"[0-9a-f]{64}\Z")
-_DIGEST = re.compile(r"[0-9a-f]{32}\Z")
+_HEX = "0123456789abcdef"
 # The files of a .dist-info a distribution's record is read from.
 READ_FROM = ("METADATA", "INSTALLER", "direct_url.json", "RECORD")
 # A record as read_distribution() builds it (before scan_packages marks it shadowed).
@@ -167,6 +164,12 @@ def _valid_dist(entry: Any) -> bool:
     )
 
 
+def _hex(text: str, length: int) -> bool:
+    """``text`` is ``length`` lowercase hex digits (a regular expression would import re
+    on the way to a probe's first step: reading.Regex)."""
+    return len(text) == length and not text.strip(_HEX)
+
+
 def _pycdir(value: Any) -> bool:
     """A bytecode folder's entry as keep_pyc_folder writes it (names are checked again by
     their reader, loaded.py)."""
@@ -175,7 +178,7 @@ def _pycdir(value: Any) -> bool:
         and len(value) == 2
         and type(value[0]) is str
         and type(value[1]) is str
-        and _DIGEST.match(value[1]) is not None
+        and _hex(value[1], 32)
     )
 
 
@@ -226,9 +229,7 @@ class DistCache:
         if os.path.lexists(self.path) and not _ours(self.path):
             return  # not ours to trust; rewritten below from what this run computes
         try:
-            data = json.loads(
-                read_bytes(self.path, _CAP).decode("utf-8"), parse_constant=not_json_constant
-            )
+            data = parse_json(read_bytes(self.path, _CAP).decode("utf-8"))
         except (OSError, ValueError, RecursionError):
             return  # none yet, or damaged: start afresh
         if type(data) is not dict:
@@ -247,7 +248,7 @@ class DistCache:
             self.fingerprints = {
                 k: v
                 for k, v in fingerprints.items()
-                if type(k) is str and type(v) is str and _FINGERPRINT.match(v)
+                if type(k) is str and type(v) is str and _hex(v, 64)
             }
         if type(dists) is dict:
             self.dists = {k: v for k, v in dists.items() if type(k) is str and _valid_dist(v)}
@@ -456,6 +457,8 @@ class DistCache:
             "pycdirs": dict(list(self.used_pycdirs.items())[:_MAX_ENTRIES]),
             "libs": dict(list(self.used_libs.items())[:_MAX_ENTRIES]),
         }
+        import json  # not on the way to the check (reading.parse_json reads the file)
+
         folder = os.path.dirname(self.path)
         tmp = "%s.%d.tmp" % (self.path, os.getpid())
         try:

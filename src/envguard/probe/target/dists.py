@@ -3,10 +3,8 @@
 # ruff: noqa: UP006, UP035, UP045
 from __future__ import annotations
 
-import json
 import os
 import posixpath
-import re
 import sys
 import sysconfig
 
@@ -17,6 +15,7 @@ from .reading import (
     RECORD_CAP,
     SMALL_CAP,
     UNSAFE_CHARS,
+    Regex,
     escaped_name,
     not_json_constant,
     open_regular,
@@ -36,12 +35,18 @@ _INSTALLER_FILES = frozenset(
 )
 
 
-_UNSAFE = re.compile("[" + UNSAFE_CHARS + "]")
+_UNSAFE = Regex("[" + UNSAFE_CHARS + "]")
 
 
 def canonical_name(name: str) -> str:
-    """PEP 503 normalisation (repeated here: the probe may not import packaging)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+    """PEP 503 normalisation (repeated here: the probe may not import packaging): each run
+    of "-", "_" and "." one "-", lowercased. In string operations: every probe checks each
+    kept record's name with it (plausible()), before its first step, where re is not
+    loaded (reading.Regex)."""
+    name = name.replace("_", "-").replace(".", "-")
+    while "--" in name:
+        name = name.replace("--", "-")
+    return name.lower()
 
 
 # The header fields the snapshot needs, one per line (a folded continuation line starts
@@ -57,6 +62,8 @@ def metadata_headers(path: str, requires: Optional[List[str]] = None) -> Dict[st
     Only the header block is read (it ends at the first empty line; the description after
     it is most of a METADATA's bytes). A line of only spaces inside a folded License field
     is a continuation, not the end: real METADATA (sglang's, jupyterlab's) has them."""
+    import re
+
     found: Dict[str, str] = {}
     fd = open_regular(path)
     try:
@@ -231,6 +238,8 @@ def read_distribution(
     if "direct_url.json" in present:
         raw_url = read_text(os.path.join(path, "direct_url.json"), SMALL_CAP)
     if raw_url is not None:
+        import json
+
         try:
             data = json.loads(raw_url, parse_constant=not_json_constant)
             json.dumps(data, allow_nan=False)  # 1e400 parses as infinity
@@ -267,7 +276,13 @@ def read_distribution(
 
 def _one_line(display: str, version: str) -> bool:
     """A name and a version a report may carry: one line each, 512 characters together."""
-    return len(display + version) <= 512 and not _UNSAFE.search(display + version)
+    return len(display + version) <= 512 and _printable(display + version)
+
+
+def _printable(text: str) -> bool:
+    """No character UNSAFE_CHARS names in ``text`` (each of them is unprintable: the
+    search runs only for a text that is not printable, the rare case)."""
+    return text.isprintable() or not _UNSAFE.search(text)
 
 
 def plausible(dist: Dict[str, Any]) -> bool:
@@ -293,7 +308,7 @@ def plausible(dist: Dict[str, Any]) -> bool:
         # Whole-list checks at C speed (a character class: joining makes no new match).
         and all(type(r) is str for r in requires)
         and max(map(len, requires), default=0) <= 512
-        and not _UNSAFE.search("".join(requires))
+        and _printable("".join(requires))
     )
 
 

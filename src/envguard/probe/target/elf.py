@@ -13,10 +13,9 @@ segment maps) is an :class:`ElfError`, never another exception. The file is open
 from __future__ import annotations
 
 import os
-import re
 import struct
 
-from .reading import UNSAFE_CHARS, open_regular
+from .reading import UNSAFE_CHARS, Regex, open_regular
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,7 +32,7 @@ _MAX_DYN = 8192
 _MAX_NEEDED = 256
 _MAX_STRING = 4096
 _MAX_SHSTRTAB = 1 << 20
-_UNSAFE = re.compile("[" + UNSAFE_CHARS + "]")
+_UNSAFE = Regex("[" + UNSAFE_CHARS + "]")
 
 
 class ElfError(Exception):

@@ -18,7 +18,6 @@ extension and of every object in its scope: an unchanged venv reads no symbol ta
 from __future__ import annotations
 
 import os
-import re
 import struct
 import sys
 
@@ -27,7 +26,7 @@ from .elf import ElfError
 from .fatbin import gpu_archs
 from .ldso import Loader, is_gpu, torch_loads
 from .libs import Reader, kept_rows, where
-from .reading import UNSAFE_CHARS, escaped_name
+from .reading import UNSAFE_CHARS, Regex, escaped_name
 from .symbols import Symbols
 
 TYPE_CHECKING = False
@@ -51,7 +50,7 @@ _MAX_UNDEFINED = 100000
 _MAX_LISTED = 20
 _MAX_NAME = 300
 # A build tag in a file name: _cu12, -cu130, _cuda12, _cpu, _rocm6.4 before the suffix.
-_BUILD_TAG = re.compile(r"[_-](?:cu\d{2,3}|cuda\d{0,3}|cpu|rocm[\d.]*)(?=\.)")
+_BUILD_TAG = Regex(r"[_-](?:cu\d{2,3}|cuda\d{0,3}|cpu|rocm[\d.]*)(?=\.)")
 _BAD = set(chr(c) for c in range(0x20)) | set(chr(c) for c in range(0x7F, 0xA0))
 
 

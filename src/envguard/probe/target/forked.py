@@ -1,5 +1,5 @@
-"""Work run in a forked child, on the other core, its JSON-able result read back by a
-deadline.
+"""Work run in a forked child, on the other core, its plain result (marshal's types) read
+back by a deadline.
 
 A thread would share the probe's GIL: the installed-files check is one ``lstat`` per file
 plus a little Python for each, and while the probe's own thread runs Python (the library
@@ -17,7 +17,7 @@ It stays in the probe's process group, so the host's kill of that group reaches 
 # ruff: noqa: UP006, UP035, UP045
 from __future__ import annotations
 
-import json
+import marshal
 import os
 import time
 
@@ -162,9 +162,9 @@ class Forked:
             self._reap(self.failed is not None)
         if self.failed is not None:
             return None
-        try:
-            answer = json.loads(b"".join(chunks).decode("utf-8"))
-        except ValueError:
+        try:  # written by this same interpreter (_child): marshal, the fastest both ways
+            answer = marshal.loads(b"".join(chunks))
+        except (ValueError, EOFError, TypeError):
             answer = None
         if type(answer) is not dict or ("value" not in answer and "error" not in answer):
             self.failed = "ended without an answer"
@@ -187,11 +187,9 @@ class Forked:
         """Collect the child; killed first when it overran, and waited on for at most
         REAP_SECONDS: one stuck in the kernel (a hung NFS server) dies when its call
         returns, and is never waited on longer."""
-        import signal
-
         if kill:
             try:
-                os.kill(self.pid, signal.SIGKILL)
+                os.kill(self.pid, _signals().SIGKILL)
             except OSError:
                 pass
         deadline = time.monotonic() + REAP_SECONDS
@@ -207,8 +205,8 @@ class Forked:
 
 def _child(work: Callable[[], Any], read_fd: int, write_fd: int, seconds: Optional[float]) -> None:
     import gc
-    import signal
 
+    signal = _signals()
     gc.disable()
     code = 1
     try:
@@ -225,9 +223,22 @@ def _child(work: Callable[[], Any], read_fd: int, write_fd: int, seconds: Option
             answer: Tuple[str, Any] = ("value", work())
         except Exception as exc:  # the parent says it; a traceback would go nowhere
             answer = ("error", "%s: %s" % (type(exc).__name__, exc))
-        data = memoryview(json.dumps(dict([answer])).encode("utf-8", "surrogateescape"))
+        data = memoryview(marshal.dumps(dict([answer])))
         while data:
             data = data[os.write(write_fd, data) :]
         code = 0
     finally:
         os._exit(code)
+
+
+def _signals() -> Any:
+    """The signal functions and numbers: signal's C module where there is one (signal.py
+    imports enum, a few ms in each child, on the way to the check's answer)."""
+    try:
+        import _signal  # type: ignore[import-not-found]  # (signal.py is its typed face)
+
+        return _signal
+    except ImportError:
+        import signal
+
+        return signal

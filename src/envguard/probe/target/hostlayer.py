@@ -13,10 +13,9 @@ the accelerator (system.py).
 from __future__ import annotations
 
 import os
-import re
 import stat
 
-from .reading import SMALL_CAP, UNSAFE_CHARS, open_regular, read_text
+from .reading import SMALL_CAP, UNSAFE_CHARS, Regex, open_regular, read_text
 from .redact import is_secret_name, secret_digest
 
 TYPE_CHECKING = False
@@ -26,14 +25,14 @@ if TYPE_CHECKING:
 NVIDIA_VENDOR = "0x10de"
 # PCI class 0x03xxxx: display controllers (VGA 0x0300, 3D 0x0302); NVSwitch is 0x0680.
 _DISPLAY_CLASS = "0x03"
-_PLUGIN = re.compile(r"\Alibnccl-net[A-Za-z0-9_.+-]*\.so(?:\.[0-9]+)*\Z")
+_PLUGIN = Regex(r"\Alibnccl-net[A-Za-z0-9_.+-]*\.so(?:\.[0-9]+)*\Z")
 # Compiled when an nccl.conf is read (most nodes have none).
 _NCCL_LINE = r"\A\s*(NCCL_[A-Za-z0-9_]{1,64})\s*=\s*(.*?)\s*\Z"
-_OFED = re.compile(r"(MLNX_OFED_LINUX-[0-9][A-Za-z0-9.-]{0,60}|OFED-internal-[0-9][\w.-]{0,60})")
-_HEX64 = re.compile(r"\A(?:sha256:)?([0-9a-f]{64})\Z")
-_CGROUP_ID = re.compile(r"(?:docker|cri-containerd|crio|libpod)[-/]([0-9a-f]{64})")
+_OFED = Regex(r"(MLNX_OFED_LINUX-[0-9][A-Za-z0-9.-]{0,60}|OFED-internal-[0-9][\w.-]{0,60})")
+_HEX64 = Regex(r"\A(?:sha256:)?([0-9a-f]{64})\Z")
+_CGROUP_ID = Regex(r"(?:docker|cri-containerd|crio|libpod)[-/]([0-9a-f]{64})")
 # What the host refuses in a line of text (a control or bidi character, an undecodable byte)
-_UNSAFE = re.compile("[" + UNSAFE_CHARS + "\ud800-\udfff]")
+_UNSAFE = Regex("[" + UNSAFE_CHARS + "\ud800-\udfff]")
 # Bounds: a hostile or broken node must not make the probe list or hash without end.
 MAX_ENTRIES = 4096  # names looked at per directory
 LIB_ENTRIES = 1 << 17  # in a library directory (a big node's /usr/lib/x86_64-linux-gnu)
@@ -101,6 +100,8 @@ def sha256_file(path: str, cap: int = PLUGIN_CAP) -> Optional[str]:
 def gpu_devices(root: str = "") -> List[str]:
     """The NVIDIA GPUs on the PCI bus as "vendor:device" ids ("10de:2330"), one per GPU,
     from sysfs (seen with or without a driver loaded); [] without sysfs."""
+    import re
+
     base = root + "/sys/bus/pci/devices"
     out = []
     for name in _names(base):
@@ -119,6 +120,8 @@ def gpu_devices(root: str = "") -> List[str]:
 
 def nccl_conf(path: str, shown: str) -> Optional[Dict[str, Any]]:
     """An NCCL config file's sha256 and the NCCL_* keys it sets; None when absent."""
+    import re
+
     try:
         st = os.stat(path)
     except OSError:

@@ -7,10 +7,9 @@ loaded; each file is read as libs.Reader reads it (bounded, kept by its stamp).
 from __future__ import annotations
 
 import os
-import re
 import struct
 
-from .reading import UNSAFE_CHARS, read_bytes
+from .reading import UNSAFE_CHARS, Regex, read_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -19,8 +18,8 @@ if TYPE_CHECKING:
     from .libs import Reader
 
 # A library's name as NVIDIA's and torch's wheels spell them; anything else is not looked at.
-LIB_NAME = re.compile(r"\Alib[A-Za-z0-9_+-]+(?:\.[A-Za-z0-9_]+)*\.so(?:\.[0-9]+)*\Z")
-_UNSAFE = re.compile("[" + UNSAFE_CHARS + "]")
+LIB_NAME = Regex(r"\Alib[A-Za-z0-9_+-]+(?:\.[A-Za-z0-9_]+)*\.so(?:\.[0-9]+)*\Z")
+_UNSAFE = Regex("[" + UNSAFE_CHARS + "]")
 # The libraries torch loads that the loader model follows (by stem prefix).
 _GPU_STEMS = (
     "libcudart",
@@ -235,6 +234,8 @@ def _torch_preloads(torch_dir: str, reader: Reader) -> Tuple[bool, List[Tuple[st
     list of them) from torch/__init__.py (kept in the cache under its stamp). torch 2.14
     preloads them eagerly, so that they win libtorch's lookups; older versions only when
     libtorch_global_deps failed to load."""
+    import re
+
     from .distcache import file_stamp
 
     path = os.path.join(torch_dir, "__init__.py")

@@ -23,12 +23,11 @@ distribution that claims it, and its entry says why.
 from __future__ import annotations
 
 import os
-import re
 import stat
 
 from .elf import ElfError, read_elf, search_range
 from .ldso import LIB_NAME, Loader, is_gpu, listing, torch_loads
-from .reading import RECORD_CAP, UNSAFE_CHARS, escaped_name, read_bytes, read_open
+from .reading import RECORD_CAP, UNSAFE_CHARS, Regex, escaped_name, read_bytes, read_open
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,8 +36,8 @@ if TYPE_CHECKING:
     from .distcache import DistCache
 
 # A folder name under nvidia/ or triton's lib/ that is looked into.
-_DIR_NAME = re.compile(r"\A[A-Za-z0-9_.-]{1,100}\Z")
-_UNSAFE = re.compile("[" + UNSAFE_CHARS + "]")
+_DIR_NAME = Regex(r"\A[A-Za-z0-9_.-]{1,100}\Z")
+_UNSAFE = Regex("[" + UNSAFE_CHARS + "]")
 _MAX_LIBS = 512
 _SEARCH_CAP = 64 << 20  # of one .rodata section: NCCL's is 0.5 MB, cuDNN graph's 22 MB
 # The stem (name before ".so", less a ".alt" variant) -> the version string it carries.
@@ -83,6 +82,8 @@ def stem(name: str) -> str:
 def _read_file(path: str) -> Dict[str, Any]:
     """What ``path``'s bytes say: its dynamic section, the version string its stem carries
     (``string``) and why it could not be read (``error``)."""
+    import re
+
     record: Dict[str, Any] = {
         "soname": None,
         "needed": [],

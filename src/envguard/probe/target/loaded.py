@@ -32,7 +32,6 @@ file: the kept folders of a distribution are told together, in one pass over the
 from __future__ import annotations
 
 import os
-import re
 import stat
 import sys
 import time
@@ -48,7 +47,7 @@ from .pycstamps import (
     stamp_columns,
     take_stamps,
 )
-from .reading import RECORD_CAP, UNSAFE_CHARS, read_bytes
+from .reading import RECORD_CAP, UNSAFE_CHARS, Regex, read_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -77,11 +76,10 @@ BATCH = 512
 STARTUP = ("sitecustomize", "usercustomize")
 # A pyc is named after its source's file, whatever that name is (a Unicode identifier,
 # ``step-2`` or ``2nd``, which importlib imports): any stem that is one line of text.
-_PYC = re.compile("^([^./" + UNSAFE_CHARS + "\ud800-\udfff]+)\\.([^./]+?)(?:\\.opt-([12]))?\\.pyc$")
+_PYC = Regex("^([^./" + UNSAFE_CHARS + "\ud800-\udfff]+)\\.([^./]+?)(?:\\.opt-([12]))?\\.pyc$")
 # A console script's RECORD row: ../../../bin/NAME (from <venv>/lib/pythonX.Y/site-packages).
-_SCRIPT = re.compile(
-    r'^\.\./\.\./\.\./bin/([^\\/",\r\n\x00]+),([a-z0-9]+=[^,\r\n]*),([0-9]+)\r?$', re.M
-)
+_SCRIPT = Regex(r'(?m)^\.\./\.\./\.\./bin/([^\\/",\r\n\x00]+),([a-z0-9]+=[^,\r\n]*),([0-9]+)\r?$')
+_NOT_IN_SCRIPT_NAME = ("\\", "/", '"', ",", "\r", "\n", "\x00")
 _FLAGS_KNOWN = 0b11
 
 
@@ -319,14 +317,14 @@ def _candidates(
     entries = entries[:MAX_ENTRIES]
     names, todo = [], []
     for name in entries:
-        match = _PYC.match(name)
-        if match is None or match.group(2) != tag:
+        parts = pyc_name(name)
+        if parts is None or parts[1] != tag:
             continue  # another interpreter's, or no module's
         names.append(name)
         rel = lead + "__pycache__/" + name
         if rel in owner:
             continue  # RECORD lists it with a hash: checked against RECORD
-        todo.append((rel, lead + match.group(1) + ".py", int(match.group(3) or 0)))
+        todo.append((rel, lead + parts[0] + ".py", parts[2]))
     out = []
     for rel, source, opt in todo:
         verdict = _screen(site, rel, source, opt, cache, pending)
@@ -347,6 +345,19 @@ def _candidates(
         st.st_ctime_ns,
     )
     return out, (key, "\n".join(names), folder_digest(rels, columns), newest), 0
+
+
+def pyc_name(name: str) -> Optional[Tuple[str, str, int]]:
+    """(module, cache tag, optimization level) of a pyc's file name as _PYC reads it, else
+    None; a printable name (the common case) by string operations: a folder a RECORD lists
+    pycs in is read at every probe, where re is not loaded (reading.Regex)."""
+    if not name.isprintable():  # every character _PYC refuses in a stem is unprintable
+        match = _PYC.match(name)
+        return None if match is None else (match[1], match[2], int(match[3] or 0))
+    parts = name[:-4].split(".") if name.endswith(".pyc") and "/" not in name else []
+    if len(parts) == 3 and parts[2] in ("opt-1", "opt-2"):
+        return (parts[0], parts[1], int(parts[2][-1])) if parts[0] and parts[1] else None
+    return (parts[0], parts[1], 0) if len(parts) == 2 and parts[0] and parts[1] else None
 
 
 def _screen(
@@ -506,10 +517,24 @@ def _held(held: List[str]) -> Optional[List[Tuple[str, str, str]]]:
     if not len(names) == len(hashes) == len(sizes) or not "".join(sizes).isdigit():
         return None
     rows = list(zip(names, hashes, sizes))
-    for row in rows:
-        if _SCRIPT.match("../../../bin/%s,%s,%s" % row) is None or "\n" in "".join(row):
-            return None
-    return rows
+    return rows if all(_script_row(*row) for row in rows) else None
+
+
+def _script_row(name: str, digest: str, size: str) -> bool:
+    """A row _SCRIPT's groups could be, told by string operations: every probe checks the
+    kept rows before its first step, where re is not loaded (reading.Regex)."""
+    algorithm, equals, value = digest.partition("=")
+    return (
+        bool(name)
+        and not any(map(name.__contains__, _NOT_IN_SCRIPT_NAME))
+        and bool(equals)
+        and algorithm.isascii()
+        and algorithm.isalnum()
+        and algorithm == algorithm.lower()
+        and not any(map(value.__contains__, (",", "\r", "\n")))
+        and size.isascii()
+        and size.isdigit()
+    )
 
 
 def bin_folder(site: str) -> Optional[str]:

@@ -10,7 +10,6 @@ the target is executed.
 # ruff: noqa: UP006, UP035, UP045
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -238,13 +237,18 @@ def probe(args: Dict[str, Any], begun: Optional[Begun] = None) -> Dict[str, Any]
 
 def error(kind: str, message: str) -> str:
     """The one JSON error object the host reads instead of a report."""
+    import json
+
     return json.dumps({"probe_version": PROBE_VERSION, "error": {"kind": kind, "message": message}})
 
 
 def main(args: Dict[str, Any], begun: Optional[Begun] = None) -> int:
     """Print the report (exit 0) or a JSON error object (exit 1); ``begun``: begin()'s."""
     try:
-        text = json.dumps(probe(args, begun))
+        report = probe(args, begun)
+        import json  # once the check's shares started: not on their way (reading.parse_json)
+
+        text = json.dumps(report)
     except MemoryError:
         text, code = error("memory", "ran out of memory while measuring"), 1
     except Exception as exc:  # reported to the host as data, never as a traceback

@@ -6,9 +6,8 @@ Only rows that plainly stay inside site-packages and are one line of text are ke
 from __future__ import annotations
 
 import posixpath
-import re
 
-from .reading import UNSAFE_CHARS
+from .reading import UNSAFE_CHARS, Regex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -16,16 +15,16 @@ if TYPE_CHECKING:
 
 # Suffixes of the files that run: what the quick check stats.
 _RUNS = (".py", ".so", ".pth", ".pyd", ".dylib", ".pyc")
-_SO_VERSIONED = re.compile(r"\.so(\.[0-9]+)+$")
+_SO_VERSIONED = Regex(r"\.so(\.[0-9]+)+$")
 # RECORD rows with a hash and a size whose path does not start with "/", "./" or "../"
 # (console scripts in ../../../bin are not site-packages' files), at C speed.
-_ROW = re.compile(r"^(?!\.\.?/)([^\",\r\n/\\][^,\r\n\\]*),([^,\r\n]+),([0-9]+)\r?$", re.M)
+_ROW = Regex(r"(?m)^(?!\.\.?/)([^\",\r\n/\\][^,\r\n\\]*),([^,\r\n]+),([0-9]+)\r?$")
 # A path that is not one line of text (a control or bidi character, a NUL, bytes that are not
 # UTF-8): a report carrying it would be refused whole, and os.lstat() refuses a NUL.
-_NOT_LINE = re.compile("[" + UNSAFE_CHARS + "\ud800-\udfff]")
+_NOT_LINE = Regex("[" + UNSAFE_CHARS + "\ud800-\udfff]")
 # The same but for the newline, and the control characters ASCII text may hold: paths
 # joined by newlines are checked at once, a pure-ASCII text by one search for each.
-_NOT_LINE_BUT_NEWLINE = re.compile(
+_NOT_LINE_BUT_NEWLINE = Regex(
     "[" + UNSAFE_CHARS.replace("\x00-\x1f", "\x00-\t\x0b-\x1f") + "\ud800-\udfff]"
 )
 _ASCII_CONTROLS = tuple(chr(c) for c in [*range(10), *range(11, 32), 127])

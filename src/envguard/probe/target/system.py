@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import re
 import stat
 import sys
 
@@ -47,6 +46,8 @@ def host_name() -> str:
     name without spaces, slashes, controls or bidi marks. Those are written as their UTF-8
     bytes in %XX (``odd%20node``): distinct names stay distinct, and each probe of one
     machine writes its name alike."""
+    import re
+
     name = os.uname().nodename
     odd = "[\\s/\\\\" + UNSAFE_CHARS + "\ud800-\udfff]"
     if name.isprintable() and " " not in name and "/" not in name and "\\" not in name:
@@ -142,9 +143,10 @@ def _which(name: str) -> Optional[str]:
 # resolves to: nvcc and the C++ compilers, not a wrapper that runs whichever compiler comes
 # next on PATH (ccache, distcc). A script is followed only when all it does is ``exec`` one
 # program by its absolute path with its own arguments (/usr/bin/nvcc on Debian).
-_OWN_ANSWER = re.compile(r"nvcc|g\+\+|c\+\+|clang|icp[cx]")
+_OWN_ANSWER = ("nvcc", "g++", "c++", "clang", "icpc", "icpx")  # in the name, anywhere
 _SHELLS = (b"#!/bin/sh", b"#!/bin/bash", b"#!/usr/bin/env sh", b"#!/usr/bin/env bash")
-_EXEC = re.compile(rb'exec[ \t]+(/[A-Za-z0-9_./+-]{1,4000})[ \t]+"\$@"[ \t]*')
+# The one line such a script may hold: exec, a path of these characters, "$@".
+_PATH_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./+-"
 _SCRIPT_CAP = 4096
 _ANSWER_CAP = 64 << 10
 
@@ -186,15 +188,29 @@ def _answering(path: str) -> Optional[Tuple[str, List[str]]]:
     if head is not None and head.startswith(b"#!"):
         lines = [ln.strip() for ln in head.splitlines()]
         body = [ln for ln in lines[1:] if ln and not ln.startswith(b"#")]
-        ran = _EXEC.fullmatch(body[0]) if len(body) == 1 and lines[0] in _SHELLS else None
+        ran = _exec_line(body[0]) if len(body) == 1 and lines[0] in _SHELLS else None
         if ran is None:
             return None
-        real = os.path.realpath(ran.group(1).decode("ascii"))
+        real = os.path.realpath(ran.decode("ascii"))
         head = _head(real)
         files.append(real)
-    if head is None or head[:4] != b"\x7fELF" or not _OWN_ANSWER.search(os.path.basename(real)):
+    name = os.path.basename(real)
+    if head is None or head[:4] != b"\x7fELF" or not any(map(name.__contains__, _OWN_ANSWER)):
         return None
     return real, files
+
+
+def _exec_line(line: bytes) -> Optional[bytes]:
+    """The program a script's one line ``exec /path "$@"`` runs (spaces or tabs between
+    its three words, any after them), else None. In bytes operations: every probe reads
+    Debian's nvcc wrapper, where re is not loaded (reading.Regex)."""
+    words = [word for word in line.replace(b"\t", b" ").split(b" ") if word]
+    if len(words) != 3 or not line.startswith(b"exec") or words[::2] != [b"exec", b'"$@"']:
+        return None
+    path = words[1]
+    if not (2 <= len(path) <= 4001 and path[:1] == b"/") or path.translate(None, _PATH_BYTES):
+        return None
+    return path
 
 
 def _head(path: str) -> Optional[bytes]:
@@ -321,6 +337,8 @@ def gpu_answers(
 def proc_gpus(proc: str = "/proc") -> List[str]:
     """The GPU models the kernel module lists (driver/nvidia/gpus/*/information), in bus
     order: what nvidia-smi would name where it is not installed (a container without it)."""
+    import re
+
     base = proc + "/driver/nvidia/gpus"
     try:
         buses = sorted(os.listdir(base))[:64]
@@ -339,6 +357,8 @@ def proc_gpus(proc: str = "/proc") -> List[str]:
 def accelerator(smi: Optional[str], nvcc: Optional[str], proc: str = "/proc") -> Dict[str, Any]:
     """GPUs and driver from nvidia-smi's CSV (else the kernel module's file under ``proc``),
     and nvcc's release."""
+    import re
+
     gpus: List[str] = []
     driver = None
     source = None

@@ -4,15 +4,14 @@
 from __future__ import annotations
 
 import os
-import re
 
-from .reading import read_text, report_line
+from .reading import Regex, read_text, report_line
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional
 
-_ASSIGN = re.compile(r"^([A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=[ \t]*(.+?)[ \t]*$", re.M)
+_ASSIGN = Regex(r"(?m)^([A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=[ \t]*(.+?)[ \t]*$")
 _TORCH_KEYS = ("__version__", "debug", "cuda", "git_version", "hip")
 
 

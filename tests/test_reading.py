@@ -1,0 +1,92 @@
+"""What the probe reads before its check starts, read without re or json (reading.Regex,
+reading.parse_json): the same answers as json and re give, the same refusals."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from envguard import reading
+from envguard.reading import not_json_constant, parse_json
+
+VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+def _json(text: str) -> object:
+    """json's answer, or the kind of error it gives."""
+    try:
+        return json.loads(text, parse_constant=not_json_constant)
+    except ValueError:
+        return ValueError
+
+
+def _ours(text: str) -> object:
+    try:
+        return parse_json(text)
+    except ValueError:
+        return ValueError
+
+
+@settings(max_examples=400, deadline=None)
+@given(VALUES, st.sampled_from([None, 0, 2]), st.sampled_from(["", " ", "\n\t\r "]))
+def test_json_text_reads_as_json_reads_it(value: object, indent: int | None, space: str) -> None:
+    text = space + json.dumps(value, indent=indent) + space
+    assert parse_json(text) == json.loads(text)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet='{}[]":,.-+0123456789eEtrufalsnNIy \n\t\r\\\x00\ufeffé', max_size=30))
+def test_any_text_is_read_or_refused_as_json_does(text: str) -> None:
+    assert _ours(text) == _json(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "   ", "NaN", '{"a": Infinity}', "[-Infinity]", "1 2", '{"a": 1}x', "\ufeff{}", "[1,]"],
+)
+def test_what_is_not_json_is_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_json(text)
+
+
+def test_without_json_s_scanner_json_itself_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "_json", None)  # a Python built without it
+    monkeypatch.setattr(reading, "_SCANNER", [])
+    assert parse_json(' {"a": [1, 2.5, "x", null, true]} ') == {"a": [1, 2.5, "x", None, True]}
+    assert reading._SCANNER == [None]
+    with pytest.raises(ValueError):
+        parse_json('{"a": NaN}')
+    assert math.isinf(parse_json("1e400"))  # as json reads it (the callers check what they need)
+
+
+def test_a_pattern_is_compiled_when_first_used() -> None:
+    code = (
+        "import sys\n"
+        "from envguard.reading import Regex\n"
+        "lines = Regex(r'(?m)^([a-z]+)=([0-9]+)$')\n"
+        "print('re' in sys.modules)\n"
+        "print(lines.findall('a=1\\nB=2\\nc=3'), lines.match('x=9').group(2), lines.pattern[:4])\n"
+        "print('re' in sys.modules, Regex(rb'\\x7fELF').match(b'\\x7fELF1') is not None)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert proc.stdout.splitlines() == [
+        "False",
+        "[('a', '1'), ('c', '3')] 9 (?m)",
+        "True True",
+    ]
