@@ -5,6 +5,7 @@ out of the venv, and warnings that stay bounded. Each on a real venv made by uv.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import py_compile
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from envguard import api
-from factories import make_venv, make_wheel, pip_install, uv_install
+from factories import make_venv, make_wheel, pip_install, probe_report, uv_install
 
 TAG = sys.implementation.cache_tag
 LLAMA = "def forward(x):\n    return x * 2\n"
@@ -183,6 +184,37 @@ def test_an_edited_console_script_is_named(venv: Path, in_tmp: Path) -> None:
     assert _snap(venv).package_map()["modeling"].on_disk.missing == (  # type: ignore[union-attr]
         "../../../bin/modeling-train",
     )
+
+
+def test_a_console_script_edited_in_place_after_its_verdict_was_kept_is_named(
+    venv: Path, tmp_path: Path
+) -> None:
+    """A console script's hash is kept for its stamp, as any file's is: a warm probe hashes
+    none. An edit in place of the same size, its mtime put back, still moves its ctime,
+    which counts for a script however many links it has (an installer writes it; a
+    second link is someone's doing)."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    args = {"verify": "quick", "git": False, "files": [], "caches": []}
+    script = venv / "bin" / "modeling-train"
+    text = script.read_text()
+    script.unlink()  # uv may link it; a file of its own
+    script.write_text(text)
+    os.link(script, tmp_path / "second-link")
+    for _ in range(2):  # the second run keeps nothing new: the verdict was kept by the first
+        report = probe_report(venv, env, **args)
+        dist = next(p for p in report["packages"] if p["name"] == "modeling")
+        assert dist["on_disk"]["modified"] == []
+    kept = json.loads(next((tmp_path / "xdg" / "envguard").glob("dists-*/*.json")).read_text())
+    assert any(key.startswith(str(script) + "\0") for key in kept["verified"]), kept["verified"]
+    before = script.stat()
+    with open(script, "r+b") as fh:
+        data = fh.read().replace(b"forward", b"forwarx")
+        fh.seek(0)
+        fh.write(data)
+    os.utime(script, ns=(before.st_atime_ns, before.st_mtime_ns))
+    report = probe_report(venv, env, **args)
+    dist = next(p for p in report["packages"] if p["name"] == "modeling")
+    assert dist["on_disk"]["modified"] == ["../../../bin/modeling-train"]
 
 
 def test_a_lib_folder_linked_out_of_the_venv_is_not_read(

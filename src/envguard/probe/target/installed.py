@@ -59,7 +59,7 @@ from .records import held_paths, parse_rows, runs
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+    from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
     from .distcache import DistCache
 
@@ -283,7 +283,14 @@ def work(plan: Plan, units: Iterable[int], inside: bool = False) -> Dict[str, An
                 here = None
         at = scan.at = "" if here == name else name + "/"
         result = _check_dist(site, index, plan.lost[name].get(index, {}), plan.deep, budget, at)
-        check_scripts(site.site, site.scripts.get(index, []), result, _same_bytes, budget.take)
+
+        def same(
+            full: str, digest: str, st: os.stat_result, cache: Optional[DistCache] = site.cache
+        ) -> Optional[bool]:
+            # (its ctime counts however many links it has: an installer writes its scripts)
+            return hashed_same(cache, full, digest, st, True, plan.deep, budget.take)
+
+        check_scripts(site.site, site.scripts.get(index, []), result, same)
         results.append([index, result])
         scan.scan(plan.folders[index])
     for name in scans:
@@ -599,31 +606,13 @@ def _check_dist(
             or st.st_mode >> 12 != 8
         )
     ]
-    cache = site.cache
     for (path, digest, size), st in suspects:
-        if not stat.S_ISREG(st.st_mode) or str(st.st_size) != size:
+        if (
+            not stat.S_ISREG(st.st_mode)
+            or str(st.st_size) != size
+            or hashed_same(site.cache, base + path, digest, st, copied, deep, budget.take) is False
+        ):
             modified.append(path)
-            continue
-        # A file with several links is kept without its ctime, as the rule above leaves it
-        # out: every venv built from (or removed from) uv's cache moves the ctime of every
-        # file it links, and a verdict tied to it would have the same files hashed again.
-        key = "%s\0%s\0%d,%d,%d,%d" % (
-            base + path,
-            digest,
-            st.st_ino,
-            st.st_size,
-            st.st_mtime_ns,
-            st.st_ctime_ns if copied or st.st_nlink == 1 else -1,
-        )
-        if cache is not None and not deep and cache.was_verified(key):
-            continue
-        if not budget.take(st.st_size):
-            continue
-        same = _same_bytes(base + path, digest)
-        if same is False:
-            modified.append(path)
-        elif same and cache is not None:
-            cache.keep_verified(key, st.st_ctime_ns)
     return {
         "checked": len(paths),
         "modified": sorted(modified),
@@ -631,6 +620,40 @@ def _check_dist(
         "added": [],
         "clobbered": sorted(lost),
     }
+
+
+def hashed_same(
+    cache: Optional[DistCache],
+    full: str,
+    digest: str,
+    st: os.stat_result,
+    copied: bool,
+    deep: bool,
+    take: Callable[[int], bool],
+) -> Optional[bool]:
+    """Whether the regular file ``full`` (its lstat ``st``) hashes to RECORD's ``digest``:
+    True from the verdict kept for that stamp (quick), else hashed when ``take`` allows
+    its size (None: not hashed, or it cannot be told), and a True verdict kept. A file with
+    several links is kept without its ctime (unless its distribution was ``copied``: see
+    the docstring's rule 3): every venv built from (or removed from) uv's cache moves the
+    ctime of every file it links, and a verdict tied to it would have the same files
+    hashed again."""
+    key = "%s\0%s\0%d,%d,%d,%d" % (
+        full,
+        digest,
+        st.st_ino,
+        st.st_size,
+        st.st_mtime_ns,
+        st.st_ctime_ns if copied or st.st_nlink == 1 else -1,
+    )
+    if cache is not None and not deep and cache.was_verified(key):
+        return True
+    if not take(st.st_size):
+        return None
+    same = _same_bytes(full, digest)
+    if same and cache is not None:
+        cache.keep_verified(key, st.st_ctime_ns)
+    return same
 
 
 def _as_installed(

@@ -556,11 +556,12 @@ def check_scripts(
     site: str,
     rows: List[Tuple[str, str, str]],
     result: Dict[str, Any],
-    same_bytes: Callable[[str, str], Optional[bool]],
-    take: Callable[[int], bool],
+    same: Callable[[str, str, os.stat_result], Optional[bool]],
 ) -> None:
-    """Each console script RECORD lists, hashed (they are small, and an installer writes
-    them itself: their times say nothing). Paths are RECORD's (``../../../bin/NAME``)."""
+    """Each console script RECORD lists, of RECORD's size and, by ``same``, its bytes
+    (installed.hashed_same: hashed unless a verdict is kept for its stamp; an installer
+    writes a script itself, so its times say nothing of when it was installed). Paths are
+    RECORD's (``../../../bin/NAME``)."""
     if not rows:
         return
     folder = bin_folder(site)
@@ -581,7 +582,7 @@ def check_scripts(
         if (
             not stat.S_ISREG(st.st_mode)
             or str(st.st_size) != size
-            or (take(st.st_size) and same_bytes(full, digest) is False)
+            or same(full, digest, st) is False
         ):
             result["modified"].append(rel)
 
