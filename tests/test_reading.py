@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from envguard import reading
-from envguard.reading import not_json_constant, parse_json
+from envguard.reading import Regex, not_json_constant, parse_json
 
 VALUES = st.recursive(
     st.none()
@@ -90,3 +90,12 @@ def test_a_pattern_is_compiled_when_first_used() -> None:
         "[('a', '1'), ('c', '3')] 9 (?m)",
         "True True",
     ]
+
+
+def test_a_pattern_copies_and_pickles_as_what_it_was() -> None:
+    import copy
+    import pickle
+
+    pattern = Regex(r"a(b)")
+    for again in (copy.copy(pattern), copy.deepcopy(pattern), pickle.loads(pickle.dumps(pattern))):
+        assert again.pattern == r"a(b)" and again.search("xab")[1] == "b"

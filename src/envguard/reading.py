@@ -102,7 +102,7 @@ _JSON_SPACE = " \t\n\r"
 
 
 def parse_json(text: str) -> Any:
-    """``text`` read as ``json.loads(text, parse_constant=not_json_constant)`` reads it,
+    """The str ``text`` read as ``json.loads(text, parse_constant=not_json_constant)`` reads it,
     ValueError where it is not JSON, without importing json: json's package imports re,
     and re imports enum, about 10 ms of every probe's start before its first step
     (payload.booting_payload). json's own C scanner reads it; json itself where this
@@ -146,6 +146,8 @@ else:
             self.pattern = pattern
 
         def __getattr__(self, name: str) -> Any:
+            if name.startswith("__") or name == "pattern":  # copy, pickle: not the pattern's
+                raise AttributeError(name)
             import re
 
             compiled = re.compile(self.pattern)

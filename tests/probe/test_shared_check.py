@@ -387,3 +387,16 @@ def test_a_check_asks_once_whether_a_core_is_spare(
     checking = target.checking.Checking(packages, "quick", cache)
     assert checking.child is not None and len(asked) == 1
     checking.result([])
+
+
+def test_a_share_whose_answer_is_not_plain_data_says_so() -> None:
+    """A share answers in marshal (the same interpreter reads it): an answer marshal cannot
+    carry is a failure that says why, never a lost answer or a hang."""
+    from collections import OrderedDict
+
+    forked = local_package().forked
+    plain = forked.Forked(lambda: {"units": [1, 2], "paths": ["a\udcff"]}, 10.0)
+    assert plain.result(10.0) == {"units": [1, 2], "paths": ["a\udcff"]}
+    odd = forked.Forked(lambda: {"kept": OrderedDict(a=1)}, 10.0)
+    assert odd.result(10.0) is None
+    assert odd.failed is not None and odd.failed.startswith("the answer is not plain data")

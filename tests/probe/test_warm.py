@@ -169,6 +169,7 @@ def test_a_warm_probe_starts_its_check_without_re_or_json(tmp_path: Path) -> Non
     )
     loaded = tmp_path / "modules"
     record = (  # the modules loaded when the check's shares are about to start
+        "_pkg.checking.spare_core = lambda: True\n"  # shares, however busy the machine
         "_real_start = _pkg.checking.Checking.start\n"
         "def _recorded(self, *args):\n"
         f"    open({str(loaded)!r}, 'w').write(' '.join(sys.modules))\n"

@@ -223,7 +223,10 @@ def _child(work: Callable[[], Any], read_fd: int, write_fd: int, seconds: Option
             answer: Tuple[str, Any] = ("value", work())
         except Exception as exc:  # the parent says it; a traceback would go nowhere
             answer = ("error", "%s: %s" % (type(exc).__name__, exc))
-        data = memoryview(marshal.dumps(dict([answer])))
+        try:
+            data = memoryview(marshal.dumps(dict([answer])))
+        except ValueError as exc:  # not plain data: said, not an answer lost
+            data = memoryview(marshal.dumps({"error": "the answer is not plain data: %s" % exc}))
         while data:
             data = data[os.write(write_fd, data) :]
         code = 0
