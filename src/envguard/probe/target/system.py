@@ -46,12 +46,12 @@ def host_name() -> str:
     name without spaces, slashes, controls or bidi marks. Those are written as their UTF-8
     bytes in %XX (``odd%20node``): distinct names stay distinct, and each probe of one
     machine writes its name alike."""
-    import re
-
     name = os.uname().nodename
     odd = "[\\s/\\\\" + UNSAFE_CHARS + "\ud800-\udfff]"
     if name.isprintable() and " " not in name and "/" not in name and "\\" not in name:
         return name or "unknown"
+    import re
+
     return re.sub(
         odd,
         lambda m: "".join("%%%02X" % b for b in m.group(0).encode("utf-8", "surrogateescape")),
