@@ -53,6 +53,22 @@ def make_dist_info(
     return info
 
 
+def json_values(max_leaves: int) -> Any:
+    """A hypothesis strategy of what JSON holds (finite numbers): for a reader or a writer
+    held to json's own."""
+    from hypothesis import strategies as st
+
+    return st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(),
+        lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(), inner, max_size=5),
+        max_leaves=max_leaves,
+    )
+
+
 def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
     """Run a command; on failure raise with its output, which pytest then shows."""
     proc = subprocess.run(argv, capture_output=True, text=True, check=False, **kwargs)

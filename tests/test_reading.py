@@ -14,16 +14,9 @@ from hypothesis import strategies as st
 
 from envguard import reading
 from envguard.reading import Regex, not_json_constant, parse_json
+from factories import json_values
 
-VALUES = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
-    max_leaves=20,
-)
+VALUES = json_values(max_leaves=20)
 
 
 def _json(text: str) -> object:

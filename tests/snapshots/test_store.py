@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from envguard.errors import SnapshotError, UsageError
 from envguard.snapshots import store
-from factories import package, snapshot
+from factories import json_values, package, snapshot
 
 
 @pytest.mark.parametrize(
@@ -213,15 +212,7 @@ def test_a_new_file_in_dev_shm_is_written(tmp_path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-_JSON = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
-    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(), inner, max_size=5),
-    max_leaves=40,
-)
+_JSON = json_values(max_leaves=40)
 
 
 @settings(max_examples=300, deadline=None)
