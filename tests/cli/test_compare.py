@@ -253,13 +253,17 @@ main()
 """
 
 
-def _diff_in_a_new_process(*args: str) -> tuple[int, str, str]:
+def _diff_in_a_new_process(
+    *args: str, command: str = "diff", env: dict[str, str] | None = None
+) -> tuple[int, str, str]:
+    import os
     import subprocess
     import sys
 
     proc = subprocess.run(
-        [sys.executable, "-c", _LOADED_AT_EXIT, "diff", *args],
+        [sys.executable, "-c", _LOADED_AT_EXIT, command, *args],
         capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, **(env or {})},
     )  # fmt: skip
     return proc.returncode, proc.stdout, proc.stderr
 
@@ -276,16 +280,35 @@ def _settled() -> None:
     time.sleep(max(0.0, newest + 2.1 - time.time()))
 
 
+def _github_files(tmp: Path) -> dict[str, str]:
+    """GitHub Actions' step summary and step outputs files, empty, by variable."""
+    files = {"GITHUB_STEP_SUMMARY": tmp / "summary.md", "GITHUB_OUTPUT": tmp / "outputs.txt"}
+    for path in files.values():
+        path.write_text("")
+    return {variable: str(path) for variable, path in files.items()}
+
+
 def test_a_clean_diff_told_again_loads_no_model_and_says_the_same(
-    good_run: dict[str, Path],
+    good_run: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The engine's clean answer for the same two documents is kept (compare.identical):
-    the next diff of an unchanged environment says what the first said, in every format,
-    without pydantic or the engine; a drift after it is said in full."""
-    code, first, err = invoke("diff", "good")
-    assert code == 0 and "no drift" in first, err
-    code, as_json, _ = invoke("diff", "good", "--format", "json")
-    assert code == 0
+    the next diff of an unchanged environment says what the engine said, in every format
+    but the HTML page (the JSON document, the Markdown report, GitHub's annotations, step
+    summary and outputs: a CI gate's ``check --format github``), without pydantic or the
+    engine; a drift after it is said in full."""
+    from envguard.snapshots import clean
+
+    github = _github_files(tmp_path)
+    with monkeypatch.context() as engine_only:  # no kept answer is used: the engine's
+        engine_only.setattr(clean, "known", lambda snapshot, live: False)
+        code, first, err = invoke("diff", "good")
+        assert code == 0 and "no drift" in first, err
+        told = {fmt: invoke("diff", "good", "--format", fmt) for fmt in ("json", "markdown")}
+        assert all(code == 0 for code, _, _ in told.values())
+        gate = runner.invoke(app, ["check", "good", "--format", "github"], env=github)
+        assert gate.exit_code == 0 and "no drift" in gate.stdout, gate.stderr
+    files = {variable: Path(path).read_text() for variable, path in github.items()}
+    assert "drift=false" in files["GITHUB_OUTPUT"] and "no drift" in files["GITHUB_STEP_SUMMARY"]
     # Kept by a process of its own: this one's comparison code may not be stamped (a
     # checkout younger than the stamp's 2 s, as a clone tested at once: snapshots/clean.py).
     _settled()
@@ -293,9 +316,17 @@ def test_a_clean_diff_told_again_loads_no_model_and_says_the_same(
     code, again, err = _diff_in_a_new_process("good")
     assert (code, again) == (0, first), err
     assert "LOADED []" in err  # its exit code too: no change fails a policy (cli._exit)
-    code, again_json, err = _diff_in_a_new_process("good", "--format", "json")
-    assert (code, again_json) == (0, as_json), err
-    assert f"LOADED {HEAVY}" in err  # the model writes JSON
+    for fmt, (_, out, _) in told.items():
+        code, again, err = _diff_in_a_new_process("good", "--format", fmt)
+        assert (code, again) == (0, out), err
+        assert "LOADED []" in err, fmt
+    github = _github_files(tmp_path)
+    code, again, err = _diff_in_a_new_process(
+        "good", "--format", "github", command="check", env=github
+    )
+    assert (code, again) == (0, gate.stdout), err
+    assert "LOADED []" in err
+    assert {variable: Path(path).read_text() for variable, path in github.items()} == files
     (good_run["repo"] / "model.py").write_text("def forward(x):\n    return x * 0.5\n")
     code, out, err = _diff_in_a_new_process("good")
     assert code == 1 and "model.py" in out, err

@@ -176,3 +176,17 @@ def test_the_comparison_is_stamped_before_any_of_its_files_loads() -> None:
         assert proc.stdout == "stamped", (first, proc.stderr)
     # Taken again in this process, which loaded the engine long ago: no stamp.
     assert clean.comparison_code.__wrapped__() is None
+
+
+def test_a_clean_answer_is_written_as_the_engines_drift_in_every_format() -> None:
+    """Each report a clean diff writes from a Clean (the JSON document, the Markdown report,
+    GitHub's annotations and step outputs) is the one written from its Drift."""
+    from envguard.render.github import drift_github, drift_outputs
+    from envguard.render.json import drift_json
+    from envguard.render.markdown import drift_markdown
+    from envguard.render.text import summary
+
+    clean = Clean("good", "good-live", {"tok_s": 21500, "loss": 1.25, "run": "a"})
+    drift = clean.drift()
+    for write in (drift_json, drift_markdown, drift_github, drift_outputs, summary):
+        assert write(clean) == write(drift), write.__name__

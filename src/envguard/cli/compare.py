@@ -51,12 +51,7 @@ def _emit_drift(
 
     from envguard.compare.identical import Clean
 
-    if isinstance(drift, Clean):  # a clean side told without the models
-        if fmt is DriftFormat.table:
-            _say_clean(drift)
-            return
-        drift = drift.drift()  # the other formats write the model
-
+    # A clean side (Clean) is told without the models, in every format but the page.
     if fmt is not DriftFormat.json and not quiet():
         from envguard.render.text import printable
 
@@ -69,7 +64,8 @@ def _emit_drift(
     elif fmt is DriftFormat.html:
         from envguard.render.html import drift_html
 
-        data_out().write(drift_html(drift))
+        # the page is written from the model
+        data_out().write(drift_html(drift.drift() if isinstance(drift, Clean) else drift))
     elif fmt is DriftFormat.markdown:
         from envguard.render.markdown import drift_markdown
 
@@ -96,7 +92,7 @@ def _emit_drift(
             target = os.environ.get(variable)
             if target:
                 _append_to(variable, target, text)
-    elif not drift.changes:  # the common, clean case needs no table (nor rich's import)
+    elif isinstance(drift, Clean) or not drift.changes:  # no table (nor rich's import)
         _say_clean(drift)
     else:
         from envguard.render.table import drift_table

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 
 from envguard.compare.models import Change, ChangeGroup, Drift, Severity
 from envguard.compare.names import SECTIONS
@@ -149,14 +149,6 @@ def clean_drift(
     return Drift.model_construct(
         changes=(), metrics=dict(metrics), expected_name=expected_name, actual_name=actual_name
     )
-
-
-def iter_sections(drift: Drift) -> Iterator[tuple[Severity, list[Change]]]:
-    """Changes grouped by severity, critical first."""
-    for level in (Severity.critical, Severity.warning, Severity.info):
-        group = [c for c in drift.changes if c.severity is level]
-        if group:
-            yield level, group
 
 
 def restore_hints(changes: Iterable[Change], snapshot: Snapshot) -> list[str]:

@@ -54,13 +54,16 @@ def live_key(live: dict[str, Any]) -> str:
 
 class Clean:
     """A diff that found nothing, for the command line to say without loading the models:
-    the fields render.text's summary and metrics footer read, as a Drift has them;
-    ``drift()`` is that Drift (what engine.diff returns for the same two sides)."""
+    the fields a report of a clean drift reads (the summary, the metrics footer, the JSON
+    document, GitHub's annotations and step outputs, the Markdown report), as a Drift has
+    them; ``drift()`` is that Drift (what engine.diff returns for the same two sides)."""
 
     changes: tuple[()] = ()
     notes: tuple[str, ...] = ()
     verdict: tuple[str, ...] = ()
+    groups: tuple[()] = ()
     subject: str | None = None
+    max_severity: None = None
 
     def __init__(
         self, expected_name: str | None, actual_name: str | None, metrics: dict[str, Any]

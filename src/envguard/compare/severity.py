@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from enum import Enum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from envguard.compare.identical import Clean
+    from envguard.compare.models import Change, Drift
 
 
 class Severity(str, Enum):
@@ -16,3 +22,11 @@ class Severity(str, Enum):
 
 
 _SEVERITY_RANK = {Severity.info: 1, Severity.warning: 2, Severity.critical: 3}
+
+
+def iter_sections(drift: Drift | Clean) -> Iterator[tuple[Severity, list[Change]]]:
+    """Changes grouped by severity, critical first."""
+    for level in (Severity.critical, Severity.warning, Severity.info):
+        group = [c for c in drift.changes if c.severity is level]
+        if group:
+            yield level, group

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
-from envguard.compare.models import Change, Drift, Severity
 from envguard.compare.policy import Policy
+from envguard.compare.severity import Severity
 from envguard.render.text import printable
+
+if TYPE_CHECKING:
+    from envguard.compare.identical import Clean
+    from envguard.compare.models import Change, Drift
 
 _COMMAND = {"critical": "error", "warning": "warning", "info": "notice"}
 
@@ -28,7 +33,7 @@ _SHOWN = {"error": 9, "warning": 9, "notice": 8}
 
 
 def drift_github(
-    drift: Drift,
+    drift: Drift | Clean,
     *,
     workspace: str | None = None,
     policy: Policy | None = None,
@@ -106,7 +111,7 @@ def _relative(path: str, workspace: str | None) -> str | None:
     return None
 
 
-def drift_outputs(drift: Drift) -> str:
+def drift_outputs(drift: Drift | Clean) -> str:
     """Step outputs for $GITHUB_OUTPUT: ``drift`` and ``max-severity``."""
     level = drift.max_severity
     drifted = "true" if drift.changes else "false"

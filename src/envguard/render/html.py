@@ -54,8 +54,8 @@ def _page(title: str, body: list[str]) -> str:
 
 def drift_html(drift: Drift) -> str:
     """The drift report: verdict, then changes by severity, install groups folded."""
-    from envguard.compare.engine import iter_sections
     from envguard.compare.models import primary_changes
+    from envguard.compare.severity import iter_sections
     from envguard.render.text import metrics_footer, summary
 
     body = [f"<h1>envguard drift report: {_t(drift.expected_name or 'snapshot')}</h1>"]

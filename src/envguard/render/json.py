@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from envguard.compare.models import Drift, FleetReport
-
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from envguard.compare.identical import Clean
+    from envguard.compare.models import Drift, FleetReport
     from envguard.snapshots.history import Entry
     from envguard.snapshots.models import Fit
     from envguard.snapshots.store import Listed
@@ -54,7 +54,7 @@ def snapshot_list(rows: list[Listed]) -> str:
     return _dumps(doc, len(out))
 
 
-def drift_json(drift: Drift) -> str:
+def drift_json(drift: Drift | Clean) -> str:
     """`{"drift", "max_severity", "changes", "metrics"}` for machines."""
     level = drift.max_severity
     doc = {

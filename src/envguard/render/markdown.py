@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from envguard.compare.engine import iter_sections
-from envguard.compare.models import Drift, FleetReport
+from envguard.compare.severity import iter_sections
 from envguard.render.text import metrics_footer, printable, summary
 
 if TYPE_CHECKING:
+    from envguard.compare.identical import Clean
+    from envguard.compare.models import Drift, FleetReport
     from envguard.snapshots.history import Entry
 
 _ICON = {"critical": "🔴", "warning": "🟠", "info": "🔵"}
@@ -26,7 +27,7 @@ def _cell(text: str | None) -> str:
     return _MARKUP.sub(r"\\\1", text)
 
 
-def drift_markdown(drift: Drift) -> str:
+def drift_markdown(drift: Drift | Clean) -> str:
     lines = ["## envguard drift report", "", f"**{_cell(summary(drift))}**", ""]
     if drift.verdict:
         lines += [f"- {_cell(line)}" for line in drift.verdict] + [""]

@@ -232,7 +232,7 @@ def drift_table(drift: Drift, console: Console, *, expand: bool = False) -> None
     """What `envguard diff` prints: the verdict, then the changes grouped by severity and
     section; a package an install pulled in is folded into that install's row (critical
     ones never are) unless ``expand``."""
-    from envguard.compare.engine import iter_sections
+    from envguard.compare.severity import iter_sections
     from envguard.render.text import collapsed, metrics_footer, printable, summary
 
     if drift.verdict:

@@ -67,7 +67,7 @@ def severity_counts(counts: Mapping[Severity, int]) -> str:
     return ", ".join(parts)
 
 
-def collapsed(drift: Drift, *, expand: bool = False) -> tuple[dict[int, str], set[int]]:
+def collapsed(drift: Drift | Clean, *, expand: bool = False) -> tuple[dict[int, str], set[int]]:
     """How the drift's install groups show: (message per change id, where it differs; ids of
     changes folded into their group's row). Critical changes are never folded; with
     ``expand`` nothing is, and each member names what pulled it in."""
@@ -125,7 +125,7 @@ def _folded_note(
     return f"{pulled} ({', '.join(parts)}; --expand lists them)"
 
 
-def group_tree(drift: Drift) -> list[str]:
+def group_tree(drift: Drift | Clean) -> list[str]:
     """Each install and what it pulled in, as a tree (as `uv pip tree --invert` reads)."""
     from envguard.compare.models import primary_changes
 
