@@ -1,4 +1,4 @@
-"""Two envguard installs side by side: snapshot, live diff and --help on the field-like venv.
+"""Two envguard installs side by side: snapshot, live diff, the CI gate, --help (field-like venv).
 
     .venv/bin/python bench/versus.py --before OTHER/.venv/bin/envguard [--repeats 9] [--venv V]
 
@@ -7,7 +7,9 @@ an older commit with its own venv: `git worktree add ../base REV`, then the Quic
 install there). Both run round-robin in one process on the same cached venv of real
 distributions (bench/fixtures.real_venv), from inside a small git work tree, with bytecode
 compiled on both sides; each side diffs against a snapshot it wrote itself (an older
-envguard may not read a newer file). `uv pip freeze` runs beside them as the yardstick.
+envguard may not read a newer file): as a person reads it (a table), as a program does
+(``--format json``) and as CI gates on it (``check --format github``). `uv pip freeze`
+runs beside them as the yardstick.
 A report, not a test: it always exits 0.
 """
 
@@ -78,9 +80,14 @@ def main(argv: list[str] | None = None) -> int:
             )
             snapshot = [envguard, "snapshot", "--python", venv, "--out", "-"]
             diff = [envguard, "diff", str(snap), "--python", venv]
+            gate = [envguard, "check", str(snap), "--python", venv, "--format", "github"]
             commands += [
                 static(f"snapshot ({side})", snapshot, cwd=repo, env=env),
                 static(f"live diff ({side})", diff, cwd=repo, env=env, ok=(0, 1)),
+                static(
+                    f"diff json ({side})", [*diff, "--format", "json"], cwd=repo, env=env, ok=(0, 1)
+                ),
+                static(f"CI gate ({side})", gate, cwd=repo, env=env, ok=(0, 1)),
                 static(f"--help ({side})", [envguard, "--help"], cwd=repo, env=env),
             ]
         timings = measure(commands, args.repeats, log=report.log)
@@ -88,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"venv: {venv}, {real.distributions} distributions; repeats: {args.repeats} (medians)")
     print(f"before: {args.before}\nafter:  {tools.envguard}\n")
     print(f"{'what':<12} {'before':>10} {'after':>10} {'after/before':>13} {'after/uv':>9}")
-    for what in ("snapshot", "live diff", "--help"):
+    for what in ("snapshot", "live diff", "diff json", "CI gate", "--help"):
         before, after = timings[f"{what} (before)"].median, timings[f"{what} (after)"].median
         if before and after and uv:
             print(
