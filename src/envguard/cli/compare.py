@@ -51,12 +51,12 @@ def _emit_drift(
 
     from envguard.compare.identical import Clean
 
-    # A clean side (Clean) is told without the models, in every format but the page.
     if fmt is not DriftFormat.json and not quiet():
         from envguard.render.text import printable
 
         for note in drift.notes:  # how the lock was read: said on stderr, never in the data
             sys.stderr.write(f"note: {printable(note)}\n")
+    # A kept clean answer (Clean) is written without the models, in every format but the page.
     if fmt is DriftFormat.json:
         from envguard.render.json import drift_json
 

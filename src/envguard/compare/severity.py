@@ -1,4 +1,6 @@
-"""How much a change matters (a plain enum: the policy needs it before pydantic loads)."""
+"""How much a change matters, and changes grouped by it: a plain enum and a function, which
+the policy and the renderers of a kept clean answer (compare.identical) need without
+pydantic."""
 
 from __future__ import annotations
 
