@@ -41,7 +41,7 @@ ALLOWED: dict[str, set[str]] = {
     # Starts the probe from argv before the command line (typer) loads: outside cli/.
     "prestart": {"base", "api"},
     "help_screen": set(),  # the root --help, written before typer loads
-    "__main__": {"cli", "prestart", "help_screen"},
+    "__main__": {"cli", "prestart", "help_screen", "base"},
     # Generates the fast paths from the models: run by developers, never by a command.
     "dev": {"base", "probe", "snapshots", "schemas"},
     # Wheels and indexes for the tests, bench/ and examples/: like dev, left out of the

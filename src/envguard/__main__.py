@@ -1,11 +1,12 @@
 """The console entry point (``envguard`` and ``python -m envguard``).
 
-It sits outside :mod:`envguard.cli`, before typer loads: the root ``--help`` is written from
-help_screen; a plain ``snapshot`` or ``diff`` gets its probe started (prestart) while typer
-loads; a signal while the command line's libraries are still being imported ends like any
-other interrupt (one line, exit 128 + N, the early probe stopped), and so does any other
-failure there (the probe stopped, the error as it is). Once the command has ended, the
-process ends without the interpreter's finalization (_leave), where nothing needs it.
+It sits outside :mod:`envguard.cli`, before typer loads: the root ``--help`` and
+``--version`` are written from help_screen; a plain ``snapshot`` or ``diff`` gets its probe
+started (prestart) while typer loads; a signal while the command line's libraries are still
+being imported ends like any other interrupt (one line, exit 128 + N, the early probe
+stopped), and so does any other failure there (the probe stopped, the error as it is). Once
+the command has ended, the process ends without the interpreter's finalization (_leave),
+where nothing needs it.
 """
 
 import sys
@@ -78,6 +79,14 @@ def _unwritten(exc: Exception) -> None:
 
 
 def _run() -> None:
+    if sys.argv[1:] == ["--version"]:  # as typer's --version says it
+        from envguard import help_screen
+        from envguard.version import __version__
+
+        code = help_screen.write(f"envguard {__version__}\n")
+        if code:
+            raise SystemExit(code)
+        return
     if sys.argv[1:] == ["--help"]:
         from envguard import help_screen
 

@@ -152,6 +152,31 @@ def _typer_help(columns: str) -> str:
     ).stdout  # fmt: skip
 
 
+def test_the_version_is_typers_without_loading_typer() -> None:
+    """`envguard --version` (CI logs, bug reports) is written without typer: the line typer
+    writes, exit 0; with anything beside it, typer says it as before."""
+    typer_said = subprocess.run(
+        [sys.executable, "-c", _TYPER_PROGRAM.format(argv=["envguard", "--version"])],
+        capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    loaded = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: sys.stderr.write(str('typer' in sys.modules)))\n"
+        "sys.argv = ['envguard', '--version']\n"
+        "from envguard.__main__ import main\n"
+        "main()\n"
+    )
+    fast = subprocess.run(
+        [sys.executable, "-c", loaded], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert (fast.returncode, fast.stdout, fast.stderr) == (0, typer_said.stdout, "False")
+    assert typer_said.stdout.startswith("envguard ") and typer_said.stdout.endswith("\n")
+    assert envguard("-q", "--version").stdout == typer_said.stdout  # typer's own path
+
+
+_TYPER_PROGRAM = "import sys; sys.argv = {argv!r}\nfrom envguard.cli import main\nmain()"
+
+
 @pytest.mark.version_pinned("help_screen.TEXT is the text the newest typer writes")
 def test_the_stored_help_screen_is_typers() -> None:
     """`envguard --help` is written without loading typer; it must be what typer writes. If
