@@ -79,19 +79,16 @@ def _unwritten(exc: Exception) -> None:
 
 
 def _run() -> None:
-    if sys.argv[1:] == ["--version"]:  # as typer's --version says it
+    if sys.argv[1:] in (["--help"], ["--version"]):
         from envguard import help_screen
         from envguard.version import __version__
 
-        code = help_screen.write(f"envguard {__version__}\n")
-        if code:
-            raise SystemExit(code)
-        return
-    if sys.argv[1:] == ["--help"]:
-        from envguard import help_screen
-
-        if help_screen.wide_enough():
-            code = help_screen.write()
+        if sys.argv[1] == "--version":  # as typer's --version says it
+            text: str | None = f"envguard {__version__}\n"
+        else:  # a narrower terminal gets typer's rendering
+            text = help_screen.TEXT if help_screen.wide_enough() else None
+        if text is not None:
+            code = help_screen.write(text)
             if code:
                 raise SystemExit(code)
             return

@@ -142,11 +142,13 @@ def test_a_mistyped_command_is_named_with_the_nearest_one() -> None:
     assert "No such command 'snapshto'" in result.stderr and "snapshot" in result.stderr
 
 
+_TYPER_PROGRAM = "import sys; sys.argv = {argv!r}\nfrom envguard.cli import main\nmain()"
+
+
 def _typer_help(columns: str) -> str:
     """The root help as typer renders it (envguard.cli directly, not the stored screen)."""
-    program = "import sys; sys.argv = ['envguard', '--help']\nfrom envguard.cli import main\nmain()"
     return subprocess.run(
-        [sys.executable, "-c", program],
+        [sys.executable, "-c", _TYPER_PROGRAM.format(argv=["envguard", "--help"])],
         capture_output=True, text=True, check=True, timeout=120,
         env={**os.environ, "COLUMNS": columns},
     ).stdout  # fmt: skip
@@ -172,9 +174,6 @@ def test_the_version_is_typers_without_loading_typer() -> None:
     assert (fast.returncode, fast.stdout, fast.stderr) == (0, typer_said.stdout, "False")
     assert typer_said.stdout.startswith("envguard ") and typer_said.stdout.endswith("\n")
     assert envguard("-q", "--version").stdout == typer_said.stdout  # typer's own path
-
-
-_TYPER_PROGRAM = "import sys; sys.argv = {argv!r}\nfrom envguard.cli import main\nmain()"
 
 
 @pytest.mark.version_pinned("help_screen.TEXT is the text the newest typer writes")
