@@ -326,38 +326,55 @@ def test_a_cache_made_under_umask_000_is_private_and_kept(tmp_path: Path) -> Non
         "a size in other digits",
         "a path out of site-packages",
         "the folder above site-packages",
+        "no checksum (an older cache's shape)",
     ],
 )
-def test_kept_record_rows_that_could_not_have_been_read_are_read_again(
+def test_kept_record_rows_edited_by_hand_are_read_again(
     venv: Path, tmp_path: Path, env: dict[str, str], forge: str
 ) -> None:
-    """RECORD rows kept under the right stamps but edited by hand (as _rows() never
-    writes them): the RECORD is read again and the check's answer is the honest one."""
+    """RECORD rows kept under the right stamps but edited by hand, their checksum left as
+    it was: the RECORD is read again and the check's answer is the honest one."""
     honest = probe(venv, env, fingerprint_cache=False)
     probe(venv, env)
     path = shard(tmp_path / "xdg")
     data = json.loads(path.read_text())
     (key,) = [k for k in data["rows"] if "alpha-1.0.dist-info" in k and "|scripts" not in k]
-    paths, sizes, hashes = data["rows"][key]
+    paths, sizes, hashes, checksum = data["rows"][key]
     first = paths.split("\n")[0]
     data["rows"][key] = {
-        "an empty path": ["\n" + paths, "0," + sizes, "sha256=AA\n" + hashes],
-        "a size that is no number": [paths, sizes.replace(sizes.split(",")[0], "1x", 1), hashes],
-        "a size in other digits": [paths, "\u0661" + sizes, hashes],
-        "a path out of site-packages": [paths.replace(first, "../" + first, 1), sizes, hashes],
-        "the folder above site-packages": [paths.replace(first, "..", 1), sizes, hashes],
-    }[forge]
+        "an empty path": ["\n" + paths, "0," + sizes, "sha256=AA\n" + hashes, checksum],
+        "a size that is no number": [
+            paths, sizes.replace(sizes.split(",")[0], "1x", 1), hashes, checksum,
+        ],
+        "a size in other digits": [paths, "\u0661" + sizes, hashes, checksum],
+        "a path out of site-packages": [
+            paths.replace(first, "../" + first, 1), sizes, hashes, checksum,
+        ],
+        "the folder above site-packages": [paths.replace(first, "..", 1), sizes, hashes, checksum],
+        "no checksum (an older cache's shape)": [paths, sizes, hashes],
+    }[forge]  # fmt: skip
     path.write_text(json.dumps(data))
     assert probe(venv, env)["alpha"]["on_disk"] == honest["alpha"]["on_disk"]
 
 
-@pytest.mark.parametrize(
-    "held",
-    [["a.py", "3", ""], ["a.py", "", "sha256=AA"], ["..", "4096", "sha256=AA"], [".", "1", "x"]],
-)
-def test_a_kept_row_with_an_empty_field_or_a_dot_folder_is_not_taken(held: list[str]) -> None:
-    """One kept row whose hash or size is empty, or whose path is ``..`` or ``.``: not
-    what a RECORD's parse could have made, so the RECORD is read again."""
+@pytest.mark.parametrize("column", [0, 1, 2])
+def test_kept_rows_are_given_back_only_as_they_were_kept(tmp_path: Path, column: int) -> None:
+    """What keep_record_rows kept is what record_rows gives back, in another run too; a
+    change to any of its texts (a path, a size, a hash), or a lone surrogate in a path
+    (RECORD read with surrogateescape), leaves the checksum behind: the rows are not
+    taken."""
     from envguard.probe.payload import local_package
 
-    assert local_package().records.held_paths(held) is None
+    distcache = local_package().distcache
+    key = "/v/site/a-1.dist-info/RECORD\x001,2,3,4,5"
+    rows = ["a/x.py\na/\udcff.so", "12,34", "sha256=AA\nsha256=BB"]
+    cache = distcache.DistCache(str(tmp_path / "c"), ["/v/site"], code="t", quiet=0)
+    cache.keep_record_rows(key, rows)
+    cache.files_checked = True
+    cache.save()
+    again = distcache.DistCache(str(tmp_path / "c"), ["/v/site"], code="t", quiet=0)
+    assert again.record_rows(key) == rows
+    edited = list(again.rows[key])
+    edited[column] = edited[column].replace("a", "b", 1).replace("1", "7", 1)
+    again.rows[key] = edited
+    assert again.record_rows(key) is None

@@ -20,6 +20,13 @@ Two kinds of entries, both keyed by ``os.stat`` results, never by content:
 - **libraries**: what a GPU library's ELF headers and read-only data say (libs.py), under
   the library file's own stamp: searching a 250 MB libnccl for its version is the costly
   part.
+- **RECORD rows**: the rows of the files that run (installed.py), under RECORD's own stamp,
+  with a CRC-32 of their text (rows_sum): rows edited by hand or damaged are read from
+  RECORD again. Rows whose checksum agrees are what parse_rows() made, and are not checked
+  again at every probe (on a 135-distribution venv, the scans that told a plausible row
+  took 9 ms before every check). A row forged with its checksum gives its forger nothing:
+  whoever can write this file can write the probe's kept code beside it, which the target
+  runs (docs/security.md).
 
 A record is not kept while anything it was read from changed less than ``quiet`` seconds
 ago (60 by default; git's "racily clean" rule): a write through a shared mmap, or on a file
@@ -170,6 +177,25 @@ def _hex(text: str, length: int) -> bool:
     return len(text) == length and not text.strip(_HEX)
 
 
+def rows_sum(rows: List[str]) -> str:
+    """The CRC-32 of kept RECORD rows' texts, in hex (zlib's: the cache's own module; a
+    checksum against damage and edits, not forgery: see the module's docstring)."""
+    import zlib
+
+    return "%08x" % zlib.crc32("\0".join(rows).encode("utf-8", "surrogatepass"))
+
+
+def _rows(value: Any) -> bool:
+    """The shape of kept RECORD rows: three texts and their checksum (record_rows checks
+    that it agrees)."""
+    return (
+        type(value) is list
+        and len(value) == 4
+        and all(type(part) is str for part in value)
+        and _hex(value[3], 8)
+    )
+
+
 def _pycdir(value: Any) -> bool:
     """A bytecode folder's entry as keep_pyc_folder writes it (names are checked again by
     their reader, loaded.py)."""
@@ -254,14 +280,7 @@ class DistCache:
             self.dists = {k: v for k, v in dists.items() if type(k) is str and _valid_dist(v)}
         rows = data.get("rows")
         if type(rows) is dict:
-            self.rows = {
-                k: v
-                for k, v in rows.items()
-                if type(k) is str
-                and type(v) is list
-                and len(v) == 3
-                and all(type(part) is str for part in v)
-            }
+            self.rows = {k: v for k, v in rows.items() if type(k) is str and _rows(v)}
         libs = data.get("libs")
         if type(libs) is dict:
             self.libs = {
@@ -321,16 +340,18 @@ class DistCache:
 
     def record_rows(self, key: Optional[str]) -> Optional[List[str]]:
         """[paths, sizes, hashes] (each joined by newlines) of an unchanged RECORD's rows
-        of the files that run, or None."""
+        of the files that run, as they were kept (their checksum agrees), or None."""
         self.files_checked = True
         found = self.rows.get(key) if key else None
-        if found is not None and key is not None:
-            self.used_rows[key] = found
-        return found
+        if found is None or key is None or found[3] != rows_sum(found[:3]):
+            return None
+        self.used_rows[key] = found
+        return found[:3]
 
     def keep_record_rows(self, key: Optional[str], rows: List[str]) -> None:
+        """Keep ``rows`` ([paths, sizes, hashes], each joined) under ``key``, summed."""
         if key is not None and _newest_change(key.split("\0", 1)[1]) < self.settled_ns:
-            self.used_rows[key] = rows
+            self.used_rows[key] = [*rows, rows_sum(rows)]
 
     def was_verified(self, key: str) -> bool:
         self.files_checked = True
@@ -395,14 +416,7 @@ class DistCache:
         """What checked() answered, in the child, taken into this cache."""
         rows, held, verified = found.get("rows"), found.get("held"), found.get("verified")
         if type(rows) is dict:
-            self.used_rows.update(
-                (k, v)
-                for k, v in rows.items()
-                if type(k) is str
-                and type(v) is list
-                and len(v) == 3
-                and all(type(part) is str for part in v)
-            )
+            self.used_rows.update((k, v) for k, v in rows.items() if type(k) is str and _rows(v))
         for k in _placed(self.rows, held):
             self.used_rows[k] = self.rows[k]
         if type(verified) is list:

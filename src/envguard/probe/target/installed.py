@@ -55,7 +55,7 @@ from .loaded import (
     unowned_files,
 )
 from .reading import RECORD_CAP, read_bytes
-from .records import held_paths, parse_rows, runs
+from .records import parse_rows, runs
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -362,11 +362,12 @@ def _read_record(
 ) -> None:
     record_path = os.path.join(site.site, dist["metadata_dir"], "RECORD")
     key = record_key(record_path) if cache is not None else None
+    # Kept rows are what parse_rows() made here (the cache checks their checksum).
     held = cache.record_rows(key) if cache is not None and key is not None else None
-    paths = held_paths(held) if held is not None else None
     escaped = unreadable = 0
     text = None
-    if paths is not None and held is not None and key is not None:
+    if held is not None and key is not None:
+        paths = held[0].split("\n") if held[0] else []
         installed, record_ctime = map(int, key.rsplit("\0", 1)[1].split(",")[3:5])
         site.sizes[index], site.hashes[index] = held[1], held[2]
     else:
