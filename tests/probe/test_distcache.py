@@ -1,7 +1,8 @@
 """The distribution cache on the target: an unchanged venv is neither parsed nor hashed
 again, and any change to what a record was read from (a rebuilt wheel of the same version,
 a file rewritten in place with its mtime put back, a file added to the .dist-info) is read
-afresh; a damaged, planted or unwritable cache is ignored."""
+afresh; a damaged, planted or unwritable cache is ignored (kept RECORD rows: when their
+checksum disagrees)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A cache of what each installed distribution's metadata says, on the target, so an
 unchanged venv is neither parsed nor hashed again.
 
-Two kinds of entries, both keyed by ``os.stat`` results, never by content:
+Its entries are keyed by ``os.stat`` results, never by content:
 
 - **distributions**: a .dist-info folder's whole record (name, version, requirements,
   installer, PEP 610 source, fingerprint), kept under the folder's path with a *stamp*: the
@@ -20,13 +20,14 @@ Two kinds of entries, both keyed by ``os.stat`` results, never by content:
 - **libraries**: what a GPU library's ELF headers and read-only data say (libs.py), under
   the library file's own stamp: searching a 250 MB libnccl for its version is the costly
   part.
-- **RECORD rows**: the rows of the files that run (installed.py), under RECORD's own stamp,
-  with a CRC-32 of their text (rows_sum): rows edited by hand or damaged are read from
-  RECORD again. Rows whose checksum agrees are what parse_rows() made, and are not checked
-  again at every probe (on a 135-distribution venv, the scans that told a plausible row
-  took 9 ms before every check). A row forged with its checksum gives its forger nothing:
-  whoever can write this file can write the probe's kept code beside it, which the target
-  runs (docs/security.md).
+- **RECORD rows**: the rows of the files that run (installed.py: parse_rows()'s) and of the
+  console scripts (loaded.script_rows, which checks each row it takes), under RECORD's own
+  stamp, with a CRC-32 of their text (rows_sum): rows edited by hand or damaged are read
+  from RECORD again. installed.py takes rows whose checksum agrees as they are, without
+  telling each plausible again at every probe (on a 135-distribution venv, those scans
+  took 9 ms before every check). Rows planted with their checksum are used: only this user
+  (or root) can write the cache (see below), as they can the probe's kept code in the
+  folder above, which the target runs (docs/security.md).
 
 A record is not kept while anything it was read from changed less than ``quiet`` seconds
 ago (60 by default; git's "racily clean" rule): a write through a shared mmap, or on a file
@@ -43,7 +44,7 @@ checksum of its site-packages folders), at most _MAX_SHARDS files, the least rec
 written removed first. It is used only when the folders and the file belong to this user and
 no one else can write to them; a damaged, foreign or unwritable cache is simply not used.
 What it holds is never executed; it goes into the report, which the host validates as it
-validates every report.
+validates every report, and kept RECORD rows name the files the check stats and hashes.
 """
 
 # ruff: noqa: UP006, UP035, UP045
