@@ -360,9 +360,9 @@ def test_kept_record_rows_edited_by_hand_are_read_again(
 
 @pytest.mark.parametrize("column", [0, 1, 2])
 def test_kept_rows_are_given_back_only_as_they_were_kept(tmp_path: Path, column: int) -> None:
-    """What keep_record_rows kept is what record_rows gives back, in another run too; a
-    change to any of its texts (a path, a size, a hash), or a lone surrogate in a path
-    (RECORD read with surrogateescape), leaves the checksum behind: the rows are not
+    """What keep_record_rows kept is what record_rows gives back, in another run too, a
+    path holding a lone surrogate (RECORD read with surrogateescape) included; a change to
+    any of its texts (a path, a size, a hash) leaves the checksum behind: the rows are not
     taken."""
     from envguard.probe.payload import local_package
 
