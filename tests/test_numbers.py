@@ -165,21 +165,106 @@ def test_a_fleet_stream_envelope_with_a_huge_byte_count_is_a_failed_node(tmp_pat
 
 
 # The scan as one pattern (a value at the start, after "[" or ",", or after a key's closing
-# quote and its colon): the split one must answer as it does.
+# quote and its colon): the split one must answer as it does. A text of str is held to the
+# pattern of str (\s: Unicode's blanks), its UTF-8 to the pattern of bytes (ASCII's).
 _ONE_PATTERN = r'(?:^|[\[,]|"\s*:)\s*-?[0-9.]*(?:[0-9]{41}|[eE][+-]?[0-9]{3})'
+# What a value may start with or be made of, blanks of both kinds, and what stands around it.
+_SCANNED = ' \t\n\r\x0b\x0c\x1c\x85\xa0\u2003[]{}:,.-+eE0123456789"ax'
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=' \t\n[]{}:,.-+eE0123456789"ax', max_size=120))
-def test_the_suspect_number_scan_answers_as_the_one_pattern(text: str) -> None:
+def _as_the_pattern_answers(text: str) -> None:
     import re
 
-    from envguard.reading import suspect_numbers
+    from envguard import reading
 
+    data = text.encode("utf-8")
     expected = re.search(_ONE_PATTERN, text) is not None
+    expected_bytes = re.search(_ONE_PATTERN.encode(), data) is not None
     for _ in range(2):  # the second time from the memo of the last clean text
-        assert suspect_numbers(text) is expected
-        assert suspect_numbers(text.encode()) is expected
+        assert reading.suspect_numbers(text) is expected
+        assert reading.suspect_numbers(data) is expected_bytes
+    reading._CLEAN.clear()
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=_SCANNED, max_size=120))
+def test_the_suspect_number_scan_answers_as_the_one_pattern(text: str) -> None:
+    _as_the_pattern_answers(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                " " * 50,  # blanks past how far the scan looks back
+                "1" * 30,  # digits: a run of 41 and more where they meet
+                ".5",
+                "-",
+                "e999",
+                "E-300",
+                '"',
+                ":",
+                ",",
+                "[",
+                "a",
+                '"sha256:4e123f0e999"',  # a digest's hex: exponents inside a string
+                "\u2003",
+            ]
+        ),
+        max_size=40,
+    )
+)
+def test_the_scan_answers_as_the_pattern_on_long_texts(parts: list[str]) -> None:
+    """Long blanks, long runs of digits, many exponents inside strings: where the scan
+    cannot tell from what it finds (too far back, too many finds), it answers as the
+    pattern does."""
+    _as_the_pattern_answers("".join(parts))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" + " " * 500 + "1e999]",  # the value's start far back
+        '{"k":' + "\n" * 300 + "-1.5E+400}",
+        "[" + "7" * 5000 + "]",  # one run of digits, 5,000 long
+        '["' + "1" * 41 + '", 2]',  # a run of digits inside a string
+        '["' + "1" * 200 + '", ' + "2" * 41 + "]",  # a number's run after a long one
+        ",".join(['"1e999"'] * 2000),  # more finds than the scan looks at
+        ",".join(['"1e999"'] * 2000) + ",1e999",
+        '{"digest": "sha256:e123f0", "k": 1}',
+        '{"k": 1.5, "t": 1733500000123456789}',
+        # blanks of str's \\s that a pattern of bytes does not take: U+001C, NEL, U+2003
+        "[\x1c1e999]",
+        '{"k"\x1d: 1e999}',
+        '{"k":\x1f-1e999}',
+        "[\x851e999]",
+        "[\u20031e999]",
+        '{"k"\u2003:1e999}',
+        '{"k":\xa01e999}',
+    ],
+)
+def test_the_scan_answers_as_the_pattern_where_it_cannot_tell(text: str) -> None:
+    _as_the_pattern_answers(text)
+
+
+def test_the_scan_of_a_hostile_text_looks_at_few_finds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text made of what looks like exponents or long numbers (a megabyte of "e999" or of
+    digits inside strings) is scanned by the patterns, not find by find in Python: the scan
+    looks at no more finds than one per 256 bytes, and answers as the pattern does."""
+    from envguard import reading
+
+    looked: list[int] = []
+    real = reading._starts_value
+    monkeypatch.setattr(reading, "_starts_value", lambda *args: looked.append(1) or real(*args))
+    hostile = (
+        '"' + "a1e999" * 200_000 + '"',
+        '"' + "9" * 1_000_000 + '"',
+        '"' + ("9" * 81 + "a" * 180) * 4000 + '"',  # runs of digits, one per 261 bytes
+    )
+    for text in hostile:
+        _as_the_pattern_answers(text)
+        assert len(looked) <= 2 * (len(text) // 256 + 16)
 
 
 @settings(max_examples=300, deadline=None)

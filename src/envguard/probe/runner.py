@@ -265,9 +265,7 @@ class ProbeRun:
     def result(self) -> ProbeReport:
         """Wait for the report; ProbeError for a timeout, a failure or a bad report."""
         from envguard.probe.report import parse_report
-        from envguard.reading import compile_number_patterns
 
-        compile_number_patterns()  # while the probe works, not after its answer came
         data, stderr = self.output()
         returncode = self.proc.returncode
         assert returncode is not None  # output() collected it
