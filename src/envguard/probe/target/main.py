@@ -195,6 +195,14 @@ def probe(args: Dict[str, Any], begun: Optional[Begun] = None) -> Dict[str, Any]
         # that folder, where a snapshot sends it back.
         args = dict(args, repos=[named_by(r) if type(r) is str else r for r in args["repos"]])
     repos = probe_repos(args, packages, roots) if args.get("git") else []
+    # Reads that do not need the check's answer, while its shares still work (after their
+    # answer, each millisecond here was one the host waited for); their warnings are said
+    # after the check's, as ever. The waits on tools come after it: one that hangs must not
+    # eat the check's deadline.
+    later: List[str] = []
+    triton = triton_key(packages, later, cached)
+    layer = host_layer(environ, root, Kept(cached, file_stamp))
+    env = capture_env(environ, later) if args.get("env", True) else {}
     on_disk = checking.result(warnings)
     if on_disk["clashes"] is not None and environ.get("PYTHONPYCACHEPREFIX"):
         # Python then loads bytecode from that tree and ignores __pycache__ (PEP 3147's
@@ -203,11 +211,10 @@ def probe(args: Dict[str, Any], begun: Optional[Begun] = None) -> Dict[str, Any]
             "PYTHONPYCACHEPREFIX is set: the bytecode Python loads from that folder is not "
             "compared with its sources"
         )
+    warnings.extend(later)
     gpus, caps = gpu_answers(smi)
     nvcc_text = finish_version(nvcc, cached)
     cxx_text = finish_version(cxx, cached)
-    triton = triton_key(packages, warnings, cached)
-    layer = host_layer(environ, root, Kept(cached, file_stamp))
     cached.save()
     return {
         "probe_version": PROBE_VERSION,
@@ -223,7 +230,7 @@ def probe(args: Dict[str, Any], begun: Optional[Begun] = None) -> Dict[str, Any]
         "files": hash_files(args.get("files", []), roots),
         "repos": repos,
         "caches": caches,
-        "env": capture_env(environ, warnings) if args.get("env", True) else {},
+        "env": env,
         "accelerator": accelerator(gpus, nvcc_text, proc=root + "/proc"),
         "host_layer": layer,
         "compile": {
