@@ -100,3 +100,31 @@ def test_a_removed_working_folder_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("error: the current directory no longer exists\n")
     assert "Traceback" not in done.stderr
+
+
+# Said at the end of a command: whether the cyclic garbage collector runs, how much it skips.
+_COLLECTOR = """
+import atexit, gc, sys
+atexit.register(
+    lambda: sys.stderr.write("COLLECTOR %s %d\\n" % (gc.isenabled(), gc.get_freeze_count()))
+)
+sys.argv = ["envguard", *sys.argv[1:]]
+from envguard.__main__ import main
+main()
+"""
+
+
+def test_the_command_runs_with_the_collector_on_what_loaded_before_it_frozen(
+    tmp_path: Path,
+) -> None:
+    """The command line's imports load with the cyclic garbage collector off; the command
+    itself runs with it on (a long guard or fleet frees its cycles), the objects the imports
+    made out of its walks (gc.freeze)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _COLLECTOR, "show", "no-such"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    line = done.stderr.splitlines()[-1].split()
+    assert line[:2] == ["COLLECTOR", "True"], done.stderr
+    assert int(line[2]) > 10_000  # typer's objects and envguard's, frozen

@@ -331,3 +331,30 @@ def test_a_key_sent_as_null_is_not_a_key_left_out() -> None:
     main = local_entry("main").main
     assert main._begun_by({}) != main._begun_by({"fingerprint_cache": None})
     assert main._begun_by({"code": "k"}) == main._begun_by({"code": "k", "other": 1})
+
+
+def test_the_probe_runs_without_the_cyclic_collector_and_the_rank_gate_keeps_its_own() -> None:
+    """A probe's own process (as a snapshot starts it, and as a fleet's engine runs the
+    standalone script) turns the cyclic garbage collector off: each collection walked all it
+    had read again. The rank gate loads the probe's modules into the training process
+    itself, whose collector stays as it was."""
+    import gc
+    import subprocess
+    import sys
+
+    from envguard.probe import payload
+
+    said = "sys.stderr.write('COLLECTOR %s\\n' % __import__('gc').isenabled())\n"
+    args = {"verify": "off", "git": False, "files": [], "caches": [], "env": False}
+    for program in (payload.probe_payload(args), payload.standalone_payload(args)):
+        at = program.index("\n", program.index("_pkg = _envguard_install(")) + 1
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", "-"],
+            input=program[:at] + said + program[at:],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "COLLECTOR False\n" in done.stderr
+    assert gc.isenabled()
+    payload.local_entry("main")
+    assert gc.isenabled()

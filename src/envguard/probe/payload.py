@@ -82,6 +82,13 @@ _VERSION_CHECK = (
     " % sys.version_info[:2])\n"
     "    sys.exit(1)\n"
 )
+# A probe's process runs without the cyclic garbage collector, as the check's forked
+# shares already did (forked.py). What it makes lives until it ends (the distribution
+# cache, every RECORD row) or is freed by its reference count (it makes no cycles in bulk),
+# and each collection walked all of it again: 11 ms of CPU of a probe of the bench venv.
+# Only in a process of its own (the probe's, a fleet's): the rank gate runs the probe's
+# modules in the training process (local_entry), whose collector is its own.
+_NO_COLLECTOR = "import gc\ngc.disable()\n"
 # The loader (probe/loader.py) installs (name, source) pairs as submodules of one package,
 # so `from .x import y` works; its text goes first, as the payload carries it.
 _HERE = os.path.dirname(__file__)
@@ -215,6 +222,7 @@ def probe_payload(args: Mapping[str, Any], *, entry: str = "main") -> str:
     arg_text = probe_argument(args, entry)
     return (
         _VERSION_CHECK
+        + (_NO_COLLECTOR if entry == "main" else "")
         + LOADER
         + install_call(entry)
         + _ending(entry, f"_pkg.{entry}.main(_pkg.reading.parse_json({arg_text!r}))")
@@ -252,6 +260,7 @@ def booting_payload(entry: str = "main") -> bytes:
         call = "_pkg.main.main(_pkg.reading.parse_json(_arg.decode('utf-8')), _begun)"
     program = (
         _VERSION_CHECK
+        + (_NO_COLLECTOR if entry == "main" else "")
         + LOADER
         + install_call(entry)
         + begin
@@ -287,7 +296,14 @@ def standalone_payload(args: Mapping[str, Any]) -> str:
     `envguard fleet` reads."""
     arg_text = probe_argument(args, "main")
     header = "# envguard probe: prints one JSON line about this node; needs only Python 3.8+\n"
-    return header + _VERSION_CHECK + LOADER + install_call("main") + _ENVELOPE % arg_text
+    return (
+        header
+        + _VERSION_CHECK
+        + _NO_COLLECTOR
+        + LOADER
+        + install_call("main")
+        + _ENVELOPE % arg_text
+    )
 
 
 _INSTALLED: list[ModuleType] = []
