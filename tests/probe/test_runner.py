@@ -334,10 +334,10 @@ def test_a_key_sent_as_null_is_not_a_key_left_out() -> None:
 
 
 def test_the_probe_runs_without_the_cyclic_collector_and_the_rank_gate_keeps_its_own() -> None:
-    """A probe's own process (as a snapshot starts it, and as a fleet's engine runs the
-    standalone script) turns the cyclic garbage collector off: each collection walked all it
-    had read again. The rank gate loads the probe's modules into the training process
-    itself, whose collector stays as it was."""
+    """A probe's own process (as a snapshot sends it its program, as it boots one early, and
+    as a fleet's engine runs the standalone script) turns the cyclic garbage collector off:
+    each collection walked all it had read again. The rank gate loads the probe's modules
+    into the training process itself, whose collector stays as it was."""
     import gc
     import subprocess
     import sys
@@ -346,15 +346,24 @@ def test_the_probe_runs_without_the_cyclic_collector_and_the_rank_gate_keeps_its
 
     said = "sys.stderr.write('COLLECTOR %s\\n' % __import__('gc').isenabled())\n"
     args = {"verify": "off", "git": False, "files": [], "caches": [], "env": False}
-    for program in (payload.probe_payload(args), payload.standalone_payload(args)):
+    booting = payload.booting_payload().decode("utf-8").partition("\n")[2]
+    started = {
+        "sent": (["-"], payload.probe_payload(args), ""),
+        "booted": (["-c", payload.BOOT], booting, payload.probe_argument(args, "main")),
+        "standalone": (["-"], payload.standalone_payload(args), ""),
+    }
+    for how, (argv, program, after) in started.items():
         at = program.index("\n", program.index("_pkg = _envguard_install(")) + 1
+        program = program[:at] + said + program[at:]
+        if how == "booted":  # its length line first, the argument after the program
+            program = f"{len(program.encode('utf-8'))}\n{program}"
         done = subprocess.run(
-            [sys.executable, "-I", "-S", "-"],
-            input=program[:at] + said + program[at:],
+            [sys.executable, "-I", "-S", *argv],
+            input=program + after,
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        assert "COLLECTOR False\n" in done.stderr
+        assert done.returncode == 0, (how, done.stderr)
+        assert "COLLECTOR False\n" in done.stderr, how
     assert gc.isenabled()
     payload.local_entry("main")
     assert gc.isenabled()
