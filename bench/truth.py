@@ -230,8 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     records, pycs = quick_paths(report, python)
     paths = records + pycs
     floor: list[tuple[float, float]] = []
-    for _ in range(args.repeats):
-        for label, payloads, xdg in sides:
+    for round_ in range(args.repeats):
+        # Each side first in every other round: a run after the floor's loop (or after the
+        # other side's) must not always be the same side's.
+        for label, payloads, xdg in sides if round_ % 2 == 0 else sides[::-1]:
             for mode in modes:
                 c, w, _report = run_probe(python, mode, args.cold, payloads[mode], xdg)
                 cpu[mode + label].append(c)
