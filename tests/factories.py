@@ -585,3 +585,29 @@ def make_host_tree(
     for name, data in (plugins or {}).items():
         (root / "usr" / "lib" / name).write_bytes(data)
     return root
+
+
+def steady_modules(python: str, runs: int = 6) -> list[str]:
+    """The modules a quick probe of ``python`` has loaded once it answered, when its caches
+    are warm: it runs until a run writes no cache (json loads for that), ``runs`` at most.
+    The caches are the process's (the tests' own XDG_CACHE_HOME), and keep what was read of
+    files changed a moment ago (a venv the test just made)."""
+    import subprocess
+
+    from envguard.probe.payload import probe_payload
+
+    args = {"verify": "quick", "git": False, "files": [], "caches": [], "cache_quiet_seconds": 0}
+    payload = probe_payload(args)
+    listing = payload.replace("_code = ", "_sm = sys.modules\n_code = ", 1).replace(
+        "sys.stdout.flush()\n", "sys.stdout.flush()\nsys.stderr.write(' '.join(_sm))\n", 1
+    )
+    modules: list[str] = []
+    for _ in range(runs):
+        proc = subprocess.run(
+            [python, "-I", "-S", "-"], input=listing.encode(), capture_output=True, check=False
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        modules = proc.stderr.decode().split()
+        if "json" not in modules:
+            break
+    return modules

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from factories import load_target, make_dist_info
+from factories import load_target, make_dist_info, real_report
 
 script = load_target()
 
@@ -143,6 +147,50 @@ def test_torch_build_parses_version_py(
     build = script.torch_build([pkg], warnings)
     assert build is not None
     assert {k: build[k] for k in expected} == expected
+
+
+# A version.py line as the pattern may read it: a name (one the probe reads, one that begins
+# with it, another), blanks, an annotation, "=", a value, and what else may stand there.
+_BLANKS = st.text(alphabet=" \t", max_size=3)
+_LINE = st.builds(
+    "".join,
+    st.tuples(
+        st.sampled_from(["__version__", "debug", "cuda", "git_version", "hip", "cuda_x", "cudaé",
+                         "hip1", "de", "x", "_", "", " cuda", "\u0663"]),
+        _BLANKS,
+        st.sampled_from(["", ":", ": Optional[str] ", ":x=", ":\t", "::"]),
+        _BLANKS,
+        st.sampled_from(["=", "", "==", ":="]),
+        _BLANKS,
+        st.text(alphabet=" \t'\"x1Noé\r=:#\x0b\u2028", max_size=6),
+        _BLANKS,
+    ),
+)  # fmt: skip
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(_LINE, max_size=6), st.sampled_from(["\n", "\r\n", "\n\n"]))
+def test_version_py_lines_are_read_as_the_pattern_reads_them(lines: list[str], end: str) -> None:
+    """The probe reads torch/version.py without re (its import is 8 ms of every probe): it
+    finds what the one pattern finds, for the names it keeps."""
+    source = end.join(lines)
+    keys = script._TORCH_KEYS
+    by_pattern = [(n, v) for n, v in re.findall(script._ASSIGN.pattern, source) if n in keys]
+    assert script.assigned(source) == by_pattern
+
+
+def test_the_probe_writes_its_report_as_json_dumps_does() -> None:
+    """The report's text is json.dumps' own, written without importing json."""
+    report = real_report()
+    odd = {"k": ["\udcff", "\u202e", "\x00", 1e300, -0.0, 2**70, True, None, {}, []], "": {"1": 2}}
+    for value in (report, odd, [], "text", 5):
+        assert script.dump_json(value) == json.dumps(value)
+    looped: list[object] = []
+    looped.append(looped)
+    with pytest.raises(ValueError, match="Circular reference"):
+        script.dump_json(looped)
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        script.dump_json({"a": object()})
 
 
 def test_accelerator_parses_nvidia_smi_and_nvcc() -> None:

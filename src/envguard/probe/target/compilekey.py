@@ -70,8 +70,11 @@ _CXX = rb"\] inductor_config\[cpp\.cxx\]: \((?:None|'[^']{0,255}'), '([^'\x00-\x
 
 def line(text: Optional[str], cap: int = 255) -> Optional[str]:
     """``text`` as one line of at most ``cap`` characters a report may carry: what a
-    compiler prints, a variable, or bytes of a cache entry are not to be trusted."""
-    return None if text is None else _UNSAFE.sub("?", text)[:cap]
+    compiler prints, a variable, or bytes of a cache entry are not to be trusted. (A
+    printable text holds no UNSAFE_CHARS: told without re, which every probe would load.)"""
+    if text is None:
+        return None
+    return (text if text.isprintable() else _UNSAFE.sub("?", text))[:cap]
 
 
 def compiler_name(environ: Dict[str, str]) -> str:
@@ -102,13 +105,14 @@ def compiler(name: str, path: Optional[str], output: Optional[str]) -> Dict[str,
 
 
 def capabilities(output: Optional[str]) -> List[str]:
-    """Compute capabilities from nvidia-smi's ``compute_cap`` column ("9.0"), per GPU."""
-    import re
-
+    """Compute capabilities from nvidia-smi's ``compute_cap`` column ("9.0"), per GPU: each
+    1-3 digits, ".", 1-3 digits (told without re: 8 ms of a probe's CPU)."""
     out = []
     for row in (output or "").splitlines():
         value = row.strip()
-        if re.match(r"^[0-9]{1,3}\.[0-9]{1,3}$", value):
+        major, dot, minor = value.partition(".")
+        digits = dot and 0 < len(major) <= 3 and 0 < len(minor) <= 3
+        if digits and not (major + minor).strip("0123456789"):
             out.append(value)
     return out
 
@@ -315,11 +319,9 @@ def _kept_digest(
 ) -> Optional[Tuple[str, int]]:
     """(digest, files) kept for the triton at ``root`` when nothing it was computed from
     changed, else None."""
-    import re
-
     if cache is None:
         return None
-    from .distcache import file_stamp
+    from .distcache import file_stamp, hex_digits
 
     read = cache.lib("TRITON-READ\0" + root, file_stamp(_record_of(dist)))
     paths = read.get("paths") if read is not None else None
@@ -329,7 +331,7 @@ def _kept_digest(
     if held is None or held.get("version") != dist["version"]:
         return None
     digest, files = held.get("digest"), held.get("files")
-    if type(digest) is str and re.match(r"[0-9a-f]{64}\Z", digest) and type(files) is int:
+    if type(digest) is str and hex_digits(digest, 64) and type(files) is int:
         return digest, files
     return None
 
@@ -410,8 +412,6 @@ def mounts() -> List[Tuple[str, str]]:
 
 def parse_mountinfo(raw: bytes) -> List[Tuple[str, str]]:
     """(mount point, file system type) of each line of a mountinfo file, longest first."""
-    import re
-
     out = []
     for row in raw.decode("utf-8", "replace").splitlines():
         head, sep, tail = row.partition(" - ")
@@ -419,7 +419,11 @@ def parse_mountinfo(raw: bytes) -> List[Tuple[str, str]]:
         kind = tail.split(" ")[0]
         if not sep or len(fields) < 5 or not kind:
             continue
-        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+        point = fields[4]
+        if "\\" in point:  # an escaped byte (\040, a space): re is loaded only then
+            import re
+
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), point)
         out.append((point, line(kind, 64) or "?"))
     out.sort(key=lambda m: len(m[0]), reverse=True)
     return out

@@ -172,7 +172,7 @@ def _valid_dist(entry: Any) -> bool:
     )
 
 
-def _hex(text: str, length: int) -> bool:
+def hex_digits(text: str, length: int) -> bool:
     """``text`` is ``length`` lowercase hex digits (a regular expression would import re
     on the way to a probe's first step: reading.Regex)."""
     return len(text) == length and not text.strip(_HEX)
@@ -193,7 +193,7 @@ def _rows(value: Any) -> bool:
         type(value) is list
         and len(value) == 4
         and all(type(part) is str for part in value)
-        and _hex(value[3], 8)
+        and hex_digits(value[3], 8)
     )
 
 
@@ -205,7 +205,7 @@ def _pycdir(value: Any) -> bool:
         and len(value) == 2
         and type(value[0]) is str
         and type(value[1]) is str
-        and _hex(value[1], 32)
+        and hex_digits(value[1], 32)
     )
 
 
@@ -275,7 +275,7 @@ class DistCache:
             self.fingerprints = {
                 k: v
                 for k, v in fingerprints.items()
-                if type(k) is str and type(v) is str and _hex(v, 64)
+                if type(k) is str and type(v) is str and hex_digits(v, 64)
             }
         if type(dists) is dict:
             self.dists = {k: v for k, v in dists.items() if type(k) is str and _valid_dist(v)}

@@ -62,8 +62,6 @@ def metadata_headers(path: str, requires: Optional[List[str]] = None) -> Dict[st
     Only the header block is read (it ends at the first empty line; the description after
     it is most of a METADATA's bytes). A line of only spaces inside a folded License field
     is a continuation, not the end: real METADATA (sglang's, jupyterlab's) has them."""
-    import re
-
     found: Dict[str, str] = {}
     fd = open_regular(path)
     try:
@@ -87,7 +85,7 @@ def metadata_headers(path: str, requires: Optional[List[str]] = None) -> Dict[st
     # the per-value check for unsafe characters (a tab or a non-ASCII space also sends it
     # there: slower, never wrong).
     check = not text.replace("\r\n", "\n").replace("\n", "").isprintable()  # a lone \r: checked
-    for key, value in re.findall(_HEADER, text):
+    for key, value in headers(text):
         if key == "Requires-Dist":
             safe = not (check and _UNSAFE.search(value))
             if requires is not None and len(value) <= 512 and safe:
@@ -95,6 +93,22 @@ def metadata_headers(path: str, requires: Optional[List[str]] = None) -> Dict[st
         else:
             found.setdefault(key, value)
     return found
+
+
+def headers(text: str) -> List[Tuple[str, str]]:
+    """What ``re.findall(_HEADER, text)`` finds, by string operations (re's import is 8 ms
+    of the CPU of a probe that reads a METADATA: the first after an install): _HEADER
+    matches whole lines (only "\\n" ends one for it), from the key and its ":" to the
+    value less its blanks."""
+    found = []
+    for line in text.split("\n"):
+        key = line.partition(":")[0]
+        if key in _HEADER_KEYS and line[len(key) : len(key) + 1] == ":":
+            found.append((key, line[len(key) + 1 :].lstrip(" \t").rstrip(" \t\r")))
+    return found
+
+
+_HEADER_KEYS = ("Name", "Version", "Requires-Dist")
 
 
 # A distribution with more requirements than this is not one: the rest are left out.

@@ -49,7 +49,8 @@ _MAX_UNDEFINED = 100000
 # Names kept per entry; the rest are counted.
 _MAX_LISTED = 20
 _MAX_NAME = 300
-# A build tag in a file name: _cu12, -cu130, _cuda12, _cpu, _rocm6.4 before the suffix.
+# A build tag in a file name: _cu12, -cu130, _cuda12, _cpu, _rocm6.4 before the suffix
+# (_variants() removes them without re).
 _BUILD_TAG = Regex(r"[_-](?:cu\d{2,3}|cuda\d{0,3}|cpu|rocm[\d.]*)(?=\.)")
 _BAD = set(chr(c) for c in range(0x20)) | set(chr(c) for c in range(0x7F, 0xA0))
 
@@ -334,8 +335,56 @@ def _plausible_archs(archs: Any) -> bool:
 def _variants(rel: str) -> str:
     """The group of builds ``rel`` is one of: its path less a build tag (x_cu12.abi3.so,
     x_cu13.abi3.so and x.abi3.so are one group). A package that ships one build per CUDA
-    major opens the one that loads; the group fits when one of them does."""
-    return _BUILD_TAG.sub("", rel)
+    major opens the one that loads; the group fits when one of them does. _BUILD_TAG.sub's
+    answer, told by string operations: every probe of a torch venv asks (libtorch_cpu.so),
+    and re's import (with enum) is 8 ms of its CPU."""
+    if not any(start in rel for start in _TAG_STARTS):
+        return rel
+    kept, at, here = [], 0, 0
+    while here < len(rel):
+        end = _tag_end(rel, here + 1) if rel[here] in "_-" else None
+        if end is None:
+            here += 1
+            continue
+        kept.append(rel[at:here])
+        at = here = end
+    kept.append(rel[at:])
+    return "".join(kept)
+
+
+# What a build tag begins with; a name holding none of these has none.
+_TAG_STARTS = ("_cu", "-cu", "_cpu", "-cpu", "_rocm", "-rocm")
+
+
+def _tag_end(text: str, at: int) -> Optional[int]:
+    """Where the build tag _BUILD_TAG reads at ``at`` (after its "_" or "-") ends, tried
+    as the pattern tries it (its alternatives in turn, each run of digits longest first),
+    a "." after it; None when there is none. (\\d is str.isdecimal().)"""
+
+    def run(start: int, most: int, dots: bool = False) -> int:
+        end = start
+        while end < len(text) and end - start < most:
+            if not (text[end].isdecimal() or (dots and text[end] == ".")):
+                break
+            end += 1
+        return end - start
+
+    if text.startswith("cu", at):
+        digits = run(at + 2, 3)
+        for count in (3, 2):
+            if digits >= count and text.startswith(".", at + 2 + count):
+                return at + 2 + count
+        if text.startswith("cuda", at):
+            for count in range(run(at + 4, 3), -1, -1):
+                if text.startswith(".", at + 4 + count):
+                    return at + 4 + count
+    if text.startswith("cpu.", at):
+        return at + 3
+    if text.startswith("rocm", at):
+        for count in range(run(at + 4, len(text), dots=True), -1, -1):
+            if text.startswith(".", at + 4 + count):
+                return at + 4 + count
+    return None
 
 
 def _real(path: str, folders: Dict[str, str]) -> Optional[str]:

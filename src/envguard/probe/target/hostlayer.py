@@ -30,6 +30,7 @@ _PLUGIN = Regex(r"\Alibnccl-net[A-Za-z0-9_.+-]*\.so(?:\.[0-9]+)*\Z")
 _NCCL_LINE = r"\A\s*(NCCL_[A-Za-z0-9_]{1,64})\s*=\s*(.*?)\s*\Z"
 _OFED = Regex(r"(MLNX_OFED_LINUX-[0-9][A-Za-z0-9.-]{0,60}|OFED-internal-[0-9][\w.-]{0,60})")
 _HEX64 = Regex(r"\A(?:sha256:)?([0-9a-f]{64})\Z")
+_RUNTIMES = ("docker", "cri-containerd", "crio", "libpod")
 _CGROUP_ID = Regex(r"(?:docker|cri-containerd|crio|libpod)[-/]([0-9a-f]{64})")
 # What the host refuses in a line of text (a control or bidi character, an undecodable byte)
 _UNSAFE = Regex("[" + UNSAFE_CHARS + "\ud800-\udfff]")
@@ -60,7 +61,10 @@ def _names(path: str, match: Optional[Any] = None, limit: int = MAX_ENTRIES) -> 
 def _line(text: Optional[str], cap: int = 200) -> Optional[str]:
     if text is None:
         return None
-    text = _UNSAFE.sub(" ", text.strip())[:cap]
+    text = text.strip()
+    # A printable text holds none of _UNSAFE's characters (controls, format characters,
+    # line separators, lone surrogates): told without re, which every probe would load.
+    text = (text if text.isprintable() else _UNSAFE.sub(" ", text))[:cap]
     return text or None
 
 
@@ -100,7 +104,7 @@ def sha256_file(path: str, cap: int = PLUGIN_CAP) -> Optional[str]:
 def gpu_devices(root: str = "") -> List[str]:
     """The NVIDIA GPUs on the PCI bus as "vendor:device" ids ("10de:2330"), one per GPU,
     from sysfs (seen with or without a driver loaded); [] without sysfs."""
-    import re
+    from .distcache import hex_digits
 
     base = root + "/sys/bus/pci/devices"
     out = []
@@ -111,7 +115,7 @@ def gpu_devices(root: str = "") -> List[str]:
         if not (read_text(folder + "/class", 64) or "").strip().startswith(_DISPLAY_CLASS):
             continue
         device = (read_text(folder + "/device", 64) or "").strip()
-        if re.match(r"\A0x[0-9a-f]{4}\Z", device):
+        if device[:2] == "0x" and hex_digits(device[2:], 4):
             out.append("10de:" + device[2:])
         if len(out) >= MAX_LISTED:
             break
@@ -120,8 +124,6 @@ def gpu_devices(root: str = "") -> List[str]:
 
 def nccl_conf(path: str, shown: str) -> Optional[Dict[str, Any]]:
     """An NCCL config file's sha256 and the NCCL_* keys it sets; None when absent."""
-    import re
-
     try:
         st = os.stat(path)
     except OSError:
@@ -131,6 +133,8 @@ def nccl_conf(path: str, shown: str) -> Optional[Dict[str, Any]]:
     text = read_text(path, SMALL_CAP)
     if text is None:
         return {"path": shown, "sha256": None, "keys": {}, "error": "cannot be read"}
+    import re  # where there is a file (most nodes have none): not at every probe
+
     keys: Dict[str, str] = {}
     for raw in text.splitlines():
         match = re.match(_NCCL_LINE, raw)
@@ -180,8 +184,6 @@ def loader_dirs(environ: Dict[str, str], root: str = "") -> List[str]:
 def _conf_dirs(conf: str, root: str, depth: int = 0) -> List[str]:
     """The directories an ld.so.conf names, its includes followed (read under ``root``,
     two levels deep at most)."""
-    import fnmatch
-
     text = read_text(conf, SMALL_CAP) or ""
     out: List[str] = []
     for raw in text.splitlines()[:MAX_ENTRIES]:
@@ -197,9 +199,32 @@ def _conf_dirs(conf: str, root: str, depth: int = 0) -> List[str]:
                 else os.path.join(os.path.dirname(conf), folder)
             )
             for name in _names(where):
-                if fnmatch.fnmatchcase(name, glob):
+                if glob_match(name, glob):
                     out += _conf_dirs(where + "/" + name, root, depth + 1)
     return out
+
+
+def glob_match(name: str, pattern: str) -> bool:
+    """``fnmatch.fnmatchcase(name, pattern)``; a pattern whose only wildcard is ``*`` (an
+    include's ``*.conf``) told by string operations: fnmatch imports re, and with it enum
+    (8 ms of every probe's CPU, for one line of /etc/ld.so.conf)."""
+    if "?" in pattern or "[" in pattern:
+        import fnmatch
+
+        return fnmatch.fnmatchcase(name, pattern)
+    parts = pattern.split("*")
+    if len(parts) == 1:
+        return name == pattern
+    first, last = parts[0], parts[-1]
+    if len(name) < len(first) + len(last) or not (name.startswith(first) and name.endswith(last)):
+        return False
+    at, end = len(first), len(name) - len(last)
+    for part in parts[1:-1]:  # each as early as it can be: what follows has the most room
+        at = name.find(part, at, end)
+        if at < 0:
+            return False
+        at += len(part)
+    return True
 
 
 def wanted_plugin(environ: Dict[str, str]) -> List[str]:
@@ -231,14 +256,20 @@ class Kept:
         return (held.get(field) if held is not None else None), key, stamp
 
 
+def _plugin_file(name: str) -> bool:
+    """_PLUGIN matches ``name`` (re is loaded for a name that begins as a plugin's only: a
+    library folder holds thousands of others, at every probe)."""
+    return name.startswith("libnccl-net") and bool(_PLUGIN.match(name))
+
+
 def _plugins_in(folder: str, kept: Optional[Kept]) -> List[str]:
     """The plugin names in ``folder`` (a library folder: up to LIB_ENTRIES looked at)."""
     if kept is None:
-        return _names(folder, _PLUGIN.match, LIB_ENTRIES)
+        return _names(folder, _plugin_file, LIB_ENTRIES)
     held, key, stamp = kept.get("PLUGINS", folder, "names")
-    if type(held) is list and all(type(n) is str and _PLUGIN.match(n) for n in held):
+    if type(held) is list and all(type(n) is str and _plugin_file(n) for n in held):
         return held
-    names = _names(folder, _PLUGIN.match, LIB_ENTRIES)
+    names = _names(folder, _plugin_file, LIB_ENTRIES)
     kept.cache.keep_lib(key, stamp, {"names": names})
     return names
 
@@ -246,8 +277,10 @@ def _plugins_in(folder: str, kept: Optional[Kept]) -> List[str]:
 def _plugin_sha256(path: str, kept: Optional[Kept]) -> Optional[str]:
     if kept is None:
         return sha256_file(path)
+    from .distcache import hex_digits
+
     held, key, stamp = kept.get("PLUGIN", path, "sha256")
-    if type(held) is str and _HEX64.match(held):
+    if type(held) is str and hex_digits(held, 64):
         return held
     digest = sha256_file(path)
     if digest is not None:
@@ -283,7 +316,7 @@ def ofed(root: str = "") -> Optional[str]:
     kernel's own does not), else the one ofed_info prints (it is a script that holds it)."""
     for script in ("/usr/bin/ofed_info", "/usr/sbin/ofed_info"):
         text = read_text(root + script, SMALL_CAP)
-        match = _OFED.search(text or "")
+        match = _OFED.search(text) if text else None  # (most nodes have no ofed_info)
         if match:
             return match.group(1).rstrip(".:-")
     return _first_line(root + "/sys/module/mlx5_core/version")
@@ -307,9 +340,14 @@ def peermem(root: str = "") -> Optional[bool]:
     return any(os.path.isdir(root + "/sys/module/" + m) for m in ("nvidia_peermem", "nv_peer_mem"))
 
 
-def _digest(value: Optional[str]) -> Optional[str]:
-    match = _HEX64.match((value or "").strip())
-    return "sha256:" + match.group(1) if match else None
+def image_digest(value: Optional[str]) -> Optional[str]:
+    """ "sha256:" and the 64 hex digits _HEX64 finds in ``value``, else None (told without
+    re: a probe in a container asks at every run)."""
+    from .distcache import hex_digits
+
+    text = (value or "").strip()
+    text = text[len("sha256:") :] if text.startswith("sha256:") else text
+    return "sha256:" + text if hex_digits(text, 64) else None
 
 
 def container(environ: Dict[str, str], root: str = "") -> Optional[Dict[str, Any]]:
@@ -325,7 +363,7 @@ def container(environ: Dict[str, str], root: str = "") -> Optional[Dict[str, Any
         for raw in text.splitlines():
             key, _, value = raw.partition("=")
             fields[key.strip()] = value.strip().strip('"')
-        image, digest = fields.get("image"), _digest(fields.get("imageid"))
+        image, digest = fields.get("image"), image_digest(fields.get("imageid"))
         ident = fields.get("id")
     sif = environ.get("APPTAINER_CONTAINER") or environ.get("SINGULARITY_CONTAINER")
     if runtime is None and sif:
@@ -338,11 +376,13 @@ def container(environ: Dict[str, str], root: str = "") -> Optional[Dict[str, Any
     if runtime is None:
         return None
     if ident is None:
-        match = _CGROUP_ID.search(read_text(root + "/proc/1/cgroup", 64 << 10) or "")
+        text = read_text(root + "/proc/1/cgroup", 64 << 10) or ""
+        # (a cgroup v2 host says "0::/": no runtime's name, and no re loaded to tell it)
+        match = _CGROUP_ID.search(text) if any(r in text for r in _RUNTIMES) else None
         ident = match.group(1) if match else None
     # Set by the operator (a job template, an entrypoint): the only digest docker and
     # Kubernetes expose inside; the names are envguard's own convention.
-    digest = digest or _digest(environ.get("ENVGUARD_IMAGE_DIGEST"))
+    digest = digest or image_digest(environ.get("ENVGUARD_IMAGE_DIGEST"))
     image = image or environ.get("ENVGUARD_IMAGE")
     return {
         "runtime": runtime,

@@ -18,7 +18,28 @@ if TYPE_CHECKING:
     from .libs import Reader
 
 # A library's name as NVIDIA's and torch's wheels spell them; anything else is not looked at.
+# (lib_name() tells it without re: a CUDA venv's libraries are listed at every probe.)
 LIB_NAME = Regex(r"\Alib[A-Za-z0-9_+-]+(?:\.[A-Za-z0-9_]+)*\.so(?:\.[0-9]+)*\Z")
+_WORD = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"
+_DIGITS = "0123456789"
+
+
+def lib_name(name: str) -> bool:
+    """Whether LIB_NAME matches ``name``: "lib", a stem of word characters, "+" and "-",
+    then dot-separated parts of word characters up to the last "so", and numbers after it
+    (str.isdigit would take other scripts' digits; ``\\Z`` takes no line end)."""
+    parts = name.split(".")
+    if not parts[0].startswith("lib") or len(parts[0]) < 4 or parts[0][3:].strip(_WORD + "+-"):
+        return False
+    try:
+        last = len(parts) - 1 - parts[::-1].index("so", 0, len(parts) - 1)
+    except ValueError:
+        return False
+    return all(p and not p.strip(_WORD) for p in parts[1:last]) and all(
+        p and not p.strip(_DIGITS) for p in parts[last + 1 :]
+    )
+
+
 _UNSAFE = Regex("[" + UNSAFE_CHARS + "]")
 # The libraries torch loads that the loader model follows (by stem prefix).
 _GPU_STEMS = (
@@ -127,7 +148,9 @@ def _cstring(data: bytes, offset: int) -> Optional[str]:
     if offset >= len(data) or end < 0:
         return None
     text = data[offset:end].decode("utf-8", "replace")
-    return None if _UNSAFE.search(text) else text
+    # Printable text holds no UNSAFE_CHARS (told without re: ld.so.cache is read at every
+    # probe that follows the loader).
+    return text if text.isprintable() or not _UNSAFE.search(text) else None
 
 
 class Loader:
@@ -234,8 +257,6 @@ def _torch_preloads(torch_dir: str, reader: Reader) -> Tuple[bool, List[Tuple[st
     list of them) from torch/__init__.py (kept in the cache under its stamp). torch 2.14
     preloads them eagerly, so that they win libtorch's lookups; older versions only when
     libtorch_global_deps failed to load."""
-    import re
-
     from .distcache import file_stamp
 
     path = os.path.join(torch_dir, "__init__.py")
@@ -248,6 +269,8 @@ def _torch_preloads(torch_dir: str, reader: Reader) -> Tuple[bool, List[Tuple[st
     except OSError:
         return False, list(_TORCH_PRELOADS)
     start = text.find("def _preload_cuda_deps")
+    import re  # once a torch is read afresh: not at every probe (8 ms of its CPU)
+
     listed = re.findall(_PRELOAD_ENTRY, text[start : start + 8000]) if start >= 0 else []
     eager = "_preload_cuda_deps(required=False)" in text
     if reader.cache is not None:
@@ -334,6 +357,6 @@ def torch_loads(
     if cudnn is not None:
         folder = os.path.dirname(cudnn[0])
         for name in listing(folder):
-            if name.startswith("libcudnn_") and LIB_NAME.match(name):
+            if name.startswith("libcudnn_") and lib_name(name):
                 loader.load(name, cudnn[0])
     return dict(loader.loaded)

@@ -26,7 +26,7 @@ import os
 import stat
 
 from .elf import ElfError, read_elf, search_range
-from .ldso import LIB_NAME, Loader, is_gpu, listing, torch_loads
+from .ldso import Loader, is_gpu, lib_name, listing, torch_loads
 from .reading import RECORD_CAP, UNSAFE_CHARS, Regex, escaped_name, read_bytes, read_open
 
 TYPE_CHECKING = False
@@ -36,7 +36,15 @@ if TYPE_CHECKING:
     from .distcache import DistCache
 
 # A folder name under nvidia/ or triton's lib/ that is looked into.
-_DIR_NAME = Regex(r"\A[A-Za-z0-9_.-]{1,100}\Z")
+# A folder name libraries are looked for in (without re: listed at every probe).
+_DIR_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
+
+
+def dir_name(name: str) -> bool:
+    """``name`` is 1 to 100 letters, digits, "_", "." and "-" (ASCII)."""
+    return 0 < len(name) <= 100 and not name.strip(_DIR_CHARS)
+
+
 _UNSAFE = Regex("[" + UNSAFE_CHARS + "]")
 _MAX_LIBS = 512
 _SEARCH_CAP = 64 << 20  # of one .rodata section: NCCL's is 0.5 MB, cuDNN graph's 22 MB
@@ -116,13 +124,17 @@ def plausible_lib(record: Any) -> bool:
     """A kept record holds what _read_file() could have written (else it is read again)."""
     texts = [record.get(k) for k in ("soname", "rpath", "runpath", "machine", "string", "error")]
     needed = record.get("needed")
-    return (
+    if not (
         all(t is None or (type(t) is str and len(t) <= 4096) for t in texts)
         and type(needed) is list
         and len(needed) <= 256
         and all(type(n) is str and len(n) <= 4096 for n in needed)
-        and not _UNSAFE.search("".join(t for t in texts if t) + "".join(needed))
-    )
+    ):
+        return False
+    text = "".join(t for t in texts if t) + "".join(needed)
+    # Printable text holds no UNSAFE_CHARS (each is a control, format or line separator),
+    # told without re: kept records are read at every probe.
+    return text.isprintable() or not _UNSAFE.search(text)
 
 
 class Reader:
@@ -207,19 +219,19 @@ def candidates(site: str) -> List[str]:
     """The GPU libraries under ``site``, as paths relative to it."""
     out: List[str] = []
     for folder in listing(os.path.join(site, "nvidia")):
-        if _DIR_NAME.match(folder):
+        if dir_name(folder):
             lib = "nvidia/%s/lib" % folder
-            out += [lib + "/" + n for n in listing(os.path.join(site, lib)) if LIB_NAME.match(n)]
+            out += [lib + "/" + n for n in listing(os.path.join(site, lib)) if lib_name(n)]
     torch_lib = os.path.join(site, "torch", "lib")
     out += ["torch/lib/" + n for n in listing(torch_lib) if n.startswith("libc10_cuda")]
     triton = "triton/backends/nvidia/lib"
     for name in listing(os.path.join(site, triton)):
-        if LIB_NAME.match(name):
+        if lib_name(name):
             out.append(triton + "/" + name)
-        elif _DIR_NAME.match(name):
+        elif dir_name(name):
             sub = triton + "/" + name
-            out += [sub + "/" + n for n in listing(os.path.join(site, sub)) if LIB_NAME.match(n)]
-    return [p for p in out if LIB_NAME.match(p.rsplit("/", 1)[1])]
+            out += [sub + "/" + n for n in listing(os.path.join(site, sub)) if lib_name(n)]
+    return [p for p in out if lib_name(p.rsplit("/", 1)[1])]
 
 
 def _claims(
@@ -245,7 +257,7 @@ def _claims(
 
 def _gpu_lib(path: str) -> bool:
     """A RECORD row that names a GPU library file (a quoted row is no library of ours)."""
-    return ".so" in path and bool(LIB_NAME.match(path.rsplit("/", 1)[-1]))
+    return ".so" in path and bool(lib_name(path.rsplit("/", 1)[-1]))
 
 
 def kept_rows(reader: Reader, record: str, kind: str, choose: Callable[[str], bool]) -> List[str]:
@@ -379,7 +391,7 @@ def mapped(pid: int, reader: Reader, warnings: List[str]) -> Dict[str, str]:
         gone = path.endswith(" (deleted)")
         path = path[: -len(" (deleted)")] if gone else path
         name = os.path.basename(path)
-        if not (LIB_NAME.match(name) and is_gpu(name)) or _UNSAFE.search(path):
+        if not (lib_name(name) and is_gpu(name)) or _UNSAFE.search(path):
             continue
         if gone:
             out.setdefault(name, path + " (deleted)")

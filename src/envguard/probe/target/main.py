@@ -33,7 +33,7 @@ from .gitrepos import probe_repos
 from .hostlayer import Kept, host_layer
 from .libs import libraries
 from .loaded import confined_sites
-from .reading import named_by
+from .reading import dump_json, named_by
 from .system import (
     GPU_COLUMNS,
     accelerator,
@@ -244,18 +244,13 @@ def probe(args: Dict[str, Any], begun: Optional[Begun] = None) -> Dict[str, Any]
 
 def error(kind: str, message: str) -> str:
     """The one JSON error object the host reads instead of a report."""
-    import json
-
-    return json.dumps({"probe_version": PROBE_VERSION, "error": {"kind": kind, "message": message}})
+    return dump_json({"probe_version": PROBE_VERSION, "error": {"kind": kind, "message": message}})
 
 
 def main(args: Dict[str, Any], begun: Optional[Begun] = None) -> int:
     """Print the report (exit 0) or a JSON error object (exit 1); ``begun``: begin()'s."""
     try:
-        report = probe(args, begun)
-        import json  # once the check's shares started: not on their way (reading.parse_json)
-
-        text = json.dumps(report)
+        text = dump_json(probe(args, begun))
     except MemoryError:
         text, code = error("memory", "ran out of memory while measuring"), 1
     except Exception as exc:  # reported to the host as data, never as a traceback

@@ -6,6 +6,7 @@ from envguard.reading import SMALL_CAP as SMALL_CAP
 from envguard.reading import UNSAFE_CHARS as UNSAFE_CHARS
 from envguard.reading import NotRegular as NotRegular
 from envguard.reading import Regex as Regex
+from envguard.reading import dump_json as dump_json
 from envguard.reading import envguard_cache as envguard_cache
 from envguard.reading import escaped_line as escaped_line
 from envguard.reading import escaped_name as escaped_name
