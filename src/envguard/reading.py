@@ -130,7 +130,7 @@ def parse_json(text: str) -> Any:
 
 
 def _not_serializable(value: Any) -> Any:
-    raise TypeError("Object of type %s is not JSON serializable" % type(value).__name__)
+    raise TypeError("Object of type %s is not JSON serializable" % value.__class__.__name__)
 
 
 _ENCODER: list[Any] = []  # json's C encoder as json.dumps makes it (None: use json itself)

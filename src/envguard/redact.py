@@ -85,6 +85,9 @@ _TOKEN_SHAPES = (
 # starting inside a run read it to its end each time, and a far side's 64 KiB line without a
 # "=" took seconds.
 _PAIR = r"(?<![A-Za-z0-9_.-])[0-9.-]*(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)[=:](?P<value>[^\s,;&]*)"
+# _PAIR up to its value, and what ends a value (redact_text finds each value's end once).
+_PAIR_NAME = _PAIR[: _PAIR.index("(?P<value>")]
+_VALUE_END = r"[\s,;&]"
 
 
 # Every text that holds a secret form above holds one of these: most text (a drift message,
@@ -183,18 +186,24 @@ def _redacted(text: str) -> str:
     if "=" not in text and ":" not in text:
         return text
     # Overlapping on purpose: in --header=X-Api-Key:v the secret name is inside a value.
+    # A value is _PAIR's [^\s,;&]* run from its start: each run's end is found once, not
+    # once a pair in it ("a:a:a:...", 256 KiB of it, took minutes).
     out, pos, start = [], 0, 0
+    run_end = -1
     while True:
-        match = _compiled(_PAIR).search(text, start)
+        match = _compiled(_PAIR_NAME).search(text, start)
         if match is None:
             break
-        start = match.start("value")
-        value = match.group("value")
+        begin = start = match.end()
+        if begin >= run_end:
+            found = _compiled(_VALUE_END).search(text, begin)
+            run_end = found.start() if found is not None else len(text)
+        value = text[begin:run_end]
         if value and value != REDACTED and is_secret_name(match.group("name")):
-            if match.start("value") >= pos:
-                out.append(text[pos : match.start("value")] + REDACTED)
-                pos = match.end("value")
-            start = match.end("value")
+            if begin >= pos:
+                out.append(text[pos:begin] + REDACTED)
+                pos = run_end
+            start = run_end
     return "".join(out) + text[pos:]
 
 

@@ -253,7 +253,15 @@ def test_the_recorded_command_line_keeps_no_token(tmp_path: Path) -> None:
     assert "run=<redacted>" in command and "tok_s=1" in command
 
 
-@pytest.mark.parametrize("text", ["a:" + "x" * (128 << 10), "x1" * (64 << 10) + ": a"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a:" + "x" * (128 << 10),
+        "x1" * (64 << 10) + ": a",
+        "a:" * (64 << 10),  # a pair at every other place of one word: 34 s, once
+        "a=" * (64 << 10),
+    ],
+)
 def test_a_long_line_from_a_far_side_is_redacted_in_linear_time(text: str) -> None:
     """A far side's stderr tail goes through redact_text: a pattern that could start inside
     a long word read it to its end from every place in it (seconds for 64 KiB)."""

@@ -29,7 +29,6 @@ _PLUGIN = Regex(r"\Alibnccl-net[A-Za-z0-9_.+-]*\.so(?:\.[0-9]+)*\Z")
 # Compiled when an nccl.conf is read (most nodes have none).
 _NCCL_LINE = r"\A\s*(NCCL_[A-Za-z0-9_]{1,64})\s*=\s*(.*?)\s*\Z"
 _OFED = Regex(r"(MLNX_OFED_LINUX-[0-9][A-Za-z0-9.-]{0,60}|OFED-internal-[0-9][\w.-]{0,60})")
-_HEX64 = Regex(r"\A(?:sha256:)?([0-9a-f]{64})\Z")
 _RUNTIMES = ("docker", "cri-containerd", "crio", "libpod")
 _CGROUP_ID = Regex(r"(?:docker|cri-containerd|crio|libpod)[-/]([0-9a-f]{64})")
 # What the host refuses in a line of text (a control or bidi character, an undecodable byte)
@@ -341,8 +340,9 @@ def peermem(root: str = "") -> Optional[bool]:
 
 
 def image_digest(value: Optional[str]) -> Optional[str]:
-    """ "sha256:" and the 64 hex digits _HEX64 finds in ``value``, else None (told without
-    re: a probe in a container asks at every run)."""
+    """The image digest ``value`` names, as "sha256:" and 64 lowercase hex digits (blanks
+    around it and a "sha256:" before it allowed), else None (told without re: a probe in
+    a container asks at every run)."""
     from .distcache import hex_digits
 
     text = (value or "").strip()
