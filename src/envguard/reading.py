@@ -10,6 +10,11 @@ if TYPE_CHECKING:
     from re import Pattern
     from typing import Any, AnyStr, Optional
 
+# ASCII's digits, and its letters, digits and "_" (regular expressions' [0-9] and
+# [A-Za-z0-9_]): what str.strip() tells a text made of, where re is not loaded.
+DIGITS = "0123456789"
+WORD_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" + DIGITS + "_"
+
 # Caps per kind of file: a damaged or hostile site-packages must not exhaust memory.
 METADATA_CAP = 16 << 20
 RECORD_CAP = 64 << 20

@@ -8,7 +8,7 @@ before anything crosses the wire, and the host uses the same rules for what it r
 # ruff: noqa: UP006, UP035, UP045
 from __future__ import annotations
 
-from .reading import Regex
+from .reading import WORD_CHARS, Regex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -127,8 +127,8 @@ _PATHS = ("/", "./", "../", "~/")
 # What a text redact_text() leaves as it is may be made of, told without re (_plain): a
 # probe redacts the values of the variables it records at every run (a count, a level, a
 # path or a list of paths), and re's import is 8 ms of its CPU.
-_PLAIN = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._+:,;-"
-_NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
+_PLAIN = WORD_CHARS + "/.+:,;-"
+_NAME_CHARS = WORD_CHARS + ".-"
 # What each token shape of _TOKEN_SHAPES begins with.
 _TOKEN_STARTS = (
     *("gh", "github", "hf_", "hf-", "sk-", "AKIA", "ASIA", "xox", "eyJ", "glpat-", "AIza"),

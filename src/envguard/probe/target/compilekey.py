@@ -23,7 +23,7 @@ import stat
 import sys
 import time
 
-from .reading import UNSAFE_CHARS, Regex, escaped_name
+from .reading import DIGITS, UNSAFE_CHARS, Regex, escaped_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ def capabilities(output: Optional[str]) -> List[str]:
         value = row.strip()
         major, dot, minor = value.partition(".")
         digits = dot and 0 < len(major) <= 3 and 0 < len(minor) <= 3
-        if digits and not (major + minor).strip("0123456789"):
+        if digits and not (major + minor).strip(DIGITS):
             out.append(value)
     return out
 

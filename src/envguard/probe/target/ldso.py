@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import struct
 
-from .reading import UNSAFE_CHARS, Regex, read_bytes
+from .reading import DIGITS, UNSAFE_CHARS, WORD_CHARS, Regex, read_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -20,8 +20,6 @@ if TYPE_CHECKING:
 # A library's name as NVIDIA's and torch's wheels spell them; anything else is not looked at.
 # (lib_name() tells it without re: a CUDA venv's libraries are listed at every probe.)
 LIB_NAME = Regex(r"\Alib[A-Za-z0-9_+-]+(?:\.[A-Za-z0-9_]+)*\.so(?:\.[0-9]+)*\Z")
-_WORD = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"
-_DIGITS = "0123456789"
 
 
 def lib_name(name: str) -> bool:
@@ -29,14 +27,14 @@ def lib_name(name: str) -> bool:
     then dot-separated parts of word characters up to the last "so", and numbers after it
     (str.isdigit would take other scripts' digits; ``\\Z`` takes no line end)."""
     parts = name.split(".")
-    if not parts[0].startswith("lib") or len(parts[0]) < 4 or parts[0][3:].strip(_WORD + "+-"):
+    if not parts[0].startswith("lib") or len(parts[0]) < 4 or parts[0][3:].strip(WORD_CHARS + "+-"):
         return False
     try:
         last = len(parts) - 1 - parts[::-1].index("so", 0, len(parts) - 1)
     except ValueError:
         return False
-    return all(p and not p.strip(_WORD) for p in parts[1:last]) and all(
-        p and not p.strip(_DIGITS) for p in parts[last + 1 :]
+    return all(p and not p.strip(WORD_CHARS) for p in parts[1:last]) and all(
+        p and not p.strip(DIGITS) for p in parts[last + 1 :]
     )
 
 

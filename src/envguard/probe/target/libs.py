@@ -27,7 +27,15 @@ import stat
 
 from .elf import ElfError, read_elf, search_range
 from .ldso import Loader, is_gpu, lib_name, listing, torch_loads
-from .reading import RECORD_CAP, UNSAFE_CHARS, Regex, escaped_name, read_bytes, read_open
+from .reading import (
+    RECORD_CAP,
+    UNSAFE_CHARS,
+    WORD_CHARS,
+    Regex,
+    escaped_name,
+    read_bytes,
+    read_open,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,7 +45,7 @@ if TYPE_CHECKING:
 
 # A folder name under nvidia/ or triton's lib/ that is looked into.
 # A folder name libraries are looked for in (without re: listed at every probe).
-_DIR_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
+_DIR_CHARS = WORD_CHARS + ".-"
 
 
 def dir_name(name: str) -> bool:

@@ -1,9 +1,11 @@
 # For type checkers only. On the target, envguard/reading.py is installed as this module by
 # probe/payload.py; envguard itself never imports the target package.
+from envguard.reading import DIGITS as DIGITS
 from envguard.reading import METADATA_CAP as METADATA_CAP
 from envguard.reading import RECORD_CAP as RECORD_CAP
 from envguard.reading import SMALL_CAP as SMALL_CAP
 from envguard.reading import UNSAFE_CHARS as UNSAFE_CHARS
+from envguard.reading import WORD_CHARS as WORD_CHARS
 from envguard.reading import NotRegular as NotRegular
 from envguard.reading import Regex as Regex
 from envguard.reading import dump_json as dump_json
