@@ -328,6 +328,9 @@ def test_a_cache_made_under_umask_000_is_private_and_kept(tmp_path: Path) -> Non
         "a path out of site-packages",
         "the folder above site-packages",
         "no checksum (an older cache's shape)",
+        "no folders (an older cache's shape)",
+        "a folder left out",
+        "a folder added",
     ],
 )
 def test_kept_record_rows_edited_by_hand_are_read_again(
@@ -340,42 +343,55 @@ def test_kept_record_rows_edited_by_hand_are_read_again(
     path = shard(tmp_path / "xdg")
     data = json.loads(path.read_text())
     (key,) = [k for k in data["rows"] if "alpha-1.0.dist-info" in k and "|scripts" not in k]
-    paths, sizes, hashes, checksum = data["rows"][key]
+    from envguard.probe.payload import local_package
+
+    rows_sum = local_package().distcache.rows_sum
+    paths, sizes, hashes, folders, checksum = data["rows"][key]
     first = paths.split("\n")[0]
     data["rows"][key] = {
-        "an empty path": ["\n" + paths, "0," + sizes, "sha256=AA\n" + hashes, checksum],
+        "an empty path": [
+            "\n" + paths, "0," + sizes, "sha256=AA\n" + hashes, folders, checksum,
+        ],
         "a size that is no number": [
-            paths, sizes.replace(sizes.split(",")[0], "1x", 1), hashes, checksum,
+            paths, sizes.replace(sizes.split(",")[0], "1x", 1), hashes, folders, checksum,
         ],
-        "a size in other digits": [paths, "\u0661" + sizes, hashes, checksum],
+        "a size in other digits": [paths, "\u0661" + sizes, hashes, folders, checksum],
         "a path out of site-packages": [
-            paths.replace(first, "../" + first, 1), sizes, hashes, checksum,
+            paths.replace(first, "../" + first, 1), sizes, hashes, folders, checksum,
         ],
-        "the folder above site-packages": [paths.replace(first, "..", 1), sizes, hashes, checksum],
-        "no checksum (an older cache's shape)": [paths, sizes, hashes],
+        "the folder above site-packages": [
+            paths.replace(first, "..", 1), sizes, hashes, folders, checksum,
+        ],
+        "no checksum (an older cache's shape)": [paths, sizes, hashes, folders],
+        "no folders (an older cache's shape)": [
+            paths, sizes, hashes, rows_sum([paths, sizes, hashes]),
+        ],
+        "a folder left out": [paths, sizes, hashes, "", checksum],
+        "a folder added": [paths, sizes, hashes, folders + "\nalpha/elsewhere", checksum],
     }[forge]  # fmt: skip
     path.write_text(json.dumps(data))
     assert probe(venv, env)["alpha"]["on_disk"] == honest["alpha"]["on_disk"]
 
 
-@pytest.mark.parametrize("column", [0, 1, 2])
+@pytest.mark.parametrize("column", [0, 1, 2, 3])
 def test_kept_rows_are_given_back_only_as_they_were_kept(tmp_path: Path, column: int) -> None:
     """What keep_record_rows kept is what record_rows gives back, in another run too, a
-    path holding a lone surrogate (RECORD read with surrogateescape) included; a change to
-    any of its texts (a path, a size, a hash) leaves the checksum behind: the rows are not
-    taken."""
+    path holding a lone surrogate (RECORD read with surrogateescape) included, and only to
+    a reader of as many texts as were kept; a change to any of its texts (a path, a size, a
+    hash, a folder) leaves the checksum behind: the rows are not taken."""
     from envguard.probe.payload import local_package
 
     distcache = local_package().distcache
     key = "/v/site/a-1.dist-info/RECORD\x001,2,3,4,5"
-    rows = ["a/x.py\na/\udcff.so", "12,34", "sha256=AA\nsha256=BB"]
+    rows = ["a/x.py\na/\udcff.so", "12,34", "sha256=AA\nsha256=BB", "a"]
     cache = distcache.DistCache(str(tmp_path / "c"), ["/v/site"], code="t", quiet=0)
     cache.keep_record_rows(key, rows)
     cache.files_checked = True
     cache.save()
     again = distcache.DistCache(str(tmp_path / "c"), ["/v/site"], code="t", quiet=0)
-    assert again.record_rows(key) == rows
+    assert again.record_rows(key, 4) == rows
+    assert again.record_rows(key) is None  # a reader of three texts: not its shape
     edited = list(again.rows[key])
     edited[column] = edited[column].replace("a", "b", 1).replace("1", "7", 1)
     again.rows[key] = edited
-    assert again.record_rows(key) is None
+    assert again.record_rows(key, 4) is None

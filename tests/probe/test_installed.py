@@ -320,6 +320,66 @@ def test_a_package_folder_that_is_a_symlink_is_not_followed(model_venv: Path, in
     assert any("modeling is a symlink or not a folder" in w for w in snap.warnings)
 
 
+@pytest.mark.parametrize("linked", [None, "e", "a/b"])
+def test_the_folder_pass_finds_what_looking_one_at_a_time_finds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, linked: str | None
+) -> None:
+    """The folders RECORD rows name, stat'ed a depth at a time at C speed, hold what the
+    one-at-a-time pass holds (each folder's mtime and stamp; a symlinked folder and every
+    folder below it unread), and nothing below a symlinked folder is stat'ed."""
+    from types import SimpleNamespace
+
+    from envguard.probe.payload import local_package
+
+    installed = local_package().installed
+    site = tmp_path / "site"
+    for folder in ("a/b/c", "a/d", "e/f/g"):
+        (site / folder).mkdir(parents=True)
+    if linked is not None:
+        real = tmp_path / "elsewhere"
+        (site / linked).rename(real)
+        (site / linked).symlink_to(real)
+    dirs = {0: {"a/b/c", "a/d", ""}, 1: {"e/f/g", "a/b/c"}}
+
+    def passed(fast: bool) -> tuple[object, ...]:
+        checked = installed._Site(str(site))
+        checked.dirs = {index: set(folders) for index, folders in dirs.items()}
+        warnings: list[str] = []
+        with monkeypatch.context() as patch:
+            if not fast:
+                patch.setattr(installed, "_real_folders", lambda *args: False)
+            installed._check_folders(checked, warnings)
+        return checked.folders, checked.folder_stamps, checked.linked, warnings
+
+    stated: list[str] = []
+
+    def stat(path: str, **kwargs: object) -> os.stat_result:
+        stated.append(path)
+        return os.stat(path, **kwargs)  # type: ignore[arg-type]
+
+    spy = SimpleNamespace(
+        **{
+            **vars(os),
+            "stat": stat,
+            "lstat": lambda path: stat(path, follow_symlinks=False),
+            "supports_dir_fd": {stat} if os.stat in os.supports_dir_fd else set(),
+        }
+    )
+    with monkeypatch.context() as patch:
+        patch.setattr(installed, "os", spy)
+        fast = passed(True)
+    assert fast == passed(False)
+    folders = fast[0]
+    assert isinstance(folders, dict)
+    if linked is None:
+        assert set(folders) == {"a", "a/b", "a/b/c", "a/d", "e", "e/f", "e/f/g"}
+        assert None not in folders.values() and fast[2] is False
+    else:
+        assert folders[linked] is None and fast[2] is True
+        below = [p for p in stated if p.rstrip("/").split("site/")[-1].startswith(linked + "/")]
+        assert below == []
+
+
 def test_a_forged_on_disk_record_in_a_snapshot_is_refused(tmp_path: Path, in_tmp: Path) -> None:
     path = tmp_path / "forged.json"
     text = (

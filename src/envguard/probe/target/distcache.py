@@ -187,13 +187,13 @@ def rows_sum(rows: List[str]) -> str:
 
 
 def _rows(value: Any) -> bool:
-    """The shape of kept RECORD rows: three texts and their checksum (record_rows checks
-    that it agrees)."""
+    """The shape of kept RECORD rows: three or four texts and their checksum (record_rows
+    checks that it agrees; its reader, how many texts it keeps)."""
     return (
         type(value) is list
-        and len(value) == 4
+        and 4 <= len(value) <= 5
         and all(type(part) is str for part in value)
-        and hex_digits(value[3], 8)
+        and hex_digits(value[-1], 8)
     )
 
 
@@ -339,18 +339,21 @@ class DistCache:
         if key is not None and _newest_change(key.split("\0", 1)[1]) < self.settled_ns:
             self.used_fingerprints[key] = fingerprint
 
-    def record_rows(self, key: Optional[str]) -> Optional[List[str]]:
-        """[paths, sizes, hashes] (each joined by newlines) of an unchanged RECORD's rows
-        of the files that run, as they were kept (their checksum agrees), or None."""
+    def record_rows(self, key: Optional[str], texts: int = 3) -> Optional[List[str]]:
+        """The ``texts`` texts kept under ``key`` (installed.py: paths, sizes, hashes and
+        folders of an unchanged RECORD's rows of the files that run, each joined), as they
+        were kept (their checksum agrees), or None."""
         self.files_checked = True
         found = self.rows.get(key) if key else None
-        if found is None or key is None or found[3] != rows_sum(found[:3]):
+        if found is None or key is None or len(found) != texts + 1:
+            return None
+        if found[texts] != rows_sum(found[:texts]):
             return None
         self.used_rows[key] = found
-        return found[:3]
+        return found[:texts]
 
     def keep_record_rows(self, key: Optional[str], rows: List[str]) -> None:
-        """Keep ``rows`` ([paths, sizes, hashes], each joined) under ``key``, summed."""
+        """Keep ``rows`` (texts: record_rows) under ``key``, summed."""
         if key is not None and _newest_change(key.split("\0", 1)[1]) < self.settled_ns:
             self.used_rows[key] = [*rows, rows_sum(rows)]
 

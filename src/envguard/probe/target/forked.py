@@ -229,6 +229,7 @@ def _child(work: Callable[[], Any], read_fd: int, write_fd: int, seconds: Option
             data = memoryview(marshal.dumps({"error": "the answer is not plain data: %s" % exc}))
         while data:
             data = data[os.write(write_fd, data) :]
+        os.close(write_fd)  # the answer's end now, not once this copy's memory is freed
         code = 0
     finally:
         os._exit(code)

@@ -246,7 +246,8 @@ def prepare(
         for index in site.paths:
             for folder in site.dirs[index]:
                 holder.setdefault(folder, index)
-        for folder in bytecode_folders(site.folders, site.owner):
+        top = any(map(methodcaller("__contains__", ""), site.dirs.values()))
+        for folder in bytecode_folders(site.folders, site.owner, top):
             plan.folders[holder.get(folder, first)].append(folder)
     plan.hash_left, plan.skipped = max(budget.left, 0), budget.skipped
     # The largest units first (files, then folders of bytecode): two shares taking units
@@ -363,13 +364,14 @@ def _read_record(
     record_path = os.path.join(site.site, dist["metadata_dir"], "RECORD")
     key = record_key(record_path) if cache is not None else None
     # Kept rows are what parse_rows() made here (the cache checks their checksum).
-    held = cache.record_rows(key) if cache is not None and key is not None else None
+    held = cache.record_rows(key, 4) if cache is not None and key is not None else None
     escaped = unreadable = 0
     text = None
     if held is not None and key is not None:
         paths = held[0].split("\n") if held[0] else []
         installed, record_ctime = map(int, key.rsplit("\0", 1)[1].split(",")[3:5])
         site.sizes[index], site.hashes[index] = held[1], held[2]
+        folders = held[3].split("\n") if paths else []
     else:
         try:
             st = os.lstat(record_path)
@@ -381,9 +383,18 @@ def _read_record(
         rows, escaped, unreadable = parse_rows(text, deep)
         site.rows[index], paths = rows, list(map(_FIRST, rows))
         site.sizes[index] = ",".join(r[2] for r in rows)
+        # each folder once, in the order first named (kept: a split, where this is a
+        # partition of every path)
+        folders = list(dict.fromkeys(map(_FIRST, map(_SPLIT_FOLDER, paths))))
         if cache is not None and not escaped and not unreadable:
             cache.keep_record_rows(
-                key, ["\n".join(paths), site.sizes[index], "\n".join(r[1] for r in rows)]
+                key,
+                [
+                    "\n".join(paths),
+                    site.sizes[index],
+                    "\n".join(r[1] for r in rows),
+                    "\n".join(folders),
+                ],
             )
     if escaped:
         warnings.append(
@@ -404,7 +415,7 @@ def _read_record(
     site.paths[index] = paths
     site.scripts[index] = script_rows(record_path, key, cache, text)
     owner = site.owner
-    site.dirs[index] = set(map(_FIRST, map(_SPLIT_FOLDER, paths)))
+    site.dirs[index] = set(folders)
     if owner.keys().isdisjoint(paths):  # the common case, told at C speed
         owner.update(dict.fromkeys(paths, index))
         return
@@ -463,6 +474,8 @@ def _check_folders(site: _Site, warnings: List[str]) -> None:
             parent = parent.rpartition("/")[0]
     found = site.folders
     base = site.site + "/"
+    if _real_folders(site, folders, base):
+        return
     linked: List[str] = []
     for folder in sorted(folders):  # parents first
         parent = folder.rpartition("/")[0]
@@ -476,7 +489,7 @@ def _check_folders(site: _Site, warnings: List[str]) -> None:
             continue  # missing: its files are missing
         if stat.S_ISDIR(st.st_mode):
             found[folder] = st.st_mtime_ns
-            site.folder_stamps[folder] = "%d,%d,%d" % (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+            site.folder_stamps[folder] = _folder_stamp(st)
         else:
             found[folder] = None
             site.linked = True
@@ -485,6 +498,49 @@ def _check_folders(site: _Site, warnings: List[str]) -> None:
                 "not checked" % (site.site, folder)
             )
     capped(warnings, linked, "folders that are symlinks or not folders")
+
+
+def _real_folders(site: _Site, folders: Set[str], base: str) -> bool:
+    """The common case of _check_folders at C speed: every folder there and a real one,
+    stat'ed a depth at a time (the folders below one are stat'ed only once every folder
+    above them was found a real one: nothing below a symlink is read). False, with
+    nothing kept, as soon as one is missing, a symlink or not a folder: each is then looked
+    at in turn."""
+    depths: Dict[int, List[str]] = {}
+    for folder in folders:
+        depths.setdefault(folder.count("/"), []).append(folder)
+    stats: List[os.stat_result] = []
+    names: List[str] = []
+    try:
+        # relative to the site's folder: the kernel walks its path once, not per folder
+        fd = os.open(base, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return False
+    try:
+        if os.stat in os.supports_dir_fd:
+            lstat: Callable[[str], os.stat_result] = lambda path: os.stat(  # noqa: E731
+                path, dir_fd=fd, follow_symlinks=False
+            )
+        else:
+            lstat = lambda path: os.lstat(base + path)  # noqa: E731
+        for depth in sorted(depths):
+            level = depths[depth]
+            found = list(map(lstat, level))
+            if not all(map(stat.S_ISDIR, map(_MODE, found))):
+                return False
+            stats += found
+            names += level
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    site.folders.update(zip(names, map(_MTIME, stats)))
+    site.folder_stamps.update(zip(names, map(_folder_stamp, stats)))
+    return True
+
+
+def _folder_stamp(st: os.stat_result) -> str:
+    return "%d,%d,%d" % (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _readable(site: _Site, path: str) -> bool:

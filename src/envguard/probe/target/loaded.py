@@ -93,12 +93,17 @@ class Bytecode:
         self.unchecked = 0  # over a cap or the time budget
 
 
-def bytecode_folders(folders: Dict[str, Optional[int]], owner: Dict[str, int]) -> List[str]:
+def bytecode_folders(
+    folders: Dict[str, Optional[int]], owner: Dict[str, int], top: Optional[bool] = None
+) -> List[str]:
     """The folders whose ``__pycache__`` check_bytecode looks at: each real folder the
     RECORD rows name (``folders``: folder -> mtime_ns, None below a symlink: not read), and
-    the top of site-packages when a RECORD names a file there."""
+    the top of site-packages when a RECORD names a file there (``top``, when the caller
+    knows it; else told from ``owner``'s paths)."""
     names = {f for f, mtime in folders.items() if mtime is not None and not in_cache_dir(f)}
-    if "" in names or any("/" not in path for path in owner):
+    if top is None:
+        top = any("/" not in path for path in owner)
+    if "" in names or top:
         names.add("")
     return sorted(names)
 
