@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import marshal
 import os
 import subprocess
 import sys
@@ -67,6 +68,28 @@ def json_values(max_leaves: int) -> Any:
         lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(), inner, max_size=5),
         max_leaves=max_leaves,
     )
+
+
+# Where the probe keeps its distribution cache, under $XDG_CACHE_HOME (distcache.py).
+DIST_CACHE = Path("envguard") / "dists-v4"
+
+
+def cache_file(xdg: Path) -> Path:
+    """The one per-venv distribution cache file under ``xdg`` (a test probes one venv)."""
+    (found,) = (xdg / DIST_CACHE).glob("*.bin")
+    return found
+
+
+def read_cache(path: Path) -> dict[str, Any]:
+    """A distribution cache file's data (marshal's, as the probe writes it)."""
+    data = marshal.loads(path.read_bytes())
+    assert isinstance(data, dict)
+    return data
+
+
+def write_cache(path: Path, data: Any) -> None:
+    """``data`` as the distribution cache file ``path`` (a test's edit of the cache)."""
+    path.write_bytes(marshal.dumps(data))
 
 
 def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:

@@ -258,6 +258,13 @@ def read_open(fd: int, cap: int, path: str) -> bytes:
     return b"".join(chunks)
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """All of ``data`` written to the open file ``fd`` (os.write may write part of it)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def read_text(path: str, cap: int = SMALL_CAP) -> Optional[str]:
     """A small regular file as text (bad bytes replaced), or None when it cannot be read."""
     try:

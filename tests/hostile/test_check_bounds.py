@@ -18,7 +18,7 @@ import pytest
 
 from envguard.probe.payload import probe_payload
 from envguard.testing import install_many
-from factories import load_target, make_dist_info, make_venv
+from factories import cache_file, load_target, make_dist_info, make_venv, read_cache
 
 
 def _row(path: str, data: bytes) -> str:
@@ -175,13 +175,13 @@ def test_rows_kept_by_a_check_outlive_a_probe_that_did_not_check(
     install_many(site, files=40, per_dist=20)
     xdg = tmp_path / "xdg"
     _probe(site, xdg)
-    (shard,) = (xdg / "envguard" / "dists-v3").glob("*.json")
-    kept = json.loads(shard.read_text())["rows"]
+    shard = cache_file(xdg)
+    kept = read_cache(shard)["rows"]
     # each distribution's RECORD rows, and its bin/ script rows under a key of their own
     assert sum("/gen0000" in key and "|scripts" not in key for key in kept) == 2
     report, _, _ = _probe(site, xdg, verify="off")
     assert all(p["on_disk"] is None for p in report["packages"])
-    assert json.loads(shard.read_text())["rows"] == kept
+    assert read_cache(shard)["rows"] == kept
 
 
 @pytest.mark.slow

@@ -23,13 +23,16 @@ from envguard.probe.payload import probe_payload
 from envguard.snapshots import store
 from envguard.snapshots.models import Claimant, Clash, OnDisk, Package
 from factories import (
+    cache_file,
     load_target,
     make_dist_info,
     make_venv,
     make_wheel,
     package,
+    read_cache,
     snapshot,
     uv_install,
+    write_cache,
 )
 
 runner = CliRunner()
@@ -176,12 +179,12 @@ def test_a_hand_edited_cache_row_is_read_again_not_followed(
     _dist(site, "evil", {"evil/ok.py": b"x = 1\n"})
     (site.parent / "outside.py").write_text("TOKEN = 1\n")
     honest = _probe(site, xdg)
-    (shard,) = (xdg / "envguard" / "dists-v3").glob("*.json")
-    data = json.loads(shard.read_text())
+    shard = cache_file(xdg)
+    data = read_cache(shard)
     (key,) = [k for k in data["rows"] if "/evil-1.0.dist-info/RECORD\0" in k]
     count = paths.count("\n") + 1
     data["rows"][key] = [paths, ",".join(["0"] * count), "\n".join(["sha256=AAAA"] * count)]
-    shard.write_text(json.dumps(data))
+    write_cache(shard, data)
     report = _probe(site, xdg)
     assert "error" not in report, report
     (evil,) = [p for p in report["packages"] if p["name"] == "evil"]

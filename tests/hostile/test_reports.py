@@ -83,11 +83,11 @@ def test_a_cache_someone_else_could_write_is_not_trusted(tmp_path: Path) -> None
     folder.mkdir(parents=True)
     folder.chmod(0o777)
     sites = ["/venv/lib/python3.11/site-packages"]
-    assert target.DistCache(str(folder / "dists-v3"), sites).path is None
+    assert target.DistCache(str(folder / "dists-v4"), sites).path is None
     link = tmp_path / "xdg2"
     link.mkdir()
     (link / "envguard").symlink_to(tmp_path)
-    assert target.DistCache(str(link / "envguard" / "dists-v3"), sites).path is None
+    assert target.DistCache(str(link / "envguard" / "dists-v4"), sites).path is None
 
 
 @pytest.mark.parametrize(

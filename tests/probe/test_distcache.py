@@ -16,15 +16,22 @@ import pytest
 
 from envguard.probe.payload import probe_payload
 from envguard.testing import make_wheel
-from factories import make_dist_info, make_venv, uv_install
+from factories import (
+    DIST_CACHE,
+    cache_file,
+    make_dist_info,
+    make_venv,
+    read_cache,
+    uv_install,
+    write_cache,
+)
 
-CACHE = Path("envguard") / "dists-v3"
+CACHE = DIST_CACHE
 
 
 def shard(xdg: Path) -> Path:
     """The one per-venv file the probe of the ``venv`` fixture writes."""
-    (found,) = (xdg / CACHE).glob("*.json")
-    return found
+    return cache_file(xdg)
 
 
 def probe(venv: Path, env: dict[str, str], **args: Any) -> dict[str, dict[str, Any]]:
@@ -140,17 +147,17 @@ def test_a_damaged_or_unwritable_cache_is_ignored(
     else:
         probe(venv, env)
         path = shard(xdg)
-        data = json.loads(path.read_text())
+        data = read_cache(path)
         path.unlink()
         if damage == "garbage":
-            path.write_bytes(b"\x00{not json" * 100)
+            path.write_bytes(b"\x00{not marshal" * 100)
         elif damage == "types":
             for held in data["dists"].values():
                 held["dist"]["requires"] = "beta"
                 held["dist"]["fingerprint"] = "not-a-hash"
-            path.write_text(json.dumps({"fingerprints": {"k": 5}, "dists": data["dists"]}))
+            write_cache(path, {"fingerprints": {"k": 5}, "dists": data["dists"]})
         elif damage == "old-shape":  # the flat RECORD-key -> fingerprint file of v2
-            path.write_text(json.dumps({"/x/RECORD\x001": "0" * 64}))
+            write_cache(path, {"/x/RECORD\x001": "0" * 64})
         elif damage == "fifo":
             os.mkfifo(path)
     assert probe(venv, env) == honest
@@ -164,17 +171,17 @@ def test_a_planted_record_for_another_folder_is_never_used(
     honest = probe(venv, env, fingerprint_cache=False)
     probe(venv, env)
     path = shard(tmp_path / "xdg")
-    data = json.loads(path.read_text())
+    data = read_cache(path)
     planted = {}
     for folder, held in data["dists"].items():
         forged = {**held, "dist": {**held["dist"], "version": "6.6.6"}}
         planted[folder] = {**forged, "stamp": held["stamp"] + "0"}
         planted["/elsewhere/" + os.path.basename(folder)] = forged
-    path.write_text(json.dumps({**data, "fingerprints": {}, "dists": planted}))
+    write_cache(path, {**data, "fingerprints": {}, "dists": planted})
     assert probe(venv, env) == honest
     # The control: under its own folder and stamp a record is taken as it is, unread.
     held = {f: {**h, "dist": {**h["dist"], "version": "6.6.6"}} for f, h in data["dists"].items()}
-    path.write_text(json.dumps({**data, "fingerprints": {}, "dists": held}))
+    write_cache(path, {**data, "fingerprints": {}, "dists": held})
     assert {p["version"] for p in probe(venv, env).values()} == {"6.6.6"}
 
 
@@ -183,36 +190,86 @@ def test_each_venv_reads_only_its_own_small_file_and_old_ones_are_pruned(
 ) -> None:
     """One shared file grew with every venv ever probed (5 MB after a test run) and took
     longer to load than reading: each venv has its own file, and there are at most 256.
-    Earlier versions' files are removed."""
+    Earlier versions' files are removed; of the JSON files the last one kept, only this
+    venv's (another venv's gives its verdicts when that venv is probed)."""
     xdg = tmp_path / "xdg"
     folder = xdg / CACHE
     folder.mkdir(mode=0o700, parents=True)
     folder.parent.chmod(0o700)  # as the probe makes it, whatever the umask
+    probe(venv, env)
+    (own,) = folder.glob("*.bin")
     legacy = xdg / "envguard" / "fingerprints-v1.json"
     legacy.write_text(json.dumps({f"/gone/{i}/RECORD": "0" * 64 for i in range(1000)}))
     v2 = xdg / "envguard" / "fingerprints-v2"
     v2.mkdir()
     (v2 / "0123.json").write_text("{}")
-    for made in (legacy, v2 / "0123.json"):  # 0600 and 0700, as earlier versions made them
+    v3 = xdg / "envguard" / "dists-v3"
+    v3.mkdir()
+    (v3 / own.name.replace(".bin", ".json")).write_text("{}")  # this venv's, as v3 kept it
+    (v3 / "0123.json").write_text("{}")  # another venv's
+    own.unlink()
+    for made in (legacy, v2 / "0123.json", *v3.iterdir()):  # 0600 and 0700, as made
         made.chmod(0o600)
     v2.chmod(0o700)
+    v3.chmod(0o700)
     for i in range(300):  # other venvs' files, older than this run's
-        other = folder / f"{i:032x}.json"
-        other.write_text("{}")
+        other = folder / f"{i:032x}.bin"
+        other.write_bytes(b"")
         os.utime(other, ns=(i, i))
     probe(venv, env)
-    files = sorted(folder.glob("*.json"))
+    files = sorted(folder.glob("*.bin"))
     assert len(files) == 256 and not legacy.exists() and not v2.exists()
-    mine = [f for f in files if f.stat().st_size > 2]
-    assert len(mine) == 1 and len(json.loads(mine[0].read_text())["dists"]) == 2
-    assert not (folder / f"{0:032x}.json").exists()  # the oldest went first
+    assert [f.name for f in v3.iterdir()] == ["0123.json"]
+    mine = [f for f in files if f.stat().st_size]
+    assert len(mine) == 1 and len(read_cache(mine[0])["dists"]) == 2
+    assert not (folder / f"{0:032x}.bin").exists()  # the oldest went first
+
+
+def test_an_earlier_envguards_json_file_gives_its_verdicts_once(tmp_path: Path) -> None:
+    """After an upgrade, the JSON file the last format kept for this venv gives its
+    verdicts (a file's hash, a folder's bytecode), which no code reads otherwise, and no
+    other record (those are tied to the code that read them); once this venv's cache is
+    written, that JSON file is gone. One of another user's (or others can write) is not
+    read."""
+    from envguard.probe.payload import local_package
+
+    distcache = local_package().distcache
+    base = tmp_path / "xdg" / "envguard"
+    folder = base / "dists-v4"
+    sites = ["/v/site"]
+    name = distcache.DistCache(str(folder), sites, code="new", quiet=0).path
+    assert name is not None and name.endswith(".bin")
+    v3 = base / "dists-v3"
+    v3.mkdir(mode=0o700, parents=True)
+    base.chmod(0o700)
+    earlier = v3 / (Path(name).name[: -len(".bin")] + ".json")
+    verdicts = {
+        "code": "old",
+        "verdicts": distcache.VERDICTS,
+        "verified": {"/v/site/a.py\0sha256=AA\x001,2,3,4": 1},
+        "pycdirs": {"/v/site/a/__pycache__\x001,2,3": ["a.cpython-311.pyc", "0" * 32]},
+        "dists": {"/v/site/a-1.dist-info": {"stamp": "1", "present": [], "dist": {}}},
+    }
+    earlier.write_text(json.dumps(verdicts))
+    earlier.chmod(0o600)
+    cache = distcache.DistCache(str(folder), sites, code="new", quiet=0)
+    assert cache.verified == verdicts["verified"] and cache.pycdirs == verdicts["pycdirs"]
+    assert cache.dists == {}
+    earlier.chmod(0o622)  # others can write it: not read
+    assert distcache.DistCache(str(folder), sites, code="new", quiet=0).verified == {}
+    earlier.chmod(0o600)
+    (key,) = verdicts["verified"]
+    assert cache.was_verified(key)  # used by this run: kept
+    cache.save()
+    assert not earlier.exists() and not v3.exists()
+    assert read_cache(Path(name))["verified"] == verdicts["verified"]
 
 
 def kept(xdg: Path) -> dict[str, Any]:
     """The kept records of the one venv file, by folder name (none: no file)."""
-    if not list((xdg / CACHE).glob("*.json")):
+    if not list((xdg / CACHE).glob("*.bin")):
         return {}
-    held: dict[str, Any] = json.loads(shard(xdg).read_text())["dists"]
+    held: dict[str, Any] = read_cache(shard(xdg))["dists"]
     return {os.path.basename(folder): entry for folder, entry in held.items()}
 
 
@@ -237,10 +294,10 @@ def test_another_envguards_records_are_not_used(
     honest = probe(venv, env, fingerprint_cache=False)
     probe(venv, env)
     path = shard(tmp_path / "xdg")
-    data = json.loads(path.read_text())
+    data = read_cache(path)
     for held in data["dists"].values():
         held["dist"]["version"] = "6.6.6"
-    path.write_text(json.dumps({**data, "code": "another envguard"}))
+    write_cache(path, {**data, "code": "another envguard"})
     assert probe(venv, env) == honest
 
 
@@ -293,10 +350,10 @@ def test_a_kept_record_that_could_not_have_been_read_is_read_again(
     honest = probe(venv, env, fingerprint_cache=False)
     probe(venv, env)
     path = shard(tmp_path / "xdg")
-    data = json.loads(path.read_text())
+    data = read_cache(path)
     for entry in data["dists"].values():
         entry["dist"].update(forged)
-    path.write_text(json.dumps(data))
+    write_cache(path, data)
     assert probe(venv, env) == honest
 
 
@@ -315,7 +372,7 @@ def test_a_cache_made_under_umask_000_is_private_and_kept(tmp_path: Path) -> Non
         os.umask(old)
     for made in (folder, folder.parent):
         assert made.stat().st_mode & 0o777 == 0o700
-    (kept_file,) = folder.glob("*.json")
+    (kept_file,) = folder.glob("*.bin")
     assert kept_file.stat().st_mode & 0o777 == 0o600
 
 
@@ -341,7 +398,7 @@ def test_kept_record_rows_edited_by_hand_are_read_again(
     honest = probe(venv, env, fingerprint_cache=False)
     probe(venv, env)
     path = shard(tmp_path / "xdg")
-    data = json.loads(path.read_text())
+    data = read_cache(path)
     (key,) = [k for k in data["rows"] if "alpha-1.0.dist-info" in k and "|scripts" not in k]
     from envguard.probe.payload import local_package
 
@@ -369,7 +426,7 @@ def test_kept_record_rows_edited_by_hand_are_read_again(
         "a folder left out": [paths, sizes, hashes, "", checksum],
         "a folder added": [paths, sizes, hashes, folders + "\nalpha/elsewhere", checksum],
     }[forge]  # fmt: skip
-    path.write_text(json.dumps(data))
+    write_cache(path, data)
     assert probe(venv, env)["alpha"]["on_disk"] == honest["alpha"]["on_disk"]
 
 

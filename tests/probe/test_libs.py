@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from elflibs import build_lib, elf_bytes, needs_gcc
-from factories import load_target, make_dist_info
+from factories import cache_file, load_target, make_dist_info, read_cache, write_cache
 
 script = load_target()
 
@@ -157,7 +157,6 @@ def test_rpath_and_torchs_preload_win_over_ld_library_path(gpu_site: Path) -> No
 
 @needs_gcc
 def test_an_unchanged_library_is_not_read_again_and_a_rewritten_one_is(tmp_path: Path) -> None:
-    import json
 
     from factories import make_venv, probe_report
 
@@ -173,12 +172,12 @@ def test_an_unchanged_library_is_not_read_again_and_a_rewritten_one_is(tmp_path:
         return dict(found)
 
     assert probe()["embedded_version"] == "2.30.7+cuda13.3"
-    (shard,) = (tmp_path / "xdg" / "envguard" / "dists-v3").glob("*.json")
-    kept = json.loads(shard.read_text())
+    shard = cache_file(tmp_path / "xdg")
+    kept = read_cache(shard)
     (key,) = [k for k in kept["libs"] if k.endswith("libnccl.so.2")]
     # What the cache holds is what the next run reports: the file is not searched again.
     kept["libs"][key]["string"] = "2.30.6"
-    shard.write_text(json.dumps(kept))
+    write_cache(shard, kept)
     assert probe()["embedded_version"] == "2.30.6"
     # Rewritten in place, same size, its mtime put back: read again.
     st = lib.stat()

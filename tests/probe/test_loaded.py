@@ -5,7 +5,6 @@ out of the venv, and warnings that stay bounded. Each on a real venv made by uv.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import py_compile
 import subprocess
@@ -15,7 +14,15 @@ from pathlib import Path
 import pytest
 
 from envguard import api
-from factories import make_venv, make_wheel, pip_install, probe_report, uv_install
+from factories import (
+    cache_file,
+    make_venv,
+    make_wheel,
+    pip_install,
+    probe_report,
+    read_cache,
+    uv_install,
+)
 
 TAG = sys.implementation.cache_tag
 LLAMA = "def forward(x):\n    return x * 2\n"
@@ -204,7 +211,7 @@ def test_a_console_script_edited_in_place_after_its_verdict_was_kept_is_named(
         report = probe_report(venv, env, **args)
         dist = next(p for p in report["packages"] if p["name"] == "modeling")
         assert dist["on_disk"]["modified"] == []
-    kept = json.loads(next((tmp_path / "xdg" / "envguard").glob("dists-*/*.json")).read_text())
+    kept = read_cache(cache_file(tmp_path / "xdg"))
     assert any(key.startswith(str(script) + "\0") for key in kept["verified"]), kept["verified"]
     before = script.stat()
     with open(script, "r+b") as fh:

@@ -6,7 +6,6 @@ to a kept entry is looked at afresh, and a planted pyc is named as before."""
 
 from __future__ import annotations
 
-import json
 import os
 import py_compile
 import subprocess
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 
 from envguard.testing import make_wheel
-from factories import make_venv, probe_report, uv_install
+from factories import cache_file, make_venv, probe_report, read_cache, uv_install, write_cache
 
 TAG = sys.implementation.cache_tag
 BODY = "def forward(x):\n    return x * {n}\n"
@@ -35,9 +34,7 @@ def added(report: dict[str, Any]) -> list[str]:
 
 
 def cached(env: dict[str, str]) -> dict[str, Any]:
-    (shard,) = (Path(env["XDG_CACHE_HOME"]) / "envguard" / "dists-v3").glob("*.json")
-    data: dict[str, Any] = json.loads(shard.read_text())
-    return data
+    return read_cache(cache_file(Path(env["XDG_CACHE_HOME"])))
 
 
 @pytest.fixture
@@ -159,11 +156,11 @@ def test_a_kept_folder_entry_naming_a_path_out_is_not_followed(
     never stat'ed as that folder's pycs; the folder is listed afresh and a planted pyc found."""
     warm(venv, env)
     data = cached(env)
-    (shard,) = (Path(env["XDG_CACHE_HOME"]) / "envguard" / "dists-v3").glob("*.json")
+    shard = cache_file(Path(env["XDG_CACHE_HOME"]))
     for key, value in data["pycdirs"].items():
         if key.startswith(str(pkg(venv) / "__pycache__")):
             value[0] = f"../../../../etc/passwd.{TAG}.pyc"
-    shard.write_text(json.dumps(data))
+    write_cache(shard, data)
     pyc = pkg(venv) / "__pycache__" / f"m0.{TAG}.pyc"
     with open(pyc, "r+b") as fh:
         fh.write(planted(venv, "m0", 5))
@@ -180,7 +177,7 @@ def test_an_upgrade_keeps_the_folder_verdicts_not_the_records(
     compiles nothing (no pyc is kept one by one again). Its records and its "nothing added"
     verdicts are not used; with another VERDICTS number, nothing is."""
     warm(venv, env)
-    (shard,) = (Path(env["XDG_CACHE_HOME"]) / "envguard" / "dists-v3").glob("*.json")
+    shard = cache_file(Path(env["XDG_CACHE_HOME"]))
     data = cached(env)
     folders = dict(data["pycdirs"])
     data["code"] = "0" * 32
@@ -188,7 +185,7 @@ def test_an_upgrade_keeps_the_folder_verdicts_not_the_records(
     data["dists"] = {
         k: dict(v, dist=dict(v["dist"], version="6.6.6")) for k, v in data["dists"].items()
     }
-    shard.write_text(json.dumps(data))
+    write_cache(shard, data)
     report = probe(venv, env)
     assert added(report) == []
     assert {p["name"]: p["version"] for p in report["packages"]}["modeling"] == "1.0"
@@ -334,11 +331,11 @@ def test_a_kept_entry_naming_a_pyc_that_is_not_there_sends_every_folder_back(
     warm(nested, env)
     top, sub = pkg(nested) / "__pycache__", pkg(nested) / "sub" / "__pycache__"
     data = cached(env)
-    (shard,) = (Path(env["XDG_CACHE_HOME"]) / "envguard" / "dists-v3").glob("*.json")
+    shard = cache_file(Path(env["XDG_CACHE_HOME"]))
     for key, value in data["pycdirs"].items():
         if key.startswith(f"{top}\0"):
             value[0] += f"\nghost.{TAG}.pyc"
-    shard.write_text(json.dumps(data))
+    write_cache(shard, data)
     with open(sub / f"s2.{TAG}.pyc", "r+b") as fh:
         fh.write(planted(nested, "sub/s2", 98))
         fh.truncate()
@@ -354,14 +351,14 @@ def test_kept_rows_holding_a_path_that_is_not_one_line_are_read_again(
     RECORD is read again (its rows are what is checked), never the edited path."""
     warm(venv, env)
     data = cached(env)
-    (shard,) = (Path(env["XDG_CACHE_HOME"]) / "envguard" / "dists-v3").glob("*.json")
+    shard = cache_file(Path(env["XDG_CACHE_HOME"]))
     edited = 0
     for key, value in data["rows"].items():
         if "/modeling-1.0.dist-info/RECORD\0" in key and value[0]:
             value[0] = value[0].replace("modeling/m2.py", "modeling/m2.py" + mark)
             edited += 1
     assert edited == 1
-    shard.write_text(json.dumps(data))
+    write_cache(shard, data)
     (dist,) = [p for p in probe(venv, env)["packages"] if p["name"] == "modeling"]
     assert dist["on_disk"]["missing"] == [] and dist["on_disk"]["modified"] == []
 
@@ -409,6 +406,73 @@ def test_a_kept_folders_paths_are_the_ones_made_name_by_name(names: str) -> None
         ["pkg/sub/" + name.partition(".")[0] + ".py" for name in each],
     )
     assert paths(names, "", tag)[1] == [name.partition(".")[0] + ".py" for name in each]
+
+
+def test_a_batch_of_kept_folders_gives_each_folders_paths_in_turn() -> None:
+    """The paths of a batch of kept folders, made at once, are each folder's own as
+    pyc_paths makes them, folder after folder, and each folder's text its pyc paths joined;
+    a batch holding any name that is not this interpreter's plain pyc is left to be made
+    folder by folder. Random batches of names from an alphabet of the characters that
+    matter (dots, the tag's parts, newlines, a lead that looks like a pyc)."""
+    import random
+
+    from envguard.probe.payload import local_package
+
+    stamps = local_package().pycstamps
+    tag = sys.implementation.cache_tag
+    pieces = ["a", "b", ".", "." + tag + ".pyc", ".opt-1", "pyc", tag, "\n", "\udcff", "é"]
+    leads = ["", "pkg/", "pkg/sub/", "x." + tag + ".pyc/", "a.b/"]
+    rng = random.Random(33)
+    made = plain = 0
+    for _ in range(3000):
+        folders = []
+        for _ in range(rng.randint(0, 4)):
+            if rng.random() < 0.6:  # mostly plain names: the case the batch is for
+                count = rng.randint(0, 3)
+                names = "\n".join(
+                    "".join(rng.choices("abc_", k=rng.randint(1, 3))) + "." + tag + ".pyc"
+                    for _ in range(count)
+                )
+            else:
+                names = "".join(rng.choices(pieces, k=rng.randint(0, 6)))
+            folders.append((names, rng.choice(leads)))
+        each = [stamps.pyc_paths(names, lead, tag) for names, lead in folders]
+        batch = stamps.batch_paths(folders, tag)
+        if batch is None:
+            names_all = "\n".join(names for names, _ in folders if names)
+            assert stamps.batch_paths([(names_all, "")], tag) is None
+            continue
+        made += 1
+        plain += any(names for names, _ in folders)
+        texts, rels, sources = batch
+        assert texts == ["\n".join(folder_rels) for folder_rels, _ in each]
+        assert rels == [rel for folder_rels, _ in each for rel in folder_rels]
+        assert sources == [source for _, folder_sources in each for source in folder_sources]
+    assert made > 500 and plain > 300  # the batch was made, not only refused
+
+
+def test_the_folders_holding_bytecode_a_record_lists_are_all_found() -> None:
+    """A folder's kept pycs are looked up in the RECORDs' paths only where some RECORD
+    names a file in its __pycache__: that set of folders misses none (random paths of
+    the parts that matter: nested and misleading __pycache__ names, the top of the site)."""
+    import random
+
+    from envguard.probe.payload import local_package
+
+    listed = local_package().installed._listed_bytecode
+    parts = ["__pycache__", "a", "x__pycache__", "__pycache__x", "b.pyc", "c.py"]
+    rng = random.Random(26)
+    for _ in range(3000):
+        paths = ["/".join(rng.choices(parts, k=rng.randint(1, 4))) for _ in range(6)]
+        folders = {"", *(path.rpartition("/")[0] for path in paths)}
+        folders |= {f.rpartition("/")[0] for f in folders}
+        expected = {
+            folder
+            for folder in folders
+            for path in paths
+            if path.rpartition("/")[0] == (folder + "/" if folder else "") + "__pycache__"
+        }
+        assert listed(paths) == expected, paths
 
 
 def test_a_pycache_prefix_is_said_where_the_check_cannot_look(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from envguard.lifecycle import running
 from envguard.probe import booting, runner
 from envguard.probe.interpreters import resolve_python
 from envguard.probe.report import parse_report
+from factories import DIST_CACHE
 
 
 def fake_python(folder: Path) -> Path:
@@ -238,7 +239,7 @@ def test_a_boots_first_steps_are_used_only_for_the_argument_they_were_taken_for(
         assert run.result()["packages"]
     finally:
         run.cancel()
-    kept = tmp_path / "xdg" / "envguard" / "dists-v3"
+    kept = tmp_path / "xdg" / DIST_CACHE
     assert not kept.exists() or not list(kept.iterdir())  # the boot's cache was not used
     _boot(sys.executable)
     run = runner.ProbeRun(sys.executable, args)
@@ -346,16 +347,18 @@ def test_the_probe_runs_without_the_cyclic_collector_and_the_rank_gate_keeps_its
 
     said = "sys.stderr.write('COLLECTOR %s\\n' % __import__('gc').isenabled())\n"
     args = {"verify": "off", "git": False, "files": [], "caches": [], "env": False}
-    booting = payload.booting_payload().decode("utf-8").partition("\n")[2]
+    length, _, booting = payload.booting_payload().decode("utf-8").partition("\n")
+    sources = booting[int(length) :]  # the packed sources' length line and text
+    booted = payload.probe_argument(args, "main")
     started = {
         "sent": (["-"], payload.probe_payload(args), ""),
-        "booted": (["-c", payload.BOOT], booting, payload.probe_argument(args, "main")),
+        "booted": (["-c", payload.BOOT], booting[: int(length)], sources + booted),
         "standalone": (["-"], payload.standalone_payload(args), ""),
     }
     for how, (argv, program, after) in started.items():
         at = program.index("\n", program.index("_pkg = _envguard_install(")) + 1
         program = program[:at] + said + program[at:]
-        if how == "booted":  # its length line first, the argument after the program
+        if how == "booted":  # its length line first, the sources and argument after it
             program = f"{len(program.encode('utf-8'))}\n{program}"
         done = subprocess.run(
             [sys.executable, "-I", "-S", *argv],

@@ -5,7 +5,6 @@ drift; a share that overruns gives the same note as ever and leaves no process."
 
 from __future__ import annotations
 
-import json
 import os
 import py_compile
 import subprocess
@@ -18,7 +17,7 @@ import pytest
 
 from envguard.probe.payload import local_package
 from envguard.testing import install_many
-from factories import make_dist_info, make_venv
+from factories import make_dist_info, make_venv, read_cache
 
 TAG = sys.implementation.cache_tag
 
@@ -115,8 +114,8 @@ def test_the_shared_check_keeps_what_both_shares_learned(site: Path, tmp_path: P
     """The folders found clean by either share are kept: a second check reads no
     ``__pycache__`` folder's verdict afresh."""
     _check(site, tmp_path, fork=True)[3].cache.save()
-    (shard,) = (tmp_path / "cTrue").glob("*.json")
-    kept = json.loads(shard.read_text())["pycdirs"]
+    (shard,) = (tmp_path / "cTrue").glob("*.bin")
+    kept = read_cache(shard)["pycdirs"]
     # every package folder but the one holding the planted pyc
     assert len(kept) == 15 - 1
     # The next check holds them (the shares name them by place, not by key): all kept.
@@ -253,8 +252,8 @@ def test_a_check_cancelled_leaves_no_child_and_the_cache_as_it_was(
     run that then checks nothing keeps every verdict held (a cancelled read must not pass
     for this run's use: the verdicts it did not ask for would be dropped)."""
     _check(site, tmp_path, fork=True)[3].cache.save()  # the verdicts, kept
-    (shard,) = (tmp_path / "cTrue").glob("*.json")
-    held = json.loads(shard.read_text())
+    (shard,) = (tmp_path / "cTrue").glob("*.bin")
+    held = read_cache(shard)
     target = local_package()
     cache = target.distcache.DistCache(str(tmp_path / "cTrue"), [str(site)], code="t", quiet=0)
     warnings: list[str] = []
@@ -277,7 +276,7 @@ def test_a_check_cancelled_leaves_no_child_and_the_cache_as_it_was(
     found = target.checking.Checking(packages, "off", cache).result(warnings)
     assert found == {"clashes": None, "unowned": None}
     cache.save()
-    kept = json.loads(shard.read_text())
+    kept = read_cache(shard)
     assert (kept["pycdirs"], kept["verified"], kept["rows"]) == (
         held["pycdirs"], held["verified"], held["rows"],
     )  # fmt: skip

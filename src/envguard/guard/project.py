@@ -22,7 +22,7 @@ from envguard.errors import ActionError, UsageError
 from envguard.guard.command import InstallCommand
 from envguard.guard.resolve import Resolution, from_uv_changes, read_output, start_reading
 from envguard.lifecycle import signals_deferred
-from envguard.reading import SMALL_CAP, not_json_constant
+from envguard.reading import SMALL_CAP, not_json_constant, write_all
 from envguard.toml_reading import toml_loads
 
 # Options of `uv add`/`uv remove` that choose what the sync after it installs: passed to
@@ -240,9 +240,7 @@ def _put_back(path: Path, was: _Held | None) -> bool:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, data)
         finally:
             os.close(fd)
     except OSError:

@@ -252,24 +252,31 @@ def booting_payload(entry: str = "main") -> bytes:
     the target package, then a read of ``<entry>.main``'s argument (probe_argument) from
     the rest of stdin. The package loads while the host still builds that argument, and
     the probe takes its first steps meanwhile (main.begin); no argument (the host went
-    away) ends it without a word."""
+    away) ends it without a word.
+
+    The package's packed sources follow the program as data, with a length line of their
+    own, read by its install: not a string literal of the program, which the interpreter
+    would tokenize (2 ms, for sources it does not unpack once its compiled code is kept)."""
     assert entry in TARGET_MODULES
     begin, call = "", f"_pkg.{entry}.main(_pkg.reading.parse_json(_arg.decode('utf-8')))"
     if entry == "main":
         begin = f"_begun = _pkg.main.begin({code_key(entry)!r})\n"
         call = "_pkg.main.main(_pkg.reading.parse_json(_arg.decode('utf-8')), _begun)"
+    names, packed = packed_sources(entry)
     program = (
         _VERSION_CHECK
         + (_NO_COLLECTOR if entry == "main" else "")
         + LOADER
-        + install_call(entry)
+        + f"_pkg = _envguard_install({PACKAGE!r}, _b.read(int(_b.readline())).decode('ascii'),"
+        + f" {code_key(entry)!r}, names={names!r})\n"
         + begin
         + "_arg = sys.stdin.buffer.read()\n"
         + "if not _arg.strip():\n"
         + "    sys.exit(3)\n"
         + _ending(entry, call)
     ).encode("utf-8")
-    return b"%d\n" % len(program) + program
+    data = packed.encode("ascii")
+    return b"%d\n" % len(program) + program + b"%d\n" % len(data) + data
 
 
 # The standalone probe's one line: the node's name, the probe's exit code, the report's

@@ -169,6 +169,8 @@ class _Site:
         self.by_path: Dict[int, Dict[str, Tuple[str, str, str]]] = {}  # see _row_of()
         self.folders: Dict[str, Optional[int]] = {}  # folder -> its mtime_ns; None: not safe
         self.folder_stamps: Dict[str, str] = {}  # folder -> its inode, mtime_ns and ctime_ns
+        # folders whose __pycache__ holds a file some RECORD lists (loaded.BytecodeScan)
+        self.listed: Set[str] = set()
         self.record_stamps: Dict[int, str] = {}  # dist index -> RECORD's mtime_ns and ctime_ns
         # path -> its lstat, as the check took it (loaded.py stamps the sources with it)
         self.stat_of: Dict[str, os.stat_result] = {}
@@ -275,7 +277,9 @@ def work(plan: Plan, units: Iterable[int], inside: bool = False) -> Dict[str, An
         site.stat_of.clear()  # one distribution's at a time: its folders' sources are in it
         scan = scans.get(name)
         if scan is None:
-            scan = scans[name] = BytecodeScan(site.site, site.owner, site.cache, site.stat_of)
+            scan = scans[name] = BytecodeScan(
+                site.site, site.owner, site.cache, site.stat_of, site.listed
+            )
         if inside and here != name and os.path.isabs(name):  # (a relative site: never)
             here = name
             try:
@@ -413,6 +417,8 @@ def _read_record(
     )
     site.unpacked[index] = _unpacked(os.path.join(site.site, dist["metadata_dir"]), installed)
     site.paths[index] = paths
+    if "__pycache__/" in (held[0] if held is not None else "\n".join(paths)):
+        site.listed.update(_listed_bytecode(paths))
     site.scripts[index] = script_rows(record_path, key, cache, text)
     owner = site.owner
     site.dirs[index] = set(folders)
@@ -427,6 +433,18 @@ def _read_record(
     owner.update(dict.fromkeys(paths, index))
     for path in site.claims.keys() & set(paths):  # the first claimant stays the owner key
         owner[path] = site.claims[path][0][3]
+
+
+def _listed_bytecode(paths: List[str]) -> Set[str]:
+    """The folders whose ``__pycache__`` holds a file among ``paths`` (a RECORD's)."""
+    found = set()
+    for path in paths:
+        cache_dir = path.rpartition("/")[0]
+        if cache_dir == "__pycache__":
+            found.add("")
+        elif cache_dir.endswith("/__pycache__"):
+            found.add(cache_dir[: -len("/__pycache__")])
+    return found
 
 
 def _unpacked(metadata_dir: str, installed: int) -> int:

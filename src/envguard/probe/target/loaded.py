@@ -42,10 +42,12 @@ from .pycstamps import (
     MTIME,
     NLINK,
     ONE,
+    batch_paths,
     folder_digest,
     pyc_paths,
     stamp_columns,
     take_stamps,
+    text_digest,
 )
 from .reading import RECORD_CAP, UNSAFE_CHARS, Regex, read_bytes
 
@@ -112,7 +114,9 @@ class BytecodeScan:
     """The pycs of this interpreter Python would load from the ``__pycache__`` of the
     folders given to ``scan()``, compared with their sources by ``finish()``, the most
     recently changed first (a planted file is among them; ctime cannot be put back).
-    ``stats_of``: the lstat of files the RECORD check took, by path (relative to ``site``)."""
+    ``stats_of``: the lstat of files the RECORD check took, by path (relative to ``site``).
+    ``listed``: the folders whose ``__pycache__`` holds a file ``owner`` names, when the
+    caller knows them (else each pyc is looked up in ``owner``)."""
 
     def __init__(
         self,
@@ -120,8 +124,9 @@ class BytecodeScan:
         owner: Dict[str, int],
         cache: Optional[DistCache],
         stats_of: Optional[Dict[str, os.stat_result]] = None,
+        listed: Optional[Set[str]] = None,
     ) -> None:
-        self.site, self.owner, self.cache = site, owner, cache
+        self.site, self.owner, self.cache, self.listed = site, owner, cache, listed
         # what the pycs' lstat paths start with: "" when the process works in ``site``
         self.at = site + "/"
         # the RECORD check's dict itself (filled for each distribution after this is made)
@@ -156,7 +161,7 @@ class BytecodeScan:
         if self.cache is None:
             return folders
         site, cache = self.site, self.cache
-        held: List[Tuple[str, List[str], str, List[str]]] = []  # folder, pycs, digest, sources
+        held: List[Tuple[str, str, str, str]] = []  # folder, its path and "/", names, digest
         settled: Set[str] = set()
         count = 0
         for folder in folders:
@@ -178,31 +183,47 @@ class BytecodeScan:
                 kept = cache.pyc_folder(key)
             if kept is None or "/" in kept[0]:
                 continue
-            rels, sources = pyc_paths(kept[0], lead, str(self.tag))
-            held.append((folder, rels, kept[1], sources))
-            count += len(rels)
+            held.append((folder, lead, kept[0], kept[1]))
+            count += kept[0].count("\n") + 1
             if count >= BATCH:
                 self._settle(held, settled)
                 held, count = [], 0
         self._settle(held, settled)
         return [folder for folder in folders if folder not in settled]
 
-    def _settle(self, held: List[Tuple[str, List[str], str, List[str]]], settled: Set[str]) -> None:
+    def _settle(self, held: List[Tuple[str, str, str, str]], settled: Set[str]) -> None:
         """Add to ``settled`` each ``held`` folder whose pycs and sources are stamped as kept
         (none when a pyc RECORD lists is among them, or one is gone: one at a time then)."""
-        rels = [rel for _, folder_rels, _, _ in held for rel in folder_rels]
-        if not held or not self.owner.keys().isdisjoint(rels):
+        if not held:
             return
-        sources = [source for _, _, _, folder_sources in held for source in folder_sources]
+        tag = str(self.tag)
+        made = batch_paths([(names, lead) for _, lead, names, _ in held], tag)
+        if made is None:  # a name that is not this interpreter's plain pyc: folder by folder
+            texts: List[str] = []
+            rels: List[str] = []
+            sources: List[str] = []
+            for _, lead, names, _ in held:
+                folder_rels, folder_sources = pyc_paths(names, lead, tag)
+                texts.append("\n".join(folder_rels))
+                rels += folder_rels
+                sources += folder_sources
+        else:
+            texts, rels, sources = made
+        listed = self.listed
+        if (listed is None or not listed.isdisjoint([folder for folder, _, _, _ in held])) and (
+            not self.owner.keys().isdisjoint(rels)
+        ):
+            return
         stamps = take_stamps(self.at, rels, sources, self.stats_of)
         columns = None if stamps is None else stamp_columns(*stamps)
         if columns is None:
             return
         at = 0
-        for folder, folder_rels, digest, _ in held:
-            if folder_digest(folder_rels, columns, at) == digest:
+        for (folder, _, names, digest), text in zip(held, texts):
+            count = names.count("\n") + 1 if names else 0
+            if text_digest(text, count, columns, at) == digest:
                 settled.add(folder)
-            at += len(folder_rels)
+            at += count
 
     def finish(self, found: Bytecode, deadline: List[float]) -> None:
         """Compile what is pending (until ``deadline``: one float shared by all sites;

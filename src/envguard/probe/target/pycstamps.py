@@ -40,6 +40,35 @@ def pyc_paths(names: str, lead: str, tag: str) -> Tuple[List[str], List[str]]:
     return rels, [lead + name.partition(".")[0] + ".py" for name in names.split("\n")]
 
 
+def batch_paths(
+    folders: List[Tuple[str, str]], tag: str
+) -> Optional[Tuple[List[str], List[str], List[str]]]:
+    """pyc_paths() of a batch of kept folders (``folders``: their names and ``lead``) at
+    once, when every name is this interpreter's plain pyc (one check of the whole batch,
+    one split of its paths): each folder's pyc paths joined by newlines ("" for none), then
+    the paths of every pyc and of every source, folder after folder; else None."""
+    ending = "." + tag + ".pyc"
+    whole = "\n".join([names for names, _ in folders if names])
+    count = whole.count("\n") + 1 if whole else 0
+    if not (
+        (whole + "\n").count(ending + "\n") == count == whole.count(ending)
+        and whole.count(".") == count * ending.count(".")
+    ):
+        return None
+    texts: List[str] = []
+    plain: List[str] = []
+    for names, lead in folders:
+        if not names:
+            texts.append("")
+            continue
+        prefix = lead + "__pycache__/"
+        texts.append(prefix + names.replace("\n", "\n" + prefix))
+        plain.append(lead + names.replace(ending, ".py").replace("\n", "\n" + lead))
+    if not plain:
+        return texts, [], []
+    return texts, "\n".join(filter(None, texts)).split("\n"), "\n".join(plain).split("\n")
+
+
 def take_stamps(
     base: str, rels: List[str], sources: List[str], stats_of: Dict[str, os.stat_result]
 ) -> Optional[Tuple[List[os.stat_result], List[Any]]]:
@@ -48,7 +77,7 @@ def take_stamps(
     ``stats_of``, else taken here; a missing source counts as zeros: such a pyc is never
     loaded); None when a pyc cannot be stat'ed."""
     try:
-        pycs = list(map(os.lstat, map(base.__add__, rels)))
+        pycs = list(map(os.lstat, map(base.__add__, rels) if base else rels))
     except OSError:
         return None
     found = list(map(stats_of.get, sources))
@@ -82,10 +111,19 @@ def stamp_columns(pycs: List[os.stat_result], sources: List[Any]) -> Optional[Li
 def folder_digest(rels: List[str], columns: List[Any], at: int = 0) -> str:
     """One digest of the stamps of the pycs at ``rels`` and of their sources: rows ``at``
     to ``at + len(rels)`` of ``columns`` (stamp_columns()), each column's in turn."""
-    end = at + len(rels)
+    return text_digest("\n".join(rels), len(rels), columns, at)
+
+
+def text_digest(text: str, count: int, columns: List[Any], at: int = 0) -> str:
+    """folder_digest() of the ``count`` pycs whose paths ``text`` holds, joined by
+    newlines."""
+    end = at + count
     values = b"".join([column[at:end].tobytes() for column in columns])
-    text = "\n".join(rels).encode("utf-8", "surrogateescape")
-    return str(_blake2b(values + b"\0" + text, digest_size=16).hexdigest())
+    return str(
+        _blake2b(
+            values + b"\0" + text.encode("utf-8", "surrogateescape"), digest_size=16
+        ).hexdigest()
+    )
 
 
 class _NoSource:

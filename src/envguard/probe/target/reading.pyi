@@ -20,3 +20,4 @@ from envguard.reading import read_bytes as read_bytes
 from envguard.reading import read_open as read_open
 from envguard.reading import read_text as read_text
 from envguard.reading import report_line as report_line
+from envguard.reading import write_all as write_all
