@@ -612,7 +612,8 @@ def make_host_tree(
 
 def steady_modules(python: str, runs: int = 6) -> list[str]:
     """The modules a quick probe of ``python`` has loaded once it answered, when its caches
-    are warm: it runs until a run writes no cache (json loads for that), ``runs`` at most.
+    are warm: it runs until a run leaves its distribution cache as it was (a warm probe of
+    an unchanged venv writes nothing), ``runs`` at most.
     The caches are the process's (the tests' own XDG_CACHE_HOME), and keep what was read of
     files changed a moment ago (a venv the test just made)."""
     import subprocess
@@ -624,13 +625,20 @@ def steady_modules(python: str, runs: int = 6) -> list[str]:
     listing = payload.replace("_code = ", "_sm = sys.modules\n_code = ", 1).replace(
         "sys.stdout.flush()\n", "sys.stdout.flush()\nsys.stderr.write(' '.join(_sm))\n", 1
     )
+    folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / DIST_CACHE
+
+    def kept() -> dict[str, tuple[int, int]]:
+        found = folder.glob("*.bin") if folder.is_dir() else []
+        return {p.name: (p.stat().st_mtime_ns, p.stat().st_size) for p in found}
+
     modules: list[str] = []
     for _ in range(runs):
+        before = kept()
         proc = subprocess.run(
             [python, "-I", "-S", "-"], input=listing.encode(), capture_output=True, check=False
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
         modules = proc.stderr.decode().split()
-        if "json" not in modules:
-            break
-    return modules
+        if before and kept() == before:
+            return modules
+    raise AssertionError(f"every one of {runs} probes rewrote its distribution cache")

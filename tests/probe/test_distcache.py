@@ -225,6 +225,28 @@ def test_each_venv_reads_only_its_own_small_file_and_old_ones_are_pruned(
     assert not (folder / f"{0:032x}.bin").exists()  # the oldest went first
 
 
+def test_a_kept_record_is_given_back_as_json_would_give_it(tmp_path: Path) -> None:
+    """Each reader checks what it kept as JSON gave it back (lists, never tuples): marshal
+    keeps a tuple, and a reader finding one reads its file again at every probe."""
+    from envguard.probe.payload import local_package
+
+    distcache = local_package().distcache
+    folder = str(tmp_path / "xdg" / "envguard" / "dists-v4")
+    shared = ["x"]
+    record = {
+        "preloads": [("cudnn", ("a", "b")), ("nccl", ())],
+        "eager": True,
+        "keys": {1: shared, None: shared, 2.5: [], False: 0},
+    }
+    cache = distcache.DistCache(folder, ["/v/site"], code="k", quiet=0)
+    cache.keep_lib("/lib.so", "1,2,3,4,5", record)
+    cache.save()
+    again = distcache.DistCache(folder, ["/v/site"], code="k", quiet=0)
+    held = again.lib("/lib.so", "1,2,3,4,5")
+    assert held == {**json.loads(json.dumps(record)), "stamp": "1,2,3,4,5"}
+    assert held is not None and held["keys"]["1"] is not held["keys"]["null"]  # two objects
+
+
 def test_an_earlier_envguards_json_file_gives_its_verdicts_once(tmp_path: Path) -> None:
     """After an upgrade, the JSON file the last format kept for this venv gives its
     verdicts (a file's hash, a folder's bytecode), which no code reads otherwise, and no

@@ -181,6 +181,24 @@ def _valid_dist(entry: Any) -> bool:
     )
 
 
+def _as_json(value: Any) -> Any:
+    """``value`` as a JSON round trip gives it back: every tuple a list, every key text."""
+    kind = type(value)
+    if kind is tuple or kind is list:
+        return [_as_json(item) for item in value]
+    if kind is dict:
+        return {_json_key(key): _as_json(item) for key, item in value.items()}
+    return value
+
+
+def _json_key(key: Any) -> str:
+    if type(key) is str:
+        return key
+    if type(key) is bool or key is None:
+        return {True: "true", False: "false", None: "null"}[key]
+    return repr(key)  # an int's or a float's, as json writes it
+
+
 def _earlier(base: str, name: str) -> Any:
     """The JSON file an earlier envguard kept for this venv (read for its verdicts), or
     None; under the same rule as this cache's own file."""
@@ -469,8 +487,10 @@ class DistCache:
         return held
 
     def keep_lib(self, path: str, stamp: Optional[str], record: Dict[str, Any]) -> None:
+        """Keep ``record`` as its reader will be given it back: as JSON holds it (its
+        tuples lists), which is what each reader checks (marshal would keep a tuple)."""
         if stamp is not None and _newest_change(stamp) < self.settled_ns:
-            self.used_libs[path] = dict(record, stamp=stamp)
+            self.used_libs[path] = dict(_as_json(record), stamp=stamp)
 
     def abandon(self) -> None:
         """Write nothing of this run: a check left running in a thread still fills it."""
@@ -506,7 +526,9 @@ class DistCache:
             _make_private(folder)
             if not (_ours(folder) and _ours(os.path.dirname(folder))):
                 return
-            data = marshal.dumps(kept)
+            # Version 2: no shared references, so each value is an object of its own when
+            # read back, as each was from JSON (a reader may change what it was given).
+            data = marshal.dumps(kept, 2)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             try:
                 write_all(fd, data)
