@@ -81,15 +81,19 @@ def cache_file(xdg: Path) -> Path:
 
 
 def read_cache(path: Path) -> dict[str, Any]:
-    """A distribution cache file's data (marshal's, as the probe writes it)."""
-    data = marshal.loads(path.read_bytes())
+    """A distribution cache file's data, as the probe wrote it (distcache.sealed)."""
+    from envguard.probe.payload import local_package
+
+    data = local_package().distcache.unsealed(path.read_bytes())
     assert isinstance(data, dict)
     return data
 
 
-def write_cache(path: Path, data: Any) -> None:
-    """``data`` as the distribution cache file ``path`` (a test's edit of the cache)."""
-    path.write_bytes(marshal.dumps(data))
+def write_cache(path: Path, data: Any, version: int = 2) -> None:
+    """``data`` as the distribution cache file ``path`` (a test's edit of the cache), in
+    marshal's ``version`` (4 shares what is written twice: a forger's tool)."""
+    body = marshal.dumps(data, version)
+    path.write_bytes(b"envguard-dists\0" + b"%016x" % len(body) + body)
 
 
 def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:

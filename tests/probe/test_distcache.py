@@ -135,10 +135,32 @@ def test_a_file_added_to_the_dist_info_is_seen(venv: Path, env: dict[str, str]) 
     assert probe(venv, env)["beta"]["direct_url"] == {"url": "file:///src/beta", "dir_info": {}}
 
 
-@pytest.mark.parametrize("damage", ["garbage", "types", "fifo", "unwritable", "old-shape"])
+DAMAGE = [
+    "garbage",
+    "types",
+    "fifo",
+    "unwritable",
+    "old-shape",
+    "cut short",
+    "no header",
+    "a malformed code object",
+    "a direct_url JSON cannot hold",
+    "a direct_url holding itself",
+    "a direct_url of shared lists",
+    "an entry with more fields",
+]
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
 def test_a_damaged_or_unwritable_cache_is_ignored(
     venv: Path, tmp_path: Path, env: dict[str, str], damage: str
 ) -> None:
+    """Whatever the cache file holds, the probe answers what it reads (the cache is read
+    with marshal, which can give any of its types, nest them or share them), and writes
+    the file afresh."""
+    import marshal
+    import struct
+
     xdg = tmp_path / "xdg"
     honest = probe(venv, env, fingerprint_cache=False)
     if damage == "unwritable":  # a file where the cache folder would be (root ignores modes)
@@ -148,6 +170,7 @@ def test_a_damaged_or_unwritable_cache_is_ignored(
         probe(venv, env)
         path = shard(xdg)
         data = read_cache(path)
+        sealed = path.read_bytes()
         path.unlink()
         if damage == "garbage":
             path.write_bytes(b"\x00{not marshal" * 100)
@@ -160,7 +183,39 @@ def test_a_damaged_or_unwritable_cache_is_ignored(
             write_cache(path, {"/x/RECORD\x001": "0" * 64})
         elif damage == "fifo":
             os.mkfifo(path)
+        elif damage == "cut short":
+            path.write_bytes(sealed[: len(sealed) // 2])
+        elif damage == "no header":
+            path.write_bytes(marshal.dumps(data, 2))
+        elif damage == "a malformed code object":  # marshal.loads raises SystemError
+            code = marshal.dumps(compile("1", "x", "exec"))
+            at = code.find(b"\xda\x01x")  # its file name, made an int
+            write_cache(path, None)
+            body = code[:at] + b"\xe9" + struct.pack("<i", 7) + code[at + 3 :]
+            path.write_bytes(b"envguard-dists\0" + b"%016x" % len(body) + body)
+        elif damage.startswith("a direct_url"):
+            url: Any = {"url": b"bytes", "x": {1, 2}}
+            if damage == "a direct_url holding itself":
+                url = {"url": "file:///x"}
+                url["self"] = url
+            elif damage == "a direct_url of shared lists":
+                url = []
+                for _ in range(60):  # 2**60 leaves when walked, a few bytes shared
+                    url = [url, url]
+                url = {"url": "file:///x", "tree": url}
+            for held in data["dists"].values():
+                held["dist"]["direct_url"] = url
+            write_cache(path, data, version=4)
+        elif damage == "an entry with more fields":
+            for held in data["dists"].values():
+                held["junk"] = [b"x", {1, 2}]
+            write_cache(path, data, version=4)
     assert probe(venv, env) == honest
+    if damage not in ("fifo", "unwritable"):  # written afresh, as the probe reads it
+        entries = read_cache(shard(xdg))["dists"].values()
+        assert entries and all(entry.keys() == {"stamp", "present", "dist"} for entry in entries)
+        assert all(type(e["dist"]["direct_url"]) in (dict, type(None)) for e in entries)
+        assert all("self" not in (e["dist"]["direct_url"] or {}) for e in entries)
 
 
 def test_a_planted_record_for_another_folder_is_never_used(

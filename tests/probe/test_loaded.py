@@ -104,6 +104,28 @@ def _plant(
     return pyc
 
 
+def test_a_planted_pyc_marshal_cannot_read_is_named_and_the_check_goes_on(
+    venv: Path, in_tmp: Path
+) -> None:
+    """A pyc whose code object is malformed (marshal raises SystemError on it) is named as
+    drift like any pyc that is not its source's, and the rest of the check still answers:
+    one planted file must not switch the installed-files check off."""
+    import marshal
+    import struct
+
+    pyc = _plant(venv, body=LLAMA)
+    header = pyc.read_bytes()[:16]
+    code = marshal.dumps(compile("1", "x", "exec"))
+    at = code.find(b"\xda\x01x")  # its file name, made an int
+    pyc.write_bytes(header + code[:at] + b"\xe9" + struct.pack("<i", 7) + code[at + 3 :])
+    with pytest.raises(SystemError):
+        marshal.loads(pyc.read_bytes()[16:])
+    live = _snap(venv)
+    assert not any("were not checked" in w for w in live.warnings), live.warnings
+    on_disk = live.package_map()["modeling"].on_disk
+    assert on_disk is not None and on_disk.added == (f"modeling/__pycache__/{pyc.name}",)
+
+
 def test_bytecode_python_wrote_on_import_is_no_drift(venv: Path, in_tmp: Path) -> None:
     good = _snap(venv)
     assert _forward(venv) == "2"  # writes modeling/__pycache__/*.pyc as Python does

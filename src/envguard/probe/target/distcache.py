@@ -45,11 +45,14 @@ first. It is used only when the folders and the file belong to this user and no 
 can write to them; a damaged, foreign or unwritable cache is simply not used. It is written
 by marshal, as the probe's kept code in the folder above is (json took 3.4 times as long to
 read it, and every probe reads it before its check starts: 5.4 ms for the bench venv's 2.5
-MB), and read only under the same rule as that code, which the target runs; its values are
-plain texts, numbers, lists and maps, each checked as JSON's were, and what it holds is
-never executed: it goes into the report, which the host validates as it validates every
-report, and kept RECORD rows name the files the check stats and hashes. The JSON file an
-earlier envguard kept (dists-v3) gives its verdicts once, then is removed.
+MB), behind a mark and its length (sealed()), and read only under the same rule as that
+code, which the target runs: a file cut short, another program's, or one marshal cannot
+read (a malformed code object) is no cache. What it gives is checked as JSON's was (plain
+texts, numbers, lists and maps of the shapes their readers wrote; a kept direct_url as
+JSON could hold it), and what it holds is never executed: it goes into the report, which
+the host validates as it validates every report, and kept RECORD rows (their folders too)
+name the files the check stats and hashes. The JSON file an earlier envguard kept
+(dists-v3) gives its verdicts once, then is removed.
 """
 
 # ruff: noqa: UP006, UP035, UP045
@@ -169,7 +172,7 @@ def _newest_change(stamp: str) -> int:
 
 def _valid_dist(entry: Any) -> bool:
     """The shape of a kept entry (what its values may be: dists.plausible())."""
-    if not (type(entry) is dict and type(entry.get("stamp")) is str):
+    if not (type(entry) is dict and entry.keys() == _ENTRY_KEYS and type(entry["stamp"]) is str):
         return False
     present, dist = entry.get("present"), entry.get("dist")
     return (
@@ -179,6 +182,30 @@ def _valid_dist(entry: Any) -> bool:
         and dist.keys() == _DIST_KEYS
         and type(dist["requires"]) is list
     )
+
+
+_ENTRY_KEYS = frozenset({"stamp", "present", "dist"})
+# What a cache file starts with: this mark, then the length of the marshal data after it.
+_MAGIC = b"envguard-dists\0"
+
+
+def sealed(kept: Dict[str, Any]) -> bytes:
+    """``kept`` as its file holds it (marshal version 2: no shared references, so each value
+    is an object of its own when read back, as each was from JSON)."""
+    data = marshal.dumps(kept, 2)
+    return _MAGIC + b"%016x" % len(data) + data
+
+
+def unsealed(raw: bytes) -> Any:
+    """What sealed() wrote, or None: a file cut short, another program's or another
+    format's, or what marshal cannot read (a malformed code object raises SystemError)."""
+    head = len(_MAGIC) + 16
+    if not raw.startswith(_MAGIC) or raw[len(_MAGIC) : head] != b"%016x" % (len(raw) - head):
+        return None
+    try:
+        return marshal.loads(memoryview(raw)[head:])
+    except Exception:
+        return None
 
 
 def _as_json(value: Any) -> Any:
@@ -196,7 +223,12 @@ def _json_key(key: Any) -> str:
         return key
     if type(key) is bool or key is None:
         return {True: "true", False: "false", None: "null"}[key]
+    if type(key) is float and (key != key or key in (_INFINITY, -_INFINITY)):
+        return "NaN" if key != key else "Infinity" if key > 0 else "-Infinity"
     return repr(key)  # an int's or a float's, as json writes it
+
+
+_INFINITY = float("inf")
 
 
 def _earlier(base: str, name: str) -> Any:
@@ -297,11 +329,11 @@ class DistCache:
         if os.path.lexists(self.path) and not _ours(self.path):
             return  # not ours to trust; rewritten below from what this run computes
         try:
-            data = marshal.loads(read_bytes(self.path, _CAP))
+            data = unsealed(read_bytes(self.path, _CAP))
         except FileNotFoundError:
             data = _earlier(os.path.dirname(folder), name)
-        except (OSError, ValueError, EOFError, TypeError, MemoryError):
-            return  # damaged: start afresh
+        except OSError:
+            return  # unreadable: start afresh
         if type(data) is not dict:
             return  # damaged: rewritten from this run
         if data.get("code") != code:
@@ -526,16 +558,16 @@ class DistCache:
             _make_private(folder)
             if not (_ours(folder) and _ours(os.path.dirname(folder))):
                 return
-            # Version 2: no shared references, so each value is an object of its own when
-            # read back, as each was from JSON (a reader may change what it was given).
-            data = marshal.dumps(kept, 2)
+            data = sealed(kept)
+            if len(data) > _CAP:
+                return  # it would not be read back
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             try:
                 write_all(fd, data)
             finally:
                 os.close(fd)
             os.replace(tmp, self.path)
-        except (OSError, ValueError):
+        except (OSError, ValueError, MemoryError):
             try:
                 os.unlink(tmp)
             except OSError:
@@ -564,7 +596,10 @@ def _prune(folder: str, own: str) -> None:
             for entry in os.listdir(old):
                 mine = legacy != _JSON_FOLDER or entry == own + ".json"
                 if mine and entry.endswith(".json") and _ours(os.path.join(old, entry)):
-                    os.unlink(os.path.join(old, entry))
+                    try:
+                        os.unlink(os.path.join(old, entry))
+                    except OSError:  # (a folder of that name) the others are still removed
+                        continue
             if not os.listdir(old):
                 os.rmdir(old)
     except OSError:

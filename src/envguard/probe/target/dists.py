@@ -316,7 +316,10 @@ def plausible(dist: Dict[str, Any]) -> bool:
             or (type(installer) is str and len(installer) <= 512 and installer.isprintable())
         )
         and (fingerprint is None or (type(fingerprint) is str and len(fingerprint) == 64))
-        and (dist["direct_url"] is None or type(dist["direct_url"]) is dict)
+        and (
+            dist["direct_url"] is None
+            or (type(dist["direct_url"]) is dict and json_plain(dist["direct_url"]))
+        )
         and type(requires) is list
         and len(requires) <= MAX_REQUIRES
         # Whole-list checks at C speed (a character class: joining makes no new match).
@@ -324,6 +327,32 @@ def plausible(dist: Dict[str, Any]) -> bool:
         and max(map(len, requires), default=0) <= 512
         and _printable("".join(requires))
     )
+
+
+# The most values json_plain() looks at in one value (a direct_url.json is a few).
+PLAIN_NODES = 4096
+
+
+def json_plain(value: Any) -> bool:
+    """``value`` is one JSON could have given: texts, finite or not numbers, true, false,
+    null, lists and maps with text keys, PLAIN_NODES values at most (a kept record is
+    read with marshal, which can give any of its types, and nest or share them)."""
+    todo, seen = [value], 0
+    while todo:
+        item = todo.pop()
+        seen += 1
+        if seen > PLAIN_NODES:
+            return False
+        kind = type(item)
+        if kind is dict:
+            if not all(type(key) is str for key in item):
+                return False
+            todo.extend(item.values())
+        elif kind is list:
+            todo.extend(item)
+        elif not (item is None or kind is str or kind is int or kind is float or kind is bool):
+            return False
+    return True
 
 
 def reported(packages: List[Dict[str, Any]]) -> List[Dict[str, Any]]:

@@ -184,7 +184,7 @@ class BytecodeScan:
             if kept is None or "/" in kept[0]:
                 continue
             held.append((folder, lead, kept[0], kept[1]))
-            count += kept[0].count("\n") + 1
+            count += kept[0].count("\n") + 1 if kept[0] else 0
             if count >= BATCH:
                 self._settle(held, settled)
                 held, count = [], 0
@@ -508,8 +508,8 @@ def _same_code(body: bytes, source: bytes, path: str, optimize: int) -> Optional
         return True
     try:
         loaded = marshal.loads(body)
-    except (ValueError, EOFError, TypeError, RecursionError, MemoryError):
-        return False  # Python's import would fail on it
+    except Exception:  # (a malformed code object: SystemError) Python's import fails on it
+        return False
     return type(loaded) is type(code) and loaded == code
 
 
