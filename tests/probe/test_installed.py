@@ -331,7 +331,7 @@ def test_the_folder_pass_finds_what_looking_one_at_a_time_finds(
 
     from envguard.probe.payload import local_package
 
-    installed = local_package().installed
+    installed, folders_pass = local_package().installed, local_package().sitefolders
     site = tmp_path / "site"
     for folder in ("a/b/c", "a/d", "e/f/g"):
         (site / folder).mkdir(parents=True)
@@ -347,8 +347,8 @@ def test_the_folder_pass_finds_what_looking_one_at_a_time_finds(
         warnings: list[str] = []
         with monkeypatch.context() as patch:
             if not fast:
-                patch.setattr(installed, "_real_folders", lambda *args: False)
-            installed._check_folders(checked, warnings)
+                patch.setattr(folders_pass, "real_folders", lambda *args: False)
+            folders_pass.check_folders(checked, warnings)
         return checked.folders, checked.folder_stamps, checked.linked, warnings
 
     stated: list[str] = []
@@ -366,7 +366,7 @@ def test_the_folder_pass_finds_what_looking_one_at_a_time_finds(
         }
     )
     with monkeypatch.context() as patch:
-        patch.setattr(installed, "os", spy)
+        patch.setattr(folders_pass, "os", spy)
         fast = passed(True)
     assert fast == passed(False)
     folders = fast[0]

@@ -54,6 +54,7 @@ TARGET_MODULES = (
     "loaded",
     "dists",
     "records",
+    "sitefolders",
     "installed",
     "checking",
     "torchbuild",

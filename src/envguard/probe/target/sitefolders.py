@@ -1,0 +1,110 @@
+"""The folders a site's RECORD rows name (installed.py): each one's mtime and stamp, and
+whether it is a real folder. Nothing below a symlinked one is read (it may lead out of
+site-packages); the common case, every folder there and real, is told at C speed."""
+
+# ruff: noqa: UP006, UP035, UP045, B905
+# (B905: zip(strict=) is 3.10+; the target runs 3.8)
+from __future__ import annotations
+
+import os
+import stat
+from operator import attrgetter
+
+from .loaded import capped
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, Dict, List, Optional, Protocol, Set
+
+    class Site(Protocol):
+        """What the pass reads and fills of installed._Site."""
+
+        site: str
+        dirs: Dict[int, Set[str]]
+        folders: Dict[str, Optional[int]]
+        folder_stamps: Dict[str, str]
+        linked: bool
+
+
+_MODE, _MTIME = attrgetter("st_mode"), attrgetter("st_mtime_ns")
+
+
+def check_folders(site: Site, warnings: List[str]) -> None:
+    """Each folder the rows name, its mtime, and whether it is a real folder (below a
+    symlinked one nothing is read: it may lead out of site-packages)."""
+    folders: Set[str] = set().union(*site.dirs.values())
+    folders.discard("")
+    for folder in list(folders):
+        parent = folder.rpartition("/")[0]
+        while parent and parent not in folders:
+            folders.add(parent)
+            parent = parent.rpartition("/")[0]
+    found = site.folders
+    base = site.site + "/"
+    if real_folders(site, folders, base):
+        return
+    linked: List[str] = []
+    for folder in sorted(folders):  # parents first
+        parent = folder.rpartition("/")[0]
+        if parent and parent in found and found[parent] is None:
+            found[folder] = None
+            site.linked = True
+            continue
+        try:
+            st = os.lstat(base + folder)
+        except OSError:
+            continue  # missing: its files are missing
+        if stat.S_ISDIR(st.st_mode):
+            found[folder] = st.st_mtime_ns
+            site.folder_stamps[folder] = folder_stamp(st)
+        else:
+            found[folder] = None
+            site.linked = True
+            linked.append(
+                "%s: %s is a symlink or not a folder; the files RECORD lists below it are "
+                "not checked" % (site.site, folder)
+            )
+    capped(warnings, linked, "folders that are symlinks or not folders")
+
+
+def real_folders(site: Site, folders: Set[str], base: str) -> bool:
+    """The common case of check_folders at C speed: every folder there and a real one,
+    stat'ed a depth at a time (the folders below one are stat'ed only once every folder
+    above them was found a real one: nothing below a symlink is read). False, with
+    nothing kept, as soon as one is missing, a symlink or not a folder: each is then looked
+    at in turn."""
+    depths: Dict[int, List[str]] = {}
+    for folder in folders:
+        depths.setdefault(folder.count("/"), []).append(folder)
+    stats: List[os.stat_result] = []
+    names: List[str] = []
+    try:
+        # relative to the site's folder: the kernel walks its path once, not per folder
+        fd = os.open(base, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return False
+    try:
+        if os.stat in os.supports_dir_fd:
+            lstat: Callable[[str], os.stat_result] = lambda path: os.stat(  # noqa: E731
+                path, dir_fd=fd, follow_symlinks=False
+            )
+        else:
+            lstat = lambda path: os.lstat(base + path)  # noqa: E731
+        for depth in sorted(depths):
+            level = depths[depth]
+            found = list(map(lstat, level))
+            if not all(map(stat.S_ISDIR, map(_MODE, found))):
+                return False
+            stats += found
+            names += level
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    site.folders.update(zip(names, map(_MTIME, stats)))
+    site.folder_stamps.update(zip(names, map(folder_stamp, stats)))
+    return True
+
+
+def folder_stamp(st: os.stat_result) -> str:
+    return "%d,%d,%d" % (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
