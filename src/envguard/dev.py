@@ -5,7 +5,7 @@ Generated here:
 - src/envguard/snapshots/shape.py: from snapshots/models.py, the key sets, the schema's
   minor version, the pydantic-free checker (``fits``) and builder (``built``) of a snapshot
   document, and what a reader of an older minor version reads past;
-- src/envguard/probe/spec.py: from the TypedDicts of probe/report.py, the spec the probe's
+- src/envguard/probe/spec.py: from the TypedDicts of probe/report_shape.py, the spec the probe's
   report is checked against;
 - schema/*.json: the published JSON schemas (``envguard schema KIND``).
 
@@ -510,10 +510,10 @@ _SPEC_DOC = """The spec the probe's report (its TypedDicts) is checked against:
 
 
 def spec_source() -> str:
-    from envguard.probe.report import ProbeReport
+    from envguard.probe.report_shape import ProbeReport
 
     spec = _report_object(ProbeReport)
-    header = _HEADER.format(source="probe/report.py", what=_SPEC_DOC)
+    header = _HEADER.format(source="probe/report_shape.py", what=_SPEC_DOC)
     return header + "\nfrom typing import Any\n\n" + f"REPORT_SPEC: Any = {_pretty(spec)}\n"
 
 

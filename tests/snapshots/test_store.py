@@ -55,6 +55,33 @@ def test_write_atomic_never_leaves_temp_files(tmp_path: Path) -> None:
     assert sorted(p.name for p in target.parent.iterdir()) == ["a.json"]
 
 
+def test_write_atomic_gives_the_file_the_umask_mode_and_never_follows_a_planted_link(
+    tmp_path: Path,
+) -> None:
+    """The file is made beside its target under a fresh random name (never a name planted
+    as a link: O_EXCL and O_NOFOLLOW), then given the mode the user's umask allows (a
+    shared snapshot stays readable), as a plain write would."""
+    import os
+
+    target = tmp_path / "a.json"
+    outside = tmp_path / "outside"
+    old = os.umask(0o022)
+    try:
+        store.write_atomic(target, "one", force=False)
+    finally:
+        os.umask(old)
+    assert target.stat().st_mode & 0o777 == 0o644
+    names = set()
+    for _ in range(20):
+        fd, tmp = store._new_beside(target)
+        os.close(fd)
+        assert Path(tmp).parent == tmp_path and Path(tmp).name.startswith(".a.json.")
+        names.add(tmp)
+        os.unlink(tmp)
+        os.symlink(outside, tmp)  # a link left at the last name: a new name, never it
+    assert len(names) == 20 and not outside.exists()
+
+
 def test_resolve_by_name_and_newest(tmp_path: Path) -> None:
     folder = tmp_path / "snapshots"
     folder.mkdir()

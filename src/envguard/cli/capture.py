@@ -164,10 +164,7 @@ def snapshot(
 
 
 def _load_writing() -> None:
-    """What writing a snapshot and its line needs, loaded beside the running probe
-    (tempfile: the file is written atomically, store.write_atomic)."""
-    import tempfile  # noqa: F401
-
+    """What writing a snapshot and its line needs, loaded beside the running probe."""
     from envguard.render import text  # noqa: F401
     from envguard.snapshots import signing  # noqa: F401
 

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from typing import IO, Any
 
     from envguard.lifecycle import Child
-    from envguard.probe.report import ProbeReport
+    from envguard.probe.report_shape import ProbeReport
 
 # What a remote interpreter path may contain: it may pass through a remote shell unquoted.
 _SAFE_PYTHON = re.compile(r"^[A-Za-z0-9_./+-]+$")

@@ -1,4 +1,4 @@
-"""GENERATED from probe/report.py by `python -m envguard.dev regenerate`: do not edit.
+"""GENERATED from probe/report_shape.py by `python -m envguard.dev regenerate`: do not edit.
 
 The spec the probe's report (its TypedDicts) is checked against:
 ("fields", {key: kind}, optional keys) for an object; ("?", kind) may be null;

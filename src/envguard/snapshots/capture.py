@@ -13,7 +13,7 @@ from envguard.snapshots.request import CaptureRequest, StartedCapture, start_cap
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from envguard.probe.report import ProbeReport
+    from envguard.probe.report_shape import ProbeReport
     from envguard.snapshots.models import Snapshot
 
 

@@ -23,7 +23,7 @@ from envguard.snapshots.request import USER_CACHE
 from envguard.version import SCHEMA_VERSION, __version__
 
 if TYPE_CHECKING:
-    from envguard.probe.report import (
+    from envguard.probe.report_shape import (
         ProbeReport,
         ReportCache,
         ReportDist,

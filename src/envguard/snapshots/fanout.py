@@ -25,7 +25,7 @@ from envguard.snapshots import document, store
 from envguard.snapshots.hosts import check_host
 
 if TYPE_CHECKING:
-    from envguard.probe.report import ProbeReport
+    from envguard.probe.report_shape import ProbeReport
 
 # The engines' own lines about a node that failed (each names the node first).
 _ENGINE_LINES = (

@@ -478,10 +478,8 @@ def _write_stream(path: Path, text: str) -> None:
 
 
 def _write_atomic(path: Path, text: str, *, force: bool) -> None:
-    import tempfile
-
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _new_beside(path)
     try:
         umask = os.umask(0)
         os.umask(umask)
@@ -502,3 +500,18 @@ def _write_atomic(path: Path, text: str, *, force: bool) -> None:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+_NEW_FILE = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC
+
+
+def _new_beside(path: Path) -> tuple[int, str]:
+    """A new file of mode 0600 beside ``path``, under a random name (.NAME.RANDOM.tmp), as
+    tempfile.mkstemp makes one (tempfile loads random: 2.5 ms of every snapshot's start)."""
+    for _ in range(100):
+        tmp = os.path.join(path.parent, f".{path.name}.{os.urandom(6).hex()}.tmp")
+        try:
+            return os.open(tmp, _NEW_FILE, 0o600), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no temporary name was free", str(path.parent))
