@@ -168,6 +168,33 @@ def test_a_kept_folder_entry_naming_a_path_out_is_not_followed(
     assert added(probe(venv, env)) == [f"modeling/__pycache__/m0.{TAG}.pyc"]
 
 
+@pytest.mark.parametrize(
+    "entry", [5, None, ["only names"], [1, 2], ["a.pyc", "not hex" * 5], {"0": "1"}, "x"]
+)
+def test_a_kept_folder_entry_of_another_shape_is_not_used(
+    venv: Path, env: dict[str, str], entry: object
+) -> None:
+    """A folder's kept entry is told sound when it is looked up, not when the cache is
+    read: one of any other shape (a forger's, or damage) is no verdict; the folder is
+    listed afresh and a planted pyc found, and the probe neither fails nor skips the
+    check."""
+    warm(venv, env)
+    data = cached(env)
+    shard = cache_file(Path(env["XDG_CACHE_HOME"]))
+    for key in list(data["pycdirs"]):
+        if key.startswith(str(pkg(venv) / "__pycache__")):
+            data["pycdirs"][key] = entry
+    data["pycdirs"][7] = ["not a key", "0" * 32]
+    write_cache(shard, data)
+    pyc = pkg(venv) / "__pycache__" / f"m0.{TAG}.pyc"
+    with open(pyc, "r+b") as fh:
+        fh.write(planted(venv, "m0", 5))
+        fh.truncate()
+    report = probe(venv, env)
+    assert added(report) == [f"modeling/__pycache__/m0.{TAG}.pyc"]
+    assert not [w for w in report["warnings"] if "not checked" in w]
+
+
 @pytest.mark.parametrize("same_meaning", [True, False])
 def test_an_upgrade_keeps_the_folder_verdicts_not_the_records(
     venv: Path, env: dict[str, str], same_meaning: bool

@@ -378,7 +378,10 @@ class DistCache:
             }
         pycdirs = data.get("pycdirs")
         if type(pycdirs) is dict:
-            self.pycdirs = {k: v for k, v in pycdirs.items() if type(k) is str and _pycdir(v)}
+            # each entry is told sound when it is looked up (pyc_folder): the shares of the
+            # check look them up beside each other, where telling all of them here was 2
+            # ms of every probe's serial start
+            self.pycdirs = pycdirs
 
     def dist(self, folder: str, site: str, entry: str) -> Optional[Dict[str, Any]]:
         """The record of the .dist-info ``folder`` when nothing it was read from changed
@@ -449,8 +452,9 @@ class DistCache:
         under this stamp (``key``), or None."""
         self.files_checked = True
         found = self.pycdirs.get(key)
-        if found is not None:
-            self.used_pycdirs[key] = found
+        if found is None or not _pycdir(found):
+            return None
+        self.used_pycdirs[key] = found
         return found
 
     def keep_pyc_folder(self, key: str, names: str, digest: str, newest_ns: int) -> None:
