@@ -92,3 +92,36 @@ def test_a_pattern_copies_and_pickles_as_what_it_was() -> None:
     pattern = Regex(r"a(b)")
     for again in (copy.copy(pattern), copy.deepcopy(pattern), pickle.loads(pickle.dumps(pattern))):
         assert again.pattern == r"a(b)" and again.search("xab")[1] == "b"
+
+
+@pytest.mark.parametrize("size", [0, 1, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, 5 << 20])
+def test_read_bytes_gives_a_file_whole_and_refuses_one_past_its_cap(
+    tmp_path: object, size: int
+) -> None:
+    """A file is read whole (in one read when its size says how much there is, else a
+    block at a time), and one past the cap is refused (EFBIG), whatever its size."""
+    import os
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "f"
+    data = os.urandom(size)
+    path.write_bytes(data)
+    assert reading.read_bytes(str(path), size) == data
+    assert reading.read_bytes(str(path), size + 7) == data
+    if size:
+        with pytest.raises(OSError) as caught:
+            reading.read_bytes(str(path), size - 1)
+        assert caught.value.errno == 27
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
+def test_read_open_reads_a_file_whose_size_says_nothing() -> None:
+    """/proc's files say size 0: they are read a block at a time to their end."""
+    import os
+
+    fd = os.open("/proc/self/status", os.O_RDONLY)
+    try:
+        text = reading.read_open(fd, 1 << 20, "/proc/self/status")
+    finally:
+        os.close(fd)
+    assert text.startswith(b"Name:") and b"\nPid:" in text

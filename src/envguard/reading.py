@@ -244,11 +244,17 @@ def read_bytes(path: str, cap: int) -> bytes:
 
 def read_open(fd: int, cap: int, path: str) -> bytes:
     """All of an open file's bytes, at most ``cap`` (OSError EFBIG past it): for a caller
-    that checks the open file (fstat) before it reads."""
+    that checks the open file (fstat) before it reads. A file is read whole in its first
+    read when its size says how much there is (no join of 1 MiB blocks: the probe's
+    2.5 MB distribution cache spent 1 ms copying them); past that size (a file that grew,
+    or /proc's, of size 0), a block at a time."""
     chunks = []
     total = 0
+    size = os.fstat(fd).st_size
+    block_size = max(size + 1, 1 << 20)
     while True:
-        block = os.read(fd, min(1 << 20, cap + 1 - total))
+        block = os.read(fd, min(block_size, cap + 1 - total))
+        block_size = 1 << 20
         if not block:
             break
         chunks.append(block)
