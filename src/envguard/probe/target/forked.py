@@ -21,6 +21,8 @@ import marshal
 import os
 import time
 
+from .reading import write_all
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, List, Optional, Tuple
@@ -224,11 +226,10 @@ def _child(work: Callable[[], Any], read_fd: int, write_fd: int, seconds: Option
         except Exception as exc:  # the parent says it; a traceback would go nowhere
             answer = ("error", "%s: %s" % (type(exc).__name__, exc))
         try:
-            data = memoryview(marshal.dumps(dict([answer])))
+            data = marshal.dumps(dict([answer]))
         except ValueError as exc:  # not plain data: said, not an answer lost
-            data = memoryview(marshal.dumps({"error": "the answer is not plain data: %s" % exc}))
-        while data:
-            data = data[os.write(write_fd, data) :]
+            data = marshal.dumps({"error": "the answer is not plain data: %s" % exc})
+        write_all(write_fd, data)
         os.close(write_fd)  # the answer's end now, not once this copy's memory is freed
         code = 0
     finally:
