@@ -11,7 +11,7 @@ import struct
 import time
 
 from .forked import Forked, spare_core
-from .installed import finish, prepare, work
+from .installed import finish, prepare, read_beside, work
 from .loaded import QUICK_COMPILE_SECONDS
 
 TYPE_CHECKING = False
@@ -188,6 +188,7 @@ class Checking:
                 return None, failed
             answers.append(own)
         os.close(queue)
+        read_beside(plan)  # while the shares still work
         failed = None
         for forked in children:
             theirs = forked.result(self._left())

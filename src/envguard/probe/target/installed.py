@@ -199,6 +199,9 @@ class Plan:
         self.hash_left = QUICK_HASH_BUDGET
         self.shares = 1
         self.skipped = 0  # files of clashes not hashed (over the caps)
+        # site -> (dist index -> files added to its folders, files at the site's top no
+        # RECORD claims): read_beside()
+        self.beside: Optional[Dict[str, Tuple[Dict[int, List[str]], List[str]]]] = None
 
 
 def check_installed(
@@ -316,11 +319,25 @@ def work(plan: Plan, units: Iterable[int], inside: bool = False) -> Dict[str, An
     }
 
 
+def read_beside(plan: Plan) -> None:
+    """What finish() reads that no share's answer changes: the files added to the
+    distributions' folders, and those at the top of each site that no RECORD claims. Read
+    while forked shares still work (checking.Checking: the probe has nothing else to do
+    then), else by finish()."""
+    if plan.beside is None:
+        plan.beside = {
+            name: (_added(site), unowned_files(site.site, site.owner))
+            for name, site in plan.sites.items()
+        }
+
+
 def finish(
     plan: Plan, packages: List[Dict[str, Any]], shares: List[Dict[str, Any]], warnings: List[str]
 ) -> Dict[str, Any]:
     """The shares' answers put together, then what needs them all: files added to the
     distributions' folders, the top of site-packages, the warnings."""
+    read_beside(plan)
+    assert plan.beside is not None  # (read_beside's)
     tops: Dict[str, List[str]] = {}
     unchecked, skipped = 0, plan.skipped
     for share in shares:
@@ -335,8 +352,16 @@ def finish(
         skipped += share["skipped"]
     unowned: List[str] = []
     for name, site in plan.sites.items():
-        _added(site, packages)
-        unowned.extend(sorted(unowned_files(site.site, site.owner) + tops.get(name, [])))
+        added, top = plan.beside[name]
+        for index, paths in added.items():
+            result = packages[index].get("on_disk")
+            if result is not None:
+                result["added"].extend(paths)
+        for index in site.paths:
+            result = packages[index]["on_disk"]
+            result["added"].sort()
+            _cap(result)
+        unowned.extend(sorted(top + tops.get(name, [])))
     capped(warnings, plan.clashing, "paths claimed twice (%d listed in clashes)" % MAX_CLASHES)
     if unchecked:
         warnings.append(
@@ -677,10 +702,10 @@ def _as_installed(
     )
 
 
-def _added(site: _Site, packages: List[Dict[str, Any]]) -> None:
-    """Files that run, in a distribution's folders, that no RECORD claims. Only folders
-    changed since the last install into them are listed (adding a file changes a folder's
-    mtime).
+def _added(site: _Site) -> Dict[int, List[str]]:
+    """Files that run, in a distribution's folders, that no RECORD claims, by the
+    distribution first naming the folder. Only folders changed since the last install into
+    them are listed (adding a file changes a folder's mtime).
 
     A folder listed with nothing added is not listed again while its stamp and the stamps
     of the RECORDs with rows in it stay as they were (the cache's verdicts): Python writes
@@ -696,6 +721,7 @@ def _added(site: _Site, packages: List[Dict[str, Any]]) -> None:
             owners.setdefault(folder, []).append(index)
     newest.pop("", None)  # the top of site-packages: see _unowned
     cache = site.cache
+    found_by: Dict[int, List[str]] = {}
     for folder, when in newest.items():
         mtime = site.folders.get(folder)
         if mtime is None or mtime <= when or in_cache_dir(folder):
@@ -723,15 +749,10 @@ def _added(site: _Site, packages: List[Dict[str, Any]]) -> None:
             except OSError:
                 continue
             found = True
-            result = packages[owners[folder][0]].get("on_disk")
-            if result is not None:
-                result["added"].append(path)
+            found_by.setdefault(owners[folder][0], []).append(path)
         if cache is not None and not found:
             cache.keep_verified(key, int(site.folder_stamps[folder].rsplit(",", 1)[1]))
-    for index in site.paths:
-        result = packages[index]["on_disk"]
-        result["added"].sort()
-        _cap(result)
+    return found_by
 
 
 def _cap(result: Dict[str, Any]) -> None:
