@@ -49,9 +49,10 @@ MB), behind a mark and its length (sealed()), and read only under the same rule 
 code, which the target runs: a file cut short, another program's, or one marshal cannot
 read (a malformed code object) is no cache. What it gives is checked as JSON's was (plain
 texts, numbers, lists and maps of the shapes their readers wrote; a kept direct_url as
-JSON could hold it), and what it holds is never executed: it goes into the report, which
-the host validates as it validates every report, and kept RECORD rows (their folders too)
-name the files the check stats and hashes. The JSON file an earlier envguard kept
+JSON could hold it; a bytecode folder's entry when it is looked up), and what it holds is
+never executed: it goes into the report, which the host validates as it validates every
+report, and kept RECORD rows (their folders too) name the files the check stats and
+hashes. The JSON file an earlier envguard kept
 (dists-v3) gives its verdicts once, then is removed.
 """
 
