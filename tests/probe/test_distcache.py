@@ -529,3 +529,27 @@ def test_kept_rows_are_given_back_only_as_they_were_kept(tmp_path: Path, column:
     edited[column] = edited[column].replace("a", "b", 1).replace("1", "7", 1)
     again.rows[key] = edited
     assert again.record_rows(key, 4) is None
+
+
+def test_a_run_that_checks_nothing_keeps_only_the_sound_bytecode_entries(
+    tmp_path: Path,
+) -> None:
+    """Kept bytecode entries are told sound when looked up; a run that looks none up
+    (``--verify off``) keeps them as they were, but for those of another shape (and keys
+    that are no text), which it drops when it writes the file."""
+    from envguard.probe.payload import local_package
+
+    distcache = local_package().distcache
+    folder = tmp_path / "xdg" / "envguard" / "dists-v4"
+    sites = ["/v/site"]
+    first = distcache.DistCache(str(folder), sites, code="c", quiet=0)
+    assert first.path is not None
+    sound = {"/v/site/a/__pycache__\x001,2,3": ["a.cpython-311.pyc", "0" * 32]}
+    first.used_pycdirs = {**sound, "/v/site/b\x001": 5, 7: ["x", "0" * 32]}  # (a forger's)
+    first.files_checked = True
+    first.save()
+    assert set(read_cache(Path(first.path))["pycdirs"]) == {*sound, "/v/site/b\x001", 7}
+    unchecked = distcache.DistCache(str(folder), sites, code="c", quiet=0)
+    unchecked.keep_fingerprint("/v/site/a-1.dist-info/RECORD\x001,2,3,4,5", "f" * 64)
+    unchecked.save()  # something new learned: written, the entries kept as they were
+    assert read_cache(Path(first.path))["pycdirs"] == sound

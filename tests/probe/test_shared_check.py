@@ -99,15 +99,48 @@ def test_a_shared_check_past_its_deadline_is_a_note_and_leaves_no_child(
         make_dist_info(site, name, "1.0", record=f"{name}/a.so,sha256=AAAA,{31 << 27}\n")
         later = time.time() + 5
         os.utime(blob, (later, later))
+    _given_up_in_time(site, tmp_path, 0.5, within=10)
+
+
+def test_a_hung_listing_beside_the_shares_is_the_check_s_note_and_leaves_no_child(
+    site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The files added to folders and the top of site-packages are read while the shares
+    work, by the check's deadline: a listing that hangs there (a network file system gone
+    away) gives the check's note in time, and neither share is left running."""
+    target = local_package()
+
+    def hung(site: str, owner: dict[str, int]) -> list[str]:
+        time.sleep(30)
+        return []
+
+    monkeypatch.setattr(target.installed, "unowned_files", hung)
+    _given_up_in_time(site, tmp_path, 1.0, within=5)
+
+
+def _given_up_in_time(site: Path, tmp_path: Path, seconds: float, within: float) -> None:
+    """The shared check of ``site`` with a deadline of ``seconds``: given up with the
+    check's note in less than ``within`` seconds, nothing checked, both children reaped."""
     start = time.monotonic()
-    on_disk, found, warnings, checking = _check(site, tmp_path, fork=True, timeout=0.5)
-    assert time.monotonic() - start < 10
+    on_disk, found, warnings, checking = _check(site, tmp_path, fork=True, timeout=seconds)
+    assert time.monotonic() - start < within
     assert found == {"clashes": None, "unowned": None}
     assert all(v is None for v in on_disk.values())
-    assert any("the check took over 0.5s" in w for w in warnings), warnings
+    assert any(f"the check took over {seconds:g}s" in w for w in warnings), warnings
     for child in (checking.child, checking.second):
         with pytest.raises(ChildProcessError):
             os.waitpid(child.pid, os.WNOHANG)  # reaped: nothing left running
+
+
+def test_an_answer_given_in_time_is_taken_when_asked_for_late() -> None:
+    """A share that answered before its deadline is not thrown away because the probe
+    asked for its answer after the deadline (it was busy with its own reads)."""
+    forked = local_package().forked
+    child = forked.Forked(lambda: {"answer": 42}, 30.0)
+    assert child.started
+    time.sleep(0.5)  # answered and gone by now
+    assert child.result(0.0) == {"answer": 42}
+    assert child.failed is None
 
 
 def test_the_shared_check_keeps_what_both_shares_learned(site: Path, tmp_path: Path) -> None:

@@ -80,6 +80,10 @@ def test_write_atomic_gives_the_file_the_umask_mode_and_never_follows_a_planted_
         os.unlink(tmp)
         os.symlink(outside, tmp)  # a link left at the last name: a new name, never it
     assert len(names) == 20 and not outside.exists()
+    # as long as mkstemp's names: a target name that fit beside them still fits
+    longest = tmp_path / ("n" * (255 - len(".") - len(".12345678.tmp")))
+    store.write_atomic(longest, "long", force=False)
+    assert longest.read_text() == "long"
 
 
 def test_resolve_by_name_and_newest(tmp_path: Path) -> None:

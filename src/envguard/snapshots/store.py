@@ -506,10 +506,11 @@ _NEW_FILE = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | 
 
 
 def _new_beside(path: Path) -> tuple[int, str]:
-    """A new file of mode 0600 beside ``path``, under a random name (.NAME.RANDOM.tmp), as
-    tempfile.mkstemp makes one (tempfile loads random: 2.5 ms of every snapshot's start)."""
+    """A new file of mode 0600 beside ``path``, under a random name (.NAME.RANDOM.tmp, as
+    long as mkstemp's), as tempfile.mkstemp makes one (tempfile loads random: 2.5 ms of
+    every snapshot's start)."""
     for _ in range(100):
-        tmp = os.path.join(path.parent, f".{path.name}.{os.urandom(6).hex()}.tmp")
+        tmp = os.path.join(path.parent, f".{path.name}.{os.urandom(4).hex()}.tmp")
         try:
             return os.open(tmp, _NEW_FILE, 0o600), tmp
         except FileExistsError:

@@ -188,8 +188,15 @@ class Checking:
                 return None, failed
             answers.append(own)
         os.close(queue)
-        read_beside(plan)  # while the shares still work
-        failed = None
+        # What finish() reads that no share changes, read while they work, by the check's
+        # deadline (in a thread: a file system that hangs now gives the check's note).
+        beside, failed = _bounded(lambda: _read_beside(plan), self._left())
+        if beside is None:
+            for forked in children:
+                forked.stop()
+            if self.cache is not None:
+                self.cache.abandon()
+            return None, failed
         for forked in children:
             theirs = forked.result(self._left())
             if theirs is None:
@@ -249,6 +256,11 @@ class Checking:
         if answer is None and self.cache is not None:
             self.cache.abandon()
         return answer, failed
+
+
+def _read_beside(plan: Plan) -> Dict[str, Any]:
+    read_beside(plan)
+    return {}
 
 
 def _taken(queue: int) -> Iterator[int]:

@@ -537,7 +537,10 @@ class DistCache:
         """Write this venv's entries when they changed; never fails."""
         if not self.files_checked:  # nothing learned about them: kept as they were
             self.used_rows, self.used_verified = self.rows, self.verified
-            self.used_pycdirs = self.pycdirs
+            # (the sound ones: entries are told when looked up, and none was)
+            self.used_pycdirs = {
+                k: v for k, v in self.pycdirs.items() if type(k) is str and _pycdir(v)
+            }
         if self.path is None or (
             self.used_fingerprints == self.fingerprints
             and self.used_dists == self.dists

@@ -137,7 +137,9 @@ class Forked:
 
     def result(self, timeout: float) -> Optional[Any]:
         """The child's value once it answered; None past ``timeout`` seconds (the child is
-        killed) or when it failed, with ``failed`` saying why."""
+        killed) or when it failed, with ``failed`` saying why. What is already in the pipe
+        is read whatever time is left: an answer given in time is never thrown away
+        because it was asked for late."""
         import select
 
         chunks = []
@@ -146,7 +148,7 @@ class Forked:
         try:
             while True:
                 left = deadline - time.monotonic()
-                ready = select.select([self.fd], [], [], max(0.0, left))[0] if left > 0 else []
+                ready = select.select([self.fd], [], [], max(0.0, left))[0]
                 if not ready:
                     self.failed = "took over %gs" % timeout
                     break
