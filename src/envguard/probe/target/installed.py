@@ -322,8 +322,8 @@ def work(plan: Plan, units: Iterable[int], inside: bool = False) -> Dict[str, An
 def read_beside(plan: Plan) -> None:
     """What finish() reads that no share's answer changes: the files added to the
     distributions' folders, and those at the top of each site that no RECORD claims. Read
-    while forked shares still work (checking.Checking: the probe has nothing else to do
-    then), else by finish()."""
+    while forked shares still work, in a thread by the check's deadline (checking.Checking:
+    the probe has nothing else to do then), else by finish()."""
     if plan.beside is None:
         plan.beside = {
             name: (_added(site), unowned_files(site.site, site.owner))
