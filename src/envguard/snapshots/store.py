@@ -502,7 +502,9 @@ def _write_atomic(path: Path, text: str, *, force: bool) -> None:
             os.unlink(tmp)
 
 
-_NEW_FILE = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC
+_NEW_FILE = (  # mkstemp's flags
+    os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+)
 
 
 def _new_beside(path: Path) -> tuple[int, str]:

@@ -52,8 +52,8 @@ texts, numbers, lists and maps of the shapes their readers wrote; a kept direct_
 JSON could hold it; a bytecode folder's entry when it is looked up), and what it holds is
 never executed: it goes into the report, which the host validates as it validates every
 report, and kept RECORD rows (their folders too) name the files the check stats and
-hashes. The JSON file an earlier envguard kept
-(dists-v3) gives its verdicts once, then is removed.
+hashes. The JSON file an earlier envguard kept (dists-v3) gives its verdicts once, then is
+removed.
 """
 
 # ruff: noqa: UP006, UP035, UP045
