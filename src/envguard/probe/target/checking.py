@@ -190,8 +190,8 @@ class Checking:
         os.close(queue)
         # What finish() reads that no share changes, read while they work, by the check's
         # deadline (in a thread: a file system that hangs now gives the check's note).
-        beside, failed = _bounded(lambda: _read_beside(plan), self._left())
-        if beside is None:
+        failed = _beside(plan, self._left())
+        if failed is not None:
             for forked in children:
                 forked.stop()
             if self.cache is not None:
@@ -258,9 +258,28 @@ class Checking:
         return answer, failed
 
 
-def _read_beside(plan: Plan) -> Dict[str, Any]:
-    read_beside(plan)
-    return {}
+def _beside(plan: Plan, timeout: float) -> Optional[str]:
+    """read_beside(plan) in a thread, waited for ``timeout`` seconds: None once done, else
+    why not. The thread is _thread's (threading costs a probe 2 ms to import, and nothing
+    else in a plain probe needs it); one stuck in a system call is left behind."""
+    import _thread
+
+    done = _thread.allocate_lock()
+    done.acquire()
+    failed: List[str] = []
+
+    def run() -> None:
+        try:
+            read_beside(plan)
+        except Exception as exc:
+            failed.append("%s: %s" % (type(exc).__name__, exc))
+        finally:
+            done.release()
+
+    _thread.start_new_thread(run, ())
+    if not done.acquire(True, max(timeout, 0.0)):
+        return "took over %gs" % timeout
+    return failed[0] if failed else None
 
 
 def _taken(queue: int) -> Iterator[int]:
