@@ -125,3 +125,31 @@ def test_read_open_reads_a_file_whose_size_says_nothing() -> None:
     finally:
         os.close(fd)
     assert text.startswith(b"Name:") and b"\nPid:" in text
+
+
+def test_every_unsafe_character_is_refused_in_a_line_by_each_validator() -> None:
+    """The one-line checks take a printable string at C speed (str.isprintable) before their
+    patterns: that is only sound while every character UNSAFE_CHARS names, and every lone
+    surrogate, is one isprintable() refuses. Each such character, in the middle of a
+    printable line, is refused by the snapshot's fast path, and each of UNSAFE_CHARS by the
+    probe report's validator; a line of printable characters (NBSP, a joiner, a non-Latin
+    script) is taken."""
+    import re
+
+    from envguard.probe import report
+    from envguard.snapshots import checks
+
+    unsafe = re.compile("[" + reading.UNSAFE_CHARS + "\ud800-\udfff]")
+    refused = [chr(c) for c in range(0x110000) if unsafe.match(chr(c))]
+    assert len(refused) == 32 + 33 + 1 + 2 + 2 + 5 + 4 + 2048
+    for char in refused:
+        text = "torch" + char + "2.14"
+        assert not checks.line(text)
+        if "\ud800" <= char <= "\udfff":  # (odd bytes a report carries escaped this way)
+            assert not checks.bounded(text, 100)
+            continue
+        with pytest.raises(report._Invalid):
+            report._check(text, "line", "x")
+    for text in ("torch 2.14.1+cu128", "caf\xe9\xa0\u200d\u4e2d", ""):
+        report._check(text, "line", "x")
+        assert checks.line(text) and checks.bounded(text, 100)

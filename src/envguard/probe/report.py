@@ -72,7 +72,9 @@ def _check(value: Any, spec: Any, where: str) -> None:
             raise _Invalid(where, "expected a string")
         if spec == "host" and not _HOST.match(value):
             raise _Invalid(where, "not a host name")
-        if spec == "line" and (len(value) > _LINE_MAX or _CONTROL.search(value)):
+        if spec == "line" and (
+            len(value) > _LINE_MAX or (not value.isprintable() and _CONTROL.search(value))
+        ):
             raise _Invalid(where, "not one line of text")
         if spec == "text" and len(value) > _TEXT_MAX:
             raise _Invalid(where, "too long")

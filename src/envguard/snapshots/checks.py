@@ -34,12 +34,14 @@ LINE_PATTERN = "^[^" + UNSAFE_CHARS + "]*$"
 
 def line(value: object) -> bool:
     """One line of text (the models' ``Line`` pattern)."""
-    return type(value) is str and not _UNSAFE.search(value) and not _SURROGATE.search(value)
+    return type(value) is str and (
+        value.isprintable() or not (_UNSAFE.search(value) or _SURROGATE.search(value))
+    )
 
 
 def bounded(value: object, most: int) -> bool:
     """A string of at most ``most`` characters (a model's ``max_length``)."""
-    return type(value) is str and len(value) <= most and not _SURROGATE.search(value)
+    return type(value) is str and len(value) <= most and _no_surrogate(value)
 
 
 def matches(value: object, pattern: re.Pattern[str], most: int | None = None) -> bool:
@@ -48,8 +50,13 @@ def matches(value: object, pattern: re.Pattern[str], most: int | None = None) ->
         type(value) is str
         and (most is None or len(value) <= most)
         and pattern.search(value) is not None
-        and not _SURROGATE.search(value)
+        and _no_surrogate(value)
     )
+
+
+def _no_surrogate(value: str) -> bool:
+    # (a printable string holds none: each check's common case told at C speed)
+    return value.isprintable() or not _SURROGATE.search(value)
 
 
 def strs(items: object) -> bool:
