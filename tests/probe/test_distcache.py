@@ -553,3 +553,47 @@ def test_a_run_that_checks_nothing_keeps_only_the_sound_bytecode_entries(
     unchecked.keep_fingerprint("/v/site/a-1.dist-info/RECORD\x001,2,3,4,5", "f" * 64)
     unchecked.save()  # something new learned: written, the entries kept as they were
     assert read_cache(Path(first.path))["pycdirs"] == sound
+
+
+def test_the_check_reads_the_stamps_the_distribution_scan_took(tmp_path: Path) -> None:
+    """The installed-files check keys a RECORD and times its wheel's unpacking by the stamps
+    the distribution scan took of its .dist-info (not stamped twice): the same key and
+    times as stamping afresh gives, whether the record was read or kept; and a .dist-info
+    holding a symlink is stamped afresh, as before."""
+    from envguard.probe.payload import local_package
+
+    target = local_package()
+    distcache, dists, installed = target.distcache, target.dists, target.installed
+    site = tmp_path / "site"
+    (site / "alpha").mkdir(parents=True)
+    (site / "alpha" / "__init__.py").write_text("x = 1\n")
+    for name, wheel in (("alpha", True), ("beta", False)):
+        info = make_dist_info(site, name, "1.0", record=f"{name}/__init__.py,,6\n")
+        if wheel:
+            (info / "WHEEL").write_text("Wheel-Version: 1.0\n")
+            os.utime(info / "WHEEL", ns=(15 * 10**17, 15 * 10**17))
+            os.utime(info / "METADATA", ns=(10**18, 10**18))
+    gamma = make_dist_info(site, "gamma", "1.0", record="alpha/__init__.py,,6\n")
+    (gamma / "WHEEL").symlink_to(gamma / "METADATA")
+    folder = str(tmp_path / "xdg")
+
+    def plan_of(cache: Any) -> tuple[Any, list[dict[str, Any]]]:
+        packages = dists.scan_packages([str(site)], [], cache)
+        return installed.prepare([dict(p) for p in packages], "quick", [], cache), packages
+
+    for kept in (False, True):  # read, then kept
+        cache = distcache.DistCache(folder, [str(site)], code="k", quiet=0)
+        assert bool(cache.dists) is kept and bool(cache.rows) is kept
+        plan, packages = plan_of(cache)
+        fresh, _ = plan_of(None)
+        (ours,), (theirs,) = plan.sites.values(), fresh.sites.values()
+        assert ours.unpacked == theirs.unpacked and ours.installed == theirs.installed
+        for dist in packages:
+            info = str(site / dist["metadata_dir"])
+            assert cache.record_key(info) == distcache.record_key(info + "/RECORD")
+            stamps = cache.stamps_of(info)
+            assert (stamps is None) is (dist["name"] == "gamma")
+            assert stamps is None or ("WHEEL" in stamps) is (dist["name"] == "alpha")
+        alpha = next(i for i, p in enumerate(packages) if p["name"] == "alpha")
+        assert ours.unpacked[alpha] == 15 * 10**17  # WHEEL's: the later, before RECORD's
+        cache.save()

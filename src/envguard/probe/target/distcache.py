@@ -89,6 +89,9 @@ VERDICTS = 2
 _HEX = "0123456789abcdef"
 # The files of a .dist-info a distribution's record is read from.
 READ_FROM = ("METADATA", "INSTALLER", "direct_url.json", "RECORD")
+# The files of a .dist-info stamped with it (its record's stamp): those, and WHEEL, whose
+# time installed.py reads (when the wheel was unpacked) from the same stamps.
+STAMPED = (*READ_FROM, "WHEEL")
 # A record as read_distribution() builds it (before scan_packages marks it shadowed).
 _DIST_KEYS = frozenset(
     {"name", "display_name", "version", "location", "metadata_dir", "installer"}
@@ -152,18 +155,28 @@ def file_stamp(path: str) -> Optional[str]:
     return "%d,%d,%d,%d,%d" % (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def dist_stamp(folder: str, present: List[str], own: Optional[str] = None) -> Optional[str]:
-    """The stamp of a .dist-info ``folder`` whose listing is ``present``: its own (``own``,
-    when taken before it was listed) and that of each file a record is read from. Taken
-    before the files are read, so a change while they are read is seen at the next run."""
-    stamps = [own if own is not None else file_stamp(folder)]
-    stamps += [file_stamp(folder + os.sep + n) for n in READ_FROM if n in present]
-    out = []
-    for stamp in stamps:
-        if stamp is None:
-            return None
-        out.append(stamp)
-    return ";".join(out)
+def file_stamps(
+    folder: str, present: List[str], own: Optional[str] = None
+) -> Optional[Dict[str, str]]:
+    """The stamps of a .dist-info ``folder`` whose listing is ``present``: its own (under
+    "", ``own`` when taken before it was listed) and that of each STAMPED file there, by
+    name; None when one cannot be taken (a symlink, a file gone). Taken before the files
+    are read, so a change while they are read is seen at the next run."""
+    stamps = {"": own if own is not None else file_stamp(folder)}
+    for name in STAMPED:
+        if name in present:
+            stamps[name] = file_stamp(folder + os.sep + name)
+    return None if None in stamps.values() else stamps  # type: ignore[return-value]
+
+
+def dist_stamp(stamps: Optional[Dict[str, str]]) -> Optional[str]:
+    """The one stamp of a .dist-info's record: its file_stamps() joined."""
+    return None if stamps is None else ";".join(stamps.values())
+
+
+def stamp_mtime(stamp: str) -> int:
+    """The mtime_ns of a file_stamp()."""
+    return int(stamp.split(",", 4)[3])
 
 
 def _newest_change(stamp: str) -> int:
@@ -320,6 +333,8 @@ class DistCache:
         # __pycache__ folders found clean (loaded.py): [pyc names, digest of their stamps].
         self.pycdirs: Dict[str, List[str]] = {}
         self.used_pycdirs: Dict[str, List[str]] = {}
+        # .dist-info folder -> its file_stamps(), as this run took them (stamp())
+        self.stamped: Dict[str, Dict[str, str]] = {}
         if folder is None or not (_ours(folder) and _ours(os.path.dirname(folder))):
             return  # a folder someone else could fill (or a symlink): no cache
         # Named by a checksum of the venv's site folders (zlib: hashlib is slow to load, and
@@ -393,12 +408,33 @@ class DistCache:
             entry,
         ):
             return None
-        if dist_stamp(folder, held["present"]) != held["stamp"]:
+        if self.stamp(folder, held["present"]) != held["stamp"]:
             return None
         self.used_dists[folder] = held
         dist = dict(held["dist"])
         dist["requires"] = list(dist["requires"])
         return dist
+
+    def stamp(self, folder: str, present: List[str], own: Optional[str] = None) -> Optional[str]:
+        """dist_stamp() of a .dist-info ``folder`` (see file_stamps), its files' stamps kept
+        for this run (stamps_of): a RECORD is not stamped twice."""
+        stamps = file_stamps(folder, present, own)
+        if stamps is None:
+            self.stamped.pop(folder, None)
+        else:
+            self.stamped[folder] = stamps
+        return dist_stamp(stamps)
+
+    def stamps_of(self, folder: str) -> Optional[Dict[str, str]]:
+        """The stamps stamp() took of ``folder`` in this run (by file name), if it did."""
+        return self.stamped.get(folder)
+
+    def record_key(self, folder: str) -> Optional[str]:
+        """record_key() of the RECORD in the .dist-info ``folder``, from the stamp this run
+        took of it (stamp()) where it took one."""
+        record = folder + os.sep + "RECORD"
+        stamp = self.stamped.get(folder, {}).get("RECORD")
+        return record_key(record) if stamp is None else record + "\0" + stamp
 
     def keep_dist(
         self, folder: str, stamp: Optional[str], present: List[str], dist: Dict[str, Any]

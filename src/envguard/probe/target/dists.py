@@ -8,7 +8,7 @@ import posixpath
 import sys
 import sysconfig
 
-from .distcache import DistCache, dist_stamp, file_stamp, record_key
+from .distcache import DistCache, file_stamp
 from .loaded import leads_out
 from .reading import (
     METADATA_CAP,
@@ -198,7 +198,7 @@ def read_distribution(
             listing = os.listdir(path)
         except OSError:
             pass
-        stamp = dist_stamp(path, listing, own) if own is not None else None
+        stamp = cache.stamp(path, listing, own) if cache is not None else None
         meta_path = os.path.join(path, "METADATA")
     elif os.path.isdir(path):
         meta_path = os.path.join(path, "PKG-INFO")
@@ -265,7 +265,7 @@ def read_distribution(
             else:
                 warnings.append("%s: direct_url.json is not an object; source unknown" % path)
     record = None
-    key = record_key(os.path.join(path, "RECORD")) if cache and "RECORD" in present else None
+    key = cache.record_key(path) if cache and "RECORD" in present else None
     known = cache.fingerprint(key) if cache is not None else None
     if known is not None:
         dist["fingerprint"] = known

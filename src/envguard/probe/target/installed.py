@@ -40,7 +40,7 @@ import time
 from itertools import repeat
 from operator import and_, attrgetter, gt, itemgetter, methodcaller
 
-from .distcache import record_key
+from .distcache import stamp_mtime
 from .loaded import (
     MAX_ENTRIES,
     PYC_CAP,
@@ -391,8 +391,10 @@ def _read_record(
     warnings: List[str],
     cache: Optional[DistCache],
 ) -> None:
-    record_path = os.path.join(site.site, dist["metadata_dir"], "RECORD")
-    key = record_key(record_path) if cache is not None else None
+    folder = os.path.join(site.site, dist["metadata_dir"])
+    record_path = os.path.join(folder, "RECORD")
+    stamps = site.cache.stamps_of(folder) if site.cache is not None else None
+    key = cache.record_key(folder) if cache is not None else None
     # Kept rows are what parse_rows() made here (the cache checks their checksum).
     held = cache.record_rows(key, 4) if cache is not None and key is not None else None
     escaped = unreadable = 0
@@ -441,7 +443,7 @@ def _read_record(
     site.changed[index] = (
         record_ctime + COPY_SLACK_NS if record_ctime > installed + COPY_AFTER_NS else installed
     )
-    site.unpacked[index] = _unpacked(os.path.join(site.site, dist["metadata_dir"]), installed)
+    site.unpacked[index] = _unpacked(folder, installed, stamps)
     site.paths[index] = paths
     if "__pycache__/" in (held[0] if held is not None else "\n".join(paths)):
         site.listed.update(_listed_bytecode(paths))
@@ -473,11 +475,17 @@ def _listed_bytecode(paths: List[str]) -> Set[str]:
     return found
 
 
-def _unpacked(metadata_dir: str, installed: int) -> int:
+def _unpacked(metadata_dir: str, installed: int, stamps: Optional[Dict[str, str]]) -> int:
     """When the wheel's files were unpacked: the latest mtime of its METADATA and WHEEL, never
-    later than RECORD's (``installed``)."""
+    later than RECORD's (``installed``). ``stamps``: the .dist-info's as the distribution
+    scan took them (DistCache.stamps_of: a name missing there was not in the folder), else
+    None."""
     latest = -1
     for name in ("METADATA", "WHEEL"):
+        if stamps is not None:
+            if name in stamps:
+                latest = max(latest, stamp_mtime(stamps[name]))
+            continue
         try:
             latest = max(latest, os.lstat(os.path.join(metadata_dir, name)).st_mtime_ns)
         except OSError:
