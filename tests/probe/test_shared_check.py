@@ -432,3 +432,30 @@ def test_a_share_whose_answer_is_not_plain_data_says_so() -> None:
     odd = forked.Forked(lambda: {"kept": OrderedDict(a=1)}, 10.0)
     assert odd.result(10.0) is None
     assert odd.failed is not None and odd.failed.startswith("the answer is not plain data")
+
+
+@pytest.mark.parametrize("fork", [True, False])
+def test_a_check_that_cannot_start_a_thread_is_a_note_and_leaves_no_child(
+    site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fork: bool
+) -> None:
+    """At a process limit a thread may not start where two forks did (the reads beside the
+    shares), or at all (the check run in a thread on a busy machine): the check's note,
+    naming why, never a failed probe, and neither share left running."""
+    import _thread
+    import threading
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(_thread, "start_new_thread", refused)
+    monkeypatch.setattr(threading.Thread, "start", refused)
+    on_disk, found, warnings, checking = _check(site, tmp_path, fork=fork)
+    assert found == {"clashes": None, "unowned": None}
+    assert all(v is None for v in on_disk.values())
+    assert warnings == [
+        "installed files were not checked against RECORD: the check could not start a "
+        "thread (can't start new thread)"
+    ]
+    for child in (checking.child, checking.second) if fork else ():
+        with pytest.raises(ChildProcessError):
+            os.waitpid(child.pid, os.WNOHANG)

@@ -154,9 +154,9 @@ class Checking:
         if answer is None:
             if failed is not None and failed.startswith("took over "):
                 failed = "took over %gs" % self.timeout  # not what was left of it
+            why = "" if str(failed).startswith(_NO_THREAD) else " (a slow or network file system?)"
             warnings.append(
-                "installed files were not checked against RECORD: the check %s (a slow or "
-                "network file system?)" % failed
+                "installed files were not checked against RECORD: the check %s%s" % (failed, why)
             )
             return {"clashes": None, "unowned": None}
         for dist, on_disk in zip(self.packages, answer["on_disk"]):
@@ -276,10 +276,21 @@ def _beside(plan: Plan, timeout: float) -> Optional[str]:
         finally:
             done.release()
 
-    _thread.start_new_thread(run, ())
+    try:
+        _thread.start_new_thread(run, ())
+    except RuntimeError as exc:  # no thread to be had (a process limit): the check's note
+        return _no_thread(exc)
     if not done.acquire(True, max(timeout, 0.0)):
         return "took over %gs" % timeout
     return failed[0] if failed else None
+
+
+_NO_THREAD = "could not start a thread"
+
+
+def _no_thread(exc: Exception) -> str:
+    """Why the check gave no answer when it could not start a thread (the note's words)."""
+    return "%s (%s)" % (_NO_THREAD, exc)
 
 
 def _taken(queue: int) -> Iterator[int]:
@@ -308,7 +319,10 @@ def _bounded(
             done.append("%s: %s" % (type(exc).__name__, exc))
 
     thread = threading.Thread(target=target, name="envguard-installed", daemon=True)
-    thread.start()
+    try:
+        thread.start()
+    except RuntimeError as exc:  # no thread to be had (a process limit): the check's note
+        return None, _no_thread(exc)
     thread.join(timeout)
     if not done:
         return None, "took over %gs" % timeout
