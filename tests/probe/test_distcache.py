@@ -555,11 +555,14 @@ def test_a_run_that_checks_nothing_keeps_only_the_sound_bytecode_entries(
     assert read_cache(Path(first.path))["pycdirs"] == sound
 
 
-def test_the_check_reads_the_stamps_the_distribution_scan_took(tmp_path: Path) -> None:
+def test_the_check_reads_the_stamps_the_distribution_scan_took(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The installed-files check keys a RECORD and times its wheel's unpacking by the stamps
     the distribution scan took of its .dist-info (not stamped twice): the same key and
-    times as stamping afresh gives, whether the record was read or kept; and a .dist-info
-    holding a symlink is stamped afresh, as before."""
+    times as stamping afresh gives, whether the record was read or kept; a .dist-info
+    holding a symlink, or one that cannot be listed (another user's, mode 0711), is
+    stamped afresh, as before."""
     from envguard.probe.payload import local_package
 
     target = local_package()
@@ -597,3 +600,15 @@ def test_the_check_reads_the_stamps_the_distribution_scan_took(tmp_path: Path) -
         alpha = next(i for i, p in enumerate(packages) if p["name"] == "alpha")
         assert ours.unpacked[alpha] == 15 * 10**17  # WHEEL's: the later, before RECORD's
         cache.save()
+    listdir = os.listdir
+
+    def unlistable(path: Any) -> list[str]:
+        if str(path).endswith("alpha-1.0.dist-info"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return listdir(path)
+
+    monkeypatch.setattr(dists.os, "listdir", unlistable)
+    plan, packages = plan_of(distcache.DistCache(folder + "2", [str(site)], code="k", quiet=0))
+    alpha = next(i for i, p in enumerate(packages) if p["name"] == "alpha")
+    (ours,) = plan.sites.values()
+    assert ours.unpacked[alpha] == 15 * 10**17  # not RECORD's: METADATA and WHEEL stamped

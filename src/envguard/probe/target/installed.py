@@ -478,13 +478,12 @@ def _listed_bytecode(paths: List[str]) -> Set[str]:
 def _unpacked(metadata_dir: str, installed: int, stamps: Optional[Dict[str, str]]) -> int:
     """When the wheel's files were unpacked: the latest mtime of its METADATA and WHEEL, never
     later than RECORD's (``installed``). ``stamps``: the .dist-info's as the distribution
-    scan took them (DistCache.stamps_of: a name missing there was not in the folder), else
-    None."""
+    scan took them (DistCache.stamps_of), else None; a name missing there (the folder could
+    not be listed, say) is stamped here."""
     latest = -1
     for name in ("METADATA", "WHEEL"):
-        if stamps is not None:
-            if name in stamps:
-                latest = max(latest, stamp_mtime(stamps[name]))
+        if stamps is not None and name in stamps:
+            latest = max(latest, stamp_mtime(stamps[name]))
             continue
         try:
             latest = max(latest, os.lstat(os.path.join(metadata_dir, name)).st_mtime_ns)
