@@ -612,3 +612,19 @@ def test_the_check_reads_the_stamps_the_distribution_scan_took(
     alpha = next(i for i, p in enumerate(packages) if p["name"] == "alpha")
     (ours,) = plan.sites.values()
     assert ours.unpacked[alpha] == 15 * 10**17  # not RECORD's: METADATA and WHEEL stamped
+
+
+def test_a_file_added_where_nothing_was_added_before_is_found(
+    venv: Path, env: dict[str, str]
+) -> None:
+    """A package folder written after the install (Python's __pycache__, an editor's swap
+    file gone) is listed once; its "nothing added" is kept under the folder's stamp, so a
+    module planted there later (the folder's stamp moves, RECORD's does not) is listed
+    and named."""
+    folder = site(venv) / "alpha"
+    (folder / "notes.txt").write_text("gone soon\n")
+    (folder / "notes.txt").unlink()  # the folder's mtime is now later than the install
+    for _ in range(2):  # the second run takes the kept "nothing added"
+        assert probe(venv, env, verify="quick")["alpha"]["on_disk"]["added"] == []
+    (folder / "evil.py").write_text("import os\n")
+    assert probe(venv, env, verify="quick")["alpha"]["on_disk"]["added"] == ["alpha/evil.py"]

@@ -56,7 +56,7 @@ from .loaded import (
 )
 from .reading import RECORD_CAP, read_bytes
 from .records import parse_rows, runs
-from .sitefolders import check_folders
+from .sitefolders import check_folders, folder_stamp
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -169,7 +169,8 @@ class _Site:
         self.scripts: Dict[int, List[Tuple[str, str, str]]] = {}  # console scripts in bin/
         self.by_path: Dict[int, Dict[str, Tuple[str, str, str]]] = {}  # see _row_of()
         self.folders: Dict[str, Optional[int]] = {}  # folder -> its mtime_ns; None: not safe
-        self.folder_stamps: Dict[str, str] = {}  # folder -> its inode, mtime_ns and ctime_ns
+        # folder -> its inode, mtime_ns and ctime_ns (sitefolders.folder_stamp: as text)
+        self.folder_stamps: Dict[str, Tuple[int, int, int]] = {}
         # folders whose __pycache__ holds a file some RECORD lists (loaded.BytecodeScan)
         self.listed: Set[str] = set()
         self.record_stamps: Dict[int, str] = {}  # dist index -> RECORD's mtime_ns and ctime_ns
@@ -736,7 +737,7 @@ def _added(site: _Site) -> Dict[int, List[str]]:
         full = site.site + "/" + folder
         key = "added\0%s\0%s\0%s" % (
             full,
-            site.folder_stamps[folder],
+            folder_stamp(site.folder_stamps[folder]),
             ";".join(site.record_stamps[i] for i in owners[folder]),
         )
         if cache is not None and cache.was_verified(key):
@@ -758,7 +759,7 @@ def _added(site: _Site) -> Dict[int, List[str]]:
             found = True
             found_by.setdefault(owners[folder][0], []).append(path)
         if cache is not None and not found:
-            cache.keep_verified(key, int(site.folder_stamps[folder].rsplit(",", 1)[1]))
+            cache.keep_verified(key, site.folder_stamps[folder][2])
     return found_by
 
 

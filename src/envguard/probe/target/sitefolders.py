@@ -14,7 +14,7 @@ from .loaded import capped
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, Dict, List, Optional, Protocol, Set
+    from typing import Callable, Dict, List, Optional, Protocol, Set, Tuple
 
     class Site(Protocol):
         """What the pass reads and fills of installed._Site."""
@@ -22,11 +22,12 @@ if TYPE_CHECKING:
         site: str
         dirs: Dict[int, Set[str]]
         folders: Dict[str, Optional[int]]
-        folder_stamps: Dict[str, str]
+        folder_stamps: Dict[str, Tuple[int, int, int]]
         linked: bool
 
 
 _MODE, _MTIME = attrgetter("st_mode"), attrgetter("st_mtime_ns")
+_STAMP = attrgetter("st_ino", "st_mtime_ns", "st_ctime_ns")
 
 
 def check_folders(site: Site, warnings: List[str]) -> None:
@@ -56,7 +57,7 @@ def check_folders(site: Site, warnings: List[str]) -> None:
             continue  # missing: its files are missing
         if stat.S_ISDIR(st.st_mode):
             found[folder] = st.st_mtime_ns
-            site.folder_stamps[folder] = folder_stamp(st)
+            site.folder_stamps[folder] = _STAMP(st)
         else:
             found[folder] = None
             site.linked = True
@@ -102,9 +103,12 @@ def real_folders(site: Site, folders: Set[str], base: str) -> bool:
     finally:
         os.close(fd)
     site.folders.update(zip(names, map(_MTIME, stats)))
-    site.folder_stamps.update(zip(names, map(folder_stamp, stats)))
+    site.folder_stamps.update(zip(names, map(_STAMP, stats)))
     return True
 
 
-def folder_stamp(st: os.stat_result) -> str:
-    return "%d,%d,%d" % (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+def folder_stamp(stamp: Tuple[int, int, int]) -> str:
+    """A folder's stamp (its inode, mtime_ns and ctime_ns, as check_folders keeps them) as
+    the distribution cache keys it: made only for the few folders that are looked at
+    again (installed._added), not for every folder at every probe."""
+    return "%d,%d,%d" % stamp
