@@ -1,6 +1,7 @@
 """Two envguard installs side by side: snapshot, live diff, the CI gate, --help (field-like venv).
 
-    .venv/bin/python bench/versus.py --before OTHER/.venv/bin/envguard [--repeats 9] [--venv V]
+    .venv/bin/python bench/versus.py --before OTHER/.venv/bin/envguard [--after THIS/bin/envguard]
+                                     [--repeats 9] [--venv V]
 
 "after" is the envguard beside this interpreter; "before" is another install (a worktree of
 an older commit with its own venv: `git worktree add ../base REV`, then the Quickstart's
@@ -44,6 +45,12 @@ def _compile_install(envguard: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", required=True, help="the other install's envguard")
+    parser.add_argument(
+        "--after",
+        help="this side's envguard (default: the one beside this interpreter); give one"
+        " installed as --before's was: a venv made by `python -m venv` starts setuptools'"
+        " distutils hook at every start, one made by `uv venv` does not",
+    )
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument(
         "--venv", help="the venv both sides read instead of the real-distributions fixture"
@@ -51,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     report = Report()
     tools = fixtures.find_tools()
-    sides = {"before": args.before, "after": tools.envguard}
+    sides = {"before": args.before, "after": args.after or tools.envguard}
     for envguard in sides.values():
         _compile_install(envguard)
     if args.venv:
@@ -93,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         timings = measure(commands, args.repeats, log=report.log)
     uv = timings["uv pip freeze"].median
     print(f"venv: {venv}, {real.distributions} distributions; repeats: {args.repeats} (medians)")
-    print(f"before: {args.before}\nafter:  {tools.envguard}\n")
+    print(f"before: {args.before}\nafter:  {sides['after']}\n")
     print(f"{'what':<12} {'before':>10} {'after':>10} {'after/before':>13} {'after/uv':>9}")
     for what in ("snapshot", "live diff", "diff json", "CI gate", "--help"):
         before, after = timings[f"{what} (before)"].median, timings[f"{what} (after)"].median

@@ -203,7 +203,7 @@ def quiet_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
     """-q or -v in a command shown must not silence or trace the rest of the test run."""
     from envguard.cli import program
 
-    monkeypatch.setattr(program, "_loudness", lambda **_: None)
+    monkeypatch.setattr(program, "loudness", lambda **_: None)
 
 
 @pytest.mark.usefixtures("quiet_parsing")

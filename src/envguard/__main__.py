@@ -2,7 +2,8 @@
 
 It sits outside :mod:`envguard.cli`, before typer loads: the root ``--help`` and
 ``--version`` are written from help_screen; a plain ``snapshot`` or ``diff`` gets its probe
-started (prestart) while typer loads; a signal while the command line's libraries are still
+started (prestart) while typer loads, and a snapshot of only the commonest options runs
+without typer (envguard.recording.run_plain); a signal while the command line's libraries are still
 being imported ends like any other interrupt (one line, exit 128 + N, the early probe
 stopped), and so does any other failure there (the probe stopped, the error as it is). Once
 the command has ended, the process ends without the interpreter's finalization (_leave),
@@ -115,6 +116,12 @@ def _run() -> None:
     handle_signals()  # before any probe starts: an interrupt stops it, whenever it comes
     try:
         prestart.start(sys.argv[1:])  # the probe works while typer loads
+        options = prestart.plain_snapshot(sys.argv[1:])
+        if options is not None:  # typer is not loaded at all: see envguard.recording
+            from envguard.recording import run_plain
+
+            _collect_from_now()
+            raise SystemExit(run_plain(options, sys.argv[1:]))
         from envguard.cli import main as cli_main
 
         _collect_from_now()

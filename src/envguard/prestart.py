@@ -10,6 +10,10 @@ else in argv (another option, ``--via``, ``--help``, ``-v``) means no guess.
 
 from __future__ import annotations
 
+TYPE_CHECKING = False  # typing is not loaded for a command's start
+if TYPE_CHECKING:
+    from typing import Any
+
 # Options that do not change what the command's probe measures (their values are skipped;
 # --python's is the guess), and flags that do not either. Any other option means no guess.
 # tests/cli/test_prestart.py holds both to typer's options: each one here is an option of
@@ -96,6 +100,63 @@ def guess(argv: list[str]) -> tuple[str, str | None, str | None] | None:
     if command in ("diff", "check") and not positional:
         return None  # the newest snapshot: finding it reads them all, once is enough
     return command, python, positional[0] if positional else None
+
+
+# A snapshot these options alone describe runs without typer (envguard.recording.run_plain):
+# option -> the name it is read into; each flag -> its name and value. Anything else in argv
+# (another option, a positional, "--", "-oFILE", a value that looks like an option) is left
+# to typer. tests/cli/test_plain.py holds the reading to typer's own.
+PLAIN_VALUED = {
+    "--python": "python",
+    "--name": "name",
+    "--out": "out",
+    "-o": "out",
+    "--note": "note",
+    "--metric": "metric",
+}
+PLAIN_FLAGS = {
+    "--force": ("force", True),
+    "--no-force": ("force", False),
+    "-q": ("quiet", True),
+    "--quiet": ("quiet", True),
+}
+
+
+def plain_snapshot(argv: list[str]) -> dict[str, Any] | None:
+    """The options of ``argv`` when it is ``snapshot`` with only PLAIN_VALUED and
+    PLAIN_FLAGS (read as click reads them: the last of a repeated option wins, --metric
+    gathers); else None."""
+    import os
+
+    if not argv or argv[0] != "snapshot" or "_ENVGUARD_COMPLETE" in os.environ:
+        return None
+    options: dict[str, Any] = {
+        "python": None, "name": None, "out": None, "note": None, "metric": [],
+        "force": False, "quiet": False,
+    }  # fmt: skip
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if arg in PLAIN_FLAGS:
+            key, flag = PLAIN_FLAGS[arg]
+            options[key] = flag
+            continue
+        name, eq, value = arg.partition("=")
+        if name not in PLAIN_VALUED or (eq and not name.startswith("--")):
+            return None
+        if not eq:
+            if i >= len(argv):
+                return None
+            value = argv[i]
+            i += 1
+        if value.startswith("-") and value != "-":
+            return None  # click takes it as the value; a mistyped option more likely
+        if PLAIN_VALUED[name] == "metric":
+            options["metric"].append(value)
+        else:
+            options[PLAIN_VALUED[name]] = value
+    return options
 
 
 def _venv_python(venv: str | None) -> str | None:

@@ -209,6 +209,11 @@ def test_a_capture_asking_for_another_probe_stops_the_early_one(tmp_path: Path) 
     assert not capture._EARLY
 
 
+# A snapshot typer runs (--timeout is not among prestart.PLAIN_VALUED: a plain snapshot runs
+# without typer, envguard.recording.run_plain), whose probe prestart still starts early.
+_TYPER = ["--timeout", "60"]
+
+
 def _slow_python(tmp_path: Path) -> tuple[Path, Path]:
     """An interpreter that takes two seconds to start, then leaves a marker: a probe that
     was not stopped leaves it."""
@@ -257,7 +262,7 @@ def test_an_early_probe_is_stopped_when_the_command_line_never_loads(
         f"        os.kill(os.getpid(), signal.{trouble if trouble != 'broken-install' else 'SIGTERM'})\n"
         "prestart.start = started\n"
     )
-    proc = run_main(program, ["snapshot", "--python", str(slow), "--out", "-"], tmp_path)
+    proc = run_main(program, ["snapshot", "--python", str(slow), "--out", "-", *_TYPER], tmp_path)
     if trouble == "broken-install":
         assert proc.returncode == 1 and "import of typer halted" in proc.stderr
     else:
@@ -285,8 +290,29 @@ def test_a_signal_before_the_command_line_runs_is_one_line(tmp_path: Path, where
         f"if {where!r} == 'a failing stop':\n"
         "    lifecycle.kill_running = broken\n"
     )
-    proc = run_main(program, ["snapshot", "--python", sys.executable, "--out", "-"], tmp_path)
-    assert (proc.returncode, proc.stderr) == (143, "error: interrupted (SIGTERM)\n")
+    argv = ["snapshot", "--python", sys.executable, "--out", "-", *_TYPER]
+    assert (proc := run_main(program, argv, tmp_path)).returncode == 143, proc.stderr
+    assert proc.stderr == "error: interrupted (SIGTERM)\n"
+
+
+@pytest.mark.parametrize("where", ["terminal.listen", "lifecycle.kill_running"])
+def test_a_signal_in_a_plain_snapshots_set_up_is_one_line(tmp_path: Path, where: str) -> None:
+    """The same for a snapshot run without typer (recording.run_plain): SIGTERM while it
+    sets itself up, or while stopping the early probe goes wrong."""
+    program = (
+        "import os, signal, sys\n"
+        "from envguard import lifecycle, terminal\n"
+        "def set_up():\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "terminal.listen = set_up\n"
+        "def broken():\n"
+        "    raise RuntimeError('half-registered')\n"
+        f"if {where!r} == 'lifecycle.kill_running':\n"
+        "    lifecycle.kill_running = broken\n"
+    )
+    argv = ["snapshot", "--python", sys.executable, "--out", "-"]
+    assert (proc := run_main(program, argv, tmp_path)).returncode == 143, proc.stderr
+    assert proc.stderr == "error: interrupted (SIGTERM)\n"
 
 
 def test_only_the_default_interpreter_path_itself_runs_before_validation(
@@ -373,7 +399,8 @@ def test_an_interrupt_anywhere_in_start_up_is_one_line(
             "    return make(self, *args, **kwargs)\n"
             "cli._Group.make_context = parse\n"
         )
-    proc = run_main(program, ["snapshot", "--python", sys.executable, "--out", "-"], tmp_path)
+    argv = ["snapshot", "--python", sys.executable, "--out", "-"]
+    proc = run_main(program, argv + (_TYPER if where != "before typer" else []), tmp_path)
     name = "SIGHUP" if how == "signal" else "SIGINT"
     code = 129 if how == "signal" else 130
     assert (proc.returncode, proc.stderr, proc.stdout) == (

@@ -3,7 +3,7 @@
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -14,15 +14,12 @@ from envguard.cli.program import (
     OutputFormat,
     app,
     console,
-    data_out,
     fail,
     measure,
-    quiet,
 )
+from envguard.terminal import data_out
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from envguard.snapshots.hosts import HostResult
 
 
@@ -95,8 +92,6 @@ def snapshot(
     keeping = keep_files or keep_cache
     if keeping and hosts is not None:
         fail("--keep-files and --keep-cache take one host at a time (drop --hosts)")
-    if keeping and out == "-" and store is None:
-        fail("--out - with --keep-files or --keep-cache needs --store DIR")
     if hosts is not None:
         if out == "-":
             fail("--out - cannot hold many hosts; give a directory")
@@ -121,65 +116,23 @@ def snapshot(
             )
         _report_hosts(results, out=out)
         return
-    if out not in (None, "-") and "{host}" not in out:
-        api.check_writable(out, force=force)  # fail before the slow capture
-    elif out is None and name:
-        api.check_writable(api.default_path(name), force=force)
-    measured: dict[str, Any] = {
-        "measure": where,
-        "name": name,
-        "repos": repo or (),
-        "files": file or (),
-        "caches": cache or (),
-        "metrics": metrics,
-        "note": note,
-        "command": command,
-    }
-    if keeping:
-        from envguard.snapshots.blobs import store_for
+    from envguard.recording import record
 
-        snap = api.snapshot(**measured)
-        target = out if out not in (None, "-") else api.default_path(snap.name)
-        doc = api.keep(
-            snap,
-            store=store if store is not None else store_for(str(target)),
-            files=keep_files,
-            caches=keep_cache,
-            measure=where,
-        ).model_dump(mode="json")
-    else:
-        # written as it is: no models to build; what writing it needs loads meanwhile
-        doc = api.snapshot_document(**measured, meanwhile=_load_writing)
-    _print_warnings(doc["warnings"])
-    from envguard.snapshots.signing import signed
-    from envguard.snapshots.store import dumps
-
-    if out == "-":
-        data_out().write(dumps(signed(doc)))
-        return
-    written = api.save(doc, out, force=force, unique=name is None and out is None, sign=True)
-    from envguard.render.text import printable, snapshot_summary_line
-
-    typer.echo(printable(f"wrote {written}: {snapshot_summary_line(doc)}"))
-
-
-def _load_writing() -> None:
-    """What writing a snapshot and its line needs, loaded beside the running probe."""
-    from envguard.render import text  # noqa: F401
-    from envguard.snapshots import signing  # noqa: F401
-
-
-def _print_warnings(warnings: "Sequence[str]") -> None:
-    """The first ten of the snapshot's warnings on stderr, one line each."""
-    if not warnings or quiet():
-        return
-    from envguard.redact import redact_text
-    from envguard.render.text import printable
-
-    for warning in warnings[:10]:
-        sys.stderr.write(f"warning: {printable(redact_text(warning))}\n")
-    if len(warnings) > 10:
-        sys.stderr.write(f"warning: ... {len(warnings) - 10} more, listed in the snapshot\n")
+    record(
+        where,
+        name=name,
+        out=out,
+        force=force,
+        command=command,
+        repos=repo or (),
+        files=file or (),
+        caches=cache or (),
+        metrics=metrics,
+        note=note,
+        keep_files=keep_files,
+        keep_cache=keep_cache,
+        store=store,
+    )
 
 
 class _HostProgress:

@@ -7,17 +7,8 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from envguard.cli.program import (
-    BEFORE_A_RELAUNCH,
-    GATES,
-    Deep,
-    OutputFormat,
-    app,
-    console,
-    data_out,
-    measure,
-    quiet,
-)
+from envguard.cli.program import BEFORE_A_RELAUNCH, GATES, Deep, OutputFormat, app, console, measure
+from envguard.terminal import data_out, quiet
 
 if TYPE_CHECKING:
     from envguard.compare.identical import Clean

@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from envguard.cli.program import GATES, app, fail, quiet
+from envguard.cli.program import GATES, app, fail
+from envguard.terminal import quiet
 
 
 @app.command(context_settings={"allow_interspersed_args": False}, rich_help_panel=GATES)

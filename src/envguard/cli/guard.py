@@ -6,15 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from typer.core import TyperCommand
 
-from envguard.cli.program import (
-    AFTER_AN_INCIDENT,
-    BEFORE_AN_INSTALL,
-    OutputFormat,
-    app,
-    console,
-    data_out,
-    quiet,
-)
+from envguard.cli.program import AFTER_AN_INCIDENT, BEFORE_AN_INSTALL, OutputFormat, app, console
 from envguard.cli.restore import (
     ExtraIndexUrl,
     FindLinks,
@@ -27,6 +19,7 @@ from envguard.cli.restore import (
     Wait,
 )
 from envguard.inuse import InUse
+from envguard.terminal import data_out, quiet
 
 if TYPE_CHECKING:
     from collections.abc import Callable

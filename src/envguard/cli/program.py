@@ -4,21 +4,26 @@ when it is looked up), errors and interrupts said as one line, and the entry poi
 import signal
 import sys
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from typer.core import TyperGroup
 
+from envguard import terminal
 from envguard.cli.lazy import built_short_helps, format_commands_lazily, lazy_group, write_commands
 from envguard.cli.numbers import bounded
 from envguard.errors import EnvguardError, UsageError
-from envguard.lifecycle import (
-    Interrupted,
-    handle_signals,
-    interrupt_behind,
-    interrupt_hint,
-    kill_running,
-    received_signal,
+from envguard.lifecycle import Interrupted, handle_signals, interrupt_behind, received_signal
+from envguard.terminal import (
+    OutputFailed,
+    guard_output,
+    interrupted,
+    listen,
+    loudness,
+    output_failed,
+    report,
+    say,
+    working_folder_gone,
 )
 from envguard.tools import own_variable
 from envguard.version import __version__
@@ -31,21 +36,6 @@ if TYPE_CHECKING:
     from typer._click import Context  # typer's vendored click (click itself before 0.26)
 
     from envguard.snapshots.measure import Measure
-
-
-def _say(kind: str, text: str) -> None:
-    from envguard.redact import redact_text
-    from envguard.render.text import printable
-
-    # Messages quote user input (--via, paths, hosts): secrets in it never reach the log,
-    # and neither do control characters (each message stays one line, no escape codes).
-    sys.stderr.write(f"{kind}: {printable(redact_text(text))}\n")
-
-
-def _report(exc: EnvguardError) -> None:
-    _say("error", exc.message)
-    if exc.hint:
-        _say("hint", exc.hint)
 
 
 class _Group(TyperGroup):
@@ -61,7 +51,7 @@ class _Group(TyperGroup):
         **kwargs: Any,
     ) -> Any:
         run = {"args": args, "prog_name": prog_name, "complete_var": complete_var, **kwargs}
-        _SAID.clear()  # per run: a CliRunner (or a script) runs the CLI many times in one process
+        terminal.begin_run()  # a CliRunner (or a script) runs the CLI many times in a process
         if not standalone_mode:
             return super().main(standalone_mode=False, **run)
         try:
@@ -75,9 +65,9 @@ class _Group(TyperGroup):
             ctx = getattr(exc, "ctx", None)
             if ctx is not None:
                 sys.stderr.write(ctx.get_usage() + "\n")
-            _say("error", exc.format_message())  # type: ignore[attr-defined]
+            say("error", exc.format_message())  # type: ignore[attr-defined]
             if ctx is not None:
-                _say("hint", f"see '{ctx.command_path} --help'")
+                say("hint", f"see '{ctx.command_path} --help'")
             sys.exit(getattr(exc, "exit_code", 2))
         signum = received_signal()
         if signum is not None:  # typer turns one in its parsing into a silent exit 130
@@ -104,7 +94,7 @@ class _Group(TyperGroup):
             result = super().invoke(ctx)
         except EnvguardError as exc:
             _interrupted_if_signalled()  # a lost interrupt made this error: say the cause
-            _report(exc)
+            report(exc)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (lifecycle.Interrupted)
             _interrupted(exc.signum if isinstance(exc, Interrupted) else signal.SIGINT)
@@ -220,20 +210,8 @@ def _interrupted_if_signalled() -> None:
         _interrupted(signum)
 
 
-# Set once the interrupt was said: a later check (typer's own parsing turns an interrupt
-# into exit 130 and says nothing) must not say it twice.
-_SAID: list[int] = []
-
-
 def _interrupted(signum: int) -> NoReturn:
-    kill_running()  # a probe started but not yet waited for: stop it too
-    if not _SAID:
-        _SAID.append(signum)
-        _say("error", f"interrupted ({signal.Signals(signum).name})")
-        hint = interrupt_hint()
-        if hint:  # e.g. a rebuild that had already swapped in the new venv
-            _say("hint", hint)
-    raise typer.Exit(128 + signum)
+    raise typer.Exit(interrupted(signum))
 
 
 def _exit_interrupted(signum: int) -> NoReturn:
@@ -295,61 +273,8 @@ def _root(
         typer.Option("--verbose", "-v", help="Also say what runs (probe, uv) and how long."),
     ] = False,
 ) -> None:
-    _loudness(quiet=quiet, verbose=verbose)
-    if not _LISTENING:
-        from envguard import notices
-
-        _LISTENING.append(True)
-        notices.tell(_note)
-
-
-_QUIET: list[bool] = []
-_LISTENING: list[bool] = []
-# (standard output, the null device put in its place) once -q was given.
-_HUSHED: list[tuple[TextIO, TextIO]] = []
-
-
-def quiet() -> bool:
-    """True under -q: notes and warnings are not said."""
-    return bool(_QUIET)
-
-
-def data_out() -> TextIO:
-    """Where output the user asked for goes (``--format json``, ``--out -``, a schema, an
-    export): standard output, under -q too. -q silences the chatter around it, as uv's."""
-    out = sys.stdout
-    for stream, sink in _HUSHED:
-        if sys.stdout is sink:  # not when a test runner has put its own stdout in since
-            out = stream
-    if out is None:  # started with standard output closed (`>&-`)
-        import errno
-
-        raise _OutputFailed(OSError(errno.EBADF, "standard output is closed"))
-    return out
-
-
-def _note(text: str) -> None:
-    """A library note (envguard.notices) as ``note: ...`` on stderr; -q keeps it quiet."""
-    if not _QUIET:
-        from envguard.render.text import printable
-
-        sys.stderr.write(f"note: {printable(text)}\n")
-
-
-def _loudness(*, quiet: bool, verbose: bool) -> None:
-    if verbose:
-        from envguard import trace
-
-        trace.enable()
-    if quiet and not _QUIET:
-        import os
-
-        _QUIET.append(True)
-        # Tables, "wrote ..." lines and rich's output all go to sys.stdout: the null device
-        # takes them. Requested data is written to data_out(), the stream kept here.
-        sink = open(os.devnull, "w")  # noqa: SIM115  (for the life of the process)
-        _HUSHED.append((sys.stdout, sink))
-        sys.stdout = sink
+    loudness(quiet=quiet, verbose=verbose)
+    listen()
 
 
 def _command_loudness(command: Any) -> None:
@@ -366,7 +291,7 @@ def _command_loudness(command: Any) -> None:
                 default=False,
                 expose_value=False,
                 hidden=True,
-                callback=lambda _ctx, _param, on, name=name: _loudness(
+                callback=lambda _ctx, _param, on, name=name: loudness(
                     quiet=on and name == "quiet", verbose=on and name == "verbose"
                 ),
             )
@@ -429,19 +354,11 @@ def main() -> None:
     # every start. Set for this process only: commands envguard runs for the user (--then)
     # get the environment as it was (tools.user_environ).
     own_variable("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    _SAID.clear()
+    terminal.begin_run()
     handle_signals()
     import os
 
-    try:
-        os.getcwd()
-    except FileNotFoundError:  # every command resolves paths against it
-        _report(
-            UsageError(
-                "the current directory no longer exists",
-                hint="cd to an existing directory and run the command again",
-            )
-        )
+    if working_folder_gone():
         sys.exit(2)
     if "_ENVGUARD_COMPLETE" in os.environ:
         # Shell completion (`eval "$(_ENVGUARD_COMPLETE=source_bash envguard)"`, or zsh,
@@ -449,49 +366,13 @@ def main() -> None:
         from typer.completion import completion_init  # type: ignore[attr-defined]
 
         completion_init()
-    if sys.stdout is not None:  # None when envguard was started with stdout closed
-        sys.stdout = _Output(sys.stdout)
+    guard_output()
     try:
         command_line().main(prog_name="envguard")
-    except _OutputFailed as exc:
-        if exc.broken_pipe:  # `envguard show | head -1`: the reader has what it wanted
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, 1)  # nothing more to flush at exit
-            sys.exit(128 + signal.SIGPIPE)
-        _say("error", f"cannot write the output: {exc}")
-        sys.exit(1)
+    except OutputFailed as exc:
+        sys.exit(output_failed(exc))
     except (KeyboardInterrupt, Exception) as exc:  # a signal while typer builds the app
         signum = interrupt_behind(exc)
         if signum is None:
             raise  # a bug: its traceback
         _exit_interrupted(signum)
-
-
-class _OutputFailed(Exception):
-    """Standard output could not be written (a full disk, /dev/full, a closed pipe)."""
-
-    def __init__(self, exc: OSError) -> None:
-        super().__init__(exc.strerror or str(exc))
-        self.broken_pipe = isinstance(exc, BrokenPipeError)
-
-
-class _Output:
-    """Standard output whose write errors end the run with one line, not a traceback."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        try:
-            return int(self._stream.write(text))
-        except OSError as exc:
-            raise _OutputFailed(exc) from None
-
-    def flush(self) -> None:
-        try:
-            self._stream.flush()
-        except OSError as exc:
-            raise _OutputFailed(exc) from None
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from envguard.cli.program import AFTER_AN_INCIDENT, FILES, app, console, data_out
+from envguard.cli.program import AFTER_AN_INCIDENT, FILES, app, console
 from envguard.inuse import MAX_WAIT, InUse
 from envguard.lifecycle import set_interrupt_hint
+from envguard.terminal import data_out
 
 if TYPE_CHECKING:
     from envguard.recovery.sources import Sources

@@ -1,0 +1,172 @@
+"""A plain `envguard snapshot` runs without typer (prestart.plain_snapshot reads its argv,
+recording.run_plain runs it): it must read argv exactly as typer does, and say and exit
+exactly as the typer program does."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from envguard import recording, terminal
+from envguard.prestart import FLAGS, PLAIN_FLAGS, PLAIN_VALUED, VALUED, plain_snapshot
+
+PY = sys.executable
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["snapshot"],
+        ["snapshot", "--python", "/v", "--out", "-"],
+        ["snapshot", "--python=/v", "-o", "f.json", "--force", "--name", "good"],
+        ["snapshot", "--name", "a", "--name", "b", "--no-force", "--force"],  # the last wins
+        ["snapshot", "--metric", "tok_s=21500", "--metric=loss=0.5", "--note", "after fix"],
+        ["snapshot", "--out=-", "-q", "--force", "--no-force"],
+        ["snapshot", "--note", "", "--quiet", "--python", "venv dir/with space"],
+        ["snapshot", "--out", "-", "--name", "x=y"],
+    ],
+)
+def test_a_plain_snapshot_is_read_as_typer_reads_it(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """What record() is called with, through typer and without it, for the same argv."""
+    from typer.testing import CliRunner
+
+    from envguard.cli import app
+
+    calls: list[dict[str, Any]] = []
+
+    def recorded(where: object, **kwargs: object) -> None:
+        calls.append({"where": where, **kwargs})
+
+    monkeypatch.setattr(recording, "record", recorded)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["envguard", *argv])  # the command line both record
+    monkeypatch.setattr(sys, "stdout", io.StringIO())  # run_plain guards standard output
+    hushed: list[tuple[object, io.TextIOBase]] = []
+    monkeypatch.setattr(terminal, "_HUSHED", hushed)  # -q: this test's own null device
+    try:
+        for run in ("typer", "plain"):
+            monkeypatch.setattr(terminal, "_QUIET", [])
+            if run == "typer":
+                result = CliRunner().invoke(app, argv)
+                assert result.exit_code == 0, result.output
+            else:
+                options = plain_snapshot(argv)
+                assert options is not None
+                assert recording.run_plain(options, argv) == 0
+    finally:
+        for _, sink in hushed:
+            sink.close()
+    typer_call, plain_call = calls
+    typer_call = {k: v for k, v in typer_call.items() if v not in ((), None, False)}
+    plain_call = {k: v for k, v in plain_call.items() if v not in ((), None, False)}
+    assert plain_call == typer_call
+    assert options["quiet"] == ("-q" in argv or "--quiet" in argv)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["snapshot", "--via", "ssh gpu01"],  # what typer has and the plain reading has not
+        ["snapshot", "--repo", "."],
+        ["snapshot", "--deep"],
+        ["snapshot", "--timeout", "5"],
+        ["snapshot", "--help"],
+        ["snapshot", "-v"],
+        ["snapshot", "extra"],
+        ["snapshot", "--"],
+        ["snapshot", "--python"],  # no value: typer's own error
+        ["snapshot", "-ofile"],
+        ["snapshot", "-o=file"],
+        ["snapshot", "--name", "-q"],  # click would take -q as the name
+        ["snapshot", "--nam", "x"],
+        ["-q", "snapshot"],
+        ["diff", "good"],
+        [],
+    ],
+)
+def test_anything_else_is_left_to_typer(argv: list[str]) -> None:
+    assert plain_snapshot(argv) is None
+
+
+def test_shell_completion_is_left_to_typer(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("_ENVGUARD_COMPLETE", "complete_bash")
+    assert plain_snapshot(["snapshot"]) is None
+
+
+def test_the_plain_options_are_typers_snapshot_options() -> None:
+    """Each option read without typer is one of typer's snapshot options, of the same kind
+    (a value, a flag), and one prestart also guesses the probe from."""
+    from envguard.cli import app
+    from envguard.cli.program import command_line
+
+    assert app is not None
+    group = command_line()
+    command = group.get_command(group.make_context("envguard", ["snapshot"]), "snapshot")
+    valued = {o for p in command.params if not p.is_flag for o in (*p.opts, *p.secondary_opts)}
+    flags = {o for p in command.params if p.is_flag for o in (*p.opts, *p.secondary_opts)}
+    assert set(PLAIN_VALUED) <= valued & VALUED["snapshot"]
+    assert set(PLAIN_FLAGS) <= flags & FLAGS["snapshot"]
+
+
+_ENTRY = """
+import atexit, sys
+atexit.register(lambda: sys.stderr.write("typer loaded: %s\\n" % ("typer" in sys.modules)))
+sys.argv = ["envguard", *sys.argv[1:]]
+from envguard.__main__ import main
+main()
+"""
+
+
+def _entry(cwd: Path, *argv: str, stdout: Any = subprocess.PIPE) -> tuple[int, str, list[str]]:
+    """(exit code, stdout, stderr's lines) of the console entry point run with ``argv``."""
+    proc = subprocess.run(
+        [PY, "-c", _ENTRY, *argv],
+        stdout=stdout, stderr=subprocess.PIPE, text=True, cwd=cwd, timeout=120, check=False,
+    )  # fmt: skip
+    return proc.returncode, proc.stdout or "", proc.stderr.splitlines()
+
+
+def test_a_plain_snapshot_is_written_without_typer_and_as_typer_writes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    out = tmp_path / "good.json"
+    code, stdout, stderr = _entry(tmp_path, "snapshot", "--python", PY, "--out", str(out))
+    assert code == 0, stderr
+    assert stdout.startswith(f"wrote {out}: Python ") and stdout.count("\n") == 1
+    assert stderr[-1] == "typer loaded: False"
+    assert json.loads(out.read_text())["signature"]
+    code, _, _ = _entry(tmp_path, "check", str(out), "--python", PY)  # its own venv: clean
+    assert code == 0
+    code, stdout, stderr = _entry(tmp_path, "snapshot", "--python", PY, "--out", "-", "-q")
+    assert code == 0 and stderr == ["typer loaded: False"]
+    assert json.loads(stdout)["interpreter"]["executable"]
+    # The same refusals, the same words, the same exit codes, typer or not (--timeout 60:
+    # typer's, the default's value).
+    for typer_too in ([], ["--timeout", "60"]):
+        loaded = f"typer loaded: {bool(typer_too)}"
+        code, stdout, stderr = _entry(tmp_path, "snapshot", "--out", str(out), *typer_too)
+        assert (code, stdout) == (2, "")
+        assert stderr == [
+            f"error: {out}: already exists",
+            "hint: choose another name or path (--force replaces it, if it is yours to replace)",
+            loaded,
+        ]
+        code, stdout, stderr = _entry(tmp_path, "snapshot", "--metric", "bad", *typer_too)
+        assert (code, stderr) == (
+            2,
+            ["error: --metric 'bad': expected NAME=VALUE, e.g. tok_s=21500", loaded],
+        )
+        with open("/dev/full", "w") as full:
+            code, _, stderr = _entry(tmp_path, "snapshot", "--python", PY, "--out", "-",
+                                     *typer_too, stdout=full)  # fmt: skip
+        assert (code, stderr) == (1, ["error: cannot write the output: No space left on device",
+                                      loaded])  # fmt: skip
