@@ -40,7 +40,7 @@ def record(
     ``keep_cache`` keep the files' contents and the compile caches in ``store``."""
     from envguard import api
     from envguard.errors import UsageError
-    from envguard.terminal import data_out
+    from envguard.terminal import data_out, echo
 
     if (keep_files or keep_cache) and out == "-" and store is None:
         raise UsageError("--out - with --keep-files or --keep-cache needs --store DIR")
@@ -83,8 +83,7 @@ def record(
     written = api.save(doc, out, force=force, unique=name is None and out is None, sign=True)
     from envguard.render.text import printable, snapshot_summary_line
 
-    sys.stdout.write(printable(f"wrote {written}: {snapshot_summary_line(doc)}") + "\n")
-    sys.stdout.flush()
+    echo(printable(f"wrote {written}: {snapshot_summary_line(doc)}"))
 
 
 def _load_writing() -> None:

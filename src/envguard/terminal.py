@@ -137,6 +137,37 @@ def loudness(*, quiet: bool, verbose: bool) -> None:
         sys.stdout = sink
 
 
+def echo(text: str) -> None:
+    """``text`` and a newline on standard output, as click.echo writes a line (the typer
+    commands' lines): nothing when standard output is closed (``>&-``), and on a stream
+    whose encoding is ASCII (a C locale) the line's UTF-8 bytes, malformed ones replaced,
+    since nothing better can be told of the terminal."""
+    out = sys.stdout
+    if out is None:
+        return
+    line = text + "\n"
+    buffer = getattr(out, "buffer", None)
+    if buffer is not None and _ascii(getattr(out, "encoding", None)):
+        try:
+            out.flush()
+            buffer.write(line.encode("utf-8", "replace"))
+            buffer.flush()
+        except OSError as exc:
+            raise OutputFailed(exc) from None
+        return
+    out.write(line)
+    out.flush()
+
+
+def _ascii(encoding: str | None) -> bool:
+    import codecs
+
+    try:
+        return codecs.lookup(encoding or "ascii").name == "ascii"
+    except LookupError:
+        return False
+
+
 def guard_output() -> None:
     """Standard output from now on ends the run in one line when it cannot be written
     (Output); nothing when the process was started with it closed."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -165,6 +166,24 @@ def test_a_plain_snapshot_is_written_without_typer_and_as_typer_writes_it(
             2,
             ["error: --metric 'bad': expected NAME=VALUE, e.g. tok_s=21500", loaded],
         )
+        # The "wrote" line as click.echo writes it: on an ASCII stdout (a C locale) too, and
+        # nothing (not a traceback) when standard output is closed.
+        ascii_out = subprocess.run(
+            [PY, "-c", _ENTRY, "snapshot", "--python", PY, "-o", "a::b.json", "--force",
+             *typer_too],
+            capture_output=True, cwd=tmp_path, timeout=120, check=False,
+            env={**os.environ, "PYTHONIOENCODING": "ascii"},
+        )  # fmt: skip
+        assert ascii_out.returncode == 0, ascii_out.stderr
+        assert ascii_out.stdout.startswith(b"wrote a:\xe2\x80\x8b:b.json: Python ")
+        (tmp_path / "closed.json").unlink(missing_ok=True)
+        closed = subprocess.run(
+            ["sh", "-c", 'exec "$@" >&-', "sh", PY, "-c", _ENTRY, "snapshot", "--python", PY,
+             "-o", "closed.json", *typer_too],
+            capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
+        )  # fmt: skip
+        assert (closed.returncode, closed.stderr) == (0, loaded + "\n")
+        assert json.loads((tmp_path / "closed.json").read_text())["signature"]
         with open("/dev/full", "w") as full:
             code, _, stderr = _entry(tmp_path, "snapshot", "--python", PY, "--out", "-",
                                      *typer_too, stdout=full)  # fmt: skip

@@ -177,12 +177,21 @@ OTHERS = tuple(f"envguard.cli.{m}" for m in ("capture", "compare", "gate", "guar
 OTHERS += ("envguard.inuse",)
 
 
-def test_the_snapshot_command_loads_no_pydantic(tmp_path: Path) -> None:
-    """`envguard snapshot` on the common path: typer, the probe and the document only."""
+@pytest.mark.parametrize(
+    ("options", "command_line"),
+    [
+        ([], set()),  # a plain snapshot: no typer (envguard.recording.run_plain)
+        (["--timeout", "120"], {"typer", "envguard.cli.capture"}),  # typer's, its module only
+    ],
+)
+def test_the_snapshot_command_loads_no_pydantic(
+    tmp_path: Path, options: list[str], command_line: set[str]
+) -> None:
+    """`envguard snapshot` on the common path: the probe and the document only."""
     out = tmp_path / "s.json"
-    argv = ["snapshot", "--python", sys.executable, "--out", str(out)]
-    stdout, loaded = run_envguard(argv, tmp_path, ("pydantic", "rich", *OTHERS))
-    assert loaded == {"envguard.cli.capture"}
+    argv = ["snapshot", "--python", sys.executable, "--out", str(out), *options]
+    stdout, loaded = run_envguard(argv, tmp_path, ("pydantic", "rich", "typer", *OTHERS))
+    assert loaded == command_line
     assert stdout.startswith(f"wrote {out}: Python ")
     assert store.load(out).name == "s" or store.load(out).packages
 
