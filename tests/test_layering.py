@@ -28,7 +28,11 @@ ALLOWED: dict[str, set[str]] = {
     "guard": {"base", "probe", "snapshots", "compare"},
     "api": {"base", "probe", "snapshots", "compare", "recovery", "guard"},
     "cli": {"base", "probe", "snapshots", "compare", "recovery", "render", "api", "schemas"}
-    | {"distributed"},
+    | {"distributed", "terminal", "recording"},
+    # What a command's run says (errors, -q, notes, interrupts), typer or not.
+    "terminal": {"base", "render"},
+    # What `snapshot` does once its options are read; a plain one runs without typer.
+    "recording": {"base", "snapshots", "render", "api", "terminal"},
     # The rank gate, called from training scripts: measures in-process, loads a snapshot.
     "distributed": {"base", "probe", "snapshots", "compare", "rendezvous", "blame"}
     | {"gatestore", "launchers"},
@@ -41,7 +45,7 @@ ALLOWED: dict[str, set[str]] = {
     # Starts the probe from argv before the command line (typer) loads: outside cli/.
     "prestart": {"base", "api"},
     "help_screen": set(),  # the root --help, written before typer loads
-    "__main__": {"cli", "prestart", "help_screen", "base"},
+    "__main__": {"cli", "prestart", "help_screen", "recording", "base"},
     # Generates the fast paths from the models: run by developers, never by a command.
     "dev": {"base", "probe", "snapshots", "schemas"},
     # Wheels and indexes for the tests, bench/ and examples/: like dev, left out of the
