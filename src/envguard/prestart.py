@@ -103,9 +103,10 @@ def guess(argv: list[str]) -> tuple[str, str | None, str | None] | None:
 
 
 # A snapshot these options alone describe runs without typer (envguard.recording.run_plain):
-# option -> the name it is read into; each flag -> its name and value. Anything else in argv
-# (another option, a positional, "--", "-oFILE", a value that looks like an option) is left
-# to typer. tests/cli/test_plain.py holds the reading to typer's own.
+# option -> the name it is read into (GATHERED ones repeat into a list); each flag -> its
+# name and value. Anything else in argv (--via, --hosts, a number, a positional, "--",
+# "-oFILE", a value that looks like an option) is left to typer. tests/cli/test_plain.py
+# holds the reading to typer's own.
 PLAIN_VALUED = {
     "--python": "python",
     "--name": "name",
@@ -113,10 +114,22 @@ PLAIN_VALUED = {
     "-o": "out",
     "--note": "note",
     "--metric": "metric",
+    "--repo": "repo",
+    "--file": "file",
+    "--cache": "cache",
+    "--root": "root",
+    "--store": "store",
 }
+GATHERED = ("metric", "repo", "file", "cache")
 PLAIN_FLAGS = {
     "--force": ("force", True),
     "--no-force": ("force", False),
+    "--keep-files": ("keep_files", True),
+    "--no-keep-files": ("keep_files", False),
+    "--keep-cache": ("keep_cache", True),
+    "--no-keep-cache": ("keep_cache", False),
+    "--deep": ("deep", True),
+    "--no-deep": ("deep", False),
     "-q": ("quiet", True),
     "--quiet": ("quiet", True),
 }
@@ -124,16 +137,15 @@ PLAIN_FLAGS = {
 
 def plain_snapshot(argv: list[str]) -> dict[str, Any] | None:
     """The options of ``argv`` when it is ``snapshot`` with only PLAIN_VALUED and
-    PLAIN_FLAGS (read as click reads them: the last of a repeated option wins, --metric
-    gathers); else None."""
+    PLAIN_FLAGS (read as click reads them: the last of a repeated option wins, a GATHERED
+    one gathers); else None."""
     import os
 
     if not argv or argv[0] != "snapshot" or "_ENVGUARD_COMPLETE" in os.environ:
         return None
-    options: dict[str, Any] = {
-        "python": None, "name": None, "out": None, "note": None, "metric": [],
-        "force": False, "quiet": False,
-    }  # fmt: skip
+    options: dict[str, Any] = dict.fromkeys(set(PLAIN_VALUED.values()) - set(GATHERED))
+    options.update({key: [] for key in GATHERED})
+    options.update({key: False for key, _ in PLAIN_FLAGS.values()})
     i = 1
     while i < len(argv):
         arg = argv[i]
@@ -152,10 +164,11 @@ def plain_snapshot(argv: list[str]) -> dict[str, Any] | None:
             i += 1
         if value.startswith("-") and value != "-":
             return None  # click takes it as the value; a mistyped option more likely
-        if PLAIN_VALUED[name] == "metric":
-            options["metric"].append(value)
+        key = PLAIN_VALUED[name]
+        if key in GATHERED:
+            options[key].append(value)
         else:
-            options[PLAIN_VALUED[name]] = value
+            options[key] = value
     return options
 
 
@@ -214,6 +227,7 @@ def start(argv: list[str]) -> None:
     except OSError:  # the working folder is gone (a venv named relative to it)
         return
     if guessed is None:
+        _boot_plain(argv)
         return
     command, python, good = guessed
     # The interpreter itself starts first when argv names it plainly (api.prestart's boot).
@@ -227,6 +241,27 @@ def start(argv: list[str]) -> None:
         api.prestart(command, good=good, python=python, boot=boot)  # type: ignore[arg-type]
     except Exception:  # a guess: the command itself reports what is wrong
         return
+
+
+def _boot_plain(argv: list[str]) -> None:
+    """A plain snapshot whose probe is not guessed (it names a repo, a file, a cache, a
+    root, --deep): its interpreter booted now all the same (probe.booting), which the
+    command's probe takes over with its own argument; the check's preparation is kept when
+    that argument reads the same there."""
+    options = plain_snapshot(argv)
+    if options is None:
+        return
+    try:
+        boot = _plain_python("snapshot", options["python"])
+    except OSError:  # the working folder is gone: the command says so
+        return
+    if boot is not None:
+        from envguard import api
+
+        try:
+            api.prestart("snapshot", python=options["python"], boot=boot, early=False)
+        except Exception:  # a guess: the command itself reports what is wrong
+            return
 
 
 def stop() -> None:

@@ -124,18 +124,26 @@ def run_plain(options: Mapping[str, Any], argv: Sequence[str]) -> int:
     terminal.loudness(quiet=options["quiet"], verbose=False)
     terminal.listen()
     try:
+        from pathlib import Path
+
         from envguard.snapshots.measure import Measure
         from envguard.snapshots.request import parse_metric
 
         metrics = dict(parse_metric(m) for m in options["metric"])
         record(
-            Measure(python=options["python"]),
+            Measure(python=options["python"], root=options["root"], deep=options["deep"]),
             name=options["name"],
             out=options["out"],
             force=options["force"],
             command=("envguard", *argv),
+            repos=[Path(repo) for repo in options["repo"]],
+            files=options["file"],
+            caches=options["cache"],
             metrics=metrics,
             note=options["note"],
+            keep_files=options["keep_files"],
+            keep_cache=options["keep_cache"],
+            store=options["store"],
         )
     except terminal.OutputFailed as exc:
         return terminal.output_failed(exc)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from envguard import recording, terminal
-from envguard.prestart import FLAGS, PLAIN_FLAGS, PLAIN_VALUED, VALUED, plain_snapshot
+from envguard.prestart import PLAIN_FLAGS, PLAIN_VALUED, plain_snapshot
 
 PY = sys.executable
 
@@ -31,6 +31,10 @@ PY = sys.executable
         ["snapshot", "--out=-", "-q", "--force", "--no-force"],
         ["snapshot", "--note", "", "--quiet", "--python", "venv dir/with space"],
         ["snapshot", "--out", "-", "--name", "x=y"],
+        ["snapshot", "--repo", ".", "--file", "model.py", "--file=train.py", "--cache", "c"],
+        ["snapshot", "--repo=a", "--repo", "b", "--root", "/r", "--root=/s", "--deep"],
+        ["snapshot", "--keep-files", "--keep-cache", "--store", "st", "--deep", "--no-deep"],
+        ["snapshot", "--no-keep-files", "--no-keep-cache", "-o", "x.json", "--store=s"],
     ],
 )
 def test_a_plain_snapshot_is_read_as_typer_reads_it(
@@ -66,8 +70,8 @@ def test_a_plain_snapshot_is_read_as_typer_reads_it(
         for _, sink in hushed:
             sink.close()
     typer_call, plain_call = calls
-    typer_call = {k: v for k, v in typer_call.items() if v not in ((), None, False)}
-    plain_call = {k: v for k, v in plain_call.items() if v not in ((), None, False)}
+    typer_call = {k: v for k, v in typer_call.items() if v}  # () from one, [] from the other
+    plain_call = {k: v for k, v in plain_call.items() if v}
     assert plain_call == typer_call
     assert options["quiet"] == ("-q" in argv or "--quiet" in argv)
 
@@ -76,9 +80,10 @@ def test_a_plain_snapshot_is_read_as_typer_reads_it(
     "argv",
     [
         ["snapshot", "--via", "ssh gpu01"],  # what typer has and the plain reading has not
-        ["snapshot", "--repo", "."],
-        ["snapshot", "--deep"],
-        ["snapshot", "--timeout", "5"],
+        ["snapshot", "--hosts", "a,b"],
+        ["snapshot", "--timeout", "5"],  # numbers: typer's, through the one number reader
+        ["snapshot", "--jobs", "2"],
+        ["snapshot", "--pid", "1"],
         ["snapshot", "--help"],
         ["snapshot", "-v"],
         ["snapshot", "extra"],
@@ -104,7 +109,7 @@ def test_shell_completion_is_left_to_typer(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_the_plain_options_are_typers_snapshot_options() -> None:
     """Each option read without typer is one of typer's snapshot options, of the same kind
-    (a value, a flag), and one prestart also guesses the probe from."""
+    (a value, a flag)."""
     from envguard.cli import app
     from envguard.cli.program import command_line
 
@@ -113,8 +118,8 @@ def test_the_plain_options_are_typers_snapshot_options() -> None:
     command = group.get_command(group.make_context("envguard", ["snapshot"]), "snapshot")
     valued = {o for p in command.params if not p.is_flag for o in (*p.opts, *p.secondary_opts)}
     flags = {o for p in command.params if p.is_flag for o in (*p.opts, *p.secondary_opts)}
-    assert set(PLAIN_VALUED) <= valued & VALUED["snapshot"]
-    assert set(PLAIN_FLAGS) <= flags & FLAGS["snapshot"]
+    assert set(PLAIN_VALUED) <= valued
+    assert set(PLAIN_FLAGS) - {"-q", "--quiet"} <= flags  # -q: the root's too (program.py)
 
 
 _ENTRY = """
@@ -150,6 +155,20 @@ def test_a_plain_snapshot_is_written_without_typer_and_as_typer_writes_it(
     code, stdout, stderr = _entry(tmp_path, "snapshot", "--python", PY, "--out", "-", "-q")
     assert code == 0 and stderr == ["typer loaded: False"]
     assert json.loads(stdout)["interpreter"]["executable"]
+    # After a good run, as the README has it: the work tree and a script, still no typer.
+    from factories import git, make_git_repo
+
+    work = make_git_repo(tmp_path / "work")  # train.py, committed
+    code, stdout, stderr = _entry(
+        work, "snapshot", "--python", PY, "--out", "-", "--repo", ".",
+        "--file", "train.py", "--metric", "tok_s=21500",
+    )  # fmt: skip
+    assert code == 0 and stderr[-1] == "typer loaded: False", stderr
+    doc = json.loads(stdout)
+    heads = {r["path"]: r.get("head") for r in doc["repos"]}  # (and editable installs')
+    assert heads[str(work)] == git(work, "rev-parse", "HEAD")
+    assert [f["path"] for f in doc["files"]] == [str(work / "train.py")]
+    assert doc["metrics"] == {"tok_s": 21500}
     # The same refusals, the same words, the same exit codes, typer or not (--timeout 60:
     # typer's, the default's value).
     for typer_too in ([], ["--timeout", "60"]):

@@ -4,6 +4,7 @@ stopped."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -166,6 +167,47 @@ def test_snapshot_and_diff_take_over_the_probe_started_before_typer(tmp_path: Pa
     code, counts = _run(tmp_path, "check", "good", "--python", sys.executable)  # the gate
     assert code == 0
     assert counts == "PROBES [False] CANCELLED []"
+
+
+_BOOTED = """
+import sys
+import envguard.probe.booting as booting
+take = booting.take_boot
+taken = []
+def counted_take(python, entry):
+    booted = take(python, entry)
+    taken.append(booted is not None)
+    return booted
+booting.take_boot = counted_take
+import envguard.probe.runner as runner
+runner.take_boot = counted_take
+import atexit
+atexit.register(lambda: sys.stderr.write(f"\\nBOOTS TAKEN {taken} TYPER {'typer' in sys.modules}\\n"))
+sys.argv = ["envguard", *sys.argv[1:]]
+from envguard.__main__ import main
+main()
+"""
+
+
+def test_a_plain_snapshot_naming_a_repo_takes_over_its_interpreter_booted_first(
+    tmp_path: Path,
+) -> None:
+    """No probe is guessed for --repo, --file, --cache, --root or --deep, but a plain
+    snapshot's interpreter is booted before anything else loads all the same: the command's
+    probe takes it over with its own argument (and records what that argument names)."""
+    from factories import make_git_repo
+
+    work = make_git_repo(tmp_path / "work")
+    argv = ["snapshot", "--python", sys.executable, "--out", "-", "--repo", ".", "--file"]
+    proc = subprocess.run(
+        [sys.executable, "-c", _BOOTED, *argv, "train.py"],
+        capture_output=True, text=True, cwd=work, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "BOOTS TAKEN [True] TYPER False"
+    doc = json.loads(proc.stdout)
+    assert [f["path"] for f in doc["files"]] == [str(work / "train.py")]
+    assert str(work) in [r["path"] for r in doc["repos"]]
 
 
 @pytest.mark.slow

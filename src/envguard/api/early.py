@@ -21,6 +21,7 @@ def prestart(
     good: str | None = None,
     python: str | None = None,
     boot: str | None = None,
+    early: bool = True,
 ) -> None:
     """Start the probe that ``snapshot(python=python)`` or ``diff(good, python=python)``
     (local, nothing else named) is about to need, so that it runs while the caller loads
@@ -30,13 +31,16 @@ def prestart(
 
     ``boot``: the interpreter that probe will run, when the caller can tell it already;
     it starts first, with the target package (probe.booting.boot), and loads that while
-    what builds the probe's argument is imported here."""
+    what builds the probe's argument is imported here. ``early`` False: only that boot
+    (the command's probe, whatever its argument, takes the interpreter over)."""
     if boot is not None:
         from envguard.lifecycle import suppress  # contextlib's import is not on the way
         from envguard.probe import booting
 
         with suppress(OSError, ValueError):
             booting.boot(boot)  # no such interpreter: the command says so
+    if not early:
+        return
     from envguard.snapshots.measure import Measure, capture_request
     from envguard.snapshots.request import start_early
 
