@@ -2,8 +2,8 @@
 
 It sits outside :mod:`envguard.cli`, before typer loads: the root ``--help`` and
 ``--version`` are written from help_screen; a plain ``snapshot`` or ``diff`` gets its probe
-started (prestart) while typer loads, and a snapshot of only the commonest options runs
-without typer (envguard.recording.run_plain); a signal while the command line's libraries are still
+started (prestart) while typer loads, and a snapshot typer is not needed to read runs without
+it (envguard.recording.run_plain); a signal while the command line's libraries are still
 being imported ends like any other interrupt (one line, exit 128 + N, the early probe
 stopped), and so does any other failure there (the probe stopped, the error as it is). Once
 the command has ended, the process ends without the interpreter's finalization (_leave),

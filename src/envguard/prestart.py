@@ -6,6 +6,10 @@ the probe they need can run meanwhile. This reads argv only far enough to guess 
 once typer has parsed it, takes the probe over only when it asks for exactly that one
 (snapshots.request.start_early): a wrong guess costs CPU, never a wrong answer. Anything
 else in argv (another option, ``--via``, ``--help``, ``-v``) means no guess.
+
+It also reads a snapshot's argv whole when typer is not needed for it (plain_snapshot:
+envguard.recording.run_plain runs such a snapshot without typer), and boots the
+interpreter of one whose probe it cannot guess (a repo, a file named: _boot_plain).
 """
 
 from __future__ import annotations
