@@ -150,8 +150,8 @@ def test_a_plain_snapshot_is_written_without_typer_and_as_typer_writes_it(
     assert stdout.startswith(f"wrote {out}: Python ") and stdout.count("\n") == 1
     assert stderr[-1] == "typer loaded: False"
     assert json.loads(out.read_text())["signature"]
-    code, _, _ = _entry(tmp_path, "check", str(out), "--python", PY)  # its own venv: clean
-    assert code == 0
+    code, shown, _ = _entry(tmp_path, "show", str(out))  # read back by typer's commands
+    assert code == 0 and shown.startswith("snapshot")
     code, stdout, stderr = _entry(tmp_path, "snapshot", "--python", PY, "--out", "-", "-q")
     assert code == 0 and stderr == ["typer loaded: False"]
     assert json.loads(stdout)["interpreter"]["executable"]
