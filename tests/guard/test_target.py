@@ -199,6 +199,27 @@ def test_a_pip_config_file_at_any_level_that_installs_elsewhere_is_refused(
     ), err
 
 
+def test_pip_config_file_set_to_the_null_device_means_no_config_file_as_for_pip(
+    pip_configured: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """PIP_CONFIG_FILE=/dev/null is pip's documented way to read no configuration file:
+    guard was refusing every pip install then (`/dev/null: a pip config file in dev/`).
+    pip reads none, the user's one that would install elsewhere included, and so does
+    guard: the install is previewed as pip would run it."""
+    from envguard.testing import make_wheel
+
+    venv, other = pip_configured
+    user = tmp_path / "home" / ".config" / "pip" / "pip.conf"
+    user.parent.mkdir(parents=True)
+    user.write_text(f"[install]\ntarget = {other}\n")  # what pip no longer reads
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    make_wheel(tmp_path / "wh", "six", "1.17.0")
+    pip = ["-m", "pip", "install", "--no-index", "--find-links", str(tmp_path / "wh"), "six"]
+    code, out, err = guard(venv, "--preview", "--", str(venv / "bin" / "python"), *pip)
+    assert code == 0 and "error" not in err, err
+    assert out.startswith("this install would add 1 package")
+
+
 @pytest.mark.parametrize(
     "text",
     [

@@ -60,7 +60,12 @@ def pip_files(python: Path, env: Mapping[str, str], *, timeout: float) -> list[S
     from envguard.guard.resolve import read_output, start_reading
 
     chosen = env.get("PIP_CONFIG_FILE")
-    if chosen and chosen != os.devnull and os.path.lexists(chosen):
+    if chosen == os.devnull:
+        # pip then reads no configuration file at all, its own nor the user's nor the
+        # system's (pip/_internal/configuration.py, _load_config_files): nor does guard
+        # (`pip config debug` still lists /dev/null as a file that exists).
+        return []
+    if chosen and os.path.lexists(chosen):
         read_confined(Path(chosen), label=f"PIP_CONFIG_FILE {chosen}", what="pip config file")
     quiet = {**env, "_PIP_RUNNING_IN_SUBPROCESS": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     argv = [str(python), "-m", "pip", "config", "debug"]
