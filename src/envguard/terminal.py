@@ -132,9 +132,24 @@ def loudness(*, quiet: bool, verbose: bool) -> None:
         import os
 
         _QUIET.append(True)
-        sink = open(os.devnull, "w")  # noqa: SIM115  (for the life of the process)
+        sink = open(os.devnull, "w")  # noqa: SIM115  (closed at exit: _unhush)
+        if not _HUSHED:
+            import atexit
+
+            atexit.register(_unhush)
         _HUSHED.append((sys.stdout, sink))
         sys.stdout = sink
+
+
+def _unhush() -> None:
+    """At exit: standard output back where -q took it from (what is flushed after the
+    exit callbacks, __main__._leave, is flushed there) and the null devices closed, not
+    left to the interpreter's teardown (a ResourceWarning in a test run)."""
+    while _HUSHED:
+        stream, sink = _HUSHED.pop()
+        if sys.stdout is sink:
+            sys.stdout = stream
+        sink.close()
 
 
 def echo(text: str) -> None:
