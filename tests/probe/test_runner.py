@@ -190,6 +190,43 @@ def test_a_booted_interpreter_is_taken_over_by_the_probe_of_that_interpreter() -
     assert [p["name"] for p in report["packages"]] == [p["name"] for p in again["packages"]]
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="a pipe is sized by Linux's fcntl")
+def test_a_boots_program_and_argument_are_in_its_pipe_before_any_thread_runs() -> None:
+    """The booted program (about 200 KiB) is written into a pipe grown to hold it, and the
+    argument after it, by the command's own thread: no feeder thread waits for the GIL
+    while the command line imports (up to 5 ms each time a blocked write resumed)."""
+    booted = _boot(sys.executable)
+    assert booted.feeder is None
+    run = runner.ProbeRun(sys.executable, {"default_caches": False, "git": False})
+    try:
+        assert run.proc is booted.proc
+        assert run.proc.stdin is not None and run.proc.stdin.closed  # all of it written
+        assert run.result()["packages"]
+    finally:
+        run.cancel()
+
+
+def test_a_boot_whose_pipe_cannot_grow_is_fed_by_a_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where the pipe keeps its 64 KiB (a user over the kernel's pipe limits, not Linux),
+    what did not fit is written by a thread, the argument after it: the same answer."""
+    import fcntl
+
+    def refused(*args: object) -> int:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(fcntl, "fcntl", refused)
+    booted = _boot(sys.executable)
+    assert booted.feeder is not None
+    run = runner.ProbeRun(sys.executable, {"default_caches": False, "git": False})
+    try:
+        assert run.proc is booted.proc
+        assert run.result()["packages"]
+    finally:
+        run.cancel()
+
+
 def test_a_boot_of_another_interpreter_is_stopped_not_used(tmp_path: Path) -> None:
     """A guess that named the interpreter otherwise (a symlink to it) is stopped and
     collected by the first probe that does not take it; that probe runs as ever."""
@@ -215,7 +252,8 @@ def test_a_boot_no_probe_takes_ends_and_so_does_one_its_host_left() -> None:
     left = _boot(sys.executable)
     booting._BOOTS.clear()
     try:
-        left.feeder.join(30)
+        if left.feeder is not None:  # the program did not fit the pipe: a thread writes it
+            left.feeder.join(30)
         assert left.proc.stdin is not None
         left.proc.stdin.close()
         assert left.proc.wait(timeout=30) == 3

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import _thread
 import os
+import sys
 import time
 
 from envguard.lifecycle import (
@@ -27,7 +28,40 @@ from envguard.probe.payload import BOOT, booting_payload
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from threading import Thread
+
     from envguard.lifecycle import Child
+
+# Linux's fcntls that size a pipe (fcntl.F_SETPIPE_SZ and F_GETPIPE_SZ from Python 3.10).
+_F_SETPIPE_SZ, _F_GETPIPE_SZ = 1031, 1032
+
+
+def written_now(proc: Child, data: bytes) -> int:
+    """How much of ``data`` went into ``proc``'s stdin pipe at once, without waiting (0
+    where none did). The pipe is grown to hold all of it where Linux lets it (a pipe
+    holds 64 KiB, and the booted program is about 200 KiB): then the whole program is in
+    the pipe the moment the interpreter starts, and no thread of this process, waiting
+    for the GIL while the command line imports its modules, is between them (up to the
+    switch interval, 5 ms, each time a blocked write resumed). What is left is written by
+    a thread, as ever."""
+    stdin = proc.stdin
+    if stdin is None or not data:
+        return 0
+    try:
+        fd = stdin.fileno()
+        if sys.platform == "linux":
+            import fcntl
+
+            with suppress(OSError):  # over the user's pipe limits: it keeps its size
+                if fcntl.fcntl(fd, _F_GETPIPE_SZ) < len(data):  # grown, never shrunk
+                    fcntl.fcntl(fd, _F_SETPIPE_SZ, len(data))  # the kernel rounds it up
+        os.set_blocking(fd, False)
+        try:
+            return os.write(fd, data)
+        finally:
+            os.set_blocking(fd, True)
+    except (OSError, ValueError):
+        return 0  # a full pipe (or a closed one): the thread writes it, or says so
 
 
 class _Booted:
@@ -52,12 +86,14 @@ class _Booted:
             )
         self.proc = proc
         self.cancelled = False
-        import threading  # once it runs: its import is not on the way to the start
+        data = booting_payload(entry)
+        left = data[written_now(proc, data) :]
+        self.feeder: Thread | None = None  # the thread writing the rest, if any
+        if left:
+            import threading  # once it runs: its import is not on the way to the start
 
-        self.feeder = threading.Thread(
-            target=self._send, args=(booting_payload(entry),), daemon=True
-        )
-        self.feeder.start()
+            self.feeder = threading.Thread(target=self._send, args=(left,), daemon=True)
+            self.feeder.start()
 
     def _send(self, data: bytes) -> None:
         """Write the program and leave the pipe open (a ProbeRun that takes the boot over
@@ -84,9 +120,10 @@ class _Booted:
             end_chain(self.proc, marker=self.marker)
         finally:
             forget(self.proc.pid)
-            self.feeder.join(0.1)
+            if self.feeder is not None:
+                self.feeder.join(0.1)
             pipes = [self.proc.stdout, self.proc.stderr]  # no reader: nothing waits on them
-            if not self.feeder.is_alive():
+            if self.feeder is None or not self.feeder.is_alive():
                 pipes.append(self.proc.stdin)
             for pipe in pipes:
                 if pipe is not None:

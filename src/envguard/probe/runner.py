@@ -23,7 +23,7 @@ from envguard.lifecycle import (
     raise_if_signalled,
     start_child,
 )
-from envguard.probe.booting import take_boot
+from envguard.probe.booting import take_boot, written_now
 from envguard.probe.payload import probe_argument, probe_payload
 
 # typing (and pathlib) are left to load once the probe runs: this module is on the way to
@@ -172,8 +172,18 @@ class ProbeRun:
         self.output_cap = output_cap
         self._out = _Reader(self.proc.stdout, output_cap, on_overflow=self._kill, sink=sink)
         self._err = _Reader(self.proc.stderr, _STDERR_TAIL, keep_tail=True)
+        threads: list[threading.Thread] = [self._out, self._err]
+        if after is None:
+            # Into a pipe grown to hold it (booting.written_now): written now, not by a
+            # thread waiting for the GIL meanwhile; a booted program is in it already.
+            payload = payload[written_now(self.proc, payload) :]
+            if not payload:
+                with contextlib.suppress(OSError, ValueError):
+                    self.proc.stdin.close()  # type: ignore[union-attr]
         self._feeder = threading.Thread(target=self._feed, args=(payload, after), daemon=True)
-        for thread in (self._feeder, self._out, self._err):
+        if payload:
+            threads.insert(0, self._feeder)
+        for thread in threads:
             thread.start()
 
     def _start(self, argv: list[str], token: str) -> None:
