@@ -140,6 +140,36 @@ def _entry(cwd: Path, *argv: str, stdout: Any = subprocess.PIPE) -> tuple[int, s
     return proc.returncode, proc.stdout or "", proc.stderr.splitlines()
 
 
+_LOADED = """
+import atexit, sys
+before = set(sys.modules)
+heavy = ("typing", "dataclasses", "hmac", "subprocess", "datetime", "typer")
+atexit.register(lambda: sys.stderr.write(
+    "loaded: %s\\n" % " ".join(m for m in heavy if m in sys.modules and m not in before)
+))
+sys.argv = ["envguard", *sys.argv[1:]]
+from envguard.__main__ import main
+main()
+"""
+
+
+def test_a_plain_snapshot_loads_nothing_its_document_does_not_need(tmp_path: Path) -> None:
+    """A snapshot's own process works beside its probe on a two-core machine: each module
+    it imports is CPU the probe's shares wait for. None of these is needed to write the
+    document: typer (click), typing, subprocess (a local probe is spawned without it),
+    hmac (OpenSSL; the signature's HMAC is made with CPython's own SHA-256: see
+    test_signing for hashlib, which the payload's code key loads until its sources
+    settle), datetime (the time module spells the time)."""
+    proc = subprocess.run(
+        [PY, "-c", _LOADED, "snapshot", "--python", PY, "--out", "-"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["signature"]
+    assert proc.stderr.splitlines()[-1] == "loaded: dataclasses"
+
+
 def test_a_plain_snapshot_is_written_without_typer_and_as_typer_writes_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -90,6 +90,58 @@ def test_a_forged_file_copying_host_and_user_is_held(tmp_path: Path) -> None:
         _held(*_restore(forged), why=why)
 
 
+def test_a_signature_of_any_text_is_held_not_a_traceback(tmp_path: Path) -> None:
+    """The signature is the file's own text: one with a character outside ASCII (which
+    hmac.compare_digest refuses with a TypeError) is a signature that does not match."""
+    data = _take(tmp_path / "p")
+    scheme, key_id, mac = str(data["signature"]).split(":")
+    path = tmp_path / "p" / "snapshots" / "good.json"
+    for forged in ("\u00e9" + mac[1:], mac[:-1] + "\u202e", "\ud800", "\x00"):
+        data["signature"] = f"{scheme}:{key_id}:{forged}"
+        assert not signing.trust(json.dumps(data)).signed
+    data["signature"] = f"{scheme}:{key_id}:\u00e9{mac[1:]}"
+    path.write_text(json.dumps(data))
+    _held(
+        *_restore(tmp_path / "p"),
+        why="its signature does not match its content (changed since written)",
+    )
+
+
+@pytest.mark.parametrize("size", [0, 1, 32, 64, 65, 300])
+def test_the_signature_is_hmac_sha256_as_the_standard_library_makes_it(size: int) -> None:
+    """signing computes HMAC-SHA256 with CPython's built-in SHA-256 (hashlib would load
+    OpenSSL first): the same value hmac.new gives, keys longer than a block included."""
+    import hashlib
+    import hmac
+
+    key = bytes(range(256))[:size] * 1
+    data = {"name": "good", "signature": None, "note": "caf\u00e9 " * size}
+    want = hmac.new(key, signing.canonical(data), hashlib.sha256).hexdigest()
+    assert signing._mac(key, data) == want
+
+
+def test_signing_and_checking_load_no_openssl(tmp_path: Path) -> None:
+    """hashlib and hmac load OpenSSL first (3 ms of a snapshot's CPU): signing a document
+    and checking it use CPython's own SHA-256."""
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "from envguard.snapshots import signing\n"
+        "doc = signing.signed({'name': 'good', 'note': None})\n"
+        "assert doc['signature'].startswith('hmac-sha256:'), doc\n"
+        "import json\n"
+        "assert signing.trust(json.dumps(doc)).signed\n"
+        "print(sorted({'hashlib', 'hmac', '_hashlib'} & set(sys.modules)))\n"
+    )
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
 def test_a_snapshot_signed_with_another_key_is_held(tmp_path: Path) -> None:
     other = tmp_path / "other-user-config"
     _take(tmp_path / "p", XDG_CONFIG_HOME=str(other))

@@ -100,7 +100,7 @@ def test_a_signal_while_the_probe_starts_never_orphans_it(
         return proc  # type: ignore[no-any-return]
 
     monkeypatch.setattr(lifecycle, "_received", [])  # this process's signals, for this test only
-    monkeypatch.setattr(runner.subprocess, "Popen", popen_then_signal)
+    monkeypatch.setattr(subprocess, "Popen", popen_then_signal)
     prefix = tmp_path / "slow-ssh"
     pidfile = tmp_path / "daemon.pid"
     pidfile.write_text("")

@@ -304,3 +304,44 @@ def test_odd_but_valid_files_load_as_the_model_reads_them(
     assert list(loaded.env) == ["AA", "ZZ"] and repr(loaded) == repr(_model_of(doc))
     del doc["schema_version"]
     assert store.loads(json.dumps(doc), source="t").schema_version == 1
+
+
+@pytest.mark.parametrize(
+    "ns",
+    [0, 1_700_000_000_000_000_000, 1_700_000_000_123_456_789, 1_700_000_000_000_000_999,
+     1_709_164_800_000_001_000, 253_402_300_799_999_999_000],
+)  # fmt: skip
+def test_created_is_spelt_as_datetime_spells_it(ns: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """created_now() by the time module writes what datetime's isoformat (and the model)
+    write: "Z", and no fraction when it is zero."""
+    import time
+    from datetime import datetime, timezone
+
+    monkeypatch.setattr(time, "time_ns", lambda: ns)
+    micro = ns // 1000
+    at = datetime.fromtimestamp(micro // 10**6, timezone.utc).replace(microsecond=micro % 10**6)
+    assert document.created_now() == at.isoformat().replace("+00:00", "Z")
+
+
+@given(
+    st.tuples(
+        st.integers(0, 9999), st.integers(0, 13), st.integers(0, 32),
+        st.integers(0, 25), st.integers(0, 61), st.integers(0, 61),
+        st.sampled_from(["", ".000000", ".999999"]),
+    )
+)  # fmt: skip
+def test_a_created_time_is_real_as_datetime_tells_it(parts: tuple[Any, ...]) -> None:
+    """The plain check of ``created`` (without datetime) takes exactly the times
+    datetime.fromisoformat takes: no 29th of February outside a leap year, no hour 24."""
+    from datetime import datetime
+
+    from envguard.snapshots.checks import created
+
+    year, month, day, hour, minute, second, fraction = parts
+    text = f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}{fraction}Z"
+    try:
+        datetime.fromisoformat(text.replace("Z", "+00:00"))
+        real = True
+    except ValueError:
+        real = False
+    assert created(text) is real

@@ -6,11 +6,12 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from envguard.errors import UsageError
 from envguard.snapshots import store
 from envguard.snapshots.measure import VIA_TIMEOUT, Measure
+
+TYPE_CHECKING = False  # typing is not loaded for a command's start
 
 if TYPE_CHECKING:
     from envguard.probe.channel import Target

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from envguard.api._shared import settings
 from envguard.snapshots import store
@@ -17,7 +16,11 @@ from envguard.snapshots.measure import Measure as Measure  # where and how: the 
 from envguard.snapshots.measure import capture_request
 from envguard.snapshots.request import start_capture
 
+TYPE_CHECKING = False  # typing is not loaded for a command's start
+
 if TYPE_CHECKING:
+    from typing import Any
+
     from envguard.snapshots.document import Document
     from envguard.snapshots.models import MetricValue, Snapshot
     from envguard.snapshots.request import CaptureRequest, StartedCapture

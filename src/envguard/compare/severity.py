@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from enum import Enum
-from typing import TYPE_CHECKING
+
+TYPE_CHECKING = False  # typing is not loaded for a command's start
 
 if TYPE_CHECKING:
     from envguard.compare.identical import Clean

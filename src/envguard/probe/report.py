@@ -10,14 +10,17 @@ probe/report_shape.py, which also type the checked report.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, cast
-
-if TYPE_CHECKING:
-    from envguard.probe.report_shape import ProbeReport
 
 from envguard.errors import ProbeError
 from envguard.probe.spec import REPORT_SPEC
 from envguard.reading import UNSAFE_CHARS, json_loads
+
+TYPE_CHECKING = False  # typing is not loaded for a command's start
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from envguard.probe.report_shape import ProbeReport
 
 # The version of probe/target/main.py this host sends; a report of another is refused.
 PROBE_VERSION = 9
@@ -146,7 +149,7 @@ def validate_report(
         raise ProbeError(f"{label}: invalid probe report at {_one_line(str(exc))}") from None
     except RecursionError:
         raise ProbeError(f"{label}: invalid probe report (nested too deeply)") from None
-    return cast("ProbeReport", doc)
+    return doc  # type: ignore[return-value]  # checked against REPORT_SPEC just now
 
 
 def _check_version(found: object, *, label: str) -> None:

@@ -8,7 +8,10 @@ The spec the probe's report (its TypedDicts) is checked against:
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # typing is not loaded for a command's start
+
+if TYPE_CHECKING:
+    from typing import Any
 
 REPORT_SPEC: Any = (
     "fields",

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from envguard.compare.severity import Severity
 from envguard.reading import escaped_line
+
+TYPE_CHECKING = False  # typing is not loaded for a command's start
 
 if TYPE_CHECKING:
     from envguard.compare.identical import Clean

@@ -6,12 +6,13 @@ validation (snapshots/document.py uses it).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from envguard.snapshots import checks as _c
+
+TYPE_CHECKING = False  # typing is not loaded for a command's start
 
 if TYPE_CHECKING:
     from types import ModuleType
+    from typing import Any
 
     from envguard.snapshots.models import Snapshot
 

@@ -4,11 +4,11 @@ written as it is once it is shown to fit the model (no pydantic import)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from envguard.errors import ProbeError, field_path
 from envguard.snapshots import document
 from envguard.snapshots.request import CaptureRequest, StartedCapture, start_capture
+
+TYPE_CHECKING = False  # typing is not loaded for a command's start
 
 if TYPE_CHECKING:
     from collections.abc import Callable

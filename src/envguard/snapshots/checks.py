@@ -10,14 +10,16 @@ The generator (envguard.dev) maps every validator of snapshots/models.py to a pa
 from __future__ import annotations
 
 import re
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
 
 from envguard.reading import UNSAFE_CHARS
 from envguard.redact import redact_env
 
+TYPE_CHECKING = False  # typing is not loaded for a command's start
+
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from datetime import datetime
+    from typing import Any
 
 _UNSAFE = re.compile("[" + UNSAFE_CHARS + "]")
 # pydantic takes a lone surrogate in a plain str field but refuses it where a pattern or a
@@ -74,18 +76,26 @@ def number(value: object) -> bool:
 
 
 def created(value: object) -> bool:
-    """A time as created_now() writes it, and a real one (not the 31st of February)."""
+    """A time as created_now() writes it, and a real one (not the 31st of February, as
+    datetime.fromisoformat tells it; told here without datetime, which a snapshot's
+    writing does not otherwise load)."""
     if type(value) is not str or not _CREATED.fullmatch(value):
         return False
-    try:
-        datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
+    year, month, day = int(value[:4]), int(value[5:7]), int(value[8:10])
+    hour, minute, second = int(value[11:13]), int(value[14:16]), int(value[17:19])
+    if not (year >= 1 and 1 <= month <= 12 and hour < 24 and minute < 60 and second < 60):
         return False
-    return True
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    return 1 <= day <= (29 if leap and month == 2 else _DAYS[month - 1])
+
+
+_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 
 def created_value(value: str) -> datetime:
     """The datetime pydantic's validation makes of ``created`` (UTC as its own TzInfo)."""
+    from datetime import datetime
+
     from pydantic_core import TzInfo
 
     return datetime.fromisoformat(value[:-1]).replace(tzinfo=TzInfo(0))

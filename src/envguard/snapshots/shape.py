@@ -9,9 +9,12 @@ in builders.py), and what a reader of an older minor version reads past
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from envguard.snapshots import checks as _c
+
+TYPE_CHECKING = False  # typing is not loaded for a command's start
+if TYPE_CHECKING:
+    from typing import Any
 
 # The largest Since(minor) of any field: what a file written now is.
 SCHEMA_MINOR = 7
