@@ -144,24 +144,18 @@ def canonical(data: dict[str, Any]) -> bytes:
     return text.encode("ascii")
 
 
-def _sha256(data: bytes) -> Any:
-    """A SHA-256 of ``data`` by CPython's own implementation where it has one: hashlib
-    (and hmac, which imports it) loads OpenSSL first, 3 ms of CPU of every `envguard
-    snapshot` while its probe needs both cores, for a hash of a few hundred KB that the
-    built-in makes in well under a millisecond."""
-    if not _SHA256:
-        try:
-            from _sha2 import sha256  # type: ignore[import-not-found]  # Python 3.12+
-        except ImportError:
-            try:
-                from _sha256 import sha256  # type: ignore[import-not-found]
-            except ImportError:  # a build without CPython's own hashes
-                from hashlib import sha256
-        _SHA256.append(sha256)
-    return _SHA256[0](data)
+# SHA-256 by CPython's own implementation where it has one: hashlib (and hmac, which
+# imports it) loads OpenSSL first, 3 ms of CPU of every `envguard snapshot` while its probe
+# needs both cores, for a hash of a few hundred KB that the built-in makes in well under a
+# millisecond. Imported with this module, which a snapshot loads beside its probe.
+try:
+    from _sha2 import sha256 as _sha256  # type: ignore[import-not-found]  # Python 3.12+
+except ImportError:
+    try:
+        from _sha256 import sha256 as _sha256  # type: ignore[import-not-found,no-redef,unused-ignore]
+    except ImportError:  # a build without CPython's own hashes
+        from hashlib import sha256 as _sha256  # type: ignore[assignment,unused-ignore]
 
-
-_SHA256: list[Any] = []
 _BLOCK = 64  # SHA-256's block size, HMAC's key length (RFC 2104)
 _INNER = bytes(x ^ 0x36 for x in range(256))
 _OUTER = bytes(x ^ 0x5C for x in range(256))
