@@ -143,9 +143,10 @@ def _entry(cwd: Path, *argv: str, stdout: Any = subprocess.PIPE) -> tuple[int, s
 _LOADED = """
 import atexit, sys
 before = set(sys.modules)
-heavy = ("typing", "dataclasses", "hmac", "subprocess", "datetime", "typer")
+heavy = ("typing", "dataclasses", "inspect", "hmac", "subprocess", "datetime", "typer")
+real = lambda m: m in sys.modules and type(sys.modules[m]).__name__ == "module"
 atexit.register(lambda: sys.stderr.write(
-    "loaded: %s\\n" % " ".join(m for m in heavy if m in sys.modules and m not in before)
+    "loaded: %s\\n" % " ".join(m for m in heavy if real(m) and m not in before)
 ))
 sys.argv = ["envguard", *sys.argv[1:]]
 from envguard.__main__ import main
@@ -238,3 +239,27 @@ def test_a_plain_snapshot_is_written_without_typer_and_as_typer_writes_it(
                                      *typer_too, stdout=full)  # fmt: skip
         assert (code, stderr) == (1, ["error: cannot write the output: No space left on device",
                                       loaded])  # fmt: skip
+
+
+def test_inspect_deferred_by_the_command_line_is_the_real_one_once_used() -> None:
+    """__main__ puts a stand-in for inspect in place (dataclasses imports it and a snapshot
+    never uses it): whatever uses it then (typer, pydantic) gets the real module, through
+    the stand-in it imported too, and sys.modules holds the real one from then on."""
+    code = (
+        "import sys\n"
+        "from envguard.__main__ import _defer_inspect\n"
+        "_defer_inspect()\n"
+        "import dataclasses, inspect\n"
+        "assert type(sys.modules['inspect']).__name__ == 'Deferred'\n"
+        "def f(a, *, b=2): pass\n"
+        "print(inspect.signature(f), inspect.isfunction(f))\n"
+        "import inspect as again\n"
+        "print(type(sys.modules['inspect']).__name__, again.getdoc(f) is None)\n"
+        "@dataclasses.dataclass\n"
+        "class NoDoc:\n"
+        "    x: int = 1\n"
+        "print(NoDoc.__doc__)\n"
+    )
+    out = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["(a, *, b=2) True", "module True", "NoDoc(x: int = 1)"]
