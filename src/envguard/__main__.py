@@ -96,15 +96,15 @@ def _unwritten(exc: Exception) -> None:
     os._exit(1)
 
 
-def _defer_inspect() -> None:
-    """``inspect`` loaded when first used, not when imported: dataclasses imports it (with
-    ast, dis, tokenize and linecache) and uses it only to write a signature into a class
-    that has no docstring, which envguard's all have. That import was 7 ms of the 35 ms of
-    CPU a snapshot's own process spends beside its probe on two cores. What uses inspect
-    (typer, click, pydantic) gets the real module on first use, through the stand-in.
-    The command line's process only: the library never replaces a module."""
-    if "inspect" in sys.modules:
-        return
+def _defer_imports() -> None:
+    """Two modules loaded when first used, not when imported: ``inspect``, which
+    dataclasses imports (with ast, dis, tokenize and linecache) and uses only to write a
+    signature into a class that has no docstring, which envguard's all have; and
+    ``ipaddress``, which urllib.parse (pathlib's) imports and uses only to parse a URL's
+    bracketed host. Together 8 ms of the CPU a snapshot's own process spent beside its
+    probe on two cores. What uses them (typer, click, pydantic) gets the real module on
+    first use, through the stand-in. The command line's process only: the library never
+    replaces a module."""
     import types
 
     class Deferred(types.ModuleType):
@@ -113,7 +113,9 @@ def _defer_inspect() -> None:
                 del sys.modules[self.__name__]  # the real one takes its place
             return getattr(__import__(self.__name__), attr)
 
-    sys.modules["inspect"] = Deferred("inspect")
+    for name in ("inspect", "ipaddress"):
+        if name not in sys.modules:
+            sys.modules[name] = Deferred(name)
 
 
 def _run() -> None:
@@ -130,7 +132,7 @@ def _run() -> None:
             if code:
                 raise SystemExit(code)
             return
-    _defer_inspect()
+    _defer_imports()
     from envguard import prestart
     from envguard.lifecycle import handle_signals, interrupt_behind, signals_ignored_from_now
 

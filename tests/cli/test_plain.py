@@ -143,7 +143,7 @@ def _entry(cwd: Path, *argv: str, stdout: Any = subprocess.PIPE) -> tuple[int, s
 _LOADED = """
 import atexit, sys
 before = set(sys.modules)
-heavy = ("typing", "dataclasses", "inspect", "hmac", "subprocess", "datetime", "typer")
+heavy = ("typing", "dataclasses", "inspect", "ipaddress", "hmac", "subprocess", "datetime", "typer")
 real = lambda m: m in sys.modules and type(sys.modules[m]).__name__ == "module"
 atexit.register(lambda: sys.stderr.write(
     "loaded: %s\\n" % " ".join(m for m in heavy if real(m) and m not in before)
@@ -241,14 +241,15 @@ def test_a_plain_snapshot_is_written_without_typer_and_as_typer_writes_it(
                                       loaded])  # fmt: skip
 
 
-def test_inspect_deferred_by_the_command_line_is_the_real_one_once_used() -> None:
-    """__main__ puts a stand-in for inspect in place (dataclasses imports it and a snapshot
-    never uses it): whatever uses it then (typer, pydantic) gets the real module, through
-    the stand-in it imported too, and sys.modules holds the real one from then on."""
+def test_modules_deferred_by_the_command_line_are_the_real_ones_once_used() -> None:
+    """__main__ puts stand-ins for inspect and ipaddress in place (dataclasses and
+    urllib.parse import them, and a snapshot never uses them): whatever uses one then
+    (typer, pydantic, a URL with an IPv6 host) gets the real module, through the stand-in
+    it imported too, and sys.modules holds the real one from then on."""
     code = (
         "import sys\n"
-        "from envguard.__main__ import _defer_inspect\n"
-        "_defer_inspect()\n"
+        "from envguard.__main__ import _defer_imports\n"
+        "_defer_imports()\n"
         "import dataclasses, inspect\n"
         "assert type(sys.modules['inspect']).__name__ == 'Deferred'\n"
         "def f(a, *, b=2): pass\n"
@@ -259,7 +260,11 @@ def test_inspect_deferred_by_the_command_line_is_the_real_one_once_used() -> Non
         "class NoDoc:\n"
         "    x: int = 1\n"
         "print(NoDoc.__doc__)\n"
+        "from urllib.parse import urlsplit\n"
+        "print(urlsplit('http://[::1]:8080/x').hostname, type(sys.modules['ipaddress']).__name__)\n"
     )
     out = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == ["(a, *, b=2) True", "module True", "NoDoc(x: int = 1)"]
+    assert out.stdout.splitlines() == [
+        "(a, *, b=2) True", "module True", "NoDoc(x: int = 1)", "::1 module"
+    ]  # fmt: skip

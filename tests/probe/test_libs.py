@@ -156,6 +156,49 @@ def test_rpath_and_torchs_preload_win_over_ld_library_path(gpu_site: Path) -> No
 
 
 @needs_gcc
+def test_the_library_scan_and_the_fit_check_follow_torchs_import_once(
+    gpu_site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe gives both one loader (main.probe): torch's import is followed once, and
+    each answers what it answers with a loader of its own."""
+    nccl, cudart = (
+        Path(gpu_site.joinpath("nccl-path").read_text()),
+        Path(gpu_site.joinpath("cudart-path").read_text()),
+    )
+    _torch(gpu_site, runpath=True, eager=True, cuda_lib=cudart, nccl=nccl)
+    # An extension built against torch: what the fit check follows torch's import for.
+    build_lib(
+        gpu_site / "ext" / "_ops.so", "_ops.so",
+        needed=[gpu_site / "torch" / "lib" / "libtorch_cuda.so"],
+        runpath="$ORIGIN/../torch/lib",
+    )  # fmt: skip
+    _dist(gpu_site, "ext", "1.0", "ext/_ops.so")
+    environ = {"LD_LIBRARY_PATH": str(gpu_site.parent / "system")}
+    sites = [str(gpu_site)]
+
+    def both(loader: Any) -> tuple[Any, Any, list[str]]:
+        warnings: list[str] = []
+        packages = script.scan_packages(sites, warnings)
+        torch = script.torch_build(packages, warnings)
+        libs = script.libraries(sites, packages, torch, environ, warnings, None, loader=loader)
+        fits = script.fit(sites, packages, torch, environ, warnings, None, loader=loader)
+        return libs, fits, warnings
+
+    apart = both(None)
+    followed = []
+    import sys
+
+    ldso = sys.modules[script.Loader.__module__]
+    real = ldso._torch_loads
+    monkeypatch.setattr(ldso, "_torch_loads", lambda *a: followed.append(a) or real(*a))
+    shared = script.Loader(script.Reader(None), environ, [])
+    assert both(shared) == apart
+    assert len(followed) == 1
+    assert any(lib["loader_pick_why"] == "torch preload" for lib in apart[0])
+    assert apart[1]["checked"] == 1  # the fit check followed torch's import too
+
+
+@needs_gcc
 def test_an_unchanged_library_is_not_read_again_and_a_rewritten_one_is(tmp_path: Path) -> None:
 
     from factories import make_venv, probe_report

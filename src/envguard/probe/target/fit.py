@@ -174,12 +174,14 @@ def fit(
     environ: Dict[str, str],
     warnings: List[str],
     cache: Optional[DistCache] = None,
+    loader: Optional[Loader] = None,
 ) -> Dict[str, Any]:
     """{"checked": extensions looked at, "broken": one entry per extension that cannot
     load, "archs": the GPU archs of each that loads and carries a fatbin}; see the module
-    docstring."""
-    reader = Reader(cache)
-    loader = Loader(reader, environ, warnings)
+    docstring. ``loader``: libraries()'s, which followed torch's import already."""
+    if loader is None:
+        loader = Loader(Reader(cache), environ, warnings)
+    reader = loader.reader
     owners: Dict[str, str] = {}
     folders: Dict[str, str] = {}  # folder -> its real path
     extensions: List[Tuple[str, str]] = []  # (real path, path relative to its site)

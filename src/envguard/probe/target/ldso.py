@@ -167,6 +167,9 @@ class Loader:
         self.ld_path = [d for d in value.replace(";", ":").split(":") if d.startswith("/")]
         self._cache: Optional[LdCache] = None
         self._found: Dict[Tuple[Any, ...], Optional[Tuple[str, str]]] = {}
+        # torch_loads()'s answer, and what it was asked: the libraries' scan and the fit
+        # check both follow torch's import, with one loader (main.probe)
+        self.torch: Optional[Tuple[Tuple[Any, ...], Dict[str, Tuple[str, str]]]] = None
         arch = sysconfig.get_config_var("MULTIARCH")
         self.defaults = ["/lib/%s" % arch, "/usr/lib/%s" % arch] if arch else []
         self.defaults += ["/lib64", "/usr/lib64", "/lib", "/usr/lib"]
@@ -314,6 +317,17 @@ def torch_loads(
     rules); the wheels' libraries found on sys.path are preloaded by path (see
     _torch_preloads); then libtorch_cuda's DT_NEEDED are looked up, a name already loaded
     being that object; cuDNN's own sub-libraries are found from libcudnn's DT_RPATH."""
+    asked = (torch_site, tuple(sites), cuda)
+    if loader.torch is not None and loader.torch[0] == asked:
+        return dict(loader.torch[1])  # followed already: the loader holds what it loaded
+    picks = _torch_loads(torch_site, sites, cuda, loader)
+    loader.torch = (asked, dict(picks))
+    return picks
+
+
+def _torch_loads(
+    torch_site: str, sites: List[str], cuda: Optional[str], loader: Loader
+) -> Dict[str, Tuple[str, str]]:
     torch_dir = os.path.join(torch_site, "torch")
     lib = os.path.join(torch_dir, "lib")
     deps = os.path.realpath(os.path.join(lib, "libtorch_global_deps.so"))

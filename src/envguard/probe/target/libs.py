@@ -327,10 +327,14 @@ def libraries(
     warnings: List[str],
     cache: Optional[DistCache] = None,
     pid: Optional[int] = None,
+    loader: Optional[Loader] = None,
 ) -> List[Dict[str, Any]]:
     """One entry per GPU library file in ``sites``, and per library torch would load from
-    elsewhere or the process ``pid`` has mapped; see the module docstring."""
-    reader = Reader(cache)
+    elsewhere or the process ``pid`` has mapped; see the module docstring. ``loader``: one
+    shared with fit() (its reader too), which follows torch's import once for both."""
+    if loader is None:
+        loader = Loader(Reader(cache), environ, warnings)
+    reader = loader.reader
     found: List[Tuple[str, str]] = []
     for site in sites:
         found += [(site, rel) for rel in candidates(site)]
@@ -346,7 +350,6 @@ def libraries(
     torch_dist = next((p for p in packages if p["name"] == "torch" and not p["shadowed"]), None)
     picks: Dict[str, Tuple[str, str]] = {}
     if torch_dist is not None:
-        loader = Loader(reader, environ, warnings)
         cuda = torch.get("cuda") if torch else None
         picks = torch_loads(torch_dist["location"], sites, cuda, loader)
     entries = []

@@ -31,7 +31,8 @@ from .env import capture_env
 from .fit import fit
 from .gitrepos import probe_repos
 from .hostlayer import Kept, host_layer
-from .libs import libraries
+from .ldso import Loader
+from .libs import Reader, libraries
 from .loaded import confined_sites
 from .reading import dump_json, named_by
 from .system import (
@@ -151,8 +152,10 @@ def probe(args: Dict[str, Any], begun: Optional[Begun] = None) -> Dict[str, Any]
     torch = torch_build(packages, warnings)
     pid = args.get("pid")
     pid = pid if type(pid) is int and pid > 0 else None
-    libs = libraries(sites, packages, torch, environ, warnings, cached, pid)
-    fits = fit(sites, packages, torch, environ, warnings, cached)
+    # One loader (and its reader of ELF files) for both: each follows torch's import.
+    loader = Loader(Reader(cached), environ, warnings)
+    libs = libraries(sites, packages, torch, environ, warnings, cached, pid, loader=loader)
+    fits = fit(sites, packages, torch, environ, warnings, cached, loader=loader)
     caches = []
     own = default_caches(environ)
     # Paths named by a snapshot (not by the user) are read only under these roots.
