@@ -478,9 +478,9 @@ def audit(event, args):
 sys.addaudithook(audit)
 import envguard.probe.runner as runner
 output = runner.ProbeRun.output
-def waited(self):
+def waited(self, *args):
     at_wait.append(set(sys.modules))
-    return output(self)
+    return output(self, *args)
 runner.ProbeRun.output = waited
 import atexit
 def said():
@@ -598,8 +598,8 @@ _AFTER_THE_ANSWER = (
     "import atexit, sys\n"
     "from envguard.probe import runner\n"
     "answered = runner.ProbeRun.output\n"
-    "def output(self):\n"
-    "    found = answered(self)\n"
+    "def output(self, *args):\n"
+    "    found = answered(self, *args)\n"
     "    sys.loaded_then = set(sys.modules)\n"
     "    return found\n"
     "runner.ProbeRun.output = output\n"

@@ -408,3 +408,32 @@ def test_the_probe_runs_without_the_cyclic_collector_and_the_rank_gate_keeps_its
     assert gc.isenabled()
     payload.local_entry("main")
     assert gc.isenabled()
+
+
+@pytest.mark.parametrize(("code", "taken"), [(0, True), (3, False)])
+def test_a_report_read_before_its_interpreter_ended_counts_by_its_exit(
+    tmp_path: Path, code: int, taken: bool
+) -> None:
+    """The probe closes its stdout once its report is written, and the report is read
+    while the process still ends: what counts is still its exit. A report followed by an
+    exit other than 0 (an interpreter that crashed on its way out, a fake) is refused."""
+    import json
+
+    from factories import real_report
+
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps(real_report()))
+    fake = tmp_path / "python3"
+    fake.write_text(
+        f"#!/bin/sh\ncat {report}\nexec 1>&-\nsleep 0.3\nexit {code}\n"
+    )  # stdout ends well before the process does
+    fake.chmod(0o755)
+    run = runner.ProbeRun(str(fake), {"default_caches": False})
+    try:
+        if taken:
+            assert run.result()["packages"]
+        else:
+            with pytest.raises(ProbeError, match="not a working Python interpreter"):
+                run.result()
+    finally:
+        run.cancel()

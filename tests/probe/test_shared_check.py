@@ -459,3 +459,19 @@ def test_a_check_that_cannot_start_a_thread_is_a_note_and_leaves_no_child(
     for child in (checking.child, checking.second) if fork else ():
         with pytest.raises(ChildProcessError):
             os.waitpid(child.pid, os.WNOHANG)
+
+
+def test_a_child_that_answered_is_collected_once_the_report_is_written() -> None:
+    """A share's answer is read when it closes its pipe; the kernel frees its copy of the
+    probe's memory after that, which the report no longer waits for: the child is
+    collected by forked.collect() (main.ended(), once the report is written), not left to
+    whoever inherits it."""
+    target = local_package()
+    child = target.forked.Forked(lambda: {"answer": 42}, 10.0)
+    assert child.started
+    assert child.result(10.0) == {"answer": 42}
+    assert child.pid in target.forked._ENDING
+    target.forked.collect()
+    assert not target.forked._ENDING
+    with pytest.raises(ChildProcessError):
+        os.waitpid(child.pid, os.WNOHANG)  # collected: no such child any more

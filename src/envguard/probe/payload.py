@@ -238,7 +238,8 @@ def _ending(entry: str, call: str) -> str:
     if entry != "main":
         return f"sys.exit({call})\n"
     return (
-        f"_code = {call}\nsys.stdout.flush()\nsys.stderr.flush()\n__import__('os')._exit(_code)\n"
+        f"_code = {call}\nsys.stdout.flush()\nsys.stderr.flush()\n_pkg.main.ended()\n"
+        "__import__('os')._exit(_code)\n"
     )
 
 
@@ -293,6 +294,7 @@ _ENVELOPE = (
     "_text = _text or 'null'\n"
     'sys.stdout.write(\'{"node": %%s, "exit": %%d, "bytes": %%d, "report": %%s}\\n\''
     " %% (json.dumps(os.uname().nodename), _code, len(_text.encode('utf-8')), _text))\n"
+    "_pkg.forked.collect()\n"
     "sys.exit(_code)\n"
 )
 

@@ -240,13 +240,15 @@ class ProbeRun:
         finally:
             forget(self.proc.pid)
 
-    def _wait(self) -> None:
+    def _wait(self, ended: Callable[[], None] | None = None) -> None:
         """Wait for the probe in short slices, so an interrupt whose exception CPython lost
         (lifecycle.raise_if_signalled) still stops the wait; TimeoutExpired past the timeout.
 
         Each slice waits on the reader of the probe's stdout, which ends the moment the
         probe closes it (``Popen.wait(timeout)`` polls with growing sleeps, which a snapshot
-        would sit out); then the probe itself is collected."""
+        would sit out); then the probe itself is collected. ``ended``: called once when its
+        stdout ended before the process did (the probe closes it once its report is
+        written, and the kernel then frees its memory: a millisecond to use)."""
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         while True:
             raise_if_signalled()
@@ -258,6 +260,9 @@ class ProbeRun:
                 self._out.join(slice_)
                 if self._out.is_alive():
                     continue  # still talking (or its output is held open: polled above)
+                if ended is not None:
+                    ended()
+                    ended = None
             try:
                 self.proc.wait(timeout=slice_)
                 return
@@ -276,11 +281,32 @@ class ProbeRun:
         """Wait for the report; ProbeError for a timeout, a failure or a bad report."""
         from envguard.probe.report import parse_report
 
-        data, stderr = self.output()
+        read: list[tuple[bytes, ProbeReport | ProbeError]] = []
+
+        def ended() -> None:
+            """The report read as it would be read after an exit 0, while the process still
+            ends: what it answers is that once the exit is 0, and the same bytes."""
+            if self._out.overflow:
+                return
+            data = bytes(self._out.data)
+            try:
+                read.append((data, parse_report(data, **shared, returncode=0, stderr_tail="")))
+            except ProbeError as exc:
+                read.append((data, exc))
+            except Exception:  # noqa: S110  # read again once it ended, which says it
+                pass
+
+        shared: dict[str, Any] = {"label": self.label, "remote": self.remote}
+        data, stderr = self.output(ended)
         returncode = self.proc.returncode
         assert returncode is not None  # output() collected it
         if self.remote and not data.strip() and not stderr.strip() and returncode == 0:
             raise ProbeError(f"{self.label}: no answer and no error: {no_stdin(self.prefix)}")
+        if returncode == 0 and read and read[0][0] == data:
+            answer = read[0][1]
+            if isinstance(answer, ProbeError):
+                raise answer
+            return answer
         return parse_report(
             data,
             label=self.label,
@@ -289,14 +315,14 @@ class ProbeRun:
             remote=self.remote,
         )
 
-    def output(self) -> tuple[bytes, str]:
+    def output(self, ended: Callable[[], None] | None = None) -> tuple[bytes, str]:
         """Wait for the program to end: (its stdout, the tail of its stderr, redacted);
-        ProbeError for a timeout or output past the cap."""
+        ProbeError for a timeout or output past the cap. ``ended``: as _wait's."""
         from envguard.redact import redact_text  # loaded before the answer, not after it
 
         proc = self.proc
         try:
-            self._wait()
+            self._wait(ended)
             # The probe has ended; a process it left behind (a --via that daemonised) may
             # still hold the pipes open: read what came, then stop that group too.
             self._out.join(5)

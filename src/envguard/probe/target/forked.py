@@ -163,7 +163,10 @@ class Forked:
         finally:
             os.close(self.fd)
             self.fd = -1
-            self._reap(self.failed is not None)
+            if self.failed is not None:
+                self._reap(True)
+            else:
+                _ENDING.append(self.pid)  # it answered and is on its way out (_child)
         if self.failed is not None:
             return None
         try:  # written by this same interpreter (_child): marshal, the fastest both ways
@@ -205,6 +208,27 @@ class Forked:
             if done or time.monotonic() > deadline:
                 return
             time.sleep(0.005)
+
+
+# Children that answered, not yet collected: each closed its answer's pipe and is ending,
+# and the kernel frees its copy of the probe's memory meanwhile (a millisecond, which the
+# report no longer waits for). collect() waits for them once the report is written.
+_ENDING: List[int] = []
+
+
+def collect() -> None:
+    """Collect the children that answered (each waited on for REAP_SECONDS at most)."""
+    while _ENDING:
+        pid = _ENDING.pop()
+        deadline = time.monotonic() + REAP_SECONDS
+        while True:
+            try:
+                done = os.waitpid(pid, os.WNOHANG)[0]
+            except OSError:  # ChildProcessError: collected already
+                break
+            if done or time.monotonic() > deadline:
+                break
+            time.sleep(0.0005)
 
 
 def _child(work: Callable[[], Any], read_fd: int, write_fd: int, seconds: Optional[float]) -> None:

@@ -29,6 +29,7 @@ from .distcache import QUIET_SECONDS, DistCache, cache_path, file_stamp
 from .dists import reported, scan_packages, site_dirs
 from .env import capture_env
 from .fit import fit
+from .forked import collect
 from .gitrepos import probe_repos
 from .hostlayer import Kept, host_layer
 from .ldso import Loader
@@ -243,6 +244,19 @@ def probe(args: Dict[str, Any], begun: Optional[Begun] = None) -> Dict[str, Any]
         },
         "warnings": warnings,
     }
+
+
+def ended() -> None:
+    """The report is written and flushed: its pipes are closed now, so the host reads them
+    to their end while this process ends (the kernel frees its memory first, a millisecond
+    the host waited for with its answer in hand); then the check's children, which answered
+    already, are collected."""
+    for fd in (1, 2):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    collect()
 
 
 def error(kind: str, message: str) -> str:
