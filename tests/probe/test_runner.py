@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -429,11 +430,17 @@ def test_a_report_read_before_its_interpreter_ended_counts_by_its_exit(
     )  # stdout ends well before the process does
     fake.chmod(0o755)
     run = runner.ProbeRun(str(fake), {"default_caches": False})
+
+    def then(report: Any) -> tuple[int | None, int]:
+        """What follows the report (the snapshot's document) runs while the process ends."""
+        return run.proc.poll(), len(report["packages"])
+
     try:
         if taken:
-            assert run.result()["packages"]
+            still, count = run.result_then(then)
+            assert still is None and count > 0  # made before the process had ended
         else:
             with pytest.raises(ProbeError, match="not a working Python interpreter"):
-                run.result()
+                run.result_then(then)
     finally:
         run.cancel()

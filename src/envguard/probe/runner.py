@@ -32,10 +32,12 @@ if TYPE_CHECKING:
     import subprocess
     from collections.abc import Mapping
     from pathlib import Path
-    from typing import IO, Any
+    from typing import IO, Any, TypeVar
 
     from envguard.lifecycle import Child
     from envguard.probe.report_shape import ProbeReport
+
+    T = TypeVar("T")
 
 # What a remote interpreter path may contain: it may pass through a remote shell unquoted.
 _SAFE_PYTHON = re.compile(r"^[A-Za-z0-9_./+-]+$")
@@ -279,22 +281,30 @@ class ProbeRun:
 
     def result(self) -> ProbeReport:
         """Wait for the report; ProbeError for a timeout, a failure or a bad report."""
+        return self.result_then(_same)
+
+    def result_then(self, then: Callable[[ProbeReport], T]) -> T:
+        """``then(report)``, run while the probe's process still ends once its stdout ended
+        with the report (the probe closes it once the report is written; the kernel then
+        frees its memory, a millisecond and more), else once it ended. Either way what
+        ``then`` returns or raises counts only as result() would: the exit 0, the same
+        bytes. ProbeError as result()'s."""
         from envguard.probe.report import parse_report
 
-        read: list[tuple[bytes, ProbeReport | ProbeError]] = []
+        read: list[tuple[bytes, Callable[[], T]]] = []
 
         def ended() -> None:
-            """The report read as it would be read after an exit 0, while the process still
-            ends: what it answers is that once the exit is 0, and the same bytes."""
+            """The report read as it would be read after an exit 0, and ``then`` of it."""
             if self._out.overflow:
                 return
             data = bytes(self._out.data)
             try:
-                read.append((data, parse_report(data, **shared, returncode=0, stderr_tail="")))
-            except ProbeError as exc:
-                read.append((data, exc))
-            except Exception:  # noqa: S110  # read again once it ended, which says it
-                pass
+                report = parse_report(data, **shared, returncode=0, stderr_tail="")
+                value = then(report)
+            except Exception as exc:  # (ProbeError, then's): raised if it counts
+                read.append((data, _raising(exc)))
+            else:
+                read.append((data, lambda: value))
 
         shared: dict[str, Any] = {"label": self.label, "remote": self.remote}
         data, stderr = self.output(ended)
@@ -303,17 +313,15 @@ class ProbeRun:
         if self.remote and not data.strip() and not stderr.strip() and returncode == 0:
             raise ProbeError(f"{self.label}: no answer and no error: {no_stdin(self.prefix)}")
         if returncode == 0 and read and read[0][0] == data:
-            answer = read[0][1]
-            if isinstance(answer, ProbeError):
-                raise answer
-            return answer
-        return parse_report(
+            return read[0][1]()
+        report = parse_report(
             data,
             label=self.label,
             returncode=returncode,
             stderr_tail=stderr,
             remote=self.remote,
         )
+        return then(report)
 
     def output(self, ended: Callable[[], None] | None = None) -> tuple[bytes, str]:
         """Wait for the program to end: (its stdout, the tail of its stderr, redacted);
@@ -355,6 +363,17 @@ class ProbeRun:
         # passes the one redaction here, so no caller can print it unredacted.
         said = bytes(self._err.data).decode("utf-8", "replace")
         return bytes(self._out.data), redact_text(said)
+
+
+def _same(report: ProbeReport) -> ProbeReport:
+    return report
+
+
+def _raising(exc: Exception) -> Callable[[], Any]:
+    def again() -> Any:
+        raise exc
+
+    return again
 
 
 def _expired() -> type[subprocess.TimeoutExpired]:

@@ -48,8 +48,14 @@ def finish_document(
     ``meanwhile``: as finish_capture's."""
     if meanwhile is not None:
         meanwhile()
-    doc = document.from_report(started.probe.result(), started.request)
-    if document.fits(doc):
+
+    def made(report: ProbeReport) -> tuple[document.Document, bool]:
+        doc = document.from_report(report, started.request)
+        return doc, document.fits(doc)
+
+    # made while the probe's process ends (its report written): see ProbeRun.result_then
+    doc, fits = started.probe.result_then(made)
+    if fits:
         return document.stored(doc)
     return live_model(doc, started).model_dump(mode="json")
 
