@@ -105,9 +105,12 @@ def _defer_imports() -> None:
     probe on two cores. What uses them (typer, click, pydantic) gets the real module on
     first use, through the stand-in. The command line's process only: the library never
     replaces a module."""
-    import types
+    if TYPE_CHECKING:
+        from types import ModuleType
+    else:
+        ModuleType = type(sys)  # without importing types, before the probe's start
 
-    class Deferred(types.ModuleType):
+    class Deferred(ModuleType):
         def __getattr__(self, attr: str) -> object:
             if sys.modules.get(self.__name__) is self:
                 del sys.modules[self.__name__]  # the real one takes its place

@@ -383,6 +383,7 @@ def test_the_probe_runs_without_the_cyclic_collector_and_the_rank_gate_keeps_its
     import sys
 
     from envguard.probe import payload
+    from envguard.probe.booting import BOOT
 
     said = "sys.stderr.write('COLLECTOR %s\\n' % __import__('gc').isenabled())\n"
     args = {"verify": "off", "git": False, "files": [], "caches": [], "env": False}
@@ -391,7 +392,7 @@ def test_the_probe_runs_without_the_cyclic_collector_and_the_rank_gate_keeps_its
     booted = payload.probe_argument(args, "main")
     started = {
         "sent": (["-"], payload.probe_payload(args), ""),
-        "booted": (["-c", payload.BOOT], booting[: int(length)], sources + booted),
+        "booted": (["-c", BOOT], booting[: int(length)], sources + booted),
         "standalone": (["-"], payload.standalone_payload(args), ""),
     }
     for how, (argv, program, after) in started.items():

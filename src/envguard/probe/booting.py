@@ -24,13 +24,18 @@ from envguard.lifecycle import (
     start_child,
     suppress,
 )
-from envguard.probe.payload import BOOT, booting_payload
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from threading import Thread
 
     from envguard.lifecycle import Child
+
+# A booted interpreter's command line: it reads a length line, then that many bytes of
+# program (payload.booting_payload), and runs them; any Python parses it (2.x included, so
+# the version check answers there as it does on stdin). The payload's module loads once the
+# interpreter started (its imports were half a millisecond before that start).
+BOOT = "import sys;_b=getattr(sys.stdin,'buffer',sys.stdin);exec(_b.read(int(_b.readline())))"
 
 # Linux's fcntls that size a pipe (fcntl.F_SETPIPE_SZ and F_GETPIPE_SZ from Python 3.10).
 _F_SETPIPE_SZ, _F_GETPIPE_SZ = 1031, 1032
@@ -86,6 +91,8 @@ class _Booted:
             )
         self.proc = proc
         self.cancelled = False
+        from envguard.probe.payload import booting_payload
+
         data = booting_payload(entry)
         left = data[written_now(proc, data) :]
         self.feeder: Thread | None = None  # the thread writing the rest, if any

@@ -5,8 +5,8 @@ shell, pct exec, docker exec, srun). The payload opens with a version check that
 parses, then installs each module of probe/target/ (and envguard/redact.py and
 envguard/reading.py, which both sides use) as the package ``envguard_probe`` from string
 literals, and runs ``main.main``. A local interpreter started before its argument is known
-(booting.boot) runs ``python -I -S -c BOOT`` instead: the same program, read in two parts
-(booting_payload, then the argument).
+(booting.boot) runs ``python -I -S -c BOOT`` (booting.BOOT) instead: the same program, read
+in two parts (booting_payload, then the argument).
 """
 
 from __future__ import annotations
@@ -241,12 +241,6 @@ def _ending(entry: str, call: str) -> str:
         f"_code = {call}\nsys.stdout.flush()\nsys.stderr.flush()\n_pkg.main.ended()\n"
         "__import__('os')._exit(_code)\n"
     )
-
-
-# A booted interpreter's command line (booting.boot): it reads a length line, then that many
-# bytes of program (booting_payload), and runs them; any Python parses it (2.x included, so
-# the version check answers there as it does on stdin).
-BOOT = "import sys;_b=getattr(sys.stdin,'buffer',sys.stdin);exec(_b.read(int(_b.readline())))"
 
 
 def booting_payload(entry: str = "main") -> bytes:
