@@ -596,13 +596,13 @@ def test_the_booted_interpreter_starts_before_subprocess_and_json_load(tmp_path:
 
 _AFTER_THE_ANSWER = (
     "import atexit, sys\n"
-    "from envguard.probe import runner\n"
-    "answered = runner.ProbeRun.output\n"
-    "def output(self, *args):\n"
-    "    found = answered(self, *args)\n"
-    "    sys.loaded_then = set(sys.modules)\n"
-    "    return found\n"
-    "runner.ProbeRun.output = output\n"
+    "from envguard.probe import report\n"
+    "answered = report.parse_report\n"
+    "def parse_report(*args, **kwargs):\n"  # the answer read (the document is made after)
+    "    if not hasattr(sys, 'loaded_then'):\n"
+    "        sys.loaded_then = set(sys.modules)\n"
+    "    return answered(*args, **kwargs)\n"
+    "report.parse_report = parse_report\n"
     "def said():\n"
     "    after = sorted(set(sys.modules) - getattr(sys, 'loaded_then', set(sys.modules)))\n"
     "    sys.stderr.write('LOADED AFTER THE ANSWER %s\\n' % after)\n"

@@ -445,3 +445,56 @@ def test_a_report_read_before_its_interpreter_ended_counts_by_its_exit(
                 run.result_then(then)
     finally:
         run.cancel()
+
+
+_MATCHED = """
+import sys
+order = []
+
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "subprocess":
+            order.append("subprocess imported")
+        return None
+
+sys.meta_path.insert(0, Watch())
+from envguard.probe import booting, runner
+
+reap = runner.ProbeRun._reap
+def _reap(self):
+    order.append("probe stopped")
+    return reap(self)
+runner.ProbeRun._reap = _reap
+booting.boot(sys.argv[1])
+run = runner.ProbeRun(sys.argv[1], {"default_caches": False})
+def then(report):
+    raise KeyboardInterrupt  # what a signal raises while the report is read
+try:
+    run.result_then(then)
+except KeyboardInterrupt:
+    order.append("interrupted")
+print(order[:2], run.proc.returncode is not None)
+"""
+
+
+def test_an_interrupt_while_the_probe_ends_stops_it_before_anything_is_imported(
+    tmp_path: Path,
+) -> None:
+    """The exception an interrupt raises is matched without importing subprocess (whose
+    TimeoutExpired it is not): an import there could be cut by a second signal, past the
+    clean-up, leaving the probe running and the command waiting for it."""
+    import json
+    import subprocess
+
+    from factories import real_report
+
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps(real_report()))
+    fake = tmp_path / "python3"
+    fake.write_text(f"#!/bin/sh\ncat {report}\nexec 1>&-\nexec sleep 30\n")
+    fake.chmod(0o755)
+    out = subprocess.run(
+        [sys.executable, "-c", _MATCHED, str(fake)], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['probe stopped', 'interrupted'] True"

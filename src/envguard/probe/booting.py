@@ -39,6 +39,9 @@ BOOT = "import sys;_b=getattr(sys.stdin,'buffer',sys.stdin);exec(_b.read(int(_b.
 
 # Linux's fcntls that size a pipe (fcntl.F_SETPIPE_SZ and F_GETPIPE_SZ from Python 3.10).
 _F_SETPIPE_SZ, _F_GETPIPE_SZ = 1031, 1032
+# The most a pipe is grown to (the kernel's default pipe-max-size, which root may pass):
+# kernel memory held at once, where a thread streams the rest.
+_PIPE_MOST = 1 << 20
 
 
 def written_now(proc: Child, data: bytes) -> int:
@@ -58,8 +61,9 @@ def written_now(proc: Child, data: bytes) -> int:
             import fcntl
 
             with suppress(OSError):  # over the user's pipe limits: it keeps its size
-                if fcntl.fcntl(fd, _F_GETPIPE_SZ) < len(data):  # grown, never shrunk
-                    fcntl.fcntl(fd, _F_SETPIPE_SZ, len(data))  # the kernel rounds it up
+                size = min(len(data), _PIPE_MOST)
+                if fcntl.fcntl(fd, _F_GETPIPE_SZ) < size:  # grown, never shrunk
+                    fcntl.fcntl(fd, _F_SETPIPE_SZ, size)  # the kernel rounds it up
         os.set_blocking(fd, False)
         try:
             return os.write(fd, data)

@@ -6,6 +6,7 @@ import contextlib
 import os
 import re
 import shlex
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -262,14 +263,15 @@ class ProbeRun:
                 self._out.join(slice_)
                 if self._out.is_alive():
                     continue  # still talking (or its output is held open: polled above)
-                if ended is not None:
-                    ended()
-                    ended = None
+            if ended is not None and self.proc.returncode is None:
+                ended()  # its stdout ended (before this wait looked, or during it)
+                ended = None
             try:
                 self.proc.wait(timeout=slice_)
                 return
-            except _expired():
-                continue
+            except BaseException as exc:
+                if not _timed_out(exc):
+                    raise
 
     def _said(self) -> str:
         """The last line the program wrote on stderr, redacted and printable."""
@@ -343,16 +345,16 @@ class ProbeRun:
                 raise ProbeError(
                     f"{self.label}: output larger than {self.output_cap} bytes; stopped"
                 )
-        except _expired():
+        except BaseException as exc:
+            if not _timed_out(exc):
+                self._reap()
+                raise
             said = self._said()  # what the prefix said while it ran (an engine's own error)
             self._reap()
             raise ProbeError(
                 f"{self.label}: no answer within {self.timeout:g}s"
                 + (f"; it said: {said}" if said else "")
             ) from None
-        except BaseException:
-            self._reap()
-            raise
         finally:
             forget(proc.pid)
             self._close_pipes()
@@ -377,13 +379,21 @@ def _raising(exc: Exception) -> Callable[[], Any]:
 
 
 def _expired() -> type[subprocess.TimeoutExpired]:
-    """subprocess.TimeoutExpired, imported when a wait ran out or an exception passes: a
-    local probe on Linux needs nothing else of subprocess, whose imports (locale, signal,
-    selectors) cost a snapshot's own process 3 ms of CPU while the probe needs both
-    cores (lifecycle.spawn_piped)."""
+    """subprocess.TimeoutExpired, imported when a wait ran out: a local probe on Linux needs
+    nothing else of subprocess, whose imports (locale, signal, selectors) cost a snapshot's
+    own process 3 ms of CPU while the probe needs both cores (lifecycle.spawn_piped)."""
     import subprocess
 
     return subprocess.TimeoutExpired
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """Whether ``exc`` is subprocess.TimeoutExpired, told without importing subprocess: an
+    exception being matched must not start an import, which a second signal could
+    interrupt past the clean-up (the probe left running, its reader's pipe closed under
+    it). Where subprocess is not loaded, no such exception was raised."""
+    loaded = sys.modules.get("subprocess")
+    return loaded is not None and isinstance(exc, loaded.TimeoutExpired)
 
 
 def _spawn(
