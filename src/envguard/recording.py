@@ -7,8 +7,6 @@ process spends, while the probe needs both cores."""
 
 from __future__ import annotations
 
-import sys
-
 TYPE_CHECKING = False  # typing is not loaded for a command's start
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -94,17 +92,14 @@ def _load_writing() -> None:
 
 def _print_warnings(warnings: Sequence[str]) -> None:
     """The first ten of the snapshot's warnings on stderr, one line each."""
-    from envguard.terminal import quiet
+    from envguard.terminal import quiet, say
 
     if not warnings or quiet():
         return
-    from envguard.redact import redact_text
-    from envguard.render.text import printable
-
     for warning in warnings[:10]:
-        sys.stderr.write(f"warning: {printable(redact_text(warning))}\n")
+        say("warning", warning)
     if len(warnings) > 10:
-        sys.stderr.write(f"warning: ... {len(warnings) - 10} more, listed in the snapshot\n")
+        say("warning", f"... {len(warnings) - 10} more, listed in the snapshot")
 
 
 def run_plain(options: Mapping[str, Any], argv: Sequence[str]) -> int:
