@@ -241,3 +241,25 @@ def test_a_spawn_of_what_cannot_run_says_so_and_leaves_nothing_open(tmp_path: Pa
     with pytest.raises(OSError):
         lifecycle.spawn_piped([str(tmp_path / "python")], marker=b"x", env={})
     assert set(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_spawned_childs_wait_leaves_no_descriptor_open() -> None:
+    """wait(timeout) wakes on the child's end (a pidfd where Linux has one): that descriptor
+    is closed once the child is collected, by a wait or by a kill, as its pipes are."""
+    import sys
+
+    if not hasattr(os, "posix_spawn") or not Path("/proc/self/fd").is_dir():
+        pytest.skip("spawn_piped is the Linux start")
+    before = set(os.listdir("/proc/self/fd"))
+    ended = _spawned(sys.executable, "-c", "import time; time.sleep(0.2)")
+    killed = _spawned(sys.executable, "-c", "import time; time.sleep(60)")
+    try:
+        assert ended.wait(timeout=30) == 0
+        lifecycle.end_chain(killed)
+        assert killed.wait(timeout=1) == -signal.SIGKILL
+    finally:
+        for child in (ended, killed):
+            lifecycle.forget(child.pid)
+            for pipe in (child.stdin, child.stdout, child.stderr):
+                pipe.close()
+    assert set(os.listdir("/proc/self/fd")) == before

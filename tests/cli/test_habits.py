@@ -54,6 +54,15 @@ def test_usage_errors_look_like_every_other_error(tmp_path: Path) -> None:
     assert lines[0].startswith("Usage: envguard diff")
     assert lines[1].startswith("error: No such option: --no-such-option")
     assert lines[2] == "hint: see 'envguard diff --help'"
+
+
+def test_a_usage_error_laid_out_over_lines_is_said_on_one(tmp_path: Path) -> None:
+    # click writes a missing choice as "Choose from:\n\t...": never escapes on the line
+    result = envguard("schema", cwd=tmp_path)
+    assert result.returncode == 2
+    error = result.stderr.splitlines()[1]
+    assert error.startswith("error: Missing argument 'KIND'. Choose from: snapshot, drift,")
+    assert "\\" not in error and "\t" not in error
     assert "Error:" not in result.stderr
 
 

@@ -65,7 +65,9 @@ class _Group(TyperGroup):
             ctx = getattr(exc, "ctx", None)
             if ctx is not None:
                 sys.stderr.write(ctx.get_usage() + "\n")
-            say("error", exc.format_message())  # type: ignore[attr-defined]
+            # One line: click lays some messages out over lines ("Choose from:\n\t..."),
+            # which the error line would show as escapes.
+            say("error", " ".join(exc.format_message().split()))  # type: ignore[attr-defined]
             if ctx is not None:
                 say("hint", f"see '{ctx.command_path} --help'")
             sys.exit(getattr(exc, "exit_code", 2))
