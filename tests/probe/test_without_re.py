@@ -127,3 +127,5 @@ def test_a_steady_probe_loads_no_re() -> None:
     (The field corpus holds the same of CUDA torch: tests/field/test_steady_probe.py.)"""
     modules = steady_modules(sys.executable)
     assert "re" not in modules and "json" not in modules, sorted(modules)
+    # nor types, which the loader needs only for the classes of a module and of code
+    assert "types" not in modules, sorted(modules)

@@ -19,10 +19,10 @@ import marshal
 import os
 import stat
 import sys
-import types
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import types
     from typing import List, Optional, Sequence, Tuple
 
 _CODE_CAP = 4 << 20
@@ -89,7 +89,7 @@ def _cached_code(path: str, files: "List[str]") -> "Optional[Tuple[types.CodeTyp
     if type(codes) is not tuple or len(codes) != len(files):
         return None
     for code, filename in zip(codes, files):
-        if type(code) is not types.CodeType or code.co_filename != filename:
+        if type(code) is not _CODE or code.co_filename != filename:
             return None
     return codes
 
@@ -97,6 +97,12 @@ def _cached_code(path: str, files: "List[str]") -> "Optional[Tuple[types.CodeTyp
 def _keep_code(path: str, codes: "Sequence[types.CodeType]") -> None:
     """Write ``codes`` to ``path`` (atomically, 0600), and prune old files; never fails."""
     keep_private(path, marshal.dumps(tuple(codes)), "code-", ".bin", _CODE_FILES)
+
+
+# types.CodeType and types.ModuleType, without importing types on the probe's start (-S:
+# nothing imported it yet; a fifth of a millisecond before the probe's first step).
+_CODE = type(_keep_code.__code__)
+_MODULE = type(sys)
 
 
 def keep_private(path: str, data: bytes, prefix: str, suffix: str, keep: int) -> None:
@@ -149,7 +155,7 @@ def _envguard_install(
     sources: "Sequence[Tuple[str, str]] | str",
     key: "Optional[str]" = None,
     names: "Optional[Sequence[str]]" = None,
-) -> types.ModuleType:
+) -> "types.ModuleType":
     """``sources`` as the submodules of a new package ``package`` (so ``from .x import y``
     works), in order; compiled code kept in the user's cache under ``key`` when given.
 
@@ -161,7 +167,7 @@ def _envguard_install(
         if isinstance(sources, str):
             raise ValueError("packed sources come with their names")
         names = [name for name, _ in sources]
-    pkg = types.ModuleType(package)
+    pkg = _MODULE(package)
     pkg.__path__ = []
     sys.modules[package] = pkg
     files = ["<" + package + "/" + name + ".py>" for name in names]
@@ -179,7 +185,7 @@ def _envguard_install(
         if path:
             _keep_code(path, codes)
     for name, filename, code in zip(names, files, codes):
-        mod = types.ModuleType(package + "." + name)
+        mod = _MODULE(package + "." + name)
         mod.__package__ = package
         mod.__file__ = filename
         sys.modules[mod.__name__] = mod

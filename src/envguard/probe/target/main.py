@@ -207,6 +207,9 @@ def probe(args: Dict[str, Any], begun: Optional[Begun] = None) -> Dict[str, Any]
     triton = triton_key(packages, later, cached)
     layer = host_layer(environ, root, Kept(cached, file_stamp))
     env = capture_env(environ, later) if args.get("env", True) else {}
+    # The report's own facts too (pwd's import among them, where the environment names no
+    # user): each millisecond after the check's answer is one the host waits for.
+    host, user, python = host_name(), user_line(), interpreter(sites)
     on_disk = checking.result(warnings)
     if on_disk["clashes"] is not None and environ.get("PYTHONPYCACHEPREFIX"):
         # Python then loads bytecode from that tree and ignores __pycache__ (PEP 3147's
@@ -222,9 +225,9 @@ def probe(args: Dict[str, Any], begun: Optional[Begun] = None) -> Dict[str, Any]
     cached.save()
     return {
         "probe_version": PROBE_VERSION,
-        "host": host_name(),
-        "user": user_line(),
-        "interpreter": interpreter(sites),
+        "host": host,
+        "user": user,
+        "interpreter": python,
         "packages": reported(packages),
         "torch": torch,
         "clashes": on_disk["clashes"],
