@@ -263,3 +263,68 @@ def test_a_spawned_childs_wait_leaves_no_descriptor_open() -> None:
             for pipe in (child.stdin, child.stdout, child.stderr):
                 pipe.close()
     assert set(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_timed_wait_on_a_descriptor_past_1023_sleeps_rather_than_spins() -> None:
+    """select.select refuses a descriptor numbered 1024 or more: a pidfd there is waited on
+    without burning a core while the child runs (a library caller may hold many files)."""
+    import resource
+    import sys
+
+    if not hasattr(os, "posix_spawn") or not Path("/proc/self/fd").is_dir():
+        pytest.skip("spawn_piped is the Linux start")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if max(soft, hard if hard != resource.RLIM_INFINITY else 4096) < 1200:
+        pytest.skip("fewer than 1200 descriptors allowed here")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        child = _spawned(sys.executable, "-c", "import time; time.sleep(0.6)")
+        try:
+            before = resource.getrusage(resource.RUSAGE_SELF)
+            assert child.wait(timeout=30) == 0
+            after = resource.getrusage(resource.RUSAGE_SELF)
+        finally:
+            lifecycle.forget(child.pid)
+            for pipe in (child.stdin, child.stdout, child.stderr):
+                pipe.close()
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    used = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    assert used < 0.3, f"{used:.2f}s of CPU while waiting 0.6s for a child"
+
+
+def test_a_timed_wait_whose_child_another_thread_collected_returns_at_once() -> None:
+    """A second thread that collects the child (closing its pidfd) while a wait is between
+    its poll and its sleep: the wait ends with the exit code, not at its timeout."""
+    import sys
+    import threading
+    import time
+
+    if not hasattr(os, "posix_spawn") or not Path("/proc/self/fd").is_dir():
+        pytest.skip("spawn_piped is the Linux start")
+    child = _spawned(sys.executable, "-c", "pass")
+    real = lifecycle.Spawned._ended_within
+    collected: list[bool] = []
+
+    def between(ends: int, delay: float, most: float) -> None:
+        if not collected:  # the child ends, and another thread collects it, just now
+            collected.append(True)
+            time.sleep(0.3)
+            other = threading.Thread(target=child.poll)
+            other.start()
+            other.join()
+        real(ends, delay, most)
+
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(lifecycle.Spawned, "_ended_within", staticmethod(between))
+            started = time.monotonic()
+            assert child.wait(timeout=20) == 0
+            assert time.monotonic() - started < 5
+    finally:
+        lifecycle.forget(child.pid)
+        for pipe in (child.stdin, child.stdout, child.stderr):
+            pipe.close()

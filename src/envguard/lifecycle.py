@@ -349,18 +349,26 @@ class Spawned:
                 raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
             if self.returncode is None:
                 delay = min(delay * 2, left, 0.05)
-                self._ended_within(delay if self._ends < 0 else left)
+                self._ended_within(self._ends, delay, min(left, 0.05))
         return self.returncode
 
-    def _ended_within(self, seconds: float) -> None:
-        """Return once the child ended (read on its pidfd) or ``seconds`` passed."""
-        if self._ends < 0:
-            time.sleep(seconds)
-            return
-        import select  # (runner.output loads it before the probe's answer is in)
+    @staticmethod
+    def _ended_within(ends: int, delay: float, most: float) -> None:
+        """Return once the child ended (its pidfd ``ends`` reads ready) or ``most`` seconds
+        passed; without a pidfd (or a poll), after ``delay``. ``most`` is short: another
+        thread's collect may close ``ends`` meanwhile, and its number be reused by an
+        unrelated descriptor, which is then waited on no longer than a sleep would."""
+        if ends >= 0:
+            try:
+                import select  # (runner.output loads it before the probe's answer is in)
 
-        with suppress(OSError, ValueError):  # closed by another thread's collect: it ended
-            select.select([self._ends], [], [], seconds)
+                poller = select.poll()  # (select.select refuses descriptors past 1023)
+                poller.register(ends, select.POLLIN)
+                poller.poll(most * 1000)
+                return
+            except (ImportError, OSError, ValueError):
+                pass  # (closed meanwhile: the next poll() collects it)
+        time.sleep(delay)
 
     def _collect(self, flags: int) -> None:
         if self.returncode is not None:

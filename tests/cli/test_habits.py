@@ -63,6 +63,9 @@ def test_a_usage_error_laid_out_over_lines_is_said_on_one(tmp_path: Path) -> Non
     error = result.stderr.splitlines()[1]
     assert error.startswith("error: Missing argument 'KIND'. Choose from: snapshot, drift,")
     assert "\\" not in error and "\t" not in error
+    # what the user typed keeps its spaces
+    typed = envguard("list", "my  snap", "b", cwd=tmp_path).stderr.splitlines()[1]
+    assert "(my  snap b)" in typed
     assert "Error:" not in result.stderr
 
 

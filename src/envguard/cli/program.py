@@ -65,9 +65,7 @@ class _Group(TyperGroup):
             ctx = getattr(exc, "ctx", None)
             if ctx is not None:
                 sys.stderr.write(ctx.get_usage() + "\n")
-            # One line: click lays some messages out over lines ("Choose from:\n\t..."),
-            # which the error line would show as escapes.
-            say("error", " ".join(exc.format_message().split()))  # type: ignore[attr-defined]
+            say("error", _one_line(exc.format_message()))  # type: ignore[attr-defined]
             if ctx is not None:
                 say("hint", f"see '{ctx.command_path} --help'")
             sys.exit(getattr(exc, "exit_code", 2))
@@ -204,6 +202,15 @@ def _tidy_options(command: Any) -> None:
         elif not param.is_flag and param.metavar is None and param.type.name in ("float", "int"):
             param.metavar = _METAVARS.get(param.name, "N" if param.type.name == "int" else "X")
         param.type = bounded(param.type)  # every number through the one reader
+
+
+def _one_line(message: str) -> str:
+    """click's message on one line: it lays some out over lines ("Choose from:\n\t..."),
+    which the error line would show as escapes. Only a break and the blanks around it
+    become one space; what the user typed keeps its spaces."""
+    import re
+
+    return re.sub(r"\s*\n\s*", " ", message)
 
 
 def _interrupted_if_signalled() -> None:

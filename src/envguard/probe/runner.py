@@ -328,7 +328,8 @@ class ProbeRun:
     def output(self, ended: Callable[[], None] | None = None) -> tuple[bytes, str]:
         """Wait for the program to end: (its stdout, the tail of its stderr, redacted);
         ProbeError for a timeout or output past the cap. ``ended``: as _wait's."""
-        import select  # noqa: F401  # lifecycle.Spawned waits with it once the report is in
+        with contextlib.suppress(ImportError):  # lifecycle.Spawned waits with it, if any,
+            import select  # noqa: F401  # once the report is in
 
         from envguard.redact import redact_text  # loaded before the answer, not after it
 
