@@ -328,3 +328,55 @@ def test_a_timed_wait_whose_child_another_thread_collected_returns_at_once() -> 
         lifecycle.forget(child.pid)
         for pipe in (child.stdin, child.stdout, child.stderr):
             pipe.close()
+
+
+def test_an_interrupt_goes_on_once_its_children_died_of_sigterm() -> None:
+    """kill_running() (Ctrl-C) waits between SIGTERM and SIGKILL only until the children it
+    signalled have ended, and leaves each for its starter to collect with its real end."""
+    import subprocess
+    import sys
+    import time
+
+    child = lifecycle.start_child(
+        [sys.executable, "-c", "import time; time.sleep(60)"],
+        marker=b"envguard-test-term",
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(lifecycle, "_TERM_PAUSE", 30.0)
+            started = time.monotonic()
+            lifecycle.kill_running()
+            assert time.monotonic() - started < 10
+        assert child.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        lifecycle.kill_group(child.pid)
+        lifecycle.forget(child.pid)
+        child.wait(timeout=10)
+
+
+def test_an_interrupt_kills_a_child_that_outlives_its_sigterm() -> None:
+    import subprocess
+    import sys
+    import time
+
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    child = lifecycle.start_child(
+        [sys.executable, "-c", stubborn + "print('ready', flush=True); time.sleep(60)"],
+        marker=b"envguard-test-stubborn",
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(lifecycle, "_TERM_PAUSE", 0.3)
+            started = time.monotonic()
+            lifecycle.kill_running()
+            assert time.monotonic() - started >= 0.3
+        assert child.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        lifecycle.kill_group(child.pid)
+        lifecycle.forget(child.pid)
+        child.wait(timeout=10)
+        if child.stdout is not None:
+            child.stdout.close()

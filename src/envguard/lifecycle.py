@@ -241,8 +241,8 @@ def interrupt_behind(exc: BaseException) -> int | None:
     return signum
 
 
-# How long kill_running() waits between its SIGTERM and its SIGKILL (an interrupt is not
-# kept waiting for TERM_GRACE).
+# How long kill_running() waits at most between its SIGTERM and its SIGKILL (an interrupt is
+# not kept waiting for TERM_GRACE); it goes on as soon as every child it signalled ended.
 _TERM_PAUSE = 0.5
 
 # Children running now (process group id -> the marker in their environment, or None), so an
@@ -513,7 +513,7 @@ def kill_running() -> None:
         with suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, _signal.SIGTERM)
     if groups:
-        time.sleep(_TERM_PAUSE)
+        _until_ended([pgid for pgid, _ in groups], _TERM_PAUSE)
     for pgid, mark in groups:
         kill_group(pgid)
         if mark is not None:
@@ -524,6 +524,28 @@ def kill_running() -> None:
         for _ in range(3):
             time.sleep(0.05)
             kill_adopted()
+
+
+def _until_ended(pids: list[int], seconds: float) -> None:
+    """Return once each of ``pids`` (children of this process) has ended, or ``seconds``
+    passed: a local probe dies of its SIGTERM at once, and Ctrl-C sat out the whole pause.
+    None is collected here (WNOWAIT): whoever started it still collects it, and reads its
+    exit. Where that cannot be told (no waitid), the whole pause."""
+    deadline = time.monotonic() + seconds
+    while pids and time.monotonic() < deadline:
+        pids = [pid for pid in pids if not _ended(pid)]
+        if pids:
+            time.sleep(min(0.005, max(0.0, deadline - time.monotonic())))
+
+
+def _ended(pid: int) -> bool:
+    try:
+        flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
+        return os.waitid(os.P_PID, pid, flags) is not None
+    except ChildProcessError:  # collected already (by the thread that started it)
+        return True
+    except (AttributeError, OSError):  # no waitid here (macOS): told by the pause alone
+        return False
 
 
 def _become_subreaper() -> None:
