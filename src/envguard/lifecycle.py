@@ -542,8 +542,14 @@ def _ended(pid: int) -> bool:
     try:
         flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
         return os.waitid(os.P_PID, pid, flags) is not None
-    except ChildProcessError:  # collected already (by the thread that started it)
-        return True
+    except ChildProcessError:  # collected already (by the thread that started it), or
+        try:  # not this process's child (a forked worker's copy of the list): the pause
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:
+            pass
+        return False
     except (AttributeError, OSError):  # no waitid here (macOS): told by the pause alone
         return False
 
