@@ -4,9 +4,14 @@ while its input is validated is stopped when the input is not valid."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import subprocess
+import sys
 import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -330,53 +335,62 @@ def test_a_timed_wait_whose_child_another_thread_collected_returns_at_once() -> 
             pipe.close()
 
 
-def test_an_interrupt_goes_on_once_its_children_died_of_sigterm() -> None:
-    """kill_running() (Ctrl-C) waits between SIGTERM and SIGKILL only until the children it
-    signalled have ended, and leaves each for its starter to collect with its real end."""
-    import subprocess
-    import sys
-    import time
-
-    child = lifecycle.start_child(
-        [sys.executable, "-c", "import time; time.sleep(60)"],
-        marker=b"envguard-test-term",
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(lifecycle, "_TERM_PAUSE", 30.0)
-            started = time.monotonic()
-            lifecycle.kill_running()
-            assert time.monotonic() - started < 10
-        assert child.wait(timeout=10) == -signal.SIGTERM
-    finally:
-        lifecycle.kill_group(child.pid)
-        lifecycle.forget(child.pid)
-        child.wait(timeout=10)
-
-
-def test_an_interrupt_kills_a_child_that_outlives_its_sigterm() -> None:
-    import subprocess
-    import sys
-    import time
-
-    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-    child = lifecycle.start_child(
-        [sys.executable, "-c", stubborn + "print('ready', flush=True); time.sleep(60)"],
-        marker=b"envguard-test-stubborn",
-        stdout=subprocess.PIPE,
-    )
+@contextlib.contextmanager
+def _registered(argv: list[str], pause: float) -> Iterator[subprocess.Popen[bytes]]:
+    """``argv`` started as envguard starts a probe (registered for kill_running()), once it
+    printed "ready"; kill_running()'s pause is ``pause``. Killed and collected at the end."""
+    child = lifecycle.start_child(argv, marker=b"envguard-test-interrupt", stdout=subprocess.PIPE)
     try:
         assert child.stdout is not None and child.stdout.readline() == b"ready\n"
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(lifecycle, "_TERM_PAUSE", 0.3)
-            started = time.monotonic()
-            lifecycle.kill_running()
-            assert time.monotonic() - started >= 0.3
-        assert child.wait(timeout=10) == -signal.SIGKILL
+            patch.setattr(lifecycle, "_TERM_PAUSE", pause)
+            yield child
     finally:
         lifecycle.kill_group(child.pid)
         lifecycle.forget(child.pid)
         child.wait(timeout=10)
         if child.stdout is not None:
             child.stdout.close()
+
+
+_READY_THEN_SLEEP = "print('ready', flush=True)\nwhile True:\n    time.sleep(1)\n"
+
+
+def test_an_interrupt_goes_on_once_its_children_died_of_sigterm() -> None:
+    """kill_running() (Ctrl-C) waits between SIGTERM and SIGKILL only until the children it
+    signalled have ended, and leaves each for its starter to collect with its real end."""
+    program = "import time\n" + _READY_THEN_SLEEP
+    with _registered([sys.executable, "-c", program], pause=30.0) as child:
+        started = time.monotonic()
+        lifecycle.kill_running()
+        assert time.monotonic() - started < 10
+        assert child.wait(timeout=10) == -signal.SIGTERM
+
+
+def test_an_interrupt_kills_a_child_that_outlives_its_sigterm() -> None:
+    program = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    with _registered([sys.executable, "-c", program + _READY_THEN_SLEEP], pause=0.3) as child:
+        started = time.monotonic()
+        lifecycle.kill_running()
+        assert time.monotonic() - started >= 0.3
+        assert child.wait(timeout=10) == -signal.SIGKILL
+
+
+def test_an_interrupt_gives_a_wrappers_child_its_sigterm_time(tmp_path: Path) -> None:
+    """A --via wrapper that does not exec its engine (``sh -c 'srun ...'``) dies of the
+    SIGTERM at once; the engine in its group still cancels its work before the SIGKILL."""
+    done = tmp_path / "cancelled"
+    engine = (
+        "import signal, sys, time\n"
+        "def cancel(*_):\n"
+        "    time.sleep(0.2)\n"
+        "    open(sys.argv[1], 'w').write('ok')\n"
+        "    sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, cancel)\n" + _READY_THEN_SLEEP
+    )
+    # (a second command: no sh runs the engine by exec, so it stays the group's leader)
+    wrapper = ["sh", "-c", f'"{sys.executable}" -c "$0" "$1"; exit $?', engine, str(done)]
+    with _registered(wrapper, pause=20.0) as leader:
+        lifecycle.kill_running()
+        assert done.read_text() == "ok"
+        assert leader.wait(timeout=10) == -signal.SIGTERM
