@@ -135,9 +135,13 @@ def _run() -> None:
             if code:
                 raise SystemExit(code)
             return
-    _defer_imports()
-    from envguard import prestart
-    from envguard.lifecycle import handle_signals, interrupt_behind, signals_ignored_from_now
+    try:
+        _defer_imports()
+        from envguard import prestart
+        from envguard.lifecycle import handle_signals, interrupt_behind, signals_ignored_from_now
+    except KeyboardInterrupt:  # Ctrl-C before the handlers are set: said as they say it
+        sys.stderr.write("error: interrupted (SIGINT)\n")
+        raise SystemExit(130) from None
 
     handle_signals()  # before any probe starts: an interrupt stops it, whenever it comes
     try:

@@ -78,6 +78,26 @@ def test_ctrl_c_while_the_command_line_is_still_importing_is_one_line(tmp_path: 
     assert (proc.returncode, proc.stderr, proc.stdout) == (130, "error: interrupted (SIGINT)\n", "")
 
 
+def test_ctrl_c_before_the_signal_handlers_are_set_is_one_line() -> None:
+    """A Ctrl-C while envguard imports what sets its signal handlers (a loaded machine makes
+    that window milliseconds long): the interpreter raises KeyboardInterrupt there."""
+    program = (
+        "import builtins\n"
+        "real = builtins.__import__\n"
+        "def interrupted(name, *args, **kwargs):\n"
+        "    if name == 'envguard.lifecycle':\n"
+        "        raise KeyboardInterrupt\n"
+        "    return real(name, *args, **kwargs)\n"
+        "builtins.__import__ = interrupted\n"
+        "from envguard.__main__ import main\n"
+        "main()\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", program, "list"], capture_output=True, text=True, timeout=60
+    )
+    assert (proc.returncode, proc.stderr, proc.stdout) == (130, "error: interrupted (SIGINT)\n", "")
+
+
 @pytest.mark.parametrize("how", [pytest.param("timeout", marks=pytest.mark.slow), "signal"])
 @pytest.mark.parametrize("clear_env", [False, True])
 def test_a_via_that_daemonises_in_its_own_session_is_killed_too(
