@@ -548,14 +548,9 @@ def _running_groups(groups: set[int]) -> set[int]:
     (Linux /proc; none where there is no /proc)."""
     found: set[int] = set()
     for pid in processes():
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                fields = fh.read(4096).rsplit(b")", 1)[1].split()
-            group = int(fields[2])
-        except (OSError, IndexError, ValueError):
-            continue  # gone meanwhile
-        if group in groups and fields[0] != b"Z":
-            found.add(group)
+        fields = _stat_fields(pid)
+        if fields is not None and fields[2] in groups and fields[0] != b"Z":
+            found.add(fields[2])
     return found
 
 
@@ -622,9 +617,17 @@ def processes() -> list[int]:
 
 def parent_of(pid: int) -> int | None:
     """``pid``'s parent (Linux /proc); None when it is gone or there is no /proc."""
+    fields = _stat_fields(pid)
+    return None if fields is None else fields[1]
+
+
+def _stat_fields(pid: int) -> tuple[bytes, int, int] | None:
+    """(state letter, parent, process group) of ``pid`` from Linux's /proc/PID/stat, read
+    past its name (which may hold anything); None when it is gone or there is no /proc."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
-            return int(fh.read(4096).rsplit(b")", 1)[1].split()[1])
+            state, parent, group = fh.read(4096).rsplit(b")", 1)[1].split()[:3]
+        return state, int(parent), int(group)
     except (OSError, IndexError, ValueError):
         return None
 

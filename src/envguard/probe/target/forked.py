@@ -164,7 +164,7 @@ class Forked:
             os.close(self.fd)
             self.fd = -1
             if self.failed is not None:
-                self._reap(True)
+                self._reap()
             else:
                 _ENDING.append(self.pid)  # it answered and is on its way out (_child)
         if self.failed is not None:
@@ -188,26 +188,15 @@ class Forked:
             return
         os.close(self.fd)
         self.fd = -1
-        self._reap(True)
+        self._reap()
 
-    def _reap(self, kill: bool) -> None:
-        """Collect the child; killed first when it overran, and waited on for at most
-        REAP_SECONDS: one stuck in the kernel (a hung NFS server) dies when its call
-        returns, and is never waited on longer."""
-        if kill:
-            try:
-                os.kill(self.pid, _signals().SIGKILL)
-            except OSError:
-                pass
-        deadline = time.monotonic() + REAP_SECONDS
-        while True:
-            try:
-                done = os.waitpid(self.pid, os.WNOHANG if kill else 0)[0]
-            except OSError:  # ChildProcessError: collected already
-                return
-            if done or time.monotonic() > deadline:
-                return
-            time.sleep(0.005)
+    def _reap(self) -> None:
+        """Kill the child and collect it (its answer came late, or is not wanted)."""
+        try:
+            os.kill(self.pid, _signals().SIGKILL)
+        except OSError:
+            pass
+        _collected(self.pid, 0.005)
 
 
 # Children that answered, not yet collected: each closed its answer's pipe and is ending,
@@ -217,18 +206,24 @@ _ENDING: List[int] = []
 
 
 def collect() -> None:
-    """Collect the children that answered (each waited on for REAP_SECONDS at most)."""
+    """Collect the children that answered."""
     while _ENDING:
-        pid = _ENDING.pop()
-        deadline = time.monotonic() + REAP_SECONDS
-        while True:
-            try:
-                done = os.waitpid(pid, os.WNOHANG)[0]
-            except OSError:  # ChildProcessError: collected already
-                break
-            if done or time.monotonic() > deadline:
-                break
-            time.sleep(0.0005)
+        _collected(_ENDING.pop(), 0.0005)
+
+
+def _collected(pid: int, pause: float) -> None:
+    """Collect the child ``pid``, looked at every ``pause`` seconds and waited on for
+    REAP_SECONDS at most: one stuck in the kernel (a hung NFS server) dies when its call
+    returns, and is never waited on longer."""
+    deadline = time.monotonic() + REAP_SECONDS
+    while True:
+        try:
+            done = os.waitpid(pid, os.WNOHANG)[0]
+        except OSError:  # ChildProcessError: collected already
+            return
+        if done or time.monotonic() > deadline:
+            return
+        time.sleep(pause)
 
 
 def _child(work: Callable[[], Any], read_fd: int, write_fd: int, seconds: Optional[float]) -> None:
