@@ -6,6 +6,7 @@ to a kept entry is looked at afresh, and a planted pyc is named as before."""
 
 from __future__ import annotations
 
+import json
 import os
 import py_compile
 import subprocess
@@ -229,6 +230,8 @@ def test_an_upgrade_keeps_the_folder_verdicts_not_the_records(
         (b"1.60 1.80 1.70 2/300 4242\n", 2, 0, False),  # this one and another, for a minute
         (b"0.10 0.20 0.30 2/300 4242\n", 2, 0, True),  # another for a moment: an idle minute
         (b"1.60 1.80 1.70 2/300 4242\n", 2, 1, True),  # the other is envguard, soon waiting
+        (b"1.60 1.80 1.70 3/300 4242\n", 2, 2, True),  # envguard's main and feeding threads
+        (b"1.60 1.80 1.70 4/300 4242\n", 2, 2, False),  # and one more that is not envguard
         (b"0.10 0.20 0.30 3/300 4242\n", 4, 0, True),
         (b"3.90 3.80 3.70 5/300 4242\n", 4, 0, False),
         (b"0.10 0.20 0.30 1/300 4242\n", 1, 0, False),  # one core: never a child
@@ -261,46 +264,59 @@ def test_a_core_is_spare_by_what_runs_now_not_by_the_last_minute(
 def test_a_thread_runnable_for_a_moment_does_not_take_the_core(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The count is looked at again a millisecond later before the machine is taken for
-    busy: runs back to back (a benchmark's) leave a 1-minute load over 1.5 on 2 cores, and
-    the exit of the last one, or a kernel worker, was runnable at the first look in 4 runs
-    of 10."""
+    """The count is looked at again a moment later before the machine is taken for busy:
+    runs back to back (a benchmark's) leave a 1-minute load over 1.5 on 2 cores, and the
+    exit of the last one, or a kernel worker, was runnable at the first look in 4 runs of
+    10. Such a worker runs for microseconds: the looks are a quarter of a millisecond
+    apart, not a millisecond (each second look had cost the snapshot 1.2 ms)."""
     from envguard.probe.payload import local_package
 
     forked = local_package().forked
+    slept: list[float] = []
+    monkeypatch.setattr(forked.time, "sleep", slept.append)
     looks = iter([b"1.90 1.80 1.70 3/300 4242", b"1.90 1.80 1.70 2/300 4242"])
     monkeypatch.setattr(forked, "_loadavg", lambda: next(looks).split())
     monkeypatch.setattr(forked.os, "sched_getaffinity", lambda pid: {0, 1})
     monkeypatch.setattr(forked, "_parent_running", lambda: 1)
     assert forked.spare_core() is True  # the second look: this probe and its parent only
+    assert slept == [forked.LOOK_PAUSE] and forked.LOOK_PAUSE <= 0.0005
     busy = iter([b"1.90 1.80 1.70 3/300 4242"] * forked.SAMPLES)
     monkeypatch.setattr(forked, "_loadavg", lambda: next(busy).split())
     assert forked.spare_core() is False  # busy at every look, and for the last minute
 
 
-def test_every_thread_of_the_parent_counts_as_the_parent() -> None:
+@pytest.mark.parametrize(("spinning", "counted"), [(1, 1), (2, 2), (4, 2)])
+def test_every_thread_of_the_parent_counts_as_the_parent(spinning: int, counted: int) -> None:
     """A thread of envguard's other than its main one (one that feeds the probe its
-    program, say) running while the main thread waits is envguard's, not another load."""
+    program, say) running while the main thread waits is envguard's, not another load;
+    so are two at once (envguard's main thread still starting, and the one feeding the
+    probe, in 2 CUDA snapshots of 20), but no more than envguard runs: a library caller's
+    other busy threads are a load like any other."""
     import textwrap
 
     code = textwrap.dedent(
-        """
-        import subprocess, sys, threading, time
+        f"""
+        import hashlib, subprocess, sys, threading, time
         stop = time.monotonic() + 20
-        def spin():
+        data = bytes(1 << 22)
+        def spin():  # hashing lets the GIL go: the threads run at once
             while time.monotonic() < stop:
-                pass
-        threading.Thread(target=spin, daemon=True).start()
+                hashlib.sha256(data).digest()
+        for _ in range({spinning}):
+            threading.Thread(target=spin, daemon=True).start()
         child = "from envguard.probe.payload import local_package;"
         child += "print(local_package().forked._parent_running())"
-        print(subprocess.run([sys.executable, "-c", child], capture_output=True,
-                             text=True, check=True).stdout.strip())
+        seen = set()
+        for _ in range(5):  # a spinning thread may wait for a core at the look
+            seen.add(subprocess.run([sys.executable, "-c", child], capture_output=True,
+                                    text=True, check=True).stdout.strip())
+        print(max(seen))
         """
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
-    assert out.stdout.strip() == "1"  # the spinning thread; its main thread waits
+    assert out.stdout.strip() == str(counted)
 
 
 def test_the_parent_is_seen_running_or_waiting() -> None:
@@ -316,6 +332,95 @@ def test_the_parent_is_seen_running_or_waiting() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "0"  # this test waits in communicate(): not running
+
+
+@pytest.mark.parametrize(
+    ("cores", "moved"),
+    [
+        ({"self": 1, 10: 0, 11: 0}, True),  # both on core 0, the probe on 1: one moves
+        ({"self": 1, 10: 0, 11: 1}, False),  # apart already
+        ({"self": 0, 10: 0, 11: 0}, False),  # on the probe's own core: it waits, they run
+        ({"self": 1, 10: 0, 11: None}, False),  # one is not running (ended, or waiting)
+        ({"self": None, 10: 0, 11: 0}, False),  # where the probe runs cannot be told
+    ],
+)
+def test_two_shares_on_one_core_are_spread_when_the_probe_waits(
+    monkeypatch: pytest.MonkeyPatch, cores: dict[Any, int | None], moved: bool
+) -> None:
+    """The kernel put both shares of a fork on the core idle then (5 CUDA snapshots of
+    30), and did not pull one to the core the probe leaves when it waits for them until its
+    next balance, up to a tick later: they took turns on one core meanwhile. The second is
+    moved to the probe's core, and its own cores are given back at once."""
+    from envguard.probe.payload import local_package
+
+    forked = local_package().forked
+    calls: list[tuple[int, set[int]]] = []
+    monkeypatch.setattr(forked, "_core_of", cores.__getitem__)
+    monkeypatch.setattr(forked.os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    monkeypatch.setattr(forked.os, "sched_setaffinity", lambda pid, cpus: calls.append((pid, cpus)))
+    forked.spread([10, 11])
+    assert calls == ([(11, {1}), (11, {0, 1, 2})] if moved else [])
+
+
+def test_a_share_is_moved_only_where_its_cores_allow(monkeypatch: pytest.MonkeyPatch) -> None:
+    from envguard.probe.payload import local_package
+
+    forked = local_package().forked
+    calls: list[Any] = []
+    monkeypatch.setattr(forked, "_core_of", {"self": 3, 10: 0, 11: 0}.__getitem__)
+    monkeypatch.setattr(forked.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(forked.os, "sched_setaffinity", lambda *a: calls.append(a))
+    forked.spread([10, 11])
+    forked.spread([10])  # one share: nothing to spread
+    assert calls == []
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux's affinity calls")
+def test_spreading_real_shares_leaves_their_cores_as_they_were() -> None:
+    """On real processes: the core each runs on read from /proc, and a share moved keeps
+    the cores it had (a share pinned to the probe's core for the rest of its run would
+    wait on it whenever another process took it)."""
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import json, os, signal, time
+        from envguard.probe.payload import local_package
+        forked = local_package().forked
+        cores = sorted(os.sched_getaffinity(0))
+        pids = []
+        try:
+            for _ in range(2):
+                pid = os.fork()
+                if pid == 0:
+                    os.sched_setaffinity(0, {cores[0]})
+                    while True:
+                        pass
+                pids.append(pid)
+            time.sleep(0.2)
+            ran = [forked._core_of(pid) for pid in pids]
+            for pid in pids:
+                os.sched_setaffinity(pid, set(cores))
+            os.sched_setaffinity(0, {cores[-1]})
+            forked.spread(pids)
+            after = [forked._core_of(pid) for pid in pids]
+            kept = [os.sched_getaffinity(pid) == set(cores) for pid in pids]
+            print(json.dumps([ran, after, kept, forked._core_of("self") == cores[-1]]))
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    ran, after, kept, here = json.loads(out.stdout)
+    cores = sorted(os.sched_getaffinity(0))
+    assert ran == [cores[0], cores[0]] and here  # both started on one core, the probe apart
+    assert kept == [True, True]
+    if len(cores) > 1:
+        assert cores[-1] in after and None not in after  # one moved; both still run
 
 
 @pytest.fixture

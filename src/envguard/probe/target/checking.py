@@ -10,7 +10,7 @@ import os
 import struct
 import time
 
-from .forked import Forked, spare_core
+from .forked import Forked, spare_core, spread
 from .installed import finish, prepare, read_beside, work
 from .loaded import QUICK_COMPILE_SECONDS
 
@@ -188,6 +188,7 @@ class Checking:
                 return None, failed
             answers.append(own)
         os.close(queue)
+        spread([forked.pid for forked in children])  # this process waits for them now
         # What finish() reads that no share changes, read while they work, by the check's
         # deadline (in a thread: a file system that hangs now gives the check's note).
         failed = _beside(plan, self._left())

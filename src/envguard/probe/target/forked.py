@@ -43,14 +43,16 @@ def spare_core() -> bool:
     runnable this instant (this one among them; not the process that started the probe,
     which only waits for its answer once its own start-up is done: envguard imports its
     command line while the probe runs) than the cores this process may use, at one of
-    SAMPLES looks a millisecond apart, or, when there are as many at each, a 1-minute load
+    SAMPLES looks LOOK_PAUSE apart, or, when there are as many at each, a 1-minute load
     average under the cores less a half. One look saw a thread runnable for a moment (a
-    kernel worker, the last run's exit) in 2 runs of 30 on an idle 2-core machine, and 4
-    in 10 when runs came back to back (a benchmark's), where the average, which counts
-    the runs that came just before, refused the core too. Busy at every look and by the
-    average, the machine is at full load, where a second process only adds fork's costs.
-    Where the count cannot be read, the average less one (this process's own) is the
-    rule."""
+    kernel worker: kcompactd, rcu_preempt) in 2 runs of 30 on an idle 2-core machine, and
+    4 in 10 when runs came back to back (a benchmark's), where the average, which counts
+    the runs that came just before, refused the core too. Such a worker runs for
+    microseconds: the next look, a quarter of a millisecond later, no longer sees it (looks
+    a millisecond apart cost 8 CUDA snapshots of 20 another 1.2 ms or 2.4 ms; now 4 of 40
+    take another 0.4 or 0.8 ms). Busy at every look and by the average, the machine is at
+    full load, where a second process only adds fork's costs. Where the count cannot be
+    read, the average less one (this process's own) is the rule."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -60,7 +62,7 @@ def spare_core() -> bool:
     try:
         for look in range(SAMPLES):
             if look:
-                time.sleep(0.001)
+                time.sleep(LOOK_PAUSE)
             fields = _loadavg()
             if int(fields[3].split(b"/")[0]) - _parent_running() < cores:
                 return True
@@ -74,8 +76,10 @@ def spare_core() -> bool:
     return load < cores - 1
 
 
-# How many times spare_core() looks at what runs before it takes the machine for busy.
+# How many times spare_core() looks at what runs before it takes the machine for busy, and
+# the seconds between two looks.
 SAMPLES = 3
+LOOK_PAUSE = 0.00025
 
 
 def _loadavg() -> List[bytes]:
@@ -86,17 +90,23 @@ def _loadavg() -> List[bytes]:
 # The threads of the parent _parent_running() looks at, at most (a library caller may run
 # thousands; envguard's command line runs a few).
 PARENT_THREADS = 16
+# The parent's runnable threads that count as the parent, at most: envguard's main thread
+# and the one feeding the probe its program, which ends once the probe has read it (both
+# were runnable at once at the look in 2 CUDA snapshots of 20). A library caller's other
+# threads beyond these are a load like any other.
+PARENT_RUNNING = 2
 
 
 def _parent_running() -> int:
-    """1 when the process that started this one is runnable now (any of its first
-    PARENT_THREADS threads: the one feeding the probe its program, say, while the main
-    one waits), else 0: one process, soon waiting, whatever its threads."""
+    """How many of the threads of the process that started this one are runnable now (of
+    its first PARENT_THREADS threads, PARENT_RUNNING at most): envguard's, soon waiting for
+    this probe's answer."""
     folder = "/proc/%d/task" % os.getppid()
     try:
         tasks = os.listdir(folder)
     except OSError:
         return 0
+    running = 0
     for task in tasks[:PARENT_THREADS]:
         try:
             with open("%s/%s/stat" % (folder, task), "rb") as fh:
@@ -104,8 +114,43 @@ def _parent_running() -> int:
         except (OSError, IndexError):
             continue
         if state == b"R":
-            return 1
-    return 0
+            running += 1
+            if running == PARENT_RUNNING:
+                break
+    return running
+
+
+def spread(pids: List[int]) -> None:
+    """Where two forked children, working beside each other, both run on one core while
+    this process, about to wait for them, runs on another: one of them moved to this core
+    (Linux's sched_setaffinity), its own cores given back at once. The kernel puts both
+    children of a fork on the core that was idle then (5 CUDA snapshots of 30), and once
+    this process waits it does not pull one over to the core left idle until its next
+    balance, up to a tick (4 ms) later: they take turns on one core meanwhile. Nothing
+    where they run apart already, or either is not running."""
+    if len(pids) != 2 or not hasattr(os, "sched_setaffinity"):
+        return
+    here, first, second = _core_of("self"), _core_of(pids[0]), _core_of(pids[1])
+    if here is None or first is None or first != second or first == here:
+        return
+    try:
+        allowed = os.sched_getaffinity(pids[1])
+        if here in allowed:
+            os.sched_setaffinity(pids[1], {here})
+            os.sched_setaffinity(pids[1], allowed)
+    except OSError:
+        pass  # (ended meanwhile: nothing to move)
+
+
+def _core_of(pid: object) -> Optional[int]:
+    """The core ``pid`` runs on now (Linux /proc, "self": this process), None where it is
+    not running or runnable, or cannot be told."""
+    try:
+        with open("/proc/%s/stat" % pid, "rb") as fh:
+            fields = fh.read(4096).rpartition(b")")[2].split()
+        return int(fields[36]) if fields[0] == b"R" else None  # (field 39, the processor)
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 class Forked:
