@@ -421,6 +421,20 @@ def test_a_check_asks_once_whether_a_core_is_spare(
     checking.result([])
 
 
+def test_the_probe_spreads_its_two_shares_before_it_waits(
+    site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once its own work is done, the probe asks for its two shares to be spread over the
+    cores (forked.spread: both on one core while the probe's core goes idle took turns
+    there, up to a tick), before it waits for them."""
+    target = local_package()
+    spread: list[list[int]] = []
+    monkeypatch.setattr(target.checking, "spread", spread.append)
+    on_disk, _, _, _ = _check(site, tmp_path, fork=True)
+    assert len(spread) == 1 and len(spread[0]) == 2 and all(pid > 0 for pid in spread[0])
+    assert on_disk["gen00002"]["modified"]  # the check ran as ever
+
+
 def test_a_share_whose_answer_is_not_plain_data_says_so() -> None:
     """A share answers in marshal (the same interpreter reads it): an answer marshal cannot
     carry is a failure that says why, never a lost answer or a hang."""

@@ -47,12 +47,13 @@ def spare_core() -> bool:
     average under the cores less a half. One look saw a thread runnable for a moment (a
     kernel worker: kcompactd, rcu_preempt) in 2 runs of 30 on an idle 2-core machine, and
     4 in 10 when runs came back to back (a benchmark's), where the average, which counts
-    the runs that came just before, refused the core too. Such a worker runs for
+    the runs that came just before, refused the core too. Such a worker mostly runs for
     microseconds: the next look, a quarter of a millisecond later, no longer sees it (looks
-    a millisecond apart cost 8 CUDA snapshots of 20 another 1.2 ms or 2.4 ms; now 4 of 40
-    take another 0.4 or 0.8 ms). Busy at every look and by the average, the machine is at
-    full load, where a second process only adds fork's costs. Where the count cannot be
-    read, the average less one (this process's own) is the rule."""
+    a millisecond apart cost 8 CUDA snapshots of 20 another 1.2 ms or 2.4 ms; a quarter of a
+    millisecond apart, 3 of 60 looked again, 2 of them a third time). Busy at every look
+    and by the average, the machine is at full load, where a second process only adds
+    fork's costs. Where the count cannot be read, the average less one (this process's
+    own) is the rule."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -90,34 +91,36 @@ def _loadavg() -> List[bytes]:
 # The threads of the parent _parent_running() looks at, at most (a library caller may run
 # thousands; envguard's command line runs a few).
 PARENT_THREADS = 16
-# The parent's runnable threads that count as the parent, at most: envguard's main thread
-# and the one feeding the probe its program, which ends once the probe has read it (both
-# were runnable at once at the look in 2 CUDA snapshots of 20). A library caller's other
-# threads beyond these are a load like any other.
-PARENT_RUNNING = 2
 
 
 def _parent_running() -> int:
-    """How many of the threads of the process that started this one are runnable now (of
-    its first PARENT_THREADS threads, PARENT_RUNNING at most): envguard's, soon waiting for
-    this probe's answer."""
+    """How many of the runnable threads of the process that started this one count as
+    that process, soon waiting for this probe's answer (of its first PARENT_THREADS
+    threads): those it had before this probe started count once together, whatever they
+    are (its main one, and a library caller's other threads: a load like any other), and
+    each one it started since counts on its own (the threads envguard starts to read this
+    probe's output and feed it its argument: one was runnable at the look beside
+    envguard's main thread in 1 CUDA snapshot of 60)."""
     folder = "/proc/%d/task" % os.getppid()
     try:
         tasks = os.listdir(folder)
-    except OSError:
+        with open("/proc/self/stat", "rb") as fh:
+            began = int(fh.read(4096).rpartition(b")")[2].split()[19])  # (field 22)
+    except (OSError, IndexError, ValueError):
         return 0
-    running = 0
+    older = newer = 0
     for task in tasks[:PARENT_THREADS]:
         try:
             with open("%s/%s/stat" % (folder, task), "rb") as fh:
-                state = fh.read(4096).rpartition(b")")[2].split()[0]
-        except (OSError, IndexError):
+                fields = fh.read(4096).rpartition(b")")[2].split()
+            if fields[0] == b"R":
+                if int(fields[19]) < began:  # (start times in clock ticks since boot)
+                    older = 1
+                else:
+                    newer += 1
+        except (OSError, IndexError, ValueError):
             continue
-        if state == b"R":
-            running += 1
-            if running == PARENT_RUNNING:
-                break
-    return running
+    return older + newer
 
 
 def spread(pids: List[int]) -> None:
@@ -136,19 +139,25 @@ def spread(pids: List[int]) -> None:
     try:
         allowed = os.sched_getaffinity(pids[1])
         if here in allowed:
-            os.sched_setaffinity(pids[1], {here})
-            os.sched_setaffinity(pids[1], allowed)
+            try:
+                os.sched_setaffinity(pids[1], {here})
+            finally:  # (an interrupt between the two leaves no share held to one core)
+                os.sched_setaffinity(pids[1], allowed)
     except OSError:
         pass  # (ended meanwhile: nothing to move)
 
 
 def _core_of(pid: object) -> Optional[int]:
-    """The core ``pid`` runs on now (Linux /proc, "self": this process), None where it is
-    not running or runnable, or cannot be told."""
+    """The core ``pid`` runs on now (Linux /proc; "self": this process, else a child of
+    this one), None where it is not running or runnable, is not this process's child (a
+    number reused once SIGCHLD ignored had a child collected at its exit; a /proc of
+    another PID namespace), or where that cannot be told."""
     try:
         with open("/proc/%s/stat" % pid, "rb") as fh:
             fields = fh.read(4096).rpartition(b")")[2].split()
-        return int(fields[36]) if fields[0] == b"R" else None  # (field 39, the processor)
+        if fields[0] != b"R" or (pid != "self" and int(fields[1]) != os.getpid()):
+            return None
+        return int(fields[36])  # (field 39, the processor)
     except (OSError, IndexError, ValueError):
         return None
 
