@@ -614,10 +614,11 @@ def make_host_tree(
     return root
 
 
-def steady_modules(python: str, runs: int = 6) -> list[str]:
+def steady_modules(python: str, runs: int = 6, before_main: str = "") -> list[str]:
     """The modules a quick probe of ``python`` has loaded once it answered, when its caches
     are warm: it runs until a run leaves its distribution cache as it was (a warm probe of
-    an unchanged venv writes nothing), ``runs`` at most.
+    an unchanged venv writes nothing), ``runs`` at most. ``before_main``: lines the probe
+    runs once its package is installed (``_pkg``), before its main call.
     The caches are the process's (the tests' own XDG_CACHE_HOME), and keep what was read of
     files changed a moment ago (a venv the test just made)."""
     import subprocess
@@ -626,7 +627,7 @@ def steady_modules(python: str, runs: int = 6) -> list[str]:
 
     args = {"verify": "quick", "git": False, "files": [], "caches": [], "cache_quiet_seconds": 0}
     payload = probe_payload(args)
-    listing = payload.replace("_code = ", "_sm = sys.modules\n_code = ", 1).replace(
+    listing = payload.replace("_code = ", before_main + "_sm = sys.modules\n_code = ", 1).replace(
         "sys.stdout.flush()\n", "sys.stdout.flush()\nsys.stderr.write(' '.join(_sm))\n", 1
     )
     folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / DIST_CACHE

@@ -129,3 +129,12 @@ def test_a_steady_probe_loads_no_re() -> None:
     assert "re" not in modules and "json" not in modules, sorted(modules)
     # nor types, which the loader needs only for the classes of a module and of code
     assert "types" not in modules, sorted(modules)
+
+
+def test_a_steady_probe_on_a_busy_machine_loads_no_threading() -> None:
+    """With no core to spare, the check runs in a thread of the probe's own: _thread's, as
+    the reads beside the shares do, not threading's (2 ms to import, functools and types
+    with it). The steady probe above met it whenever the machine was busy."""
+    busy = "_pkg.checking.spare_core = lambda: False\n"
+    modules = steady_modules(sys.executable, before_main=busy)
+    assert "threading" not in modules and "types" not in modules, sorted(modules)

@@ -260,30 +260,14 @@ class Checking:
 
 
 def _beside(plan: Plan, timeout: float) -> Optional[str]:
-    """read_beside(plan) in a thread, waited for ``timeout`` seconds: None once done, else
-    why not. The thread is _thread's (threading costs a probe 2 ms to import, and nothing
-    else in a plain probe needs it); one stuck in a system call is left behind."""
-    import _thread
+    """read_beside(plan) in a thread, waited for ``timeout`` seconds (_bounded): None once
+    done, else why not."""
 
-    done = _thread.allocate_lock()
-    done.acquire()
-    failed: List[str] = []
+    def read() -> Dict[str, Any]:
+        read_beside(plan)
+        return {}
 
-    def run() -> None:
-        try:
-            read_beside(plan)
-        except Exception as exc:
-            failed.append("%s: %s" % (type(exc).__name__, exc))
-        finally:
-            done.release()
-
-    try:
-        _thread.start_new_thread(run, ())
-    except RuntimeError as exc:  # no thread to be had (a process limit): the check's note
-        return _no_thread(exc)
-    if not done.acquire(True, max(timeout, 0.0)):
-        return "took over %gs" % timeout
-    return failed[0] if failed else None
+    return _bounded(read, timeout)[1]
 
 
 _NO_THREAD = "could not start a thread"
@@ -307,10 +291,14 @@ def _taken(queue: int) -> Iterator[int]:
 def _bounded(
     run: Callable[[], Dict[str, Any]], timeout: float
 ) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
-    """``run()`` in a daemon thread, waited for ``timeout`` seconds: its value, or None with
-    why (it took longer, or failed)."""
-    import threading
+    """``run()`` in a thread of its own, waited for ``timeout`` seconds: its value, or None
+    with why (it took longer, or failed). The thread is _thread's: threading costs a probe
+    2 ms to import (functools and types with it), and nothing else in a plain probe needs
+    it; one stuck in a system call is left behind, as a daemon thread would be."""
+    import _thread
 
+    ended = _thread.allocate_lock()
+    ended.acquire()
     done: List[Any] = []
 
     def target() -> None:
@@ -318,14 +306,14 @@ def _bounded(
             done.append(run())
         except Exception as exc:
             done.append("%s: %s" % (type(exc).__name__, exc))
+        finally:
+            ended.release()
 
-    thread = threading.Thread(target=target, name="envguard-installed", daemon=True)
     try:
-        thread.start()
+        _thread.start_new_thread(target, ())
     except RuntimeError as exc:  # no thread to be had (a process limit): the check's note
         return None, _no_thread(exc)
-    thread.join(timeout)
-    if not done:
+    if not ended.acquire(True, min(max(timeout, 0.0), _thread.TIMEOUT_MAX)) or not done:
         return None, "took over %gs" % timeout
     if isinstance(done[0], str):
         return None, done[0]
