@@ -285,18 +285,26 @@ def test_a_thread_runnable_for_a_moment_does_not_take_the_core(
 
 
 @pytest.mark.parametrize(
-    ("spinning", "started", "counted"),
-    [(1, "before", 1), (2, "before", 1), (1, "after", 1), (2, "after", 2)],
+    ("idle", "spinning", "started", "counted"),
+    [
+        (0, 1, "before", 1),
+        (0, 2, "before", 1),
+        (0, 1, "after", 1),
+        (0, 2, "after", 2),
+        (0, 6, "after", 2),
+        (20, 2, "after", 2),  # the newest are looked at, past the first PARENT_THREADS
+    ],
 )
 def test_the_parent_s_threads_count_as_the_parent(
-    spinning: int, started: str, counted: int
+    idle: int, spinning: int, started: str, counted: int
 ) -> None:
     """A thread of envguard's other than its main one running while the main thread waits
     is envguard's, not another load. The threads a process had before it started the
     probe count once together (a library caller's other busy threads are a load like any
     other: counted each, such a caller's probe forked its shares on a machine its threads
     kept busy); each one it started since counts on its own (envguard's readers of the
-    probe's output, runnable at the look beside envguard's main thread)."""
+    probe's output, runnable at the look beside envguard's main thread), two at most: a
+    thread pool the caller started meanwhile is a load beyond those."""
     import textwrap
 
     code = textwrap.dedent(
@@ -310,6 +318,8 @@ def test_the_parent_s_threads_count_as_the_parent(
         def spinners():
             for _ in range({spinning}):
                 threading.Thread(target=spin, daemon=True).start()
+        for _ in range({idle}):  # threads that wait, made before all else
+            threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
         # The child looks 20 times, 5 ms apart (a spinning thread may wait for a core at
         # one look), after its parent's threads started (a clock tick is 10 ms).
         child = "import time; time.sleep(0.1); looks = [];"

@@ -304,16 +304,18 @@ def _bounded(
     def target() -> None:
         try:
             done.append(run())
-        except Exception as exc:
+        except BaseException as exc:  # (said as the check's failure, not as a traceback)
             done.append("%s: %s" % (type(exc).__name__, exc))
         finally:
             ended.release()
 
+    if not timeout > 0:  # (no time left, or none given: nothing started)
+        return None, "took over %gs" % timeout
     try:
         _thread.start_new_thread(target, ())
     except RuntimeError as exc:  # no thread to be had (a process limit): the check's note
         return None, _no_thread(exc)
-    if not ended.acquire(True, min(max(timeout, 0.0), _thread.TIMEOUT_MAX)) or not done:
+    if not ended.acquire(True, min(timeout, _thread.TIMEOUT_MAX)) or not done:
         return None, "took over %gs" % timeout
     if isinstance(done[0], str):
         return None, done[0]

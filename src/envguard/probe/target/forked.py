@@ -89,8 +89,12 @@ def _loadavg() -> List[bytes]:
 
 
 # The threads of the parent _parent_running() looks at, at most (a library caller may run
-# thousands; envguard's command line runs a few).
+# thousands; envguard's command line runs a few): its first (the main one) and its newest.
 PARENT_THREADS = 16
+# The parent's threads started after the probe that count as the parent, at most: envguard
+# starts two to read the probe's output and one to feed it its argument. A library
+# caller's thread pool started meanwhile is a load beyond these.
+PARENT_NEW = 2
 
 
 def _parent_running() -> int:
@@ -98,9 +102,10 @@ def _parent_running() -> int:
     that process, soon waiting for this probe's answer (of its first PARENT_THREADS
     threads): those it had before this probe started count once together, whatever they
     are (its main one, and a library caller's other threads: a load like any other), and
-    each one it started since counts on its own (the threads envguard starts to read this
-    probe's output and feed it its argument: one was runnable at the look beside
-    envguard's main thread in 1 CUDA snapshot of 60)."""
+    each one it started since counts on its own, PARENT_NEW at most (the threads envguard
+    starts to read this probe's output and feed it its argument: one was runnable at the
+    look beside envguard's main thread in 1 CUDA snapshot of 60). Start times are in
+    clock ticks: a thread started in the probe's own tick, just before it, counts as new."""
     folder = "/proc/%d/task" % os.getppid()
     try:
         tasks = os.listdir(folder)
@@ -108,8 +113,10 @@ def _parent_running() -> int:
             began = int(fh.read(4096).rpartition(b")")[2].split()[19])  # (field 22)
     except (OSError, IndexError, ValueError):
         return 0
+    if len(tasks) > PARENT_THREADS:  # (listed as they were made: the main one first)
+        tasks = tasks[:1] + tasks[1 - PARENT_THREADS :]
     older = newer = 0
-    for task in tasks[:PARENT_THREADS]:
+    for task in tasks:
         try:
             with open("%s/%s/stat" % (folder, task), "rb") as fh:
                 fields = fh.read(4096).rpartition(b")")[2].split()
@@ -120,7 +127,7 @@ def _parent_running() -> int:
                     newer += 1
         except (OSError, IndexError, ValueError):
             continue
-    return older + newer
+    return older + min(newer, PARENT_NEW)
 
 
 def spread(pids: List[int]) -> None:
