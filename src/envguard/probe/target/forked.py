@@ -99,13 +99,14 @@ PARENT_NEW = 2
 
 def _parent_running() -> int:
     """How many of the runnable threads of the process that started this one count as
-    that process, soon waiting for this probe's answer (of its first PARENT_THREADS
-    threads): those it had before this probe started count once together, whatever they
-    are (its main one, and a library caller's other threads: a load like any other), and
-    each one it started since counts on its own, PARENT_NEW at most (the threads envguard
-    starts to read this probe's output and feed it its argument: one was runnable at the
-    look beside envguard's main thread in 1 CUDA snapshot of 60). Start times are in
-    clock ticks: a thread started in the probe's own tick, just before it, counts as new."""
+    that process, soon waiting for this probe's answer (of PARENT_THREADS of them: its
+    main one and its newest): those it had before this probe started count once together,
+    whatever they are (its main one, and a library caller's other threads: a load like
+    any other), and each one it started since counts on its own, PARENT_NEW at most (the
+    threads envguard starts to read this probe's output and feed it its argument: one was
+    runnable at the look beside envguard's main thread in 1 CUDA snapshot of 60). Start
+    times are in clock ticks: a thread started in the probe's own tick, just before it,
+    counts as new."""
     folder = "/proc/%d/task" % os.getppid()
     try:
         tasks = os.listdir(folder)
