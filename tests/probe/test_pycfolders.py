@@ -6,6 +6,7 @@ to a kept entry is looked at afresh, and a planted pyc is named as before."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import py_compile
@@ -409,15 +410,17 @@ def test_only_this_process_s_own_children_are_moved() -> None:
     assert forked._core_of("self") is not None
     spawner = (
         "import subprocess, sys\n"
-        "p = subprocess.Popen([sys.executable, '-c', 'while True: pass'])\n"
+        f"p = subprocess.Popen([sys.executable, '-c', {_SPIN!r}])\n"
         "print(p.pid, flush=True)\n"
         "p.wait()\n"
     )
     middle = subprocess.Popen([sys.executable, "-c", spawner], stdout=subprocess.PIPE, text=True)
     assert middle.stdout is not None
-    grandchild = int(middle.stdout.readline())
-    spinning = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    grandchild = 0
+    spinning = None
     try:
+        grandchild = int(middle.stdout.readline())
+        spinning = subprocess.Popen([sys.executable, "-c", _SPIN])
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and not (
             _state(grandchild) == "R" and forked._core_of(spinning.pid) is not None
@@ -426,11 +429,18 @@ def test_only_this_process_s_own_children_are_moved() -> None:
         assert forked._core_of(spinning.pid) is not None  # this process's child, running
         assert _state(grandchild) == "R" and forked._core_of(grandchild) is None
     finally:
-        os.kill(grandchild, 9)
+        if grandchild:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(grandchild, 9)
         for proc in (middle, spinning):
-            proc.kill()
-            proc.wait()
+            if proc is not None:
+                proc.kill()
+                proc.wait()
         middle.stdout.close()
+
+
+# A process that keeps a core busy, and ends by itself if no test is left to end it.
+_SPIN = "import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end:\n    pass\n"
 
 
 def _state(pid: int) -> str:
@@ -457,8 +467,10 @@ def test_spreading_real_shares_leaves_their_cores_as_they_were() -> None:
                 pid = os.fork()
                 if pid == 0:
                     os.sched_setaffinity(0, {cores[0]})
-                    while True:
+                    end = time.monotonic() + 60  # (ends by itself if no one is left to)
+                    while time.monotonic() < end:
                         pass
+                    os._exit(0)
                 pids.append(pid)
             time.sleep(0.2)
             ran = [forked._core_of(pid) for pid in pids]
