@@ -110,8 +110,7 @@ def _parent_running() -> int:
     folder = "/proc/%d/task" % os.getppid()
     try:
         tasks = os.listdir(folder)
-        with open("/proc/self/stat", "rb") as fh:
-            began = int(fh.read(4096).rpartition(b")")[2].split()[19])  # (field 22)
+        began = int(_stat("/proc/self/stat")[19])  # (field 22)
     except (OSError, IndexError, ValueError):
         return 0
     if len(tasks) > PARENT_THREADS:  # (listed as they were made: the main one first)
@@ -119,8 +118,7 @@ def _parent_running() -> int:
     older = newer = 0
     for task in tasks:
         try:
-            with open("%s/%s/stat" % (folder, task), "rb") as fh:
-                fields = fh.read(4096).rpartition(b")")[2].split()
+            fields = _stat("%s/%s/stat" % (folder, task))
             if fields[0] == b"R":
                 if int(fields[19]) < began:  # (start times in clock ticks since boot)
                     older = 1
@@ -161,13 +159,19 @@ def _core_of(pid: object) -> Optional[int]:
     number reused once SIGCHLD ignored had a child collected at its exit; a /proc of
     another PID namespace), or where that cannot be told."""
     try:
-        with open("/proc/%s/stat" % pid, "rb") as fh:
-            fields = fh.read(4096).rpartition(b")")[2].split()
+        fields = _stat("/proc/%s/stat" % pid)
         if fields[0] != b"R" or (pid != "self" and int(fields[1]) != os.getpid()):
             return None
         return int(fields[36])  # (field 39, the processor)
     except (OSError, IndexError, ValueError):
         return None
+
+
+def _stat(path: str) -> List[bytes]:
+    """The fields of a Linux /proc stat file past the process's name (which may hold
+    anything): the state first (field 3). OSError where it cannot be read."""
+    with open(path, "rb") as fh:
+        return fh.read(4096).rpartition(b")")[2].split()
 
 
 class Forked:
