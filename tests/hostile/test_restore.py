@@ -149,7 +149,11 @@ def test_variables_that_run_code_are_never_exported(project: Path) -> None:
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
     text = (project / "good.env.sh").read_text()
-    assert "NCCL_DEBUG" in text and not any(name in text for name in evil)
+    unrecorded = [name for name in evil if name != "LD_AUDIT"]
+    assert "NCCL_DEBUG" in text and not any(name in text for name in unrecorded)
+    # LD_AUDIT is recorded (it loads code as LD_PRELOAD does): held for review, as that is
+    assert "\nexport LD_AUDIT" not in text
+    assert "# review, then uncomment: export LD_AUDIT=" in text
     printed = out.stdout.rsplit("\n", 2)[-2]
     assert "NCCL_DEBUG" in printed and not any(f"'{n}'" in printed for n in evil)
 

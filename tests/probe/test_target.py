@@ -60,6 +60,15 @@ def test_env_capture_keeps_training_vars_and_redacts_secrets() -> None:
     assert out["HF_ENDPOINT"] == "https://hub.example"
     # the same value gives the same digest, a different one another
     again = script.capture_env({"HF_TOKEN": "hf_supersecretvalue"})["HF_TOKEN"]
+    # what loads code or changes how Python runs it, beside the library path
+    changed = {
+        "LD_AUDIT": "/tmp/audit.so",
+        "PYTHONHOME": "/opt/py",
+        "PYTHONOPTIMIZE": "2",
+        "PYTHONWARNINGS": "error",
+        "PYTHONPYCACHEPREFIX": "/tmp/pyc",
+    }
+    assert script.capture_env({**changed, "PYTHONUNBUFFERED": "1"}) == changed
     other = script.capture_env({"HF_TOKEN": "hf_other"})["HF_TOKEN"]
     assert again == out["HF_TOKEN"] != other
 

@@ -46,8 +46,8 @@ _SKIP_PREFIXES = ("UV_", "PIP_")
 
 
 def _restorable(name: str, value: str | None = None) -> bool:
-    """A variable the probe records (its prefixes and names: a forged snapshot's BASH_ENV,
-    LD_AUDIT or PROMPT_COMMAND is not one), not skipped, and a value a shell can hold."""
+    """A variable the probe records (its prefixes and names: a forged snapshot's BASH_ENV
+    or PROMPT_COMMAND is not one), not skipped, and a value a shell can hold."""
     from envguard.probe.payload import local_package
 
     env = local_package().env

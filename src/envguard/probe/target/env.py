@@ -48,7 +48,18 @@ ENV_PREFIXES = (
     "UV_",
     "PIP_",
 )
-ENV_NAMES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONHASHSEED", "VIRTUAL_ENV")
+ENV_NAMES = (
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "LD_AUDIT",  # loads its libraries into every process, as LD_PRELOAD does
+    "PYTHONPATH",
+    "PYTHONHOME",  # another standard library
+    "PYTHONHASHSEED",
+    "PYTHONOPTIMIZE",  # asserts stripped (and other bytecode: .opt-N.pyc)
+    "PYTHONWARNINGS",  # "error": a warning raises
+    "PYTHONPYCACHEPREFIX",  # bytecode loaded from another tree than __pycache__
+    "VIRTUAL_ENV",
+)
 
 
 def capture_env(environ: Dict[str, str], warnings: Optional[List[str]] = None) -> Dict[str, str]:
