@@ -36,6 +36,19 @@ def test_an_extension_built_for_this_torch_fits(tmp_path: Path) -> None:
     assert warnings == []
 
 
+def test_a_venv_reached_through_a_symlink_is_checked_as_it_is(tmp_path: Path) -> None:
+    """A symlinked .venv: its extensions' real paths lie under the link's target, and each
+    is still checked (none left out as lying outside the venv), the same verdicts."""
+    site = tmp_path / "site"
+    torch_site(site, "c10_a")
+    extension(site, site / "torch" / "lib" / "libc10.so", "c10_a", "c10_gone")
+    linked = tmp_path / "venv-link"
+    linked.symlink_to(site)
+    direct, through = fit(site), fit(linked)
+    assert through == direct
+    assert through[0]["checked"] == 2 and len(through[0]["broken"]) == 1
+
+
 def test_a_symbol_this_torch_lacks_and_a_missing_cuda_runtime_are_named(tmp_path: Path) -> None:
     site = tmp_path / "site"
     torch_site(site, "c10_a")

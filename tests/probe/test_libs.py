@@ -156,6 +156,33 @@ def test_rpath_and_torchs_preload_win_over_ld_library_path(gpu_site: Path) -> No
 
 
 @needs_gcc
+@pytest.mark.parametrize("eager", [False, True])
+def test_a_venv_reached_through_a_symlink_loads_the_wheels_own_libraries(
+    gpu_site: Path, eager: bool
+) -> None:
+    """A symlinked .venv (or home): the loader's picks are real paths, and one inside the
+    venv is the wheel's own file, not a library from elsewhere (the compare says
+    "shadowed" for any other pick)."""
+    nccl, cudart = (
+        Path(gpu_site.joinpath("nccl-path").read_text()),
+        Path(gpu_site.joinpath("cudart-path").read_text()),
+    )
+    _torch(gpu_site, runpath=True, eager=eager, cuda_lib=cudart, nccl=nccl)
+    # a link inside the venv is no link out of it
+    (gpu_site / "nvidia/cu13/lib/libcudart.so").symlink_to("libcudart.so.13")
+    _dist(gpu_site, "cuda-link", "1", "nvidia/cu13/lib/libcudart.so")
+    linked = gpu_site.parent / "venv-link"
+    linked.symlink_to(gpu_site)
+    direct, through = scan(gpu_site), scan(linked)
+    assert through == direct
+    picks = {x["path"]: x["loader_pick"] for x in through[0]}
+    assert picks[NCCL] == NCCL and picks["nvidia/cu13/lib/libcudart.so.13"] == (
+        "nvidia/cu13/lib/libcudart.so.13"
+    )
+    assert not any(x["error"] for x in through[0])
+
+
+@needs_gcc
 def test_the_library_scan_and_the_fit_check_follow_torchs_import_once(
     gpu_site: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

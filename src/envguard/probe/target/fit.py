@@ -185,6 +185,9 @@ def fit(
     owners: Dict[str, str] = {}
     folders: Dict[str, str] = {}  # folder -> its real path
     extensions: List[Tuple[str, str]] = []  # (real path, path relative to its site)
+    # site -> what a real path inside it starts with: the site's path, and its real path
+    # where a link leads to it (a symlinked .venv; its files' real paths start there)
+    inside: Dict[str, Tuple[str, str]] = {}
     for dist in packages:
         # A shadowed distribution's files are not what import finds (guard's would-be venv:
         # the one the install replaces).
@@ -192,9 +195,13 @@ def fit(
             continue
         site = dist["location"]
         record = os.path.join(site, dist["metadata_dir"], "RECORD")
+        starts = inside.get(site)
+        if starts is None:
+            base = site.rstrip("/")
+            starts = inside[site] = (base + "/", reader.real(base) + "/")
         for rel in kept_rows(reader, record, "EXTENSIONS", _extension_row):
             real = _real(os.path.join(site, rel), folders)
-            if real is None or not real.startswith(site.rstrip("/") + "/"):
+            if real is None or not real.startswith(starts):
                 continue
             if real in owners:
                 continue

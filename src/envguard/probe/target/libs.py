@@ -312,7 +312,8 @@ def _agrees(embedded: str, metadata: str) -> bool:
 
 
 def where(path: str, sites: List[str]) -> str:
-    """``path`` relative to the site folder holding it, else as it is."""
+    """``path`` relative to the site folder holding it, else as it is (``sites`` with their
+    real paths too, as _bases() gives them: the loader's picks are real paths)."""
     for site in sites:
         if path.startswith(site.rstrip("/") + "/"):
             return path[len(site.rstrip("/")) + 1 :]
@@ -354,8 +355,9 @@ def libraries(
         picks = torch_loads(torch_dist["location"], sites, cuda, loader)
     entries = []
     real_paths = set()
+    bases = _bases(sites, reader)
     for site, rel in found:
-        entry = _entry(site, rel, claims.get((site, rel), []), reader, picks, sites, warnings)
+        entry = _entry(site, rel, claims.get((site, rel), []), reader, picks, bases, warnings)
         if entry is not None:
             entries.append(entry)
             real_paths.add(reader.real(os.path.join(site, rel)))
@@ -367,13 +369,25 @@ def libraries(
             entry.update(loader_pick=path, loader_pick_why=why, loader_pick_version=version)
             entries.append(entry)
     if pid is not None:
-        _add_mapped(entries, mapped(pid, reader, warnings), reader, sites)
+        _add_mapped(entries, mapped(pid, reader, warnings), reader, bases)
     # The loader's picks may lie in a folder named anything: one line each, escaped.
     for entry in entries:
         for key in ("path", "loader_pick", "mapped"):
             if entry[key] is not None:
                 entry[key] = escaped_name(entry[key])
     return sorted(entries, key=lambda e: e["path"])
+
+
+def _bases(sites: List[str], reader: Reader) -> List[str]:
+    """``sites``, then the real path of each that is reached through a link (a venv whose
+    own path, or a folder above it, is a symlink): the loader's picks and a process's maps
+    are real paths, and one in the venv is the wheel's own file, not one from elsewhere."""
+    bases = list(sites)
+    for site in sites:
+        real = reader.real(site.rstrip("/"))
+        if real not in bases:
+            bases.append(real)
+    return bases
 
 
 _MAPS_CAP = 16 << 20
@@ -468,7 +482,8 @@ def _entry(
     except OSError:
         return None
     real = reader.real(full)
-    if stat.S_ISLNK(mode) and not real.startswith(site.rstrip("/") + "/"):
+    inside = (site.rstrip("/") + "/", reader.real(site.rstrip("/")) + "/")
+    if stat.S_ISLNK(mode) and not real.startswith(inside):
         entry["error"] = "a link out of site-packages; not followed"
     else:
         record = reader.read(real)
