@@ -121,6 +121,31 @@ def test_seed_story_severities() -> None:
     assert severities == sorted(severities, reverse=True)
 
 
+def test_what_a_launcher_an_installer_or_a_umask_changes_is_info() -> None:
+    """torchrun's run id, uv run's depth, an installer's cache folder, a tracked file made
+    group-writable: said, never a failed gate; a lost executable bit and a training
+    variable still are."""
+    files = {"/code/run.sh": 0o755, "/code/model.py": 0o644}
+    good = snapshot(
+        [],
+        files=tuple(FileDigest(path=p, sha256="a" * 64, size=1, mode=m) for p, m in files.items()),
+        env={"TORCHELASTIC_RUN_ID": "a1", "UV_RUN_RECURSION_DEPTH": "1", "NCCL_ALGO": "Ring"},
+    )
+    files = {"/code/run.sh": 0o644, "/code/model.py": 0o664}
+    now = snapshot(
+        [],
+        files=tuple(FileDigest(path=p, sha256="a" * 64, size=1, mode=m) for p, m in files.items()),
+        env={"TORCHELASTIC_RUN_ID": "b2", "PIP_FIND_LINKS": "/opt/wheels", "NCCL_ALGO": "Tree"},
+    )
+    found = kinds(diff(good, now))
+    assert found[("TORCHELASTIC_RUN_ID", "changed")] is Severity.info
+    assert found[("UV_RUN_RECURSION_DEPTH", "removed")] is Severity.info
+    assert found[("PIP_FIND_LINKS", "added")] is Severity.info
+    assert found[("/code/model.py", "mode")] is Severity.info
+    assert found[("/code/run.sh", "mode")] is Severity.warning
+    assert found[("NCCL_ALGO", "changed")] is Severity.warning
+
+
 def test_interpreter_source_content_and_info_changes() -> None:
     fp = "f" * 64
     good = snapshot(

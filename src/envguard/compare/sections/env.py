@@ -14,6 +14,11 @@ if TYPE_CHECKING:
 
 # Where the venv lives is not part of what it is (the interpreter's prefix says it, at info).
 PATH_VARS = frozenset({"VIRTUAL_ENV"})
+# Recorded, and said at info: the installers' own settings (UV_, PIP_: where the next
+# install resolves from, uv run's own depth, a cache folder set in one shell and not in
+# CI), and the launcher's bookkeeping (TORCHELASTIC_: a run id and an error file new at
+# every torchrun launch). None changes how the training already installed runs.
+INFO_PREFIXES = ("UV_", "PIP_", "TORCHELASTIC_")
 
 
 def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
@@ -21,7 +26,8 @@ def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
         ev, av = e.env.get(name), a.env.get(name)
         if ev == av:
             continue
-        level = Severity.info if name in PATH_VARS else Severity.warning
+        info = name in PATH_VARS or name.startswith(INFO_PREFIXES)
+        level = Severity.info if info else Severity.warning
         if ev is None:
             b.add("added", name, actual=av, severity=level, message=f"${name} is set now ({av})")
         elif av is None:

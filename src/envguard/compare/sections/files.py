@@ -48,13 +48,16 @@ def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
                 + ")",
             )
         elif ef.mode is not None and af.mode is not None and af.mode != ef.mode:
-            # The same bytes, other permission bits: a script that lost its executable bit.
+            # The same bytes, other permission bits: a script that lost its executable bit
+            # (a warning: git tracks that bit, and a launcher runs the file by it), or only
+            # read and write bits another umask or a chmod gave it (info).
+            execs = (ef.mode ^ af.mode) & 0o111
             b.add(
                 "mode",
                 ef.path,
                 expected=f"{ef.mode:04o}",
                 actual=f"{af.mode:04o}",
-                severity=Severity.warning,
+                severity=Severity.warning if execs else Severity.info,
                 message=f"tracked file {ef.path} mode {ef.mode:04o} -> {af.mode:04o}",
             )
 
