@@ -57,6 +57,24 @@ def test_untouched_environment_has_no_drift(good_run: dict[str, Path]) -> None:
     assert code == 0 and "no drift" in out and "tok_s=21500" in out
 
 
+def test_what_the_live_probe_could_not_check_is_said_beside_the_verdict(
+    good_run: dict[str, Path],
+) -> None:
+    """A RECORD gone since the snapshot: the live probe's warning (its files can no longer
+    be checked) is said with the verdict, every time (a verdict kept as clean would drop
+    it), and in the JSON document; it is no change, so the exit code is the changes'."""
+    site = next(good_run["venv"].glob("lib/python3*/site-packages"))
+    record = next(site.glob("*.dist-info/RECORD"))
+    record.unlink()
+    for _ in range(2):
+        _, _, err = invoke("check", "good")
+        assert "note: new warning: " in err and "no RECORD" in err, err
+    code, out, _ = invoke("diff", "good", "--format", "json")
+    doc = json.loads(out)
+    assert any(n.startswith("new warning: ") and "no RECORD" in n for n in doc["notes"]), doc
+    assert (code == 1) == doc["drift"]  # the notes move no exit code
+
+
 def test_seed_drift_replayed(good_run: dict[str, Path], wheelhouse: Path) -> None:
     venv, repo = good_run["venv"], good_run["repo"]
     uv_install(venv, wheelhouse, *POLLUTION)

@@ -121,6 +121,18 @@ def test_seed_story_severities() -> None:
     assert severities == sorted(severities, reverse=True)
 
 
+def test_warnings_the_good_snapshot_did_not_give_are_notes_not_changes() -> None:
+    said = ("a: folder unreadable", "b: no RECORD; content fingerprint unknown")
+    good = snapshot([], warnings=(said[0],))
+    now = snapshot([], warnings=said)
+    drift = diff(good, now)
+    assert drift.changes == () and drift.notes == (f"new warning: {said[1]}",)
+    assert diff(now, good).notes == ()  # a warning gone is no note
+    many = snapshot([], warnings=tuple(f"w{i}" for i in range(13)))
+    assert diff(good, many).notes[-1] == "and 3 more new warnings"
+    assert len(diff(good, many).notes) == 11
+
+
 def test_what_a_launcher_an_installer_or_a_umask_changes_is_info() -> None:
     """torchrun's run id, uv run's depth, an installer's cache folder, a tracked file made
     group-writable: said, never a failed gate; a lost executable bit and a training

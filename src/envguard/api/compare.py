@@ -128,7 +128,7 @@ def diff_result(
 
     snap = document.built(expected) if isinstance(expected, dict) else expected
     drift = compute(snap, live_model(measured, started), chosen)
-    if seen is not None and not drift.changes:
+    if seen is not None and not drift.changes and not drift.notes:  # (Clean has no notes)
         known_clean.remember(keys[0], seen)
     return drift
 

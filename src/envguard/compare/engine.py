@@ -90,8 +90,13 @@ def sort_changes(changes: Iterable[Change]) -> tuple[Change, ...]:
     )
 
 
+# New warnings told as notes, at most; the rest are counted.
+MAX_WARNING_NOTES = 10
+
+
 def diff(expected: Snapshot, actual: Snapshot, policy: Policy | None = None) -> Drift:
-    """Every change from ``expected`` (the good run) to ``actual``, worst first."""
+    """Every change from ``expected`` (the good run) to ``actual``, worst first; the
+    warnings ``actual`` gives that ``expected`` did not, as its notes."""
     policy = policy or Policy()
     changes: list[Change] = []
     for section in REGISTRY:
@@ -99,8 +104,9 @@ def diff(expected: Snapshot, actual: Snapshot, policy: Policy | None = None) -> 
             collector = Collector(policy, section=section.name)
             section.compare(collector, expected, actual)
             changes += collector.changes
+    notes = new_warnings(expected, actual)
     if not changes:
-        return clean_drift(expected.name, actual.name, expected.metrics)
+        return clean_drift(expected.name, actual.name, expected.metrics, notes=notes)
     from envguard.compare.causes import CAUSED_KINDS, group_changes
     from envguard.compare.verdict import verdict
 
@@ -130,6 +136,7 @@ def diff(expected: Snapshot, actual: Snapshot, policy: Policy | None = None) -> 
         metrics=dict(expected.metrics),
         expected_name=expected.name,
         actual_name=actual.name,
+        notes=notes,
         verdict=tuple(
             redact_text(line) for line in verdict(expected, actual, changes, causes, policy)
         ),
@@ -143,12 +150,34 @@ def diff(expected: Snapshot, actual: Snapshot, policy: Policy | None = None) -> 
 
 
 def clean_drift(
-    expected_name: str | None, actual_name: str | None, metrics: Mapping[str, MetricValue]
+    expected_name: str | None,
+    actual_name: str | None,
+    metrics: Mapping[str, MetricValue],
+    *,
+    notes: tuple[str, ...] = (),
 ) -> Drift:
     """A Drift without changes (no verdict, no groups): the good run's metrics beside it."""
     return Drift.model_construct(
-        changes=(), metrics=dict(metrics), expected_name=expected_name, actual_name=actual_name
+        changes=(),
+        metrics=dict(metrics),
+        expected_name=expected_name,
+        actual_name=actual_name,
+        notes=notes,
     )
+
+
+def new_warnings(expected: Snapshot, actual: Snapshot) -> tuple[str, ...]:
+    """The warnings of ``actual``'s probe that ``expected``'s did not give, as notes: what
+    it could not read or check this time (bytecode files past the quick check's compile
+    time, a RECORD gone, a check that ran out of time, a folder it could not read). Not
+    changes: what was not looked at is not drift, and an untouched venv gives none; but a
+    verdict of no drift is only as good as what was looked at, and is said with them."""
+    before = set(expected.warnings)
+    fresh = [w for w in actual.warnings if w not in before]
+    notes = [redact_text(f"new warning: {w}") for w in fresh[:MAX_WARNING_NOTES]]
+    if len(fresh) > MAX_WARNING_NOTES:
+        notes.append(f"and {len(fresh) - MAX_WARNING_NOTES} more new warnings")
+    return tuple(notes)
 
 
 def restore_hints(changes: Iterable[Change], snapshot: Snapshot) -> list[str]:
