@@ -156,6 +156,46 @@ def test_a_stray_pth_at_the_top_of_site_packages_is_reported(
     )
 
 
+def test_code_in_a_folder_no_record_names_is_reported(
+    tmp_path: Path, truth_wheels: Path, in_tmp: Path
+) -> None:
+    """Code import reaches that no RECORD names a file in: a package folder at the top
+    (numpy/ where numpy.py would be caught), an __init__.py written into a namespace
+    folder (cuda/, which runs at every import below it), and a package folder beside a
+    module inside a distribution (modeling/llama/ shadows modeling/llama.py)."""
+    venv = tmp_path / "venv"
+    make_venv(venv)
+    _install(venv, truth_wheels, "modeling")
+    # a namespace folder no RECORD names a file in, as cuda-bindings' cuda/ is
+    wheels = tmp_path / "wheels"
+    make_wheel(wheels, "cuda-bindings", "13.0.3", files={"cuda/bindings/driver.py": "x = 1\n"})
+    _install(venv, wheels, "cuda-bindings")
+    site = _site(venv)
+    (site / "cuda" / "data").mkdir()  # no code: never reported
+    (site / "cuda" / "data" / "table.bin").write_bytes(b"\0")
+    (site / "cache_dir").mkdir()
+    (site / "cache_dir" / "entry.json").write_text("{}")
+    good = _snap(venv)
+    assert good.unowned == ()
+    (site / "numpy").mkdir()
+    (site / "numpy" / "__init__.py").write_text("raise ImportError\n")
+    (site / "cuda" / "__init__.py").write_text("import os\n")
+    (site / "modeling" / "llama").mkdir()
+    (site / "modeling" / "llama" / "__init__.py").write_text("forward = None\n")
+    live = _snap(venv)
+    assert live.unowned == ("numpy/",)
+    added = {n: p.on_disk.added for n, p in live.package_map().items() if p.on_disk}
+    assert added["modeling"] == ("modeling/llama/",)
+    assert added["cuda-bindings"] == ("cuda/__init__.py",)
+    kinds = {(k, n) for k, n, _ in _changes(api.diff(good, live))}
+    assert kinds == {
+        ("unowned_added", "numpy/"),
+        ("files_added", "modeling"),
+        ("files_added", "cuda-bindings"),
+    }
+    assert _changes(api.diff(live, _snap(venv))) == []  # and each is said once, then known
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("good_order", [("cu13", "cu12"), ("cu12", "cu13")])
 def test_install_order_decides_who_owns_a_shared_library_and_rebuild_restores_it(

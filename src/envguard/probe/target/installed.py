@@ -51,6 +51,7 @@ from .loaded import (
     capped,
     check_scripts,
     in_cache_dir,
+    package_folder,
     script_rows,
     unowned_files,
 )
@@ -327,7 +328,7 @@ def read_beside(plan: Plan) -> None:
     the probe has nothing else to do then), else by finish()."""
     if plan.beside is None:
         plan.beside = {
-            name: (_added(site), unowned_files(site.site, site.owner))
+            name: (_added(site), unowned_files(site.site, site.owner, site.folders))
             for name, site in plan.sites.items()
         }
 
@@ -728,6 +729,21 @@ def _added(site: _Site) -> Dict[int, List[str]]:
                 newest[folder] = when
             owners.setdefault(folder, []).append(index)
     newest.pop("", None)  # the top of site-packages: see _unowned
+    # The folders above them that hold no file of any RECORD (a namespace package's: nvidia/,
+    # cuda/): an __init__.py written there runs at every import below it. Each gets the
+    # newest install below it, and those distributions.
+    above = site.folders.keys() - newest.keys()
+    above.discard("")
+    if above:
+        for folder, when in list(newest.items()):
+            parent = folder.rpartition("/")[0]
+            while parent in above:
+                if when > newest.get(parent, -1):
+                    newest[parent] = when
+                first, named = owners[folder][0], owners.setdefault(parent, [])
+                if first not in named:
+                    named.append(first)
+                parent = parent.rpartition("/")[0]
     cache = site.cache
     found_by: Dict[int, List[str]] = {}
     for folder, when in newest.items():
@@ -749,7 +765,18 @@ def _added(site: _Site) -> Dict[int, List[str]]:
         found = False
         for name in names:
             path = folder + "/" + name
-            if path in site.owner or not runs(name):
+            if path in site.owner:
+                continue
+            if not runs(name):
+                # a package folder no RECORD names (torch/nn/functional/ beside
+                # functional.py: import takes the folder)
+                if path not in site.folders and package_folder(full + "/" + name, name):
+                    try:
+                        if stat.S_ISDIR(os.lstat(full + "/" + name).st_mode):
+                            found = True
+                            found_by.setdefault(owners[folder][0], []).append(path + "/")
+                    except OSError:
+                        pass
                 continue
             try:
                 if not stat.S_ISREG(os.lstat(full + "/" + name).st_mode):
