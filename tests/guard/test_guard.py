@@ -455,6 +455,30 @@ def test_an_install_that_would_split_torch_and_torchvision_is_refused(
     assert _freeze(venv) == before
 
 
+def test_an_install_that_writes_over_a_kept_packages_file_is_refused(
+    stack: tuple[Path, Path],
+) -> None:
+    """A wheel shipping one of torch's files (torch stays installed): the install would
+    leave torch's torch/version.py as the other wheel's bytes. The would-be venv's incoming
+    files are read against the venv's own RECORDs; --allow of a claimant lets it through."""
+    venv, wh = stack
+    from envguard.testing import make_wheel
+
+    make_wheel(wh, "torchfix", "1.0", files={"torch/version.py": "__version__ = 'mine'\n"})
+    make_wheel(wh, "harmless", "1.0", files={"harmless/__init__.py": ""})
+    before = _freeze(venv)
+    code, out, err = guard(venv, *_install(wh, "torchfix"))
+    assert code == 1, out + err
+    assert "torch/version.py is claimed by torch 2.13.0+cpu and torchfix 1.0" in out, out + err
+    assert "refused (--fail-on critical)" in err and " --allow torchfix -- " in err
+    assert _freeze(venv) == before
+    code, out, err = guard(venv, *_install(wh, "harmless"))  # nothing of torch's
+    assert code == 0, out + err
+    code, out, err = guard(venv, "--allow", "torchfix", *_install(wh, "torchfix"))
+    assert code == 0, out + err
+    assert "torchfix==1.0" in _freeze(venv)
+
+
 def _slow_uv(tmp_path: Path, seconds: float) -> Path:
     """A uv whose dry run takes ``seconds`` to answer that nothing changes."""
     fake = tmp_path / "bin" / "uv"

@@ -110,7 +110,7 @@ def test_a_hung_listing_beside_the_shares_is_the_check_s_note_and_leaves_no_chil
     away) gives the check's note in time, and neither share is left running."""
     target = local_package()
 
-    def hung(site: str, owner: dict[str, int]) -> list[str]:
+    def hung(site: str, owner: dict[str, int], folders: object = None) -> list[str]:
         time.sleep(30)
         return []
 

@@ -76,8 +76,11 @@ def fit(
 
     where = settings(measure, python=python, via=via, timeout=timeout)
     request = capture_request(where, name="fit", command=("envguard", "fit"))
+    # With an overlay, the RECORDs are read for who claims what ("claims": no file checked):
+    # an incoming wheel's file over one a distribution the install keeps claims.
+    verify = "off" if overlay is None else "claims"
     request = replace(
-        request, default_caches=False, include_cwd_repo=False, verify="off", overlay=overlay
+        request, default_caches=False, include_cwd_repo=False, verify=verify, overlay=overlay
     )
     started = start_capture(request)
     from envguard.snapshots.capture import finish_capture

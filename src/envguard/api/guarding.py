@@ -75,13 +75,16 @@ class Preview:
     would: Snapshot | None = None
     # Packages the install would bring whose files are not known before it (not a wheel).
     unread: tuple[str, ...] = ()
-    # Each extension the install would leave unable to load -> its package's name.
+    # Each extension the install would leave unable to load -> its package's name; each
+    # path an incoming wheel would write over another's -> that wheel's.
     owners: dict[str, str] = field(default_factory=dict)
 
     def allow_names(self) -> list[str]:
         """The names `--allow` takes to let the blocking changes through."""
         names = {
-            self.owners.get(c.name, c.name) if c.section == "fit" else c.name.split(" ", 1)[0]
+            self.owners.get(c.name, c.name)
+            if c.section in ("fit", "installed")
+            else c.name.split(" ", 1)[0]
             for c in self.blocking
         }
         return sorted(names)
@@ -368,7 +371,7 @@ def _judged(
     from dataclasses import replace
 
     from envguard.compare.engine import diff as compute
-    from envguard.guard.preview import after_install, blocking, headline
+    from envguard.guard.preview import after_install, blocking, clash_claimants, headline
 
     tool = seen.command.tool
     notes = list(seen.notes)
@@ -382,11 +385,12 @@ def _judged(
     after = after_install(live, live, seen.resolution, tool=tool, would=seen.would)
     drift = _unknown_build(compute(live, after, rules), after)
     owners = _owners(after)
-    stops = blocking(drift, rules, allowed=allow, owners=owners)
+    claims = clash_claimants(after)
+    stops = blocking(drift, rules, allowed=allow, owners=owners, claimants=claims)
     if baseline is not None:  # and, in addition, against the snapshot the user named
         after = after_install(baseline, live, seen.resolution, tool=tool, would=seen.would)
         held = _unknown_build(compute(baseline, after, rules), after)
-        named = blocking(held, rules, allowed=allow, owners=owners)
+        named = blocking(held, rules, allowed=allow, owners=owners, claimants=claims)
         shown = {(c.section, c.name) for c in named}
         extra = [c for c in stops if (c.section, c.name) not in shown]
         if extra:  # the snapshot hides a change to the venv itself: the venv's drift shown
@@ -424,11 +428,17 @@ def _judged(
 
 
 def _owners(after: Snapshot) -> dict[str, str]:
-    """Each extension that cannot load -> its distribution's canonical name."""
+    """Each extension that cannot load -> its distribution's canonical name; each path two
+    distributions would claim -> the one whose bytes the install leaves there (what
+    `--allow` names to let it through)."""
     from packaging.utils import canonicalize_name
 
     broken = after.fit.broken if after.fit is not None else ()
-    return {u.path: canonicalize_name(u.dist.split(" ", 1)[0]) for u in broken if u.dist}
+    found: dict[str, str] = {
+        c.path: canonicalize_name(c.owner) for c in after.clashes or () if c.owner
+    }
+    found.update({u.path: canonicalize_name(u.dist.split(" ", 1)[0]) for u in broken if u.dist})
+    return found
 
 
 def _baseline_path(against: str | Path | None) -> Path | None:

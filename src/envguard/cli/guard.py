@@ -154,6 +154,9 @@ def _show(seen: "Preview") -> None:
     typer.echo(printable(f"{seen.headline} (against {seen.against})"))
     for line in seen.drift.verdict if seen.drift is not None else ():
         typer.echo(printable(f"  {line}"))
+    for change in seen.blocking:  # another distribution's file written over: no verdict line
+        if change.section == "installed":
+            typer.echo(printable(f"  {change.message}"))
     if not quiet():
         for note in seen.notes:
             typer.echo(printable(f"note: {note}"), err=True)

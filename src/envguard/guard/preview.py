@@ -32,6 +32,9 @@ CHANGING = frozenset(
 )
 # What the install would leave unable to run (compare/sections/fit.py): stops it too.
 UNFIT = frozenset({"unfit", "driver", "arch"})
+# A file of a distribution the install keeps, written over by an incoming wheel, or a
+# shared file whose owner it changes (compare/sections/installed.py): stops it too.
+CLOBBERING = frozenset({"clash", "owner_changed"})
 
 
 def after_install(
@@ -104,6 +107,9 @@ def after_install(
     }
     if would is not None and would.fit is not None:
         update["fit"] = would.fit
+    if would is not None and would.clashes is not None:
+        # an incoming wheel's file over one a distribution the install keeps claims
+        update["clashes"] = would.clashes
     return baseline.model_copy(update=update)
 
 
@@ -140,17 +146,20 @@ def blocking(
     *,
     allowed: Iterable[str],
     owners: Mapping[str, str] | None = None,
+    claimants: Mapping[str, frozenset[str]] | None = None,
 ) -> list[Change]:
     """The changes that stop the install: to what was there, a pair of packages that move
-    together left split, or an extension left unable to load, at ``policy.fail_on`` or
-    above, and not allowed by name (an extension by its package's: ``owners``, path ->
-    canonical name)."""
+    together left split, an extension left unable to load, or another distribution's file
+    written over, at ``policy.fail_on`` or above, and not allowed by name (an extension by
+    its package's: ``owners``, path -> canonical name; a file by any of those claiming it:
+    ``claimants``, path -> canonical names)."""
     from packaging.utils import canonicalize_name
 
     level = policy.fail_on
     if level is None:
         return []
     allow = {canonicalize_name(a) for a in allowed}
+    claims = claimants or {}
     return [
         c
         for c in drift.changes
@@ -161,8 +170,24 @@ def blocking(
             or (c.section == "fit" and c.kind in UNFIT and (owners or {}).get(c.name) not in allow)
             # A pair the install would leave split (siblings.py), unless one is allowed.
             or (c.section == "siblings" and c.kind == "split" and not allow & set(c.name.split()))
+            # A file two distributions would claim, the one left on disk changed.
+            or (
+                c.section == "installed"
+                and c.kind in CLOBBERING
+                and not allow & claims.get(c.name, frozenset())
+            )
         )
     ]
+
+
+def clash_claimants(after: Snapshot) -> dict[str, frozenset[str]]:
+    """Each path two distributions claim in ``after`` -> their canonical names."""
+    from packaging.utils import canonicalize_name
+
+    return {
+        c.path: frozenset(canonicalize_name(d.name) for d in c.claimants)
+        for c in after.clashes or ()
+    }
 
 
 def headline(drift: Drift, *, lead: str, removes: Mapping[str, str] | None = None) -> str:

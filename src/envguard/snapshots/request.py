@@ -61,7 +61,8 @@ class CaptureRequest:
     note: str | None = None
     command: tuple[str, ...] = ()
     # Installed files against their RECORD: "quick" (the files that run: size, and a hash
-    # when written after the install), "deep" (every file hashed) or "off".
+    # when written after the install), "deep" (every file hashed) or "off"; "claims" (guard's
+    # would-be venv): the RECORDs read for the paths two distributions claim, no file checked.
     verify: str = "quick"
     # A running process (a trainer) whose mapped GPU libraries are recorded (--pid).
     pid: int | None = None

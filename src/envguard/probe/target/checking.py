@@ -11,7 +11,7 @@ import struct
 import time
 
 from .forked import Forked, spare_core, spread
-from .installed import finish, prepare, read_beside, work
+from .installed import MAX_CLASHES, finish, prepare, read_beside, work
 from .loaded import QUICK_COMPILE_SECONDS
 
 TYPE_CHECKING = False
@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 # Seconds the check may take beside the probe (a slow or network file system): then a note.
 CHECK_SECONDS = 60.0
+# The mode that reads the RECORDs and settles who claims what, and checks no file: guard's
+# would-be venv (an incoming wheel writing over a file a kept distribution claims).
+CLAIMS = "claims"
 # Units a shared queue holds: 4 bytes each, all written before the fork into one pipe,
 # whose buffer (64 KiB on Linux) must take them without blocking.
 MAX_QUEUED = 8192
@@ -49,11 +52,14 @@ class Checking:
         timeout: float = CHECK_SECONDS,
         fork: Optional[bool] = None,
         started: bool = True,
+        overlay: Optional[str] = None,
     ) -> None:
         """``started`` False: the check is prepared (every RECORD read) but its shares are
-        forked by start() (main.begin prepares it before the probe's argument comes)."""
+        forked by start() (main.begin prepares it before the probe's argument comes).
+        ``overlay``: guard's would-be venv's incoming site (installed.prepare)."""
         self.packages = packages
         self.mode = mode
+        self.overlay = overlay
         self.cache = cache
         self.timeout = timeout
         self.fork = fork
@@ -68,10 +74,17 @@ class Checking:
         self.before = (cache.mark(), cache.files_checked) if cache is not None else None
         for dist in packages:  # set here: the probe reads these dicts meanwhile
             dist["on_disk"] = None
+        if mode == CLAIMS:  # the RECORDs read and their clashes settled; no file looked at
+            self.plan = prepare(
+                [dict(dist) for dist in packages], "quick", self.warnings, cache, overlay=overlay
+            )
+            return
         forks = self._forks() if started else None
         if mode not in ("quick", "deep") or forks is False:
             return
-        self.plan = prepare([dict(dist) for dist in packages], mode, self.warnings, cache)
+        self.plan = prepare(
+            [dict(dist) for dist in packages], mode, self.warnings, cache, overlay=overlay
+        )
         # what the probe used of the cache so far (a share answers what it used after it)
         self.mark = cache.mark() if cache is not None else None
         if started:
@@ -86,7 +99,7 @@ class Checking:
         deadlines count from here: a plan prepared before the probe's argument came
         (main.begin) has not spent its compiling time waiting for it."""
         plan = self.plan
-        if plan is None or self.child is not None:
+        if plan is None or self.child is not None or self.mode == CLAIMS:
             return
         self.deadline = time.monotonic() + self.timeout
         if not plan.deep:
@@ -145,6 +158,9 @@ class Checking:
 
     def result(self, warnings: List[str]) -> Dict[str, Any]:
         """{"clashes", "unowned"} once the check ended; its warnings added to ``warnings``."""
+        if self.mode == CLAIMS and self.plan is not None:
+            warnings.extend(self.warnings)
+            return {"clashes": self.plan.clashes[:MAX_CLASHES], "unowned": None}
         if self.mode not in ("quick", "deep"):
             return {"clashes": None, "unowned": None}
         if self.child is not None and self.plan is not None:
@@ -237,7 +253,7 @@ class Checking:
         warnings = list(self.warnings)
         plan = self.plan
         if plan is None:
-            plan = prepare(packages, self.mode, warnings, self.cache)
+            plan = prepare(packages, self.mode, warnings, self.cache, overlay=self.overlay)
         elif not plan.deep:  # compiling starts now, not when the plan was made
             plan.deadline[0] = time.monotonic() + QUICK_COMPILE_SECONDS
         found = finish(plan, packages, [work(plan, range(len(plan.units)))], warnings)

@@ -224,9 +224,12 @@ def prepare(
     mode: str,
     warnings: List[str],
     cache: Optional[DistCache] = None,
+    overlay: Optional[str] = None,
 ) -> Plan:
     """Every RECORD read, every folder stat'ed, the clashes settled: what the shares of the
-    check need before any of them starts."""
+    check need before any of them starts. ``overlay``: the site of guard's would-be venv
+    (the incoming wheels unpacked), whose files the install writes into the venv's site:
+    a path it claims that a distribution the install keeps claims too is a clash there."""
     deep = mode == "deep"
     plan = Plan(deep)
     for index, dist in enumerate(packages):
@@ -257,6 +260,8 @@ def prepare(
         top = any(map(methodcaller("__contains__", ""), site.dirs.values()))
         for folder in bytecode_folders(site.folders, site.owner, top):
             plan.folders[holder.get(folder, first)].append(folder)
+    if overlay is not None and overlay in plan.sites:
+        _would_clash(plan, overlay, packages)
     plan.hash_left, plan.skipped = max(budget.left, 0), budget.skipped
     # The largest units first (files, then folders of bytecode): two shares taking units
     # as they come end together when the last ones taken are small.
@@ -570,6 +575,38 @@ def _clashes(
             % (path, listed, owner_name + "'s" if owner_name else "none of theirs")
         )
     return lost
+
+
+def _would_clash(plan: Plan, overlay: str, packages: List[Dict[str, Any]]) -> None:
+    """The clashes the install would make (see prepare): each path an incoming wheel
+    writes that a distribution left installed claims with other bytes, the incoming one
+    then on disk (the install writes last). A distribution the install replaces is
+    shadowed by its incoming version, and claims nothing."""
+    incoming = plan.sites[overlay]
+    for name, site in plan.sites.items():
+        if name == overlay or incoming.owner.keys().isdisjoint(site.owner):
+            continue
+        for path in sorted(incoming.owner.keys() & site.owner.keys()):
+            kept = [c[3] for c in site.claims.get(path, ())] or [site.owner[path]]
+            kept = [i for i in kept if not packages[i]["shadowed"]]
+            if not kept:
+                continue
+            new = incoming.owner[path]
+            ours = _row_of(incoming, new)[path]
+            theirs = [i for i in kept if _row_of(site, i)[path][1] != ours[1]]
+            if not theirs or len(plan.clashes) >= MAX_CLASHES:
+                continue
+            claimants = [packages[i] for i in theirs] + [packages[new]]
+            plan.clashes.append(
+                {
+                    "path": path,
+                    "claimants": [
+                        {"name": d["name"], "version": d["version"]}
+                        for d in claimants[:MAX_CLAIMANTS]
+                    ],
+                    "owner": packages[new]["name"],
+                }
+            )
 
 
 def _check_dist(

@@ -149,7 +149,9 @@ def probe(args: Dict[str, Any], begun: Optional[Begun] = None) -> Dict[str, Any]
     else:
         if early is not None:
             early.cancel()
-        checking = Checking(packages, mode, cached, timeout=timeout)
+        overlay = args.get("overlay")
+        overlay = overlay if type(overlay) is str and overlay in sites else None
+        checking = Checking(packages, mode, cached, timeout=timeout, overlay=overlay)
     torch = torch_build(packages, warnings)
     pid = args.get("pid")
     pid = pid if type(pid) is int and pid > 0 else None
