@@ -156,6 +156,49 @@ def test_a_stray_pth_at_the_top_of_site_packages_is_reported(
     )
 
 
+def test_programs_bitcode_and_c_sources_a_package_runs_are_checked(
+    tmp_path: Path, in_tmp: Path
+) -> None:
+    """What triton runs besides Python: its ptxas (a program in a bin/ folder of its own),
+    libdevice.10.bc (linked into every kernel) and driver.c (compiled at run time): each
+    edited is named by the quick check. A header is left to --deep."""
+    files = {
+        "kern/__init__.py": "",
+        "kern/backends/nvidia/bin/ptxas": b"\x7fELF" + b"\x00" * 64,
+        "kern/backends/nvidia/lib/libdevice.10.bc": b"BC\xc0\xde" + b"\x00" * 64,
+        "kern/backends/nvidia/driver.c": "int main(void) { return 0; }\n",
+        "kern/include/prefix.h": "#define X 1\n",
+    }
+    wheels = tmp_path / "wheels"
+    make_wheel(wheels, "kern", "3.8.0", files=files)
+    venv = tmp_path / "venv"
+    make_venv(venv)
+    _install(venv, wheels, "kern")
+    good = _snap(venv)
+    result = runner.invoke(app, ["snapshot", "--python", str(venv), "--name", "good"])
+    assert result.exit_code == 0, result.stderr
+    site = _site(venv)
+    for rel in [p for p in files if p != "kern/__init__.py"]:
+        with _own_copy(site / rel).open("ab") as fh:
+            fh.write(b"#")
+    on_disk = _snap(venv).package_map()["kern"].on_disk
+    assert on_disk is not None
+    assert on_disk.modified == (
+        "kern/backends/nvidia/bin/ptxas",
+        "kern/backends/nvidia/driver.c",
+        "kern/backends/nvidia/lib/libdevice.10.bc",
+    )
+    deep = _snap(venv, deep=True).package_map()["kern"].on_disk
+    assert deep is not None and "kern/include/prefix.h" in deep.modified
+    assert ("modified_in_place", "kern", "warning") in _changes(api.diff(good, _snap(venv)))
+    # the CI gate takes --deep too: the header is named there
+    gate = ["check", "good", "--python", str(venv), "--format", "json"]
+    quick, deep_run = runner.invoke(app, gate), runner.invoke(app, [*gate, "--deep"])
+    assert quick.exit_code == deep_run.exit_code == 1, quick.stderr + deep_run.stderr
+    assert "kern 3.8.0: 3 files modified in place" in quick.stdout, quick.stdout
+    assert "kern 3.8.0: 4 files modified in place" in deep_run.stdout, deep_run.stdout
+
+
 def test_code_in_a_folder_no_record_names_is_reported(
     tmp_path: Path, truth_wheels: Path, in_tmp: Path
 ) -> None:

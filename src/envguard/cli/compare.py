@@ -435,6 +435,7 @@ def check(
     ] = False,
     expand: Expand = False,
     timeout: Timeout = 120.0,
+    deep: Deep = False,
 ) -> None:
     """The CI gate: drift from a snapshot or a lockfile fails it.
 
@@ -465,7 +466,7 @@ def check(
     )
     if find_lock and not lock:
         lock = [str(api.find_lock())]
-    where = measure(python=python, via=via, timeout=timeout, allow=allow, root=root)
+    where = measure(python=python, via=via, timeout=timeout, allow=allow, root=root, deep=deep)
     pair = _lock_pair(lock, snapshot_ref, policy=policy, selection=chosen, measure=where)
     if pair is None and not lock:  # as diff: a clean live side may come back without a model
         from envguard.api.compare import diff_result

@@ -14,8 +14,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import List, Tuple
 
-# Suffixes of the files that run: what the quick check stats.
-_RUNS = (".py", ".so", ".pth", ".pyd", ".dylib", ".pyc")
+# Suffixes of the files that run: what the quick check stats. Beside Python's and the
+# loader's: LLVM bitcode linked into every GPU kernel (triton's libdevice.10.bc, NCCL's
+# device library) and C sources compiled at run time (triton's driver.c).
+_RUNS = (".py", ".so", ".pth", ".pyd", ".dylib", ".pyc", ".bc", ".c")
 _SO_VERSIONED = Regex(r"\.so(\.[0-9]+)+$")
 # RECORD rows with a hash and a size whose path does not start with "/", "./" or "../"
 # (console scripts in ../../../bin are not site-packages' files), at C speed.
@@ -26,8 +28,10 @@ _NOT_LINE = Regex("[" + UNSAFE_CHARS + "\ud800-\udfff]")
 
 
 def runs(path: str) -> bool:
-    """A file the interpreter or the loader executes: what the quick check looks at."""
-    return path.endswith(_RUNS) or bool(_SO_VERSIONED.search(path))
+    """A file the interpreter or the loader executes, or one a package runs (a program in
+    a bin/ folder of its own: triton's ptxas compiles every kernel): what the quick check
+    looks at."""
+    return path.endswith(_RUNS) or "/bin/" in path or bool(_SO_VERSIONED.search(path))
 
 
 def plain(joined: str) -> bool:
@@ -43,7 +47,11 @@ def parse_rows(text: str, deep: bool) -> Tuple[List[Tuple[str, str, str]], int, 
     and how many cannot be read as one (not one line of text, or not CSV)."""
     rows = _ROW.findall(text)
     if not deep:
-        rows = [r for r in rows if r[0].endswith(_RUNS) or (".so." in r[0] and runs(r[0]))]
+        rows = [
+            r
+            for r in rows
+            if r[0].endswith(_RUNS) or (("/bin/" in r[0] or ".so." in r[0]) and runs(r[0]))
+        ]
     if (
         '"' not in text
         and "\n/" not in text
