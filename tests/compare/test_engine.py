@@ -132,6 +132,22 @@ def test_warnings_the_good_snapshot_did_not_give_are_notes_not_changes() -> None
     unread = "{} bytecode files were not compared with their source"
     before = snapshot([], warnings=(unread.format(3351),))
     assert diff(before, snapshot([], warnings=(unread.format(168),))).notes == ()
+    # nor one naming the venv's own path where the other names its (a copy elsewhere)
+    here = snapshot([], warnings=("/opt/a/bin/dpkg is a symlink",))
+    copy = snapshot(
+        [],
+        interpreter=here.interpreter.model_copy(update={"prefix": "/opt/b"}),
+        warnings=("/opt/b/bin/dpkg is a symlink",),
+    )
+    assert (
+        diff(
+            here.model_copy(
+                update={"interpreter": here.interpreter.model_copy(update={"prefix": "/opt/a"})}
+            ),
+            copy,
+        ).notes
+        == ()
+    )
     many = snapshot([], warnings=tuple(f"w{chr(97 + i)}" for i in range(13)))
     assert diff(good, many).notes[-1] == "and 3 more new warnings"
     assert len(diff(good, many).notes) == 11
@@ -141,13 +157,13 @@ def test_what_a_launcher_an_installer_or_a_umask_changes_is_info() -> None:
     """torchrun's run id, uv run's depth, an installer's cache folder, a tracked file made
     group-writable: said, never a failed gate; a lost executable bit and a training
     variable still are."""
-    files = {"/code/run.sh": 0o755, "/code/model.py": 0o644}
+    files = {"/code/run.sh": 0o755, "/code/model.py": 0o644, "/code/a": 0o644, "/code/b": 0o755}
     good = snapshot(
         [],
         files=tuple(FileDigest(path=p, sha256="a" * 64, size=1, mode=m) for p, m in files.items()),
         env={"TORCHELASTIC_RUN_ID": "a1", "UV_RUN_RECURSION_DEPTH": "1", "NCCL_ALGO": "Ring"},
     )
-    files = {"/code/run.sh": 0o644, "/code/model.py": 0o664}
+    files = {"/code/run.sh": 0o644, "/code/model.py": 0o664, "/code/a": 0o666, "/code/b": 0o4755}
     now = snapshot(
         [],
         files=tuple(FileDigest(path=p, sha256="a" * 64, size=1, mode=m) for p, m in files.items()),
@@ -159,6 +175,8 @@ def test_what_a_launcher_an_installer_or_a_umask_changes_is_info() -> None:
     assert found[("PIP_FIND_LINKS", "added")] is Severity.info
     assert found[("/code/model.py", "mode")] is Severity.info
     assert found[("/code/run.sh", "mode")] is Severity.warning
+    # anyone may write it now; setuid: warnings
+    assert found[("/code/a", "mode")] is found[("/code/b", "mode")] is Severity.warning
     assert found[("NCCL_ALGO", "changed")] is Severity.warning
 
 

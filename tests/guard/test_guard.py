@@ -474,9 +474,29 @@ def test_an_install_that_writes_over_a_kept_packages_file_is_refused(
     assert _freeze(venv) == before
     code, out, err = guard(venv, *_install(wh, "harmless"))  # nothing of torch's
     assert code == 0, out + err
+    # allowing the package written over allows nothing: the writer is the one to name
+    code, out, err = guard(venv, "--allow", "torch", *_install(wh, "torchfix"))
+    assert code == 1 and " --allow torchfix -- " in err, out + err
     code, out, err = guard(venv, "--allow", "torchfix", *_install(wh, "torchfix"))
     assert code == 0, out + err
     assert "torchfix==1.0" in _freeze(venv)
+
+
+def test_two_incoming_wheels_sharing_a_file_do_not_stop_the_install(
+    stack: tuple[Path, Path],
+) -> None:
+    """flashinfer-python and torch-c-dlpack-ext (sglang's) both ship build_backend.py: a
+    clash of the install's own, which check names once it ran, not a kept file written
+    over."""
+    venv, wh = stack
+    from envguard.testing import make_wheel
+
+    make_wheel(wh, "wheel-a", "1.0", files={"build_backend.py": "A = 1\n"})
+    make_wheel(wh, "wheel-b", "1.0", files={"build_backend.py": "B = 22\n"})
+    make_wheel(wh, "bundle", "1.0", requires=["wheel-a", "wheel-b"])
+    code, out, err = guard(venv, "--preview", *_install(wh, "bundle"))
+    assert code == 0, out + err
+    assert "build_backend.py" not in out
 
 
 def _slow_uv(tmp_path: Path, seconds: float) -> Path:

@@ -142,6 +142,8 @@ def test_a_head_that_is_not_a_commit_id_is_refused(project: Path) -> None:
 
 def test_variables_that_run_code_are_never_exported(project: Path) -> None:
     evil = {"BASH_ENV": "/tmp/x.sh", "LD_AUDIT": "/tmp/a.so", "PROMPT_COMMAND": "id", "ENV": "x"}
+    # recorded, and each imports or changes code at every start: held for review
+    evil.update(PYTHONWARNINGS="ignore::antigravity.X", PYTHONOPTIMIZE="2")
     edit(project, lambda d: d.update(env={**evil, "NCCL_DEBUG": "INFO"}))
     out = envguard(
         "restore", "good", "--venv", sys.prefix, "--execute",
@@ -149,11 +151,12 @@ def test_variables_that_run_code_are_never_exported(project: Path) -> None:
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
     text = (project / "good.env.sh").read_text()
-    unrecorded = [name for name in evil if name != "LD_AUDIT"]
+    held = ("LD_AUDIT", "PYTHONWARNINGS", "PYTHONOPTIMIZE")
+    unrecorded = [name for name in evil if name not in held]
     assert "NCCL_DEBUG" in text and not any(name in text for name in unrecorded)
-    # LD_AUDIT is recorded (it loads code as LD_PRELOAD does): held for review, as that is
-    assert "\nexport LD_AUDIT" not in text
-    assert "# review, then uncomment: export LD_AUDIT=" in text
+    for name in held:  # recorded (LD_AUDIT loads code as LD_PRELOAD does): held for review
+        assert f"\nexport {name}" not in text
+        assert f"# review, then uncomment: export {name}=" in text
     printed = out.stdout.rsplit("\n", 2)[-2]
     assert "NCCL_DEBUG" in printed and not any(f"'{n}'" in printed for n in evil)
 

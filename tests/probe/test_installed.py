@@ -218,6 +218,13 @@ def test_code_in_a_folder_no_record_names_is_reported(
     (site / "cuda" / "data" / "table.bin").write_bytes(b"\0")
     (site / "cache_dir").mkdir()
     (site / "cache_dir" / "entry.json").write_text("{}")
+    # an egg-info install (no RECORD) owns what its top_level.txt names
+    (site / "legacy_pkg").mkdir()
+    (site / "legacy_pkg" / "__init__.py").write_text("")
+    egg = site / "legacy-1.0-py3.11.egg-info"
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: legacy\nVersion: 1.0\n")
+    (egg / "top_level.txt").write_text("legacy_pkg\n")
     good = _snap(venv)
     assert good.unowned == ()
     (site / "numpy").mkdir()

@@ -371,7 +371,7 @@ def _judged(
     from dataclasses import replace
 
     from envguard.compare.engine import diff as compute
-    from envguard.guard.preview import after_install, blocking, clash_claimants, headline
+    from envguard.guard.preview import after_install, blocking, headline
 
     tool = seen.command.tool
     notes = list(seen.notes)
@@ -385,12 +385,11 @@ def _judged(
     after = after_install(live, live, seen.resolution, tool=tool, would=seen.would)
     drift = _unknown_build(compute(live, after, rules), after)
     owners = _owners(after)
-    claims = clash_claimants(after)
-    stops = blocking(drift, rules, allowed=allow, owners=owners, claimants=claims)
+    stops = blocking(drift, rules, allowed=allow, owners=owners)
     if baseline is not None:  # and, in addition, against the snapshot the user named
         after = after_install(baseline, live, seen.resolution, tool=tool, would=seen.would)
         held = _unknown_build(compute(baseline, after, rules), after)
-        named = blocking(held, rules, allowed=allow, owners=owners, claimants=claims)
+        named = blocking(held, rules, allowed=allow, owners=owners)
         shown = {(c.section, c.name) for c in named}
         extra = [c for c in stops if (c.section, c.name) not in shown]
         if extra:  # the snapshot hides a change to the venv itself: the venv's drift shown

@@ -174,12 +174,17 @@ def new_warnings(expected: Snapshot, actual: Snapshot) -> tuple[str, ...]:
     verdict of no drift is only as good as what was looked at, and is said with them.
     A warning is new when none of ``expected``'s reads the same but for its numbers: "168
     bytecode files were not compared" is the caveat the good snapshot gave as "3351 ..."
-    (a fresh cache, as a CI runner has, at both), no news."""
+    (a fresh cache, as a CI runner has, at both), no news; nor one naming the venv's own
+    path, where the other names its."""
     import re
 
     digits = re.compile(r"\d+")
-    before = {digits.sub("#", w) for w in expected.warnings}
-    fresh = [w for w in actual.warnings if digits.sub("#", w) not in before]
+
+    def shape(warning: str, prefix: str) -> str:  # (a venv copied elsewhere: its own path)
+        return digits.sub("#", warning.replace(prefix, "<prefix>") if prefix else warning)
+
+    before = {shape(w, expected.interpreter.prefix) for w in expected.warnings}
+    fresh = [w for w in actual.warnings if shape(w, actual.interpreter.prefix) not in before]
     notes = [redact_text(f"new warning: {w}") for w in fresh[:MAX_WARNING_NOTES]]
     if len(fresh) > MAX_WARNING_NOTES:
         notes.append(f"and {len(fresh) - MAX_WARNING_NOTES} more new warnings")

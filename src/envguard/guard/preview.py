@@ -146,20 +146,18 @@ def blocking(
     *,
     allowed: Iterable[str],
     owners: Mapping[str, str] | None = None,
-    claimants: Mapping[str, frozenset[str]] | None = None,
 ) -> list[Change]:
     """The changes that stop the install: to what was there, a pair of packages that move
     together left split, an extension left unable to load, or another distribution's file
-    written over, at ``policy.fail_on`` or above, and not allowed by name (an extension by
-    its package's: ``owners``, path -> canonical name; a file by any of those claiming it:
-    ``claimants``, path -> canonical names)."""
+    written over, at ``policy.fail_on`` or above, and not allowed by name (``owners``, path
+    -> canonical name: an extension by its package's, a file by the incoming package that
+    writes it: allowing the one whose file is written over allows nothing)."""
     from packaging.utils import canonicalize_name
 
     level = policy.fail_on
     if level is None:
         return []
     allow = {canonicalize_name(a) for a in allowed}
-    claims = claimants or {}
     return [
         c
         for c in drift.changes
@@ -174,20 +172,10 @@ def blocking(
             or (
                 c.section == "installed"
                 and c.kind in CLOBBERING
-                and not allow & claims.get(c.name, frozenset())
+                and (owners or {}).get(c.name) not in allow
             )
         )
     ]
-
-
-def clash_claimants(after: Snapshot) -> dict[str, frozenset[str]]:
-    """Each path two distributions claim in ``after`` -> their canonical names."""
-    from packaging.utils import canonicalize_name
-
-    return {
-        c.path: frozenset(canonicalize_name(d.name) for d in c.claimants)
-        for c in after.clashes or ()
-    }
 
 
 def headline(drift: Drift, *, lead: str, removes: Mapping[str, str] | None = None) -> str:

@@ -30,6 +30,11 @@ HELD: tuple[tuple[re.Pattern[str], str], ...] = tuple(
             "Python imports or runs code from where it points",
         ),
         (
+            r"^PYTHONWARNINGS$",
+            "Python imports the module each filter's category names, at every start",
+        ),
+        (r"^PYTHONOPTIMIZE$", "Python runs without its asserts (and, at 2, its docstrings)"),
+        (
             r"CACHE|_DIRS?$|_ROOT$|EXTENSIONS",
             "names a folder code may be loaded from (compiled kernels, generated Python, "
             "built extensions, remote modules put on sys.path)",

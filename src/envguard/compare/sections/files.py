@@ -49,9 +49,10 @@ def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
             )
         elif ef.mode is not None and af.mode is not None and af.mode != ef.mode:
             # The same bytes, other permission bits: a script that lost its executable bit
-            # (a warning: git tracks that bit, and a launcher runs the file by it), or only
-            # read and write bits another umask or a chmod gave it (info).
-            execs = (ef.mode ^ af.mode) & 0o111
+            # (a warning: git tracks that bit, and a launcher runs the file by it), a setuid,
+            # setgid or sticky bit, or one anyone may now write (warnings too), or only read
+            # and write bits another umask or a chmod gave it (info).
+            execs = (ef.mode ^ af.mode) & 0o7113
             b.add(
                 "mode",
                 ef.path,

@@ -50,14 +50,12 @@ from .loaded import (
     bytecode_folders,
     capped,
     check_scripts,
-    in_cache_dir,
-    package_folder,
     script_rows,
     unowned_files,
 )
 from .reading import RECORD_CAP, read_bytes
-from .records import parse_rows, runs
-from .sitefolders import check_folders, folder_stamp
+from .records import parse_rows
+from .sitefolders import added_files, check_folders
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -199,6 +197,8 @@ class Plan:
         # What the quick check may still hash once the clashes were settled, and among how
         # many shares it is divided (checking.Checking: two children, each half of it).
         self.hash_left = QUICK_HASH_BUDGET
+        # site -> the top-level names its egg-info installs give (they have no RECORD)
+        self.tops: Dict[str, Set[str]] = {}
         self.shares = 1
         self.skipped = 0  # files of clashes not hashed (over the caps)
         # site -> (dist index -> files added to its folders, files at the site's top no
@@ -240,10 +240,15 @@ def prepare(
                 site = plan.sites[dist["location"]] = _Site(dist["location"])
                 site.cache = cache
             _read_record(site, index, dist, deep, warnings, None if deep else cache)
+        else:  # an egg-info install has no RECORD: the top-level names it gives are its own
+            plan.tops.setdefault(dist["location"], set()).update(_egg_tops(dist))
     budget = _Budget(deep)
     for name, site in plan.sites.items():
         check_folders(site, warnings)
-        plan.lost[name] = _clashes(site, packages, plan.clashes, plan.clashing, budget)
+        # (two incoming wheels claiming one path are the install's own: check names them)
+        plan.lost[name] = (
+            {} if name == overlay else _clashes(site, packages, plan.clashes, plan.clashing, budget)
+        )
         first: Optional[int] = None
         for index in site.paths:
             plan.units.append((name, index))
@@ -333,7 +338,10 @@ def read_beside(plan: Plan) -> None:
     the probe has nothing else to do then), else by finish()."""
     if plan.beside is None:
         plan.beside = {
-            name: (_added(site), unowned_files(site.site, site.owner, site.folders))
+            name: (
+                added_files(site),
+                unowned_files(site.site, site.owner, site.folders.keys() | plan.tops.get(name, ())),
+            )
             for name, site in plan.sites.items()
         }
 
@@ -577,12 +585,25 @@ def _clashes(
     return lost
 
 
+def _egg_tops(dist: Dict[str, Any]) -> Set[str]:
+    """The top-level names an egg-info install gives: its top_level.txt, and its name."""
+    tops = {str(dist["name"]).replace("-", "_")}
+    try:
+        path = os.path.join(dist["location"], dist["metadata_dir"], "top_level.txt")
+        text = read_bytes(path, 1 << 16).decode("utf-8", "replace")
+    except (OSError, ValueError):
+        return tops
+    return tops | {line.strip() for line in text.splitlines() if line.strip()}
+
+
 def _would_clash(plan: Plan, overlay: str, packages: List[Dict[str, Any]]) -> None:
     """The clashes the install would make (see prepare): each path an incoming wheel
     writes that a distribution left installed claims with other bytes, the incoming one
     then on disk (the install writes last). A distribution the install replaces is
     shadowed by its incoming version, and claims nothing."""
     incoming = plan.sites[overlay]
+    # a clash the venv has now is said as the install would leave it (one record a path)
+    known = {clash["path"]: n for n, clash in enumerate(plan.clashes)}
     for name, site in plan.sites.items():
         if name == overlay or incoming.owner.keys().isdisjoint(site.owner):
             continue
@@ -597,16 +618,17 @@ def _would_clash(plan: Plan, overlay: str, packages: List[Dict[str, Any]]) -> No
             if not theirs or len(plan.clashes) >= MAX_CLASHES:
                 continue
             claimants = [packages[i] for i in theirs] + [packages[new]]
-            plan.clashes.append(
-                {
-                    "path": path,
-                    "claimants": [
-                        {"name": d["name"], "version": d["version"]}
-                        for d in claimants[:MAX_CLAIMANTS]
-                    ],
-                    "owner": packages[new]["name"],
-                }
-            )
+            clash = {
+                "path": path,
+                "claimants": [
+                    {"name": d["name"], "version": d["version"]} for d in claimants[:MAX_CLAIMANTS]
+                ],
+                "owner": packages[new]["name"],
+            }
+            if path in known:
+                plan.clashes[known[path]] = clash
+            else:
+                plan.clashes.append(clash)
 
 
 def _check_dist(
@@ -746,85 +768,6 @@ def _as_installed(
     return not any(
         map(and_, map(gt, map(_CTIME, stats), repeat(changed)), map(_ONE, map(_NLINK, stats)))
     )
-
-
-def _added(site: _Site) -> Dict[int, List[str]]:
-    """Files that run, in a distribution's folders, that no RECORD claims, by the
-    distribution first naming the folder. Only folders changed since the last install into
-    them are listed (adding a file changes a folder's mtime).
-
-    A folder listed with nothing added is not listed again while its stamp and the stamps
-    of the RECORDs with rows in it stay as they were (the cache's verdicts): Python writes
-    ``__pycache__`` into every folder it imports from, after the install, and a venv in use
-    would otherwise have every folder listed at every probe."""
-    newest: Dict[str, int] = {}
-    owners: Dict[str, List[int]] = {}
-    for index in site.paths:
-        when = site.installed[index]
-        for folder in site.dirs[index]:
-            if when > newest.get(folder, -1):
-                newest[folder] = when
-            owners.setdefault(folder, []).append(index)
-    newest.pop("", None)  # the top of site-packages: see _unowned
-    # The folders above them that hold no file of any RECORD (a namespace package's: nvidia/,
-    # cuda/): an __init__.py written there runs at every import below it. Each gets the
-    # newest install below it, and those distributions.
-    above = site.folders.keys() - newest.keys()
-    above.discard("")
-    if above:
-        for folder, when in list(newest.items()):
-            parent = folder.rpartition("/")[0]
-            while parent in above:
-                if when > newest.get(parent, -1):
-                    newest[parent] = when
-                first, named = owners[folder][0], owners.setdefault(parent, [])
-                if first not in named:
-                    named.append(first)
-                parent = parent.rpartition("/")[0]
-    cache = site.cache
-    found_by: Dict[int, List[str]] = {}
-    for folder, when in newest.items():
-        mtime = site.folders.get(folder)
-        if mtime is None or mtime <= when or in_cache_dir(folder):
-            continue  # (bytecode in __pycache__: loaded.check_bytecode)
-        full = site.site + "/" + folder
-        key = "added\0%s\0%s\0%s" % (
-            full,
-            folder_stamp(site.folder_stamps[folder]),
-            ";".join(site.record_stamps[i] for i in owners[folder]),
-        )
-        if cache is not None and cache.was_verified(key):
-            continue
-        try:
-            names = os.listdir(full)
-        except OSError:
-            continue
-        found = False
-        for name in names:
-            path = folder + "/" + name
-            if path in site.owner:
-                continue
-            if not runs(name):
-                # a package folder no RECORD names (torch/nn/functional/ beside
-                # functional.py: import takes the folder)
-                if path not in site.folders and package_folder(full + "/" + name, name):
-                    try:
-                        if stat.S_ISDIR(os.lstat(full + "/" + name).st_mode):
-                            found = True
-                            found_by.setdefault(owners[folder][0], []).append(path + "/")
-                    except OSError:
-                        pass
-                continue
-            try:
-                if not stat.S_ISREG(os.lstat(full + "/" + name).st_mode):
-                    continue
-            except OSError:
-                continue
-            found = True
-            found_by.setdefault(owners[folder][0], []).append(path)
-        if cache is not None and not found:
-            cache.keep_verified(key, site.folder_stamps[folder][2])
-    return found_by
 
 
 def _cap(result: Dict[str, Any]) -> None:

@@ -50,6 +50,7 @@ from .pycstamps import (
     text_digest,
 )
 from .reading import RECORD_CAP, UNSAFE_CHARS, Regex, read_bytes
+from .records import package_folder
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -614,12 +615,12 @@ def check_scripts(
 
 
 def unowned_startup(
-    site: str, names: List[str], owner: Dict[str, int], folders: Optional[Dict[str, Any]] = None
+    site: str, names: List[str], owner: Dict[str, int], claimed: Optional[Set[str]] = None
 ) -> List[str]:
     """Entries at the top of ``site`` no RECORD claims that run at start-up or on import and
     that the file rule (a regular ``.py``/``.pth``/``.so``) misses: a ``sitecustomize`` or
-    ``usercustomize`` package (a folder), a package folder no RECORD names a file in
-    (``folders``: every folder the RECORDs name, their parents too), a sourceless ``.pyc``,
+    ``usercustomize`` package (a folder), a package folder none of ``claimed`` names (the
+    RECORDs' folders, and what an egg-info install without one names), a sourceless ``.pyc``,
     or a link (Python follows it; it is named, not read). Folders end in ``/``."""
     out: List[str] = []
     for name in names:
@@ -632,13 +633,9 @@ def unowned_startup(
         if name in STARTUP and (stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
             if not _owned_below(name, owner):
                 out.append(name + "/")
-        elif (
-            folders is not None
-            and stat.S_ISDIR(mode)
-            and name not in folders
-            and package_folder(site + "/" + name, name)
-        ):
-            out.append(name + "/")  # `import name` runs its code
+        elif claimed is not None and stat.S_ISDIR(mode) and name not in claimed:
+            if package_folder(site + "/" + name, name):
+                out.append(name + "/")  # `import name` runs its code
         elif name.endswith(".pyc") and stat.S_ISREG(mode):
             out.append(name)
         elif (
@@ -650,18 +647,6 @@ def unowned_startup(
             # never read (a linked folder a RECORD lists is installed.py's to name)
             out.append(name)
     return out
-
-
-def package_folder(path: str, name: str) -> bool:
-    """``path`` (named ``name``) is a folder import enters as a package: a name import can
-    reach, and an ``__init__.py`` or (a namespace package) a module or extension in it."""
-    if not name.isidentifier() or name == "__pycache__":
-        return False
-    try:
-        names = os.listdir(path)
-    except OSError:
-        return False
-    return any(n == "__init__.py" or n.endswith((".py", ".so")) for n in names[:MAX_ENTRIES])
 
 
 def _owned_below(folder: str, owner: Dict[str, int]) -> bool:
@@ -730,10 +715,10 @@ def capped(warnings: List[str], lines: List[str], what: str) -> None:
 
 
 def unowned_files(
-    site: str, owner: Dict[str, int], folders: Optional[Dict[str, Any]] = None
+    site: str, owner: Dict[str, int], claimed: Optional[Set[str]] = None
 ) -> List[str]:
     """Files that run at the top of ``site`` that no RECORD claims (but `envguard protect`'s
-    own hook, as protect writes it), and what unowned_startup() adds (``folders``: its)."""
+    own hook, as protect writes it), and what unowned_startup() adds (``claimed``: its)."""
     try:
         names = sorted(os.listdir(site))
     except OSError:
@@ -749,7 +734,7 @@ def unowned_files(
                 out.append(name)
         except OSError:
             continue
-    return out + unowned_startup(site, names, owner, folders)
+    return out + unowned_startup(site, names, owner, claimed)
 
 
 # `envguard protect`'s hook as it writes it (guard/hook.py with its two lines filled in):

@@ -6,6 +6,7 @@ one line of text are kept."""
 # ruff: noqa: UP006, UP035
 from __future__ import annotations
 
+import os
 import posixpath
 
 from .reading import UNSAFE_CHARS, Regex
@@ -14,6 +15,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import List, Tuple
 
+# Names read in a folder to tell whether it is a package (package_folder).
+_MAX_ENTRIES = 100000
 # Suffixes of the files that run: what the quick check stats. Beside Python's and the
 # loader's: LLVM bitcode linked into every GPU kernel (triton's libdevice.10.bc, NCCL's
 # device library) and C sources compiled at run time (triton's driver.c).
@@ -88,3 +91,16 @@ def parse_rows(text: str, deep: bool) -> Tuple[List[Tuple[str, str, str]], int, 
         if deep or runs(path):
             rows.append((path, row[1], row[2]))
     return rows, escaped, unreadable
+
+
+def package_folder(path: str, name: str) -> bool:
+    """``path`` (named ``name``) is a folder import enters as a package: a name import can
+    reach, and an ``__init__.py`` (or its sourceless ``.pyc``) or (a namespace package) a
+    module or extension in it."""
+    if not name.isidentifier() or name == "__pycache__":
+        return False
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return False
+    return any(n.endswith((".py", ".so", ".pyc")) for n in names[:_MAX_ENTRIES])
