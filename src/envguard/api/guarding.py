@@ -79,6 +79,14 @@ class Preview:
     # path an incoming wheel would write over another's -> that wheel's.
     owners: dict[str, str] = field(default_factory=dict)
 
+    def written_over(self) -> list[Change]:
+        """The changes where the install would leave another distribution's file as an
+        incoming wheel's bytes (the verdict's lines do not say them)."""
+        from envguard.guard.preview import CLOBBERING
+
+        changes = self.drift.changes if self.drift is not None else ()
+        return [c for c in changes if c.section == "installed" and c.kind in CLOBBERING]
+
     def allow_names(self) -> list[str]:
         """The names `--allow` takes to let the blocking changes through."""
         names = {

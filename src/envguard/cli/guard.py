@@ -149,16 +149,13 @@ def _options_first(params: list["Parameter"], args: list[str]) -> list[str]:
 
 
 def _show(seen: "Preview") -> None:
-    from envguard.guard.preview import CLOBBERING
     from envguard.render.text import printable
 
     typer.echo(printable(f"{seen.headline} (against {seen.against})"))
     for line in seen.drift.verdict if seen.drift is not None else ():
         typer.echo(printable(f"  {line}"))
-    changes = seen.drift.changes if seen.drift is not None else ()
-    for change in changes:  # another distribution's file written over: no verdict line
-        if change.section == "installed" and change.kind in CLOBBERING:
-            typer.echo(printable(f"  {change.message}"))
+    for change in seen.written_over():  # another distribution's file: no verdict line
+        typer.echo(printable(f"  {change.message}"))
     if not quiet():
         for note in seen.notes:
             typer.echo(printable(f"note: {note}"), err=True)
