@@ -232,10 +232,11 @@ def test_code_in_a_folder_no_record_names_is_reported(
     (site / "cuda" / "__init__.py").write_text("import os\n")
     (site / "modeling" / "llama").mkdir()
     (site / "modeling" / "llama" / "__init__.py").write_text("forward = None\n")
+    (site / "modeling" / "linked").symlink_to(site / "modeling" / "llama")  # import follows it
     live = _snap(venv)
     assert live.unowned == ("numpy/",)
     added = {n: p.on_disk.added for n, p in live.package_map().items() if p.on_disk}
-    assert added["modeling"] == ("modeling/llama/",)
+    assert added["modeling"] == ("modeling/linked/", "modeling/llama/")
     assert added["cuda-bindings"] == ("cuda/__init__.py",)
     kinds = {(k, n) for k, n, _ in _changes(api.diff(good, live))}
     assert kinds == {

@@ -119,7 +119,7 @@ def real_folders(site: Site, folders: Set[str], base: str) -> bool:
 def folder_stamp(stamp: Tuple[int, int, int]) -> str:
     """A folder's stamp (its inode, mtime_ns and ctime_ns, as check_folders keeps them) as
     the distribution cache keys it: made only for the few folders that are looked at
-    again (installed._added), not for every folder at every probe."""
+    again (added_files), not for every folder at every probe."""
     return "%d,%d,%d" % stamp
 
 
@@ -181,10 +181,12 @@ def added_files(site: Site) -> Dict[int, List[str]]:
                 continue
             if not runs(name):
                 # a package folder no RECORD names (torch/nn/functional/ beside
-                # functional.py: import takes the folder)
+                # functional.py: import takes the folder), or a link to one (import
+                # follows it: named, not read below)
                 if path not in site.folders and package_folder(full + "/" + name, name):
                     try:
-                        if stat.S_ISDIR(os.lstat(full + "/" + name).st_mode):
+                        mode = os.lstat(full + "/" + name).st_mode
+                        if stat.S_ISDIR(mode) or stat.S_ISLNK(mode):
                             found = True
                             found_by.setdefault(owners[folder][0], []).append(path + "/")
                     except OSError:
