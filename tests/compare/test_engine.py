@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from envguard.compare.engine import diff
 from envguard.compare.models import Severity
 from envguard.compare.policy import Policy, policy_from_table
-from envguard.snapshots.models import Cache, FileDigest, Repo, Source, TorchBuild
+from envguard.snapshots.models import Cache, FileDigest, Repo, Snapshot, Source, TorchBuild
 from factories import interpreter, package, snapshot
 
 NAMES = st.sampled_from(
@@ -133,21 +133,11 @@ def test_warnings_the_good_snapshot_did_not_give_are_notes_not_changes() -> None
     before = snapshot([], warnings=(unread.format(3351),))
     assert diff(before, snapshot([], warnings=(unread.format(168),))).notes == ()
     # nor one naming the venv's own path where the other names its (a copy elsewhere)
-    here = snapshot([], warnings=("/opt/a/bin/dpkg is a symlink",))
-    copy = snapshot(
-        [],
-        interpreter=here.interpreter.model_copy(update={"prefix": "/opt/b"}),
-        warnings=("/opt/b/bin/dpkg is a symlink",),
+    here, there = (
+        snapshot([], interpreter=interpreter(prefix=p), warnings=(f"{p}/bin/dpkg is a symlink",))
+        for p in ("/opt/a", "/opt/b")
     )
-    assert (
-        diff(
-            here.model_copy(
-                update={"interpreter": here.interpreter.model_copy(update={"prefix": "/opt/a"})}
-            ),
-            copy,
-        ).notes
-        == ()
-    )
+    assert diff(here, there).notes == ()
     many = snapshot([], warnings=tuple(f"w{chr(97 + i)}" for i in range(13)))
     assert diff(good, many).notes[-1] == "and 3 more new warnings"
     assert len(diff(good, many).notes) == 11
@@ -157,17 +147,18 @@ def test_what_a_launcher_an_installer_or_a_umask_changes_is_info() -> None:
     """torchrun's run id, uv run's depth, an installer's cache folder, a tracked file made
     group-writable: said, never a failed gate; a lost executable bit and a training
     variable still are."""
-    files = {"/code/run.sh": 0o755, "/code/model.py": 0o644, "/code/a": 0o644, "/code/b": 0o755}
-    good = snapshot(
-        [],
-        files=tuple(FileDigest(path=p, sha256="a" * 64, size=1, mode=m) for p, m in files.items()),
-        env={"TORCHELASTIC_RUN_ID": "a1", "UV_RUN_RECURSION_DEPTH": "1", "NCCL_ALGO": "Ring"},
+
+    def side(modes: dict[str, int], env: dict[str, str]) -> Snapshot:
+        digests = (FileDigest(path=p, sha256="a" * 64, size=1, mode=m) for p, m in modes.items())
+        return snapshot([], files=tuple(digests), env=env)
+
+    good = side(
+        {"/code/run.sh": 0o755, "/code/model.py": 0o644, "/code/a": 0o644, "/code/b": 0o755},
+        {"TORCHELASTIC_RUN_ID": "a1", "UV_RUN_RECURSION_DEPTH": "1", "NCCL_ALGO": "Ring"},
     )
-    files = {"/code/run.sh": 0o644, "/code/model.py": 0o664, "/code/a": 0o666, "/code/b": 0o4755}
-    now = snapshot(
-        [],
-        files=tuple(FileDigest(path=p, sha256="a" * 64, size=1, mode=m) for p, m in files.items()),
-        env={"TORCHELASTIC_RUN_ID": "b2", "PIP_FIND_LINKS": "/opt/wheels", "NCCL_ALGO": "Tree"},
+    now = side(
+        {"/code/run.sh": 0o644, "/code/model.py": 0o664, "/code/a": 0o666, "/code/b": 0o4755},
+        {"TORCHELASTIC_RUN_ID": "b2", "PIP_FIND_LINKS": "/opt/wheels", "NCCL_ALGO": "Tree"},
     )
     found = kinds(diff(good, now))
     assert found[("TORCHELASTIC_RUN_ID", "changed")] is Severity.info
