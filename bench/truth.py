@@ -119,7 +119,7 @@ def quick_paths(report: dict[str, object], python: str) -> tuple[list[str], list
         [python, "-I", "-S", "-c", "import sys; print(sys.implementation.cache_tag)"],
         capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
-    runs = local_package().installed.runs
+    runs = local_package().records.runs
     out: list[str] = []
     pycs: list[str] = []
     packages = report["packages"]

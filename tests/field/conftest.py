@@ -58,18 +58,33 @@ def _same_device(a: Path, b: Path) -> bool:
     return a.stat().st_dev == b.stat().st_dev
 
 
+# The most the corpus holds at once: pip copies CUDA torch whole (5.5 GB), the uv members
+# link from the cache, the compile-cache test copies a CPU torch: 10.4 GB at most (measured).
+NEEDS_FREE = 12 * 1024**3
+
+
+def _enough_room(where: Path) -> None:
+    free = shutil.disk_usage(where).free
+    if free < NEEDS_FREE:
+        pytest.fail(
+            f"field corpus: {free / 1024**3:.1f} GB free at {where}; it needs"
+            f" {NEEDS_FREE // 1024**3} GB (pip copies CUDA torch whole)",
+            pytrace=False,
+        )
+
+
 @pytest.fixture(scope="session")
 def corpus(registry: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Corpus]:
     """The members, built on first use into a folder on the cache's filesystem (uv links
-    only within one), removed at the end of the session."""
+    only within one), removed at the end of the session: a pip member alone is 5.5 GB."""
     CACHE.mkdir(parents=True, exist_ok=True)
     base = tmp_path_factory.mktemp("corpus")
     if not _same_device(base, CACHE):
         base = CACHE / "runs" / f"{os.getpid()}"
         base.mkdir(parents=True, exist_ok=True)
+    _enough_room(base)
     yield Corpus(base)
-    if base.parent == CACHE / "runs":
-        shutil.rmtree(base, ignore_errors=True)
+    shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture

@@ -58,13 +58,18 @@ class Case:
     new_kernels: int = 0
 
 
-def _clean_env(**extra: str) -> dict[str, str]:
+def _clean_env(tmp: Path, **extra: str) -> dict[str, str]:
+    """The compile's environment: inductor's temporary folder, where it keeps its
+    precompiled headers (155 MB each, one set per venv path), inside the test's own."""
+    scratch = tmp / "tmpdir"
+    scratch.mkdir(exist_ok=True)
     env = {
         k: v
         for k, v in uv_env().items()
         if not k.startswith(("TORCHINDUCTOR_", "TRITON_", "TORCH_COMPILE_", "CXX", "CC"))
     }
     env.update(TORCHINDUCTOR_FX_GRAPH_CACHE="1", TORCHINDUCTOR_COMPILE_THREADS="1")
+    env.update(TMPDIR=str(scratch))
     env.update(extra)
     return env
 
@@ -106,7 +111,7 @@ def _run_case(case: Case, *, base: Path, tmp: Path, pythons: dict[str, Path], sc
     cache = tmp / "caches" / case.name
     shutil.copytree(base, cache, symlinks=True)
     good = tmp / f"{case.name}.json"
-    env = _clean_env(TORCHINDUCTOR_CACHE_DIR=str(cache), TRITON_CACHE_DIR=str(tmp / "triton"))
+    env = _clean_env(tmp, TORCHINDUCTOR_CACHE_DIR=str(cache), TRITON_CACHE_DIR=str(tmp / "triton"))
     taken = envguard(
         "snapshot", "--python", str(pythons["base"]), "-o", str(good), env=env, cwd=tmp
     )
@@ -212,7 +217,7 @@ def test_the_forecast_agrees_with_torchs_counters(field_env: Path) -> None:
 
     base = tmp / "base-cache"
     started = time.monotonic()
-    built = _compile(pythons["base"], script, _clean_env(TORCHINDUCTOR_CACHE_DIR=str(base)))
+    built = _compile(pythons["base"], script, _clean_env(tmp, TORCHINDUCTOR_CACHE_DIR=str(base)))
     assert built["miss"] == 1 and built["hit"] == 0, built
     cold = built["seconds"]
     cases = [
