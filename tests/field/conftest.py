@@ -73,6 +73,19 @@ def _enough_room(where: Path) -> None:
         )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _leaves_nothing(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """A field run that passed leaves none of its temporary folders (GBs of venvs: pytest
+    keeps three runs' worth). Removed at the end only: pytest's retention policy "failed"
+    removes each test's folder as it passes, and the next test given the same name then
+    installs, through uv's cache keyed by path, the wheel the last one built there."""
+    yield
+    if request.session.testsfailed == 0:
+        shutil.rmtree(tmp_path_factory.getbasetemp(), ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def corpus(registry: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Corpus]:
     """The members, built on first use into a folder on the cache's filesystem (uv links
