@@ -8,8 +8,11 @@ files; with wandb it is ``run.config.update(config)`` and ``run.log_artifact(pat
 
 from __future__ import annotations
 
+import getpass
 import json
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -18,6 +21,12 @@ import envguard
 
 def train() -> dict[str, float]:
     """Stand-in for the real loop: returns the metrics of the run."""
+    # torch.compile writes the cache folder it uses into os.environ (inductor's default:
+    # $TMPDIR/torchinductor_$USER), as a relaunch will again: the snapshot names it in
+    # env_in_process, and a diff from a shell says it at info.
+    user = getpass.getuser()
+    default = os.path.join(tempfile.gettempdir(), "torchinductor_" + user)
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", default)
     started = time.perf_counter()
     tokens = sum(range(200_000))  # "work"
     return {"tok_s": round(tokens / max(time.perf_counter() - started, 1e-6)), "loss": 1.92}

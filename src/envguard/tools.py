@@ -126,3 +126,37 @@ def own_variable(name: str, value: str) -> None:
 def user_environ() -> dict[str, str]:
     """The environment as the user gave it: for commands run on the user's behalf."""
     return {k: v for k, v in os.environ.items() if k not in _OWN}
+
+
+# Where Linux keeps the environment a process was started with (exec's copy; os.environ is
+# that as the program has changed it since).
+LAUNCH_ENVIRON = "/proc/self/environ"
+
+
+def changed_in_process(source: str = LAUNCH_ENVIRON) -> list[str] | None:
+    """The variables this process set, changed or unset since it started (its own code, or
+    a library it imported: torch.compile sets TORCHINDUCTOR_CACHE_DIR, cv2 prepends to
+    LD_LIBRARY_PATH), sorted, envguard's own left out; None where the environment it started
+    with cannot be read (no /proc). envguard's command line changes none: the Python API
+    inside a training script is where this says something. A start whose copy was written
+    over (setproctitle, which Ray and others use, puts a long process title there) is as
+    unreadable: most of what it held must still be as it was."""
+    try:
+        with open(source, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    launch: dict[str, str] = {}
+    for entry in data.split(b"\0"):
+        name, sep, value = entry.partition(b"=")
+        if sep and name:  # (as os.environ reads its start: the first of a name counts)
+            launch.setdefault(os.fsdecode(name), os.fsdecode(value))
+    now = os.environ
+    kept = sum(1 for name, value in launch.items() if now.get(name) == value)
+    if not launch or kept * 2 < len(launch):
+        return None
+    return sorted(
+        name
+        for name in now.keys() | launch.keys()
+        if name not in _OWN and now.get(name) != launch.get(name)
+    )

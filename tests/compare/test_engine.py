@@ -171,6 +171,41 @@ def test_what_a_launcher_an_installer_or_a_umask_changes_is_info() -> None:
     assert found[("NCCL_ALGO", "changed")] is Severity.warning
 
 
+def test_a_variable_a_sides_own_process_set_is_info_and_says_so() -> None:
+    """The API inside a training script records what torch.compile and cv2 set in its
+    process (env_in_process); a shell relaunch lacks them until they run again: info, with
+    why. A variable no side set itself still warns, and so does one a side set at launch."""
+    good = snapshot(
+        [],
+        env={"TORCHINDUCTOR_CACHE_DIR": "/tmp/torchinductor_u", "NCCL_ALGO": "Ring"},
+        env_in_process=("TORCHINDUCTOR_CACHE_DIR", "LD_LIBRARY_PATH"),
+    )
+    shell = snapshot([], env={"LD_LIBRARY_PATH": "/opt/lib"}, env_in_process=())
+    drift = diff(good, shell)
+    found = kinds(drift)
+    assert found[("TORCHINDUCTOR_CACHE_DIR", "removed")] is Severity.info
+    # unset by the script after its start, set in the shell: a relaunch unsets it again
+    assert found[("LD_LIBRARY_PATH", "added")] is Severity.info
+    assert found[("NCCL_ALGO", "removed")] is Severity.warning
+    said = {c.name: c.message for c in drift.changes}
+    assert said["TORCHINDUCTOR_CACHE_DIR"].endswith("set it itself after it started)")
+    assert "itself" not in said["NCCL_ALGO"]
+    # the live side measured inside the script (envguard.diff there): the same rule
+    inside = snapshot([], env={"NCCL_ALGO": "Ring", "CUDA_MODULE_LOADING": "LAZY"},
+                      env_in_process=("CUDA_MODULE_LOADING",))  # fmt: skip
+    assert kinds(diff(snapshot([], env={"NCCL_ALGO": "Ring"}), inside)) == {
+        ("CUDA_MODULE_LOADING", "added"): Severity.info
+    }
+    # a value that differs is drift whoever set it: both measured inside a script (a
+    # notebook that set another value), or the shell's value where torch keeps a set one
+    later = snapshot([], env={"TORCHINDUCTOR_CACHE_DIR": "/data/ic"},
+                     env_in_process=("TORCHINDUCTOR_CACHE_DIR",))  # fmt: skip
+    assert kinds(diff(good, later))[("TORCHINDUCTOR_CACHE_DIR", "changed")] is Severity.warning
+    # no side told (older snapshots, --via): as before
+    before = kinds(diff(snapshot([], env={"TORCHINDUCTOR_CACHE_DIR": "/t"}), snapshot([])))
+    assert before[("TORCHINDUCTOR_CACHE_DIR", "removed")] is Severity.warning
+
+
 def test_interpreter_source_content_and_info_changes() -> None:
     fp = "f" * 64
     good = snapshot(

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from envguard.probe.payload import local_package
-from envguard.recovery.restore import env_file_text
+from envguard.recovery.restore import env_file_text, run_env
 from envguard.snapshots.store import loads
+from factories import snapshot as made_snapshot
 
 apply = local_package().apply
 ENVGUARD = [sys.executable, "-m", "envguard"]
@@ -265,6 +266,25 @@ def test_the_variables_file_quotes_values_and_writes_no_secret_or_loader() -> No
         ["sh", "-c", text + 'printf %s "$NCCL_DEBUG"'], capture_output=True, text=True, check=True
     )
     assert out.stdout == snap.env["NCCL_DEBUG"] and not Path("/tmp/pwned").exists()
+
+
+def test_what_the_measured_process_set_itself_is_neither_exported_nor_unset() -> None:
+    """A snapshot taken by the API inside a script holds what torch and cv2 set in that
+    process (env_in_process): a relaunch sets it again, and exporting cv2's LD_LIBRARY_PATH
+    into the shell would put its libraries first for every program, as the good launch
+    never had them. Nor is a variable the script unset there unset in the shell."""
+    snap = made_snapshot(
+        [],
+        env={"TORCHINDUCTOR_CACHE_DIR": "/tmp/ti", "LD_LIBRARY_PATH": "/v/cv2/../../lib64",
+             "NCCL_ALGO": "Ring"},
+        env_in_process=("TORCHINDUCTOR_CACHE_DIR", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES"),
+    )  # fmt: skip
+    text, _ = env_file_text(snap, {"CUDA_VISIBLE_DEVICES": "0", "NCCL_DEBUG": "INFO"})
+    assert "export NCCL_ALGO=Ring" in text and "unset NCCL_DEBUG" in text
+    assert "export TORCHINDUCTOR" not in text and "export LD_LIBRARY_PATH" not in text
+    assert "# LD_LIBRARY_PATH: set by the measured process itself after it started" in text
+    assert "unset CUDA_VISIBLE_DEVICES" not in text
+    assert run_env(snap) == {"NCCL_ALGO": "Ring"}
 
 
 def test_repos_are_checked_out_at_the_recorded_commit_with_the_work_stashed(project: Path) -> None:

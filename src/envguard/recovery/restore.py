@@ -72,8 +72,12 @@ def env_file_text(
     else:
         lines.append(f"# {trust.why}: variables that load code are held for review")
     left_out = []
+    own = set(snap.env_in_process or ())
     for name, value in sorted(snap.env.items()):
         if not _restorable(name, value):
+            continue
+        if name in own:  # its program sets it again when it runs (torch, cv2)
+            lines.append(f"# {name}: set by the measured process itself after it started")
             continue
         if REDACTED[:-1] in value:  # a secret, or a value with a token in it
             left_out.append(name)
@@ -85,7 +89,7 @@ def env_file_text(
             lines.append(f"# {name}: held for review: {why}")
             line = f"# review, then uncomment: {line}"
         lines.append(line)
-    for name in sorted(set(live_env) - set(snap.env)):
+    for name in sorted(set(live_env) - set(snap.env) - own):
         if _restorable(name):
             lines.append(f"unset {name}")
     return "\n".join(lines) + "\n", left_out
@@ -106,11 +110,16 @@ def env_file_name(snap: Snapshot) -> str:
 
 def run_env(snap: Snapshot, *, trust: Trust = UNSIGNED) -> dict[str, str]:
     """The variables a --then command or a bisect candidate gets from the snapshot (the
-    file's export lines): none that review.held() holds, unless ``trust`` says signed."""
+    file's export lines): none that review.held() holds, unless ``trust`` says signed, and
+    none the measured process set itself after it started (env_in_process)."""
+    own = set(snap.env_in_process or ())
     return {
         n: v
         for n, v in snap.env.items()
-        if _restorable(n, v) and (trust.signed or held(n) is None) and REDACTED[:-1] not in v
+        if _restorable(n, v)
+        and (trust.signed or held(n) is None)
+        and REDACTED[:-1] not in v
+        and n not in own
     }
 
 

@@ -10,6 +10,7 @@ sure of goes to the model, whose result, or error, is then the answer.
 
 from __future__ import annotations
 
+import os
 import shlex
 import time
 from urllib.parse import unquote, urlsplit
@@ -19,6 +20,7 @@ from envguard.errors import UsageError
 from envguard.redact import redact_argv, redact_env, redact_metrics, redact_text, redact_url
 from envguard.snapshots import builders, shape
 from envguard.snapshots.request import USER_CACHE
+from envguard.tools import changed_in_process
 from envguard.version import SCHEMA_VERSION, __version__
 
 TYPE_CHECKING = False  # typing is not loaded for a command's start
@@ -247,6 +249,21 @@ def _caches(raw: list[ReportCache]) -> list[Document]:
     return sorted(caches.values(), key=lambda c: (c["kind"], c["path"]))
 
 
+# The most names env_in_process holds (the model's bound).
+MAX_IN_PROCESS = 200
+
+
+def _in_process(recorded: dict[str, str]) -> list[str] | None:
+    """The variables this process set or changed since it started that the probe recorded
+    (it inherited them), and those it unset (a relaunch has them again), as one line each;
+    None where its start's environment cannot be read."""
+    changed = changed_in_process()
+    if changed is None:
+        return None
+    names = [n for n in changed if (n in recorded or n not in os.environ) and n.isprintable()]
+    return names[:MAX_IN_PROCESS]
+
+
 def created_now() -> str:
     """Now, to the microsecond (`log` orders by it), spelt as the model writes a datetime
     (``datetime.now(timezone.utc).isoformat()``, "Z" for "+00:00": no fraction when it is
@@ -289,6 +306,7 @@ def from_report(report: ProbeReport, request: CaptureRequest) -> Document:
         "files": _files(report["files"], request, tops),
         "caches": _caches(report["caches"]),
         "env": redact_env(report["env"]),  # whatever the far side did
+        "env_in_process": None if request.via else _in_process(report["env"]),
         "warnings": [redact_text(w) for w in report["warnings"]],
         "clashes": report.get("clashes"),
         "unowned": report.get("unowned"),

@@ -404,6 +404,11 @@ class Snapshot(Model):
     files: tuple[FileDigest, ...] = ()
     caches: tuple[Cache, ...] = ()
     env: dict[str, str] = Field(default_factory=dict)
+    # The variables the measuring process set, changed or unset after it started (the
+    # Python API in a training script: torch.compile sets TORCHINDUCTOR_CACHE_DIR, cv2
+    # prepends to LD_LIBRARY_PATH). A relaunch sets them again: diff says them at info.
+    # None: not told (a remote probe, no /proc, a snapshot before minor 8).
+    env_in_process: Annotated[tuple[Line, ...] | None, Since(8), Field(max_length=200)] = None
     warnings: tuple[str, ...] = ()
     # Paths claimed by two distributions with different bytes; None: not checked.
     clashes: Annotated[tuple[Clash, ...] | None, Since(2), Field(max_length=1000)] = None

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 # The largest Since(minor) of any field: what a file written now is.
-SCHEMA_MINOR = 7
+SCHEMA_MINOR = 8
 
 _KEYS_Snapshot = frozenset(
     [
@@ -42,6 +42,7 @@ _KEYS_Snapshot = frozenset(
         "files",
         "caches",
         "env",
+        "env_in_process",
         "warnings",
         "clashes",
         "unowned",
@@ -51,7 +52,17 @@ _KEYS_Snapshot = frozenset(
     ]
 )
 _REQUIRED_Snapshot = _KEYS_Snapshot - frozenset(
-    ["schema_minor", "libraries", "host_layer", "clashes", "unowned", "fit", "compile", "signature"]
+    [
+        "schema_minor",
+        "libraries",
+        "host_layer",
+        "env_in_process",
+        "clashes",
+        "unowned",
+        "fit",
+        "compile",
+        "signature",
+    ]
 )
 _KEYS_Interpreter = frozenset(
     [
@@ -264,6 +275,17 @@ def _fits_Snapshot(d: Any) -> bool:
         and (type(d["files"]) is list and all(_fits_FileDigest(x0) for x0 in d["files"]))
         and (type(d["caches"]) is list and all(_fits_Cache(x0) for x0 in d["caches"]))
         and (_c.env_redacted(d["env"]))
+        and (
+            "env_in_process" not in d
+            or (
+                d["env_in_process"] is None
+                or (
+                    type(d["env_in_process"]) is list
+                    and len(d["env_in_process"]) <= 200
+                    and all(_c.line(x0) for x0 in d["env_in_process"])
+                )
+            )
+        )
         and (_c.strs(d["warnings"]))
         and (
             "clashes" not in d

@@ -21,22 +21,38 @@ PATH_VARS = frozenset({"VIRTUAL_ENV"})
 INFO_PREFIXES = ("UV_", "PIP_", "TORCHELASTIC_")
 
 
+# Said of a variable set on one side only, where the process that measured a side set or
+# unset it itself after it started (Snapshot.env_in_process: envguard's API called inside a
+# training script, after torch.compile set TORCHINDUCTOR_CACHE_DIR or cv2 its
+# LD_LIBRARY_PATH): a relaunch of that program sets it again, so it is no drift. A value
+# that differs between the sides is drift whoever set it.
+IN_PROCESS = "; the measuring process set it itself after it started"
+
+
 def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
+    own = set(e.env_in_process or ()) | set(a.env_in_process or ())
     for name in sorted(e.env.keys() | a.env.keys()):
         ev, av = e.env.get(name), a.env.get(name)
         if ev == av:
             continue
         info = name in PATH_VARS or name.startswith(INFO_PREFIXES)
-        level = Severity.info if info else Severity.warning
+        why = IN_PROCESS if (ev is None or av is None) and name in own else ""
+        level = Severity.info if info or why else Severity.warning
         if ev is None:
-            b.add("added", name, actual=av, severity=level, message=f"${name} is set now ({av})")
+            b.add(
+                "added",
+                name,
+                actual=av,
+                severity=level,
+                message=f"${name} is set now ({av}{why})",
+            )
         elif av is None:
             b.add(
                 "removed",
                 name,
                 expected=ev,
                 severity=level,
-                message=f"${name} is no longer set (was {ev})",
+                message=f"${name} is no longer set (was {ev}{why})",
             )
         else:
             redacted = ev.startswith("<redacted") or av.startswith("<redacted")

@@ -1,0 +1,56 @@
+"""What the measuring process changed in its own environment since it started
+(tools.changed_in_process): read against the environment exec gave it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envguard import tools
+
+
+def test_set_changed_and_unset_names_are_told_and_envguards_own_are_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    launch = tmp_path / "environ"
+    # as /proc/self/environ holds it: NUL-separated, odd entries skipped, the first of a
+    # name counting (as os.environ reads its start)
+    launch.write_bytes(b"\0".join([b"SAME=1", b"CHANGED=a", b"GONE=x", b"=odd", b"NOEQ",
+                                   b"SAME=9", b"BYTES=\xff", b""]))  # fmt: skip
+    for name in list(os.environ):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("SAME", "1")
+    monkeypatch.setenv("CHANGED", "b")
+    monkeypatch.setenv("NEW", "torch set it")
+    monkeypatch.setenv("BYTES", os.fsdecode(b"\xff"))
+    monkeypatch.setattr(tools, "_OWN", {"ENVGUARDS_OWN"})
+    monkeypatch.setenv("ENVGUARDS_OWN", "1")
+    assert tools.changed_in_process(str(launch)) == ["CHANGED", "GONE", "NEW"]
+    assert tools.changed_in_process(str(tmp_path / "no-proc")) is None
+    # written over by a process title (setproctitle): not a start to compare with, else
+    # every variable would read as the process's own, and a diff would say none of them
+    launch.write_bytes(b"ray::TrainWorker.train()" + b"\0" * 40)
+    assert tools.changed_in_process(str(launch)) is None
+    launch.write_bytes(b"\0".join([b"SAME=1", b"OTHER=title left", b"MORE=x"]))
+    assert tools.changed_in_process(str(launch)) is None  # 1 of 3 as it was
+
+
+@pytest.mark.skipif(not Path(tools.LAUNCH_ENVIRON).exists(), reason="no /proc/self/environ")
+def test_a_real_process_tells_what_it_set_after_it_started() -> None:
+    code = (
+        "import json, os; from envguard.tools import changed_in_process as c; before = c();"
+        " os.environ['TORCHINDUCTOR_CACHE_DIR'] = '/tmp/t'; os.environ.pop('HOME', None);"
+        " print(json.dumps([before, c()]))"
+    )
+    env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": "/nowhere", "LANG": "C.UTF-8"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    before, after = json.loads(done.stdout)
+    assert before == []
+    assert after == ["HOME", "TORCHINDUCTOR_CACHE_DIR"]
