@@ -23,7 +23,7 @@ def train() -> dict[str, float]:
     """Stand-in for the real loop: returns the metrics of the run."""
     # torch.compile writes the cache folder it uses into os.environ (inductor's default:
     # $TMPDIR/torchinductor_$USER), as a relaunch will again: the snapshot names it in
-    # env_in_process, and a diff from a shell says it at info.
+    # env_at_start, and a diff from a shell says it at info.
     user = getpass.getuser()
     default = os.path.join(tempfile.gettempdir(), "torchinductor_" + user)
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", default)

@@ -133,14 +133,15 @@ def user_environ() -> dict[str, str]:
 LAUNCH_ENVIRON = "/proc/self/environ"
 
 
-def changed_in_process(source: str = LAUNCH_ENVIRON) -> list[str] | None:
+def changed_in_process(source: str = LAUNCH_ENVIRON) -> dict[str, str | None] | None:
     """The variables this process set, changed or unset since it started (its own code, or
     a library it imported: torch.compile sets TORCHINDUCTOR_CACHE_DIR, cv2 prepends to
-    LD_LIBRARY_PATH), sorted, envguard's own left out; None where the environment it started
-    with cannot be read (no /proc). envguard's command line changes none: the Python API
-    inside a training script is where this says something. A start whose copy was written
-    over (setproctitle, which Ray and others use, puts a long process title there) is as
-    unreadable: most of what it held must still be as it was."""
+    LD_LIBRARY_PATH), each with its value at the start (None: not set then), envguard's own
+    left out; None where the environment it started with cannot be read (no /proc).
+    envguard's command line changes none: the Python API inside a training script is where
+    this says something. A start whose copy was written over (setproctitle, which Ray and
+    others use, puts a long process title there, then zeros) is as unreadable: most of what
+    the smaller of the two holds must be alike in both."""
     try:
         with open(source, "rb") as f:
             data = f.read()
@@ -153,10 +154,10 @@ def changed_in_process(source: str = LAUNCH_ENVIRON) -> list[str] | None:
             launch.setdefault(os.fsdecode(name), os.fsdecode(value))
     now = os.environ
     kept = sum(1 for name, value in launch.items() if now.get(name) == value)
-    if not launch or kept * 2 < len(launch):
+    if not launch or kept * 2 < min(len(launch), len(now)):
         return None
-    return sorted(
-        name
-        for name in now.keys() | launch.keys()
+    return {
+        name: launch.get(name)
+        for name in sorted(now.keys() | launch.keys())
         if name not in _OWN and now.get(name) != launch.get(name)
-    )
+    }

@@ -171,35 +171,45 @@ def test_what_a_launcher_an_installer_or_a_umask_changes_is_info() -> None:
     assert found[("NCCL_ALGO", "changed")] is Severity.warning
 
 
-def test_a_variable_a_sides_own_process_set_is_info_and_says_so() -> None:
+def test_a_variable_a_sides_own_process_changed_is_compared_where_it_started() -> None:
     """The API inside a training script records what torch.compile and cv2 set in its
-    process (env_in_process); a shell relaunch lacks them until they run again: info, with
-    why. A variable no side set itself still warns, and so does one a side set at launch."""
+    process, with each variable's value where that process started (env_at_start). A
+    relaunch starts from those values and sets the rest again: only they are compared."""
     good = snapshot(
         [],
-        env={"TORCHINDUCTOR_CACHE_DIR": "/tmp/torchinductor_u", "NCCL_ALGO": "Ring"},
-        env_in_process=("TORCHINDUCTOR_CACHE_DIR", "LD_LIBRARY_PATH"),
-    )
-    shell = snapshot([], env={"LD_LIBRARY_PATH": "/opt/lib"}, env_in_process=())
+        env={"TORCHINDUCTOR_CACHE_DIR": "/tmp/torchinductor_u", "NCCL_ALGO": "Ring",
+             "LD_LIBRARY_PATH": "/v/cv2/../../lib64:/opt/cuda/lib64"},
+        env_at_start={"TORCHINDUCTOR_CACHE_DIR": None, "PYTHONPATH": "/srv/good",
+                      "LD_LIBRARY_PATH": "/opt/cuda/lib64"},
+    )  # fmt: skip
+    shell = snapshot([], env={"LD_LIBRARY_PATH": "/opt/cuda/lib64", "PYTHONPATH": "/srv/good"})
     drift = diff(good, shell)
     found = kinds(drift)
-    assert found[("TORCHINDUCTOR_CACHE_DIR", "removed")] is Severity.info
-    # unset by the script after its start, set in the shell: a relaunch unsets it again
-    assert found[("LD_LIBRARY_PATH", "added")] is Severity.info
-    assert found[("NCCL_ALGO", "removed")] is Severity.warning
     said = {c.name: c.message for c in drift.changes}
-    assert said["TORCHINDUCTOR_CACHE_DIR"].endswith("set it itself after it started)")
-    assert "itself" not in said["NCCL_ALGO"]
-    # the live side measured inside the script (envguard.diff there): the same rule
-    inside = snapshot([], env={"NCCL_ALGO": "Ring", "CUDA_MODULE_LOADING": "LAZY"},
-                      env_in_process=("CUDA_MODULE_LOADING",))  # fmt: skip
-    assert kinds(diff(snapshot([], env={"NCCL_ALGO": "Ring"}), inside)) == {
-        ("CUDA_MODULE_LOADING", "added"): Severity.info
-    }
-    # a value that differs is drift whoever set it: both measured inside a script (a
-    # notebook that set another value), or the shell's value where torch keeps a set one
+    # torch set it from nothing; cv2 prepended to what the shell still has: info, and why
+    assert found[("TORCHINDUCTOR_CACHE_DIR", "removed")] is Severity.info
+    assert found[("LD_LIBRARY_PATH", "changed")] is Severity.info
+    assert "the snapshot's own process changed it after it started" in said["LD_LIBRARY_PATH"]
+    # the script unset PYTHONPATH after Python had read it: the shell's is the same start
+    assert found[("PYTHONPATH", "added")] is Severity.info
+    assert found[("NCCL_ALGO", "removed")] is Severity.warning
+    assert "process" not in said["NCCL_ALGO"]
+    # what the processes started from differs: drift, said with both starts
+    other = snapshot([], env={"PYTHONPATH": "/tmp/attacker"})
+    drift = diff(good, other)
+    assert kinds(drift)[("PYTHONPATH", "added")] is Severity.warning
+    assert kinds(drift)[("LD_LIBRARY_PATH", "removed")] is Severity.warning
+    assert (
+        "where each process started: /opt/cuda/lib64 -> not set"
+        in {c.name: c.message for c in drift.changes}["LD_LIBRARY_PATH"]
+    )
+    # a forged start cannot hide a loader the shell sets: the start is compared too
+    forged = snapshot([], env={}, env_at_start={"LD_PRELOAD": None})
+    evil = snapshot([], env={"LD_PRELOAD": "/tmp/evil.so"})
+    assert kinds(diff(forged, evil))[("LD_PRELOAD", "added")] is Severity.warning
+    # both processes changed it after alike starts, differently (a notebook): drift
     later = snapshot([], env={"TORCHINDUCTOR_CACHE_DIR": "/data/ic"},
-                     env_in_process=("TORCHINDUCTOR_CACHE_DIR",))  # fmt: skip
+                     env_at_start={"TORCHINDUCTOR_CACHE_DIR": None})  # fmt: skip
     assert kinds(diff(good, later))[("TORCHINDUCTOR_CACHE_DIR", "changed")] is Severity.warning
     # no side told (older snapshots, --via): as before
     before = kinds(diff(snapshot([], env={"TORCHINDUCTOR_CACHE_DIR": "/t"}), snapshot([])))

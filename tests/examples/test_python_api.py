@@ -53,7 +53,8 @@ def test_what_the_script_set_in_its_process_is_no_drift_from_a_shell(tmp_path: P
     path = tmp_path / "run" / "envguard-snapshot.json"
     snap = envguard.load(path)
     assert "TORCHINDUCTOR_CACHE_DIR" in snap.env
-    assert snap.env_in_process is not None and "TORCHINDUCTOR_CACHE_DIR" in snap.env_in_process
+    assert snap.env_at_start is not None
+    assert snap.env_at_start["TORCHINDUCTOR_CACHE_DIR"] is None  # not set when it started
     argv = [sys.executable, "-m", "envguard", "diff", str(path), "--python", sys.executable]
     shell = subprocess.run(
         [*argv, "--format", "json"], capture_output=True, text=True, env=env, cwd=tmp_path
@@ -61,7 +62,7 @@ def test_what_the_script_set_in_its_process_is_no_drift_from_a_shell(tmp_path: P
     assert shell.returncode == 0, shell.stdout + shell.stderr
     said = {c["name"]: c for c in json.loads(shell.stdout)["changes"]}
     change = said["TORCHINDUCTOR_CACHE_DIR"]
-    assert change["severity"] == "info" and "set it itself" in change["message"]
+    assert change["severity"] == "info" and "changed it after it started" in change["message"]
     # The command line's own snapshot: none of the user's variables changed in its process.
     cli = tmp_path / "cli.json"
     taken = subprocess.run(
@@ -69,7 +70,7 @@ def test_what_the_script_set_in_its_process_is_no_drift_from_a_shell(tmp_path: P
         capture_output=True, text=True, env=env, cwd=tmp_path,
     )  # fmt: skip
     assert taken.returncode == 0, taken.stderr
-    assert json.loads(cli.read_text())["env_in_process"] == []
+    assert json.loads(cli.read_text())["env_at_start"] == {}
 
 
 def test_api_raises_envguard_errors_and_never_exits(tmp_path: Path) -> None:

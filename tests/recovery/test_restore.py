@@ -268,23 +268,24 @@ def test_the_variables_file_quotes_values_and_writes_no_secret_or_loader() -> No
     assert out.stdout == snap.env["NCCL_DEBUG"] and not Path("/tmp/pwned").exists()
 
 
-def test_what_the_measured_process_set_itself_is_neither_exported_nor_unset() -> None:
+def test_the_variables_file_restores_them_as_the_measured_process_started() -> None:
     """A snapshot taken by the API inside a script holds what torch and cv2 set in that
-    process (env_in_process): a relaunch sets it again, and exporting cv2's LD_LIBRARY_PATH
-    into the shell would put its libraries first for every program, as the good launch
-    never had them. Nor is a variable the script unset there unset in the shell."""
+    process since it started (env_at_start: the values before). The file restores the
+    start: exporting cv2's LD_LIBRARY_PATH would put its libraries first for every program,
+    and a variable the script unset after Python read it is exported as it was."""
     snap = made_snapshot(
         [],
-        env={"TORCHINDUCTOR_CACHE_DIR": "/tmp/ti", "LD_LIBRARY_PATH": "/v/cv2/../../lib64",
-             "NCCL_ALGO": "Ring"},
-        env_in_process=("TORCHINDUCTOR_CACHE_DIR", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES"),
+        env={"TORCHINDUCTOR_CACHE_DIR": "/tmp/ti", "NCCL_ALGO": "Ring",
+             "LD_LIBRARY_PATH": "/v/cv2/../../lib64:/opt/cuda/lib64"},
+        env_at_start={"TORCHINDUCTOR_CACHE_DIR": None, "LD_LIBRARY_PATH": "/opt/cuda/lib64",
+                      "CUDA_VISIBLE_DEVICES": "0,1"},
     )  # fmt: skip
-    text, _ = env_file_text(snap, {"CUDA_VISIBLE_DEVICES": "0", "NCCL_DEBUG": "INFO"})
+    text, _ = env_file_text(snap, {"TORCHINDUCTOR_CACHE_DIR": "/x", "NCCL_DEBUG": "INFO"})
     assert "export NCCL_ALGO=Ring" in text and "unset NCCL_DEBUG" in text
-    assert "export TORCHINDUCTOR" not in text and "export LD_LIBRARY_PATH" not in text
-    assert "# LD_LIBRARY_PATH: set by the measured process itself after it started" in text
-    assert "unset CUDA_VISIBLE_DEVICES" not in text
-    assert run_env(snap) == {"NCCL_ALGO": "Ring"}
+    assert "export CUDA_VISIBLE_DEVICES=0,1" in text
+    assert "unset TORCHINDUCTOR_CACHE_DIR" in text and "cv2" not in text
+    assert "LD_LIBRARY_PATH=/opt/cuda/lib64" in text  # held for review (it loads code)
+    assert run_env(snap) == {"NCCL_ALGO": "Ring", "CUDA_VISIBLE_DEVICES": "0,1"}
 
 
 def test_repos_are_checked_out_at_the_recorded_commit_with_the_work_stashed(project: Path) -> None:

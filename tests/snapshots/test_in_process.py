@@ -1,5 +1,6 @@
 """What the measuring process changed in its own environment since it started
-(tools.changed_in_process): read against the environment exec gave it."""
+(tools.changed_in_process): read against the environment exec gave it, and what a
+snapshot taken in that process records of it (env_at_start)."""
 
 from __future__ import annotations
 
@@ -30,14 +31,20 @@ def test_set_changed_and_unset_names_are_told_and_envguards_own_are_not(
     monkeypatch.setenv("BYTES", os.fsdecode(b"\xff"))
     monkeypatch.setattr(tools, "_OWN", {"ENVGUARDS_OWN"})
     monkeypatch.setenv("ENVGUARDS_OWN", "1")
-    assert tools.changed_in_process(str(launch)) == ["CHANGED", "GONE", "NEW"]
+    assert tools.changed_in_process(str(launch)) == {"CHANGED": "a", "GONE": "x", "NEW": None}
     assert tools.changed_in_process(str(tmp_path / "no-proc")) is None
     # written over by a process title (setproctitle): not a start to compare with, else
     # every variable would read as the process's own, and a diff would say none of them
     launch.write_bytes(b"ray::TrainWorker.train()" + b"\0" * 40)
     assert tools.changed_in_process(str(launch)) is None
-    launch.write_bytes(b"\0".join([b"SAME=1", b"OTHER=title left", b"MORE=x"]))
-    assert tools.changed_in_process(str(launch)) is None  # 1 of 3 as it was
+    launch.write_bytes(b"python train.py --lr=0.1" + b"\0" * 40)  # a title with a "="
+    assert tools.changed_in_process(str(launch)) is None
+    # a process that unset most of what it started with (a launcher's SLURM_*) is told
+    for name in list(os.environ):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("KEPT", "1")
+    launch.write_bytes(b"\0".join([b"KEPT=1", *(b"SLURM_V%d=1" % i for i in range(50))]))
+    assert len(tools.changed_in_process(str(launch)) or ()) == 50
 
 
 @pytest.mark.skipif(not Path(tools.LAUNCH_ENVIRON).exists(), reason="no /proc/self/environ")
@@ -52,5 +59,5 @@ def test_a_real_process_tells_what_it_set_after_it_started() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
     )
     before, after = json.loads(done.stdout)
-    assert before == []
-    assert after == ["HOME", "TORCHINDUCTOR_CACHE_DIR"]
+    assert before == {}
+    assert after == {"HOME": "/nowhere", "TORCHINDUCTOR_CACHE_DIR": None}

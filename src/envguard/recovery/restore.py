@@ -72,12 +72,8 @@ def env_file_text(
     else:
         lines.append(f"# {trust.why}: variables that load code are held for review")
     left_out = []
-    own = set(snap.env_in_process or ())
-    for name, value in sorted(snap.env.items()):
+    for name, value in sorted(started(snap).items()):
         if not _restorable(name, value):
-            continue
-        if name in own:  # its program sets it again when it runs (torch, cv2)
-            lines.append(f"# {name}: set by the measured process itself after it started")
             continue
         if REDACTED[:-1] in value:  # a secret, or a value with a token in it
             left_out.append(name)
@@ -89,10 +85,24 @@ def env_file_text(
             lines.append(f"# {name}: held for review: {why}")
             line = f"# review, then uncomment: {line}"
         lines.append(line)
-    for name in sorted(set(live_env) - set(snap.env) - own):
+    for name in sorted(set(live_env) - set(started(snap))):
         if _restorable(name):
             lines.append(f"unset {name}")
     return "\n".join(lines) + "\n", left_out
+
+
+def started(snap: Snapshot) -> dict[str, str]:
+    """The variables as the measured process had them when it started: what a relaunch
+    starts from, so what is restored. A snapshot taken by the Python API inside a training
+    script holds, in ``env``, what torch.compile or cv2 set in that process since
+    (``env_at_start`` has their values before); they set it again when it runs."""
+    env = dict(snap.env)
+    for name, value in (snap.env_at_start or {}).items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return env
 
 
 def _safe(text: str) -> str:
@@ -110,16 +120,12 @@ def env_file_name(snap: Snapshot) -> str:
 
 def run_env(snap: Snapshot, *, trust: Trust = UNSIGNED) -> dict[str, str]:
     """The variables a --then command or a bisect candidate gets from the snapshot (the
-    file's export lines): none that review.held() holds, unless ``trust`` says signed, and
-    none the measured process set itself after it started (env_in_process)."""
-    own = set(snap.env_in_process or ())
+    file's export lines): none that review.held() holds, unless ``trust`` says signed; as
+    the measured process started (started())."""
     return {
         n: v
-        for n, v in snap.env.items()
-        if _restorable(n, v)
-        and (trust.signed or held(n) is None)
-        and REDACTED[:-1] not in v
-        and n not in own
+        for n, v in started(snap).items()
+        if _restorable(n, v) and (trust.signed or held(n) is None) and REDACTED[:-1] not in v
     }
 
 

@@ -139,6 +139,8 @@ def show_snapshot(snap: Snapshot, console: Console) -> None:
     if snap.compile is not None:
         _row(head, "compile", compile_label(snap.compile))
     _row(head, "metrics", metrics_label(snap.metrics))
+    if snap.env_at_start:  # the API inside a script: what it changed after it started
+        _row(head, "env changed in process", ", ".join(snap.env_at_start))
     if snap.note:
         from envguard.redact import redact_text
 

@@ -45,8 +45,8 @@ def _built_Snapshot(d: Any, m: Any) -> Any:
         v["libraries"] = tuple(_built_Library(x0, m) for x0 in d["libraries"])
     if "host_layer" in d:
         v["host_layer"] = None if d["host_layer"] is None else _built_HostLayer(d["host_layer"], m)
-    if "env_in_process" in d:
-        v["env_in_process"] = None if d["env_in_process"] is None else tuple(d["env_in_process"])
+    if "env_at_start" in d:
+        v["env_at_start"] = _c.start_value(d["env_at_start"])
     if "clashes" in d:
         v["clashes"] = (
             None if d["clashes"] is None else tuple(_built_Clash(x0, m) for x0 in d["clashes"])

@@ -114,6 +114,41 @@ def env_value(env: dict[str, str]) -> dict[str, str]:
     return dict(sorted(env.items()))  # as the model's redact_env sorts it
 
 
+# The most variables Snapshot.env_at_start holds.
+MAX_AT_START = 200
+
+
+def start_values(start: dict[str, str | None]) -> dict[str, str | None]:
+    """Snapshot.env_at_start as the model keeps it: sorted, each value redacted as ``env``'s
+    are (a secret as its digest), None (not set at the start) kept; ValueError for more
+    than MAX_AT_START names or a name that is not one line."""
+    if len(start) > MAX_AT_START:
+        raise ValueError(f"more than {MAX_AT_START} variables")
+    for name in start:
+        if not line(name):
+            raise ValueError(f"a variable name that is not one line: {ascii(name)[:60]}")
+    values = redact_env({k: v for k, v in start.items() if v is not None})
+    return {k: values.get(k) for k in sorted(start)}
+
+
+def start_redacted(start: object) -> bool:
+    # Taken as is only when the model would keep it so (start_values).
+    if start is None:
+        return True
+    if type(start) is not dict or not all(
+        type(k) is str and (v is None or type(v) is str) for k, v in start.items()
+    ):
+        return False
+    try:
+        return start_values(start) == start and list(start) == sorted(start)
+    except ValueError:
+        return False
+
+
+def start_value(start: dict[str, str | None] | None) -> dict[str, str | None] | None:
+    return start
+
+
 def one_entry_per_package(doc: dict[str, Any]) -> bool:
     # The model refuses two entries for one package: it then says so.
     seen: set[str] = set()
@@ -130,6 +165,7 @@ def one_entry_per_package(doc: dict[str, Any]) -> bool:
 # the whole object.
 VALIDATOR_HOOKS: dict[str, tuple[Callable[..., bool], Callable[..., Any] | None]] = {
     "_no_secret_values": (env_redacted, env_value),
+    "_start_redacted": (start_redacted, start_value),
     "_one_entry_per_package": (one_entry_per_package, None),
 }
 

@@ -10,7 +10,6 @@ sure of goes to the model, whose result, or error, is then the answer.
 
 from __future__ import annotations
 
-import os
 import shlex
 import time
 from urllib.parse import unquote, urlsplit
@@ -19,6 +18,7 @@ from envguard.confine import OUTSIDE
 from envguard.errors import UsageError
 from envguard.redact import redact_argv, redact_env, redact_metrics, redact_text, redact_url
 from envguard.snapshots import builders, shape
+from envguard.snapshots.checks import MAX_AT_START, line
 from envguard.snapshots.request import USER_CACHE
 from envguard.tools import changed_in_process
 from envguard.version import SCHEMA_VERSION, __version__
@@ -249,19 +249,26 @@ def _caches(raw: list[ReportCache]) -> list[Document]:
     return sorted(caches.values(), key=lambda c: (c["kind"], c["path"]))
 
 
-# The most names env_in_process holds (the model's bound).
-MAX_IN_PROCESS = 200
-
-
-def _in_process(recorded: dict[str, str]) -> list[str] | None:
-    """The variables this process set or changed since it started that the probe recorded
-    (it inherited them), and those it unset (a relaunch has them again), as one line each;
-    None where its start's environment cannot be read."""
+def _at_start(recorded: dict[str, str]) -> dict[str, str | None] | None:
+    """Each variable the probe records that this process set, changed or unset since it
+    started (the probe inherited what it has now), with its value at that start as the
+    probe would have recorded it (None: not set then); None where that start cannot be
+    read. envguard's command line changes none: {} at no cost."""
     changed = changed_in_process()
-    if changed is None:
-        return None
-    names = [n for n in changed if (n in recorded or n not in os.environ) and n.isprintable()]
-    return names[:MAX_IN_PROCESS]
+    if not changed:
+        return changed
+    from envguard.probe.payload import local_package
+
+    rules = local_package().env  # the probe's own rule and form (its prefixes, redaction)
+    wanted = {
+        name: value
+        for name, value in changed.items()
+        if name in recorded
+        or ((name.startswith(rules.ENV_PREFIXES) or name in rules.ENV_NAMES) and line(name))
+    }
+    told = rules.capture_env({n: v for n, v in wanted.items() if v is not None})
+    start = {n: told.get(n) for n, v in wanted.items() if v is None or n in told}
+    return dict(list(start.items())[:MAX_AT_START])
 
 
 def created_now() -> str:
@@ -306,7 +313,7 @@ def from_report(report: ProbeReport, request: CaptureRequest) -> Document:
         "files": _files(report["files"], request, tops),
         "caches": _caches(report["caches"]),
         "env": redact_env(report["env"]),  # whatever the far side did
-        "env_in_process": None if request.via else _in_process(report["env"]),
+        "env_at_start": None if request.via else _at_start(report["env"]),
         "warnings": [redact_text(w) for w in report["warnings"]],
         "clashes": report.get("clashes"),
         "unowned": report.get("unowned"),

@@ -404,11 +404,12 @@ class Snapshot(Model):
     files: tuple[FileDigest, ...] = ()
     caches: tuple[Cache, ...] = ()
     env: dict[str, str] = Field(default_factory=dict)
-    # The variables the measuring process set, changed or unset after it started (the
-    # Python API in a training script: torch.compile sets TORCHINDUCTOR_CACHE_DIR, cv2
-    # prepends to LD_LIBRARY_PATH). A relaunch sets them again: diff says them at info.
+    # Each recorded variable the measuring process set, changed or unset after it started
+    # (the Python API in a training script: torch.compile sets TORCHINDUCTOR_CACHE_DIR, cv2
+    # prepends to LD_LIBRARY_PATH), with its value at that start, redacted as env's are
+    # (None: not set then). diff compares the start values: a relaunch starts from them.
     # None: not told (a remote probe, no /proc, a snapshot before minor 8).
-    env_in_process: Annotated[tuple[Line, ...] | None, Since(8), Field(max_length=200)] = None
+    env_at_start: Annotated[dict[str, str | None] | None, Since(8)] = None
     warnings: tuple[str, ...] = ()
     # Paths claimed by two distributions with different bytes; None: not checked.
     clashes: Annotated[tuple[Clash, ...] | None, Since(2), Field(max_length=1000)] = None
@@ -434,6 +435,14 @@ class Snapshot(Model):
         from envguard.redact import redact_env
 
         return redact_env(env)
+
+    @field_validator("env_at_start")
+    @classmethod
+    def _start_redacted(cls, start: dict[str, str | None] | None) -> dict[str, str | None] | None:
+        # As env: no secret in clear, whatever a file says (and names of one line each).
+        from envguard.snapshots.checks import start_values
+
+        return None if start is None else start_values(start)
 
     @model_validator(mode="after")
     def _one_entry_per_package(self) -> Snapshot:

@@ -42,7 +42,7 @@ _KEYS_Snapshot = frozenset(
         "files",
         "caches",
         "env",
-        "env_in_process",
+        "env_at_start",
         "warnings",
         "clashes",
         "unowned",
@@ -56,7 +56,7 @@ _REQUIRED_Snapshot = _KEYS_Snapshot - frozenset(
         "schema_minor",
         "libraries",
         "host_layer",
-        "env_in_process",
+        "env_at_start",
         "clashes",
         "unowned",
         "fit",
@@ -275,17 +275,7 @@ def _fits_Snapshot(d: Any) -> bool:
         and (type(d["files"]) is list and all(_fits_FileDigest(x0) for x0 in d["files"]))
         and (type(d["caches"]) is list and all(_fits_Cache(x0) for x0 in d["caches"]))
         and (_c.env_redacted(d["env"]))
-        and (
-            "env_in_process" not in d
-            or (
-                d["env_in_process"] is None
-                or (
-                    type(d["env_in_process"]) is list
-                    and len(d["env_in_process"]) <= 200
-                    and all(_c.line(x0) for x0 in d["env_in_process"])
-                )
-            )
-        )
+        and ("env_at_start" not in d or _c.start_redacted(d["env_at_start"]))
         and (_c.strs(d["warnings"]))
         and (
             "clashes" not in d

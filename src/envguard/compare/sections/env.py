@@ -21,50 +21,59 @@ PATH_VARS = frozenset({"VIRTUAL_ENV"})
 INFO_PREFIXES = ("UV_", "PIP_", "TORCHELASTIC_")
 
 
-# Said of a variable set on one side only, where the process that measured a side set or
-# unset it itself after it started (Snapshot.env_in_process: envguard's API called inside a
-# training script, after torch.compile set TORCHINDUCTOR_CACHE_DIR or cv2 its
-# LD_LIBRARY_PATH): a relaunch of that program sets it again, so it is no drift. A value
-# that differs between the sides is drift whoever set it.
-IN_PROCESS = "; the measuring process set it itself after it started"
+def _start(snap: Snapshot, name: str) -> str | None:
+    """``name``'s value where the measured process started: what a relaunch starts from
+    (Snapshot.env_at_start: the Python API inside a training script, after torch.compile
+    set TORCHINDUCTOR_CACHE_DIR or cv2 prepended to LD_LIBRARY_PATH in that process)."""
+    start = snap.env_at_start or {}
+    return start[name] if name in start else snap.env.get(name)
+
+
+def _shown(value: str | None) -> str:
+    return "not set" if value is None else value
 
 
 def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
-    own = set(e.env_in_process or ()) | set(a.env_in_process or ())
-    for name in sorted(e.env.keys() | a.env.keys()):
+    e_start, a_start = e.env_at_start or {}, a.env_at_start or {}
+    for name in sorted(e.env.keys() | a.env.keys() | e_start.keys() | a_start.keys()):
         ev, av = e.env.get(name), a.env.get(name)
-        if ev == av:
+        es, as_ = _start(e, name), _start(a, name)
+        if ev == av and es == as_:
             continue
         info = name in PATH_VARS or name.startswith(INFO_PREFIXES)
-        why = IN_PROCESS if (ev is None or av is None) and name in own else ""
-        level = Severity.info if info or why else Severity.warning
-        if ev is None:
-            b.add(
-                "added",
-                name,
-                actual=av,
-                severity=level,
-                message=f"${name} is set now ({av}{why})",
+        # Where both started alike, a difference made by one side's own process after its
+        # start is made again by a relaunch: no drift. Two processes that both changed it,
+        # differently, do differ (a notebook that set another value).
+        own = es == as_ and not (name in e_start and name in a_start)
+        level = Severity.info if info or own else Severity.warning
+        why = ""
+        if name in e_start or name in a_start:
+            who = (
+                "each side's"
+                if name in e_start and name in a_start
+                else ("the snapshot's" if name in e_start else "this side's")
             )
-        elif av is None:
-            b.add(
-                "removed",
-                name,
-                expected=ev,
-                severity=level,
-                message=f"${name} is no longer set (was {ev}{why})",
-            )
+            if own:
+                why = f"; {who} own process changed it after it started, as a relaunch will"
+            elif es == as_:
+                why = "; each side's own process changed it after it started, differently"
+            else:
+                why = f"; where each process started: {_shown(es)} -> {_shown(as_)}"
+        if ev is None and av is not None:
+            message = f"${name} is set now ({av}{why})"
+            b.add("added", name, actual=av, severity=level, message=message)
+        elif av is None and ev is not None:
+            message = f"${name} is no longer set (was {ev}{why})"
+            b.add("removed", name, expected=ev, severity=level, message=message)
         else:
-            redacted = ev.startswith("<redacted") or av.startswith("<redacted")
-            detail = "values redacted" if redacted else f"{ev} -> {av}"
-            b.add(
-                "changed",
-                name,
-                expected=ev,
-                actual=av,
-                severity=level,
-                message=f"${name} changed ({detail})",
-            )
+            if ev == av:  # alike now, not where the processes started
+                detail = f"the same now ({_shown(ev)})"
+            elif (ev or "").startswith("<redacted") or (av or "").startswith("<redacted"):
+                detail = "values redacted"
+            else:
+                detail = f"{_shown(ev)} -> {_shown(av)}"
+            message = f"${name} changed ({detail}{why})"
+            b.add("changed", name, expected=ev, actual=av, severity=level, message=message)
 
 
 def identity(snap: Snapshot) -> Iterator[tuple[str, str]]:
