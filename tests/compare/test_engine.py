@@ -211,6 +211,11 @@ def test_a_variable_a_sides_own_process_changed_is_compared_where_it_started() -
     later = snapshot([], env={"TORCHINDUCTOR_CACHE_DIR": "/data/ic"},
                      env_at_start={"TORCHINDUCTOR_CACHE_DIR": None})  # fmt: skip
     assert kinds(diff(good, later))[("TORCHINDUCTOR_CACHE_DIR", "changed")] is Severity.warning
+    # a launcher that set it, then ran envguard's command line: its child started with it.
+    # Alike as measured is no drift, whatever each process started from.
+    launcher = snapshot([], env={"NCCL_ALGO": "Ring"}, env_at_start={"NCCL_ALGO": None})
+    child = snapshot([], env={"NCCL_ALGO": "Ring"}, env_at_start={})
+    assert diff(launcher, child).changes == ()
     # no side told (older snapshots, --via): as before
     before = kinds(diff(snapshot([], env={"TORCHINDUCTOR_CACHE_DIR": "/t"}), snapshot([])))
     assert before[("TORCHINDUCTOR_CACHE_DIR", "removed")] is Severity.warning

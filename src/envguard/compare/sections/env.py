@@ -35,11 +35,11 @@ def _shown(value: str | None) -> str:
 
 def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
     e_start, a_start = e.env_at_start or {}, a.env_at_start or {}
-    for name in sorted(e.env.keys() | a.env.keys() | e_start.keys() | a_start.keys()):
+    for name in sorted(e.env.keys() | a.env.keys()):
         ev, av = e.env.get(name), a.env.get(name)
+        if ev == av:  # alike as measured, whatever each process started from (a launcher
+            continue  # that set it, then ran envguard: its child started with it)
         es, as_ = _start(e, name), _start(a, name)
-        if ev == av and es == as_:
-            continue
         info = name in PATH_VARS or name.startswith(INFO_PREFIXES)
         # Where both started alike, a difference made by one side's own process after its
         # start is made again by a relaunch: no drift. Two processes that both changed it,
@@ -66,12 +66,8 @@ def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
             message = f"${name} is no longer set (was {ev}{why})"
             b.add("removed", name, expected=ev, severity=level, message=message)
         else:
-            if ev == av:  # alike now, not where the processes started
-                detail = f"the same now ({_shown(ev)})"
-            elif (ev or "").startswith("<redacted") or (av or "").startswith("<redacted"):
-                detail = "values redacted"
-            else:
-                detail = f"{_shown(ev)} -> {_shown(av)}"
+            redacted = (ev or "").startswith("<redacted") or (av or "").startswith("<redacted")
+            detail = "values redacted" if redacted else f"{ev} -> {av}"
             message = f"${name} changed ({detail}{why})"
             b.add("changed", name, expected=ev, actual=av, severity=level, message=message)
 
