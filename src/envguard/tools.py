@@ -133,17 +133,40 @@ def user_environ() -> dict[str, str]:
 LAUNCH_ENVIRON = "/proc/self/environ"
 
 
-def changed_in_process(source: str = LAUNCH_ENVIRON) -> dict[str, str | None] | None:
+# What starts a torchrun worker: the elastic agent, which sets TORCHELASTIC_*, RANK,
+# OMP_NUM_THREADS=1 and the like in its own process first.
+_TORCHRUN = (b"torchrun", b"torch.distributed.run", b"torch.distributed.launch")
+
+
+def _start_of_run() -> str:
+    """Where this run's start is kept: this process's own, or, in a torchrun worker, its
+    agent's (the parent, started from the user's shell as a relaunch will be: what the
+    agent set for its workers is the run's own doing, as torch.compile's is)."""
+    if "TORCHELASTIC_RUN_ID" not in os.environ:
+        return LAUNCH_ENVIRON
+    parent = f"/proc/{os.getppid()}"
+    try:
+        with open(parent + "/cmdline", "rb") as f:
+            argv = f.read(4096).split(b"\0")
+    except OSError:
+        return LAUNCH_ENVIRON
+    if any(arg.endswith(_TORCHRUN) for arg in argv[:4]):
+        return parent + "/environ"
+    return LAUNCH_ENVIRON
+
+
+def changed_in_process(source: str | None = None) -> dict[str, str | None] | None:
     """The variables this process set, changed or unset since it started (its own code, or
     a library it imported: torch.compile sets TORCHINDUCTOR_CACHE_DIR, cv2 prepends to
     LD_LIBRARY_PATH), each with its value at the start (None: not set then), envguard's own
     left out; None where the environment it started with cannot be read (no /proc).
     envguard's command line changes none: the Python API inside a training script is where
-    this says something. A start whose copy was written over (setproctitle, which Ray and
+    this says something; in a torchrun worker, the start is its agent's (_start_of_run).
+    A start whose copy was written over (setproctitle, which Ray and
     others use, puts a long process title there, then zeros) is as unreadable: most of what
     the smaller of the two holds must be alike in both."""
     try:
-        with open(source, "rb") as f:
+        with open(source or _start_of_run(), "rb") as f:
             data = f.read()
     except OSError:
         return None

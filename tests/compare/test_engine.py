@@ -189,7 +189,7 @@ def test_a_variable_a_sides_own_process_changed_is_compared_where_it_started() -
     # torch set it from nothing; cv2 prepended to what the shell still has: info, and why
     assert found[("TORCHINDUCTOR_CACHE_DIR", "removed")] is Severity.info
     assert found[("LD_LIBRARY_PATH", "changed")] is Severity.info
-    assert "the snapshot's own process changed it after it started" in said["LD_LIBRARY_PATH"]
+    assert "the snapshot's run changed it itself after it started" in said["LD_LIBRARY_PATH"]
     # the script unset PYTHONPATH after Python had read it: the shell's is the same start
     assert found[("PYTHONPATH", "added")] is Severity.info
     assert found[("NCCL_ALGO", "removed")] is Severity.warning

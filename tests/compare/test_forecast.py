@@ -158,6 +158,19 @@ def test_torch_build_compiler_and_variables_each_named() -> None:
     )
 
 
+def test_a_variable_the_good_runs_own_process_set_forecasts_no_miss() -> None:
+    """A snapshot taken by the API inside the training script holds a variable the script
+    set before compiling (env_at_start: not set at its start): a relaunch sets it again,
+    so the shell's diff forecasts no miss (the env section says it at info)."""
+    inside = env(variables={"TORCHINDUCTOR_MAX_AUTOTUNE": "1"}).model_copy(
+        update={"env_at_start": {"TORCHINDUCTOR_MAX_AUTOTUNE": None}}
+    )
+    assert kinds(inside, env()) == []
+    # started from another value: the relaunch compiles with another config
+    other = env(variables={"TORCHINDUCTOR_MAX_AUTOTUNE": "0"})
+    assert kinds(inside, other) == [("will-miss", f"{INDUCTOR}: TORCHINDUCTOR_MAX_AUTOTUNE")]
+
+
 def test_python_minor_is_a_may_miss_and_a_patch_release_nothing() -> None:
     (change,) = cache_changes(env(), env(python="3.12.1"))
     assert change.kind == "may-miss" and change.severity == Severity.info

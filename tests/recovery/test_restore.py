@@ -441,3 +441,21 @@ def test_a_recorded_mode_never_sets_a_special_bit(tmp_path: Path) -> None:
         got = os.stat(dest).st_mode
         assert not got & (stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX)
         assert bool(got & 0o111) is executable, (mode, oct(got))
+
+
+def test_bisect_finds_no_variables_step_in_what_a_run_set_itself() -> None:
+    """Bisect's steps compare the runs as they started (restore.started): a variable the
+    good run's own script set after it started (torch.compile) is no step to try, and a
+    candidate given the bad side's variables starts as the bad run did."""
+    from envguard.recovery.bisect.changes import candidate, units
+
+    good = made_snapshot(
+        [],
+        env={"TORCHINDUCTOR_CACHE_DIR": "/tmp/ti"},
+        env_at_start={"TORCHINDUCTOR_CACHE_DIR": None},
+    )
+    assert [u.id for u in units(good, made_snapshot([], env={}))] == []
+    bad = made_snapshot([], env={"NCCL_ALGO": "Tree"})
+    (step,) = units(good, bad)
+    assert step.id == "env"
+    assert run_env(candidate(good, bad, [step])) == {"NCCL_ALGO": "Tree"}

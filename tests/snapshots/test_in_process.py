@@ -61,3 +61,28 @@ def test_a_real_process_tells_what_it_set_after_it_started() -> None:
     before, after = json.loads(done.stdout)
     assert before == {}
     assert after == {"HOME": "/nowhere", "TORCHINDUCTOR_CACHE_DIR": None}
+
+
+@pytest.mark.skipif(not Path(tools.LAUNCH_ENVIRON).exists(), reason="no /proc/self/environ")
+def test_a_torchrun_worker_starts_where_its_agent_started(tmp_path: Path) -> None:
+    """torchrun's agent sets TORCHELASTIC_*, OMP_NUM_THREADS=1 in its own process, then
+    starts the workers: in a worker those are the run's own doing (a relaunch through
+    torchrun sets them again), so its start is the agent's. Here a stand-in agent, a
+    script named torchrun; a parent that is not one leaves the worker's own start."""
+    worker = (
+        "import json; from envguard.tools import changed_in_process as c; print(json.dumps(c()))"
+    )
+    agent = (
+        "import os, subprocess, sys; os.environ['OMP_NUM_THREADS'] = '1';"
+        " os.environ['TORCHELASTIC_RUN_ID'] = 'r1';"
+        f" subprocess.run([sys.executable, '-c', {worker!r}], check=True)"
+    )
+    env = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8", "HOME": "/h"}
+    for name, told in (("torchrun", {"OMP_NUM_THREADS": None, "TORCHELASTIC_RUN_ID": None}),
+                       ("launcher", {})):  # fmt: skip
+        script = tmp_path / name
+        script.write_text(agent)
+        done = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, env=env, check=True
+        )
+        assert json.loads(done.stdout) == told, name

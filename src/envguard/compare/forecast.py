@@ -164,12 +164,14 @@ def _compiler(e: Snapshot, a: Snapshot) -> list[Reason]:
 
 
 def _variables(e: Snapshot, a: Snapshot, *, prefix: str) -> list[Reason]:
+    from envguard.compare.sections.env import own_change  # (sections import this module)
+
     out = []
     for name in sorted(set(e.env) | set(a.env)):
         if not name.startswith(prefix):
             continue
         ev, av = e.env.get(name), a.env.get(name)
-        if ev == av:
+        if ev == av or own_change(e, a, name):  # (set again by a relaunch: the env section)
             continue
         shown = f"{name} {_text(ev)} -> {_text(av)}"
         if prefix == "TRITON_":

@@ -29,6 +29,16 @@ def _start(snap: Snapshot, name: str) -> str | None:
     return start[name] if name in start else snap.env.get(name)
 
 
+def own_change(e: Snapshot, a: Snapshot, name: str) -> bool:
+    """The sides' values of ``name`` differ only by what one side's own process changed
+    after it started (Snapshot.env_at_start): a relaunch changes it again. Not where both
+    processes changed it (they then differ), nor where the starts differ."""
+    e_start, a_start = e.env_at_start or {}, a.env_at_start or {}
+    if (name in e_start) == (name in a_start):
+        return False
+    return _start(e, name) == _start(a, name)
+
+
 def _shown(value: str | None) -> str:
     return "not set" if value is None else value
 
@@ -44,7 +54,7 @@ def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
         # Where both started alike, a difference made by one side's own process after its
         # start is made again by a relaunch: no drift. Two processes that both changed it,
         # differently, do differ (a notebook that set another value).
-        own = es == as_ and not (name in e_start and name in a_start)
+        own = own_change(e, a, name)
         level = Severity.info if info or own else Severity.warning
         why = ""
         if name in e_start or name in a_start:
@@ -54,9 +64,9 @@ def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
                 else ("the snapshot's" if name in e_start else "this side's")
             )
             if own:
-                why = f"; {who} own process changed it after it started, as a relaunch will"
+                why = f"; {who} run changed it itself after it started, as a relaunch will"
             elif es == as_:
-                why = "; each side's own process changed it after it started, differently"
+                why = "; each side's run changed it itself after it started, differently"
             else:
                 why = f"; where each process started: {_shown(es)} -> {_shown(as_)}"
         if ev is None and av is not None:

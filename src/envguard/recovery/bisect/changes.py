@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from envguard.compare.sections.packages import torch_version
+from envguard.recovery.restore import started
 from envguard.snapshots.models import Package, Snapshot
 
 # The torch stack moves together: its builds pin each other's CUDA libraries.
@@ -90,8 +91,10 @@ def units(good: Snapshot, bad: Snapshot) -> list[Unit]:
     for name in sorted(changed - taken):
         what = _change(name, _version(gm.get(name)), _version(bm.get(name)))
         out.append(Unit(id=f"package:{name}", label=what, packages=(name,)))
-    if {k: v for k, v in good.env.items() if k != "VIRTUAL_ENV"} != {
-        k: v for k, v in bad.env.items() if k != "VIRTUAL_ENV"
+    # As each run started (restore.started): what its own process changed after it
+    # started, a candidate's run changes again.
+    if {k: v for k, v in started(good).items() if k != "VIRTUAL_ENV"} != {
+        k: v for k, v in started(bad).items() if k != "VIRTUAL_ENV"
     }:
         out.append(Unit(id="env", label="the environment variables", env=True))
     now = {c.kind: c for c in bad.caches}
@@ -133,7 +136,7 @@ def candidate(good: Snapshot, bad: Snapshot, chosen: Sequence[Unit]) -> Snapshot
     if "torch" in names:
         update["torch"] = bad.torch
     if any(u.env for u in chosen):
-        update["env"] = bad.env
+        update["env"], update["env_at_start"] = bad.env, bad.env_at_start
     return good.model_copy(update=update)
 
 
