@@ -162,9 +162,9 @@ def changed_in_process(source: str | None = None) -> dict[str, str | None] | Non
     left out; None where the environment it started with cannot be read (no /proc).
     envguard's command line changes none: the Python API inside a training script is where
     this says something; in a torchrun worker, the start is its agent's (_start_of_run).
-    A start whose copy was written over (setproctitle, which Ray and
-    others use, puts a long process title there, then zeros) is as unreadable: most of what
-    the smaller of the two holds must be alike in both."""
+    A start whose copy was written over (setproctitle, which Ray and others use, puts a
+    long process title there, then zeros) is as unreadable: most of what the smaller of
+    the two holds must be alike in both."""
     try:
         with open(source or _start_of_run(), "rb") as f:
             data = f.read()

@@ -455,6 +455,9 @@ def test_bisect_finds_no_variables_step_in_what_a_run_set_itself() -> None:
         env_at_start={"TORCHINDUCTOR_CACHE_DIR": None},
     )
     assert [u.id for u in units(good, made_snapshot([], env={}))] == []
+    # alike as measured (a launcher set it, then its child ran): no step, as diff says none
+    launcher = made_snapshot([], env={"NCCL_ALGO": "Ring"}, env_at_start={"NCCL_ALGO": None})
+    assert units(launcher, made_snapshot([], env={"NCCL_ALGO": "Ring"})) == []
     bad = made_snapshot([], env={"NCCL_ALGO": "Tree"})
     (step,) = units(good, bad)
     assert step.id == "env"

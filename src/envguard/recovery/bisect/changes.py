@@ -8,8 +8,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from envguard.compare.sections.env import own_change
 from envguard.compare.sections.packages import torch_version
-from envguard.recovery.restore import started
 from envguard.snapshots.models import Package, Snapshot
 
 # The torch stack moves together: its builds pin each other's CUDA libraries.
@@ -91,11 +91,14 @@ def units(good: Snapshot, bad: Snapshot) -> list[Unit]:
     for name in sorted(changed - taken):
         what = _change(name, _version(gm.get(name)), _version(bm.get(name)))
         out.append(Unit(id=f"package:{name}", label=what, packages=(name,)))
-    # As each run started (restore.started): what its own process changed after it
-    # started, a candidate's run changes again.
-    if {k: v for k, v in started(good).items() if k != "VIRTUAL_ENV"} != {
-        k: v for k, v in started(bad).items() if k != "VIRTUAL_ENV"
-    }:
+    # As the diff's env section tells drift: not what only one run's own process changed
+    # after it started (a candidate's run changes it again).
+    if any(
+        name != "VIRTUAL_ENV"
+        and good.env.get(name) != bad.env.get(name)
+        and not own_change(good, bad, name)
+        for name in good.env.keys() | bad.env.keys()
+    ):
         out.append(Unit(id="env", label="the environment variables", env=True))
     now = {c.kind: c for c in bad.caches}
     for kept in good.caches:
