@@ -24,7 +24,10 @@ def train() -> dict[str, float]:
     # torch.compile writes the cache folder it uses into os.environ (inductor's default:
     # $TMPDIR/torchinductor_$USER), as a relaunch will again: the snapshot names it in
     # env_at_start, and a diff from a shell says it at info.
-    user = getpass.getuser()
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # a container's uid with no name: as torch names it
+        user = f"uid_{os.getuid()}"
     default = os.path.join(tempfile.gettempdir(), "torchinductor_" + user)
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", default)
     started = time.perf_counter()
