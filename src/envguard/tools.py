@@ -1,4 +1,6 @@
-"""External programs envguard runs: where to find them."""
+"""External programs envguard runs, where to find them, and the environment they are
+given: the user's (envguard's own variables left out), and what the process changed in
+it since it started (changed_in_process)."""
 
 from __future__ import annotations
 

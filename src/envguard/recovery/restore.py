@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from envguard.compare.forecast import forecast, stale
 from envguard.compare.sections.caches import DEFAULT_KINDS, one_per_folder
+from envguard.compare.sections.env import started
 from envguard.confine import OUTSIDE
 from envguard.errors import ActionError, EnvguardError
 from envguard.recovery.outcome import Item
@@ -89,20 +90,6 @@ def env_file_text(
         if _restorable(name):
             lines.append(f"unset {name}")
     return "\n".join(lines) + "\n", left_out
-
-
-def started(snap: Snapshot) -> dict[str, str]:
-    """The variables as the measured process had them when it started: what a relaunch
-    starts from, so what is restored. A snapshot taken by the Python API inside a training
-    script holds, in ``env``, what torch.compile or cv2 set in that process since
-    (``env_at_start`` has their values before); they set it again when it runs."""
-    env = dict(snap.env)
-    for name, value in (snap.env_at_start or {}).items():
-        if value is None:
-            env.pop(name, None)
-        else:
-            env[name] = value
-    return env
 
 
 def _safe(text: str) -> str:

@@ -21,12 +21,18 @@ PATH_VARS = frozenset({"VIRTUAL_ENV"})
 INFO_PREFIXES = ("UV_", "PIP_", "TORCHELASTIC_")
 
 
-def _start(snap: Snapshot, name: str) -> str | None:
-    """``name``'s value where the measured process started: what a relaunch starts from
-    (Snapshot.env_at_start: the Python API inside a training script, after torch.compile
-    set TORCHINDUCTOR_CACHE_DIR or cv2 prepended to LD_LIBRARY_PATH in that process)."""
-    start = snap.env_at_start or {}
-    return start[name] if name in start else snap.env.get(name)
+def started(snap: Snapshot) -> dict[str, str]:
+    """The variables as the measured process had them when it started: what a relaunch
+    starts from (and what restore writes). A snapshot taken by the Python API inside a
+    training script holds, in ``env``, what torch.compile or cv2 set in that process since;
+    ``env_at_start`` has their values before (None: not set then)."""
+    env = dict(snap.env)
+    for name, value in (snap.env_at_start or {}).items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return env
 
 
 def own_change(e: Snapshot, a: Snapshot, name: str) -> bool:
@@ -36,7 +42,7 @@ def own_change(e: Snapshot, a: Snapshot, name: str) -> bool:
     e_start, a_start = e.env_at_start or {}, a.env_at_start or {}
     if (name in e_start) == (name in a_start):
         return False
-    return _start(e, name) == _start(a, name)
+    return started(e).get(name) == started(a).get(name)
 
 
 def _shown(value: str | None) -> str:
@@ -45,11 +51,12 @@ def _shown(value: str | None) -> str:
 
 def compare(b: Collector, e: Snapshot, a: Snapshot) -> None:
     e_start, a_start = e.env_at_start or {}, a.env_at_start or {}
+    e_began, a_began = started(e), started(a)
     for name in sorted(e.env.keys() | a.env.keys()):
         ev, av = e.env.get(name), a.env.get(name)
         if ev == av:  # alike as measured, whatever each process started from (a launcher
             continue  # that set it, then ran envguard: its child started with it)
-        es, as_ = _start(e, name), _start(a, name)
+        es, as_ = e_began.get(name), a_began.get(name)
         info = name in PATH_VARS or name.startswith(INFO_PREFIXES)
         # Where both started alike, a difference made by one side's own process after its
         # start is made again by a relaunch: no drift. Two processes that both changed it,
