@@ -76,9 +76,13 @@ def filter_drivers(repo: str) -> List[str]:
 
 
 def drivers_named(output: Optional[bytes]) -> List[str]:
-    """The filter drivers in what FILTER_QUERY printed (None or empty: none)."""
-    names = (output or b"").decode("utf-8", "surrogateescape").split("\0")
-    return sorted({n[len("filter.") : n.rindex(".")] for n in names if n.count(".") >= 2})
+    """The filter drivers in what FILTER_QUERY printed (None or empty: none), or a `git
+    config -z --get-regexp` with values (each key, a line break, its value): the keys of
+    other sections left out."""
+    entries = (output or b"").decode("utf-8", "surrogateescape").split("\0")
+    names = [e.partition("\n")[0] for e in entries]
+    named = [n for n in names if n.startswith("filter.") and n.count(".") >= 2]
+    return sorted({n[len("filter.") : n.rindex(".")] for n in named})
 
 
 def without_filters(drivers: Iterable[str]) -> Dict[str, str]:
