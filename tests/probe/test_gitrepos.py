@@ -163,6 +163,31 @@ def _remote_url_without_a_value(repo: Path) -> None:
         fh.write('[remote "other"]\n\turl\n')
 
 
+def _remote_url_emptied(repo: Path) -> None:
+    """An empty URL: git 2.46 and later clear the URLs named before it with one."""
+    git(repo, "remote", "add", "origin", "https://upstream.example/r.git")
+    with (repo / ".git" / "config").open("a") as fh:
+        fh.write('[remote "origin"]\n\turl =\n\turl = https://mine.example/r.git\n')
+
+
+def _remote_with_a_bad_boolean(repo: Path) -> None:
+    """A value git cannot read as a boolean: `git remote` fails."""
+    git(repo, "remote", "add", "origin", "https://example.com/o.git")
+    git(repo, "config", "remote.origin.prune", "maybe")
+
+
+def _remote_with_plain_booleans(repo: Path) -> None:
+    git(repo, "remote", "add", "origin", "https://example.com/o.git")
+    git(repo, "config", "remote.origin.prune", "On")
+    git(repo, "config", "remote.origin.mirror", "0")
+
+
+def _branch_section_without_a_name(repo: Path) -> None:
+    git(repo, "remote", "add", "origin", "https://example.com/o.git")
+    with (repo / ".git" / "config").open("a") as fh:
+        fh.write('[branch ""]\n\trebase = true\n')
+
+
 def _unborn_beside_a_file_named_head(repo: Path) -> None:
     _unborn(repo)
     (repo / "HEAD").write_text("not a ref\n")
@@ -210,6 +235,11 @@ STATES: dict[str, Callable[[Path], None]] = {
     "remote_flag_without_a_value": _remote_flag_without_a_value,
     "remote_url_without_a_value": _remote_url_without_a_value,
     "unborn_beside_a_file_named_head": _unborn_beside_a_file_named_head,
+    "remote_url_emptied": _remote_url_emptied,
+    "remote_with_a_bad_boolean": _remote_with_a_bad_boolean,
+    "remote_with_plain_booleans": _remote_with_plain_booleans,
+    "branch_section_without_a_name": _branch_section_without_a_name,
+    "head_ambiguous": lambda repo: git(repo, "update-ref", "refs/tags/HEAD", "HEAD"),
     "nested_repo_and_submodule": _nested_repo_and_submodule,
     "filter_driver": _filter_driver,
 }
@@ -260,6 +290,24 @@ def test_a_linked_work_tree_and_a_path_through_a_symlink(
     assert gitrepos.git_repo(str(tmp_path / "via")) == expected
     assert index.stat().st_mtime_ns == before.st_mtime_ns
     assert list(git_env_isolated.iterdir()) == []
+
+
+def test_a_line_break_in_the_path_and_an_ambiguous_head(
+    tmp_path: Path, git_env_isolated: Path
+) -> None:
+    """With HEAD ambiguous (a tag named HEAD), `rev-parse --abbrev-ref` prints no branch:
+    a line break in the work tree's path must not stand in for the missing line, or the
+    record would be the repo's above it, whose filter would run."""
+    outer = make_git_repo(tmp_path / "a", {"x": "d\n", ".gitattributes": "x filter=evil\n"})
+    mark = tmp_path / "MARK"
+    git(outer, "config", "filter.evil.clean", f"touch {mark}; cat")
+    (outer / "x").write_text("changed\n")
+    inner = make_git_repo(tmp_path / "a\nb" / "r", {"train.py": "x\n"})
+    git(inner, "update-ref", "refs/tags/HEAD", "HEAD")  # (newer gits refuse `git tag HEAD`)
+    expected = one_at_a_time(str(inner))
+    assert expected["path"] == str(inner) and expected["branch"] == "main"
+    assert gitrepos.git_repo(str(inner)) == expected
+    assert not mark.exists()
 
 
 def test_a_subfolder_names_its_work_tree(tmp_path: Path, git_env_isolated: Path) -> None:

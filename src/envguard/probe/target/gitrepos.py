@@ -60,9 +60,19 @@ def git_top(path: str) -> Optional[str]:
 # are and the branch (`--abbrev-ref=loose` shortens as `symbolic-ref --short` does; "HEAD"
 # where it is detached; an unborn branch fails, and is asked on its own), then the config
 # keys that name the filter drivers to switch off, the remotes and their URL rewrites (the
-# branch keys too: one of them without a value makes `git remote` fail).
+# branch keys too: some make `git remote` fail). The top is asked twice, around the index:
+# a line break in a path is then told from a branch git left out (an ambiguous HEAD).
 _FIRST = (
-    ("rev-parse", "--show-toplevel", "--git-path", "index", "--abbrev-ref=loose", "HEAD", "--"),
+    (
+        "rev-parse",
+        "--show-toplevel",
+        "--git-path",
+        "index",
+        "--show-toplevel",
+        "--abbrev-ref=loose",
+        "HEAD",
+        "--",
+    ),
     ("config", "-z", "--get-regexp", r"^(filter|remote|url|branch)\."),
 )
 # Then, with the filters off and the index copied: HEAD, tracked changes and untracked
@@ -88,10 +98,15 @@ def git_repo(path: str) -> Dict[str, Any]:
         return {"path": path, "error": GITDIR_REFUSED}
     where, config = run_gits(path, _FIRST, env=SAFE_GIT_ENV)
     lines = (_text(where) or "").split("\n")
-    if len(lines) == 5 and lines[3] == "--" and not lines[4]:
+    if (
+        len(lines) == 6
+        and lines[0] == lines[2]
+        and lines[3][:1] not in ("", "/")  # (a path, where a branch was left out)
+        and lines[4:] == ["--", ""]
+    ):
         top: Optional[str] = lines[0].strip() or None
         index = os.path.join(path, lines[1].strip())  # relative to where git ran
-        branch = None if lines[2] == "HEAD" else lines[2]
+        branch = None if lines[3] == "HEAD" else lines[3]
     else:  # a line break in a path, an unborn branch (or no answer): one at a time
         top = git_top(path)
         index = branch = ""
@@ -269,10 +284,10 @@ def _status(text: Optional[str]) -> Optional[Tuple[Optional[str], bool, int]]:
 def _remote(top: str, config: Optional[Tuple[int, bytes]]) -> Optional[str]:
     """The URL of origin (else of the first remote by name, as `git remote` sorts them),
     credentials taken out: the first ``remote.<name>.url`` of the config (_FIRST's query),
-    rewritten by the longest ``url.<base>.insteadOf`` that starts it, as git reads it. `git
-    remote -v` answers where the config holds a key git refuses without a value (it then
-    fails), and `git remote get-url` where the remote has no URL there (git then looks in
-    .git/remotes and .git/branches, or takes the name for one)."""
+    rewritten by the longest ``url.<base>.insteadOf`` that starts it, as git reads it.
+    `git remote -v` answers where the config holds what git may read otherwise or refuse
+    (_plain_remotes), and `git remote get-url` where the remote has no URL there (git then
+    looks in .git/remotes and .git/branches, or takes the name for one)."""
     if config is None or config[0] not in (0, 1):  # (1: no such key)
         return None
     urls: Dict[str, List[str]] = {}
@@ -282,8 +297,10 @@ def _remote(top: str, config: Optional[Tuple[int, bytes]]) -> Optional[str]:
             continue
         key, valued, value = entry.partition("\n")
         section, _, rest = key.partition(".")
-        name, _, variable = rest.rpartition(".")
-        if not valued and section in ("remote", "url", "branch"):
+        name, dotted, variable = rest.rpartition(".")
+        if section not in ("remote", "url", "branch"):
+            continue
+        if not _plain_remotes(section, name, dotted, variable, valued, value):
             return _listed_remote(top, _answer(top, ("remote", "-v")))
         if section == "remote" and name and not name.startswith("/"):
             named = urls.setdefault(name, [])
@@ -308,6 +325,32 @@ def _remote(top: str, config: Optional[Tuple[int, bytes]]) -> Optional[str]:
         url = longest[0] + url[len(longest[1]) :]
     url = url.strip()
     return redact_url(url) if url else None
+
+
+# The remote keys git reads as booleans (a value it cannot read as one fails `git remote`),
+# and the words it reads as one (any case; a whole number, too).
+_REMOTE_BOOLS = ("mirror", "skipdefaultupdate", "skipfetchall", "prune", "prunetags")
+_BOOL_WORDS = ("true", "yes", "on", "false", "no", "off", "")
+
+
+def _plain_remotes(
+    section: str, name: str, dotted: str, variable: str, valued: str, value: str
+) -> bool:
+    """Whether a remote, url or branch key of the config reads as _remote() reads it, as
+    `git remote` does. Not: a key without a value (git refuses most), an empty subsection
+    (``[branch ""]``), an empty URL (git 2.46 and later clear the URLs named before it
+    with one), a boolean git cannot read, and followRemoteHEAD (git 2.48 checks its
+    value)."""
+    if not valued or (dotted and not name):
+        return False
+    if section != "remote":
+        return True
+    if variable == "url":
+        return bool(value)
+    if variable in _REMOTE_BOOLS:
+        word = value.lower()
+        return word in _BOOL_WORDS or (word.lstrip("-").isdigit() and len(word) < 10)
+    return variable != "followremotehead"
 
 
 def _answer(top: str, args: Tuple[str, ...]) -> Optional[Tuple[int, bytes]]:
