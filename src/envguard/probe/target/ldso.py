@@ -353,7 +353,7 @@ def _torch_loads(
             for site in sites:
                 found = _first_match(site, [folder, *folders_of], pattern, listings)
                 if found is not None:
-                    loader.preload(os.path.realpath(found))
+                    loader.preload(loader.reader.realpath(found))
                     break
 
     if missing:  # torch catches the OSError, preloads, then loads global deps again

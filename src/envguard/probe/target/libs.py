@@ -152,6 +152,9 @@ class Reader:
         self.cache = cache
         self.seen: Dict[str, Dict[str, Any]] = {}
         self.folders: Dict[str, str] = {}  # folder -> its real path, for real()
+        self.reals: Dict[str, str] = {}  # path -> os.path.realpath(path), for realpath()
+        # cuDNN's graph library beside another of its libraries -> the version it says
+        self.graphs: Dict[str, Optional[str]] = {}
 
     def real(self, path: str) -> str:
         """``os.path.realpath(path)``, each folder resolved once per probe (realpath costs an
@@ -169,6 +172,15 @@ class Reader:
         if real is None:
             real = self.folders[folder] = os.path.realpath(folder)
         return os.path.join(real, name)
+
+    def realpath(self, path: str) -> str:
+        """``os.path.realpath(path)``, once per probe (it costs an lstat per part of the
+        path, and the scans ask for the same few paths again: torch's preloads, each
+        cuDNN library's graph library)."""
+        real = self.reals.get(path)
+        if real is None:
+            real = self.reals[path] = os.path.realpath(path)
+        return real
 
     def read(self, path: str) -> Dict[str, Any]:
         """What the regular file ``path`` (a real path: no link left in it) says."""
@@ -198,10 +210,14 @@ class Reader:
         base = stem(name)
         if base.startswith("libcudnn") and base != "libcudnn_graph":
             graph = os.path.join(os.path.dirname(path), "libcudnn_graph" + name[len(base) :])
-            if os.path.isfile(graph) and not os.path.islink(graph):
-                found = self.read(os.path.realpath(graph))["string"]
-                if found:
-                    return found, "string"
+            if graph not in self.graphs:
+                real = None
+                if os.path.isfile(graph) and not os.path.islink(graph):
+                    real = self.read(self.realpath(graph))["string"]
+                self.graphs[graph] = real
+            found = self.graphs[graph]
+            if found:
+                return found, "string"
         soname = record["soname"] or ""
         if soname and name.startswith(soname + "."):
             tail = name[len(soname) + 1 :]
