@@ -310,6 +310,17 @@ def test_a_line_break_in_the_path_and_an_ambiguous_head(
     assert not mark.exists()
 
 
+@pytest.mark.parametrize("value", ["maybe", "\u0663", "--5", "0x10", "1e3", " true", "TRUE", "-1"])
+def test_a_remote_boolean_is_read_as_git_reads_it(
+    value: str, tmp_path: Path, git_env_isolated: Path
+) -> None:
+    """A value git cannot read as a boolean makes `git remote` fail (no remote recorded)."""
+    repo = make_git_repo(tmp_path / "repo")
+    git(repo, "remote", "add", "origin", "https://example.com/o.git")
+    git(repo, "config", "remote.origin.prune", value)
+    assert gitrepos.git_repo(str(repo)) == one_at_a_time(str(repo))
+
+
 def test_a_subfolder_names_its_work_tree(tmp_path: Path, git_env_isolated: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", {"pkg/mod.py": "x = 1\n", "top.txt": "t\n"})
     (repo / "top.txt").write_text("changed\n")

@@ -349,7 +349,8 @@ def _plain_remotes(
         return bool(value)
     if variable in _REMOTE_BOOLS:
         word = value.lower()
-        return word in _BOOL_WORDS or (word.lstrip("-").isdigit() and len(word) < 10)
+        digits = word[1:] if word[:1] == "-" else word
+        return word in _BOOL_WORDS or (digits.isascii() and digits.isdigit() and len(word) < 10)
     return variable != "followremotehead"
 
 
