@@ -29,10 +29,10 @@ def _ask(repo: str, *args: str, env: dict[str, str] | None = None) -> str | None
 
 def one_at_a_time(path: str) -> dict[str, Any]:
     """The record as the probe built it before, one git process per question (the oracle)."""
-    top = (_ask(path, "rev-parse", "--show-toplevel") or "").strip()
+    top = (_ask(path, "rev-parse", "--show-toplevel") or "").removesuffix("\n")
     assert top, "not a work tree"
     safe = git_env(top)
-    where = (_ask(top, "rev-parse", "--git-path", "index", env=safe) or "").strip()
+    where = (_ask(top, "rev-parse", "--git-path", "index", env=safe) or "").removesuffix("\n")
     index = where if os.path.isabs(where) else os.path.join(top, where)
     copy = Path(top).parent / "oracle-index"
     copy.write_bytes(Path(index).read_bytes())  # git must not refresh the real one
@@ -310,7 +310,9 @@ def test_a_line_break_in_the_path_and_an_ambiguous_head(
     assert not mark.exists()
 
 
-@pytest.mark.parametrize("value", ["maybe", "\u0663", "--5", "0x10", "1e3", " true", "TRUE", "-1"])
+@pytest.mark.parametrize(
+    "value", ["maybe", "\u0663", "--5", "0x10", "1e3", " true", "TRUE", "-1", "09", "010", "0"]
+)
 def test_a_remote_boolean_is_read_as_git_reads_it(
     value: str, tmp_path: Path, git_env_isolated: Path
 ) -> None:
@@ -319,6 +321,72 @@ def test_a_remote_boolean_is_read_as_git_reads_it(
     git(repo, "remote", "add", "origin", "https://example.com/o.git")
     git(repo, "config", "remote.origin.prune", value)
     assert gitrepos.git_repo(str(repo)) == one_at_a_time(str(repo))
+
+
+@pytest.mark.parametrize(
+    "refspec",
+    [
+        "+refs/heads/main:refs/remotes/origin/main",
+        "+refs/pull/*/head:refs/remotes/origin/pr/*",
+        "refs/heads/*:refs/remotes/o",
+        "x y:refs/remotes/o/x",
+        "a:b:c",
+        "refs/heads/x.:refs/remotes/o/x.",
+        "^refs/heads/skip",
+    ],
+)
+def test_a_fetch_refspec_is_read_as_git_reads_it(
+    refspec: str, tmp_path: Path, git_env_isolated: Path
+) -> None:
+    """git refuses a malformed fetch refspec, and `git remote` then fails."""
+    repo = make_git_repo(tmp_path / "repo")
+    git(repo, "remote", "add", "origin", "https://example.com/o.git")
+    git(repo, "config", "--add", "remote.origin.fetch", refspec)
+    assert gitrepos.git_repo(str(repo)) == one_at_a_time(str(repo))
+
+
+def test_a_rewrite_without_a_base_is_not_one(tmp_path: Path, git_env_isolated: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo")
+    git(repo, "remote", "add", "origin", "https://example.com/o.git")
+    with (repo / ".git" / "config").open("a") as fh:
+        fh.write("[url]\n\tinsteadOf = https://\n")
+    expected = one_at_a_time(str(repo))
+    assert expected["remote"] == "https://example.com/o.git"
+    assert gitrepos.git_repo(str(repo)) == expected
+
+
+def _filtered_repo(folder: Path, mark: Path) -> Path:
+    """A work tree whose edited file runs the config's clean filter, if git is let run it."""
+    repo = make_git_repo(folder, {"x": "d\n", ".gitattributes": "* filter=evil\n"})
+    git(repo, "config", "filter.evil.clean", f"touch {mark}; cat")
+    (repo / "x").write_text("changed\n")
+    return repo
+
+
+def test_a_work_tree_whose_name_ends_in_a_space(tmp_path: Path, git_env_isolated: Path) -> None:
+    """Its top is read as git prints it: stripped, it named the repo beside it, whose
+    filter then ran under the named repo's settings."""
+    mark = tmp_path / "MARK"
+    _filtered_repo(tmp_path / "proj", mark)
+    named = make_git_repo(tmp_path / "proj ", {"train.py": "x\n"})
+    record = gitrepos.git_repo(str(named))
+    assert record == one_at_a_time(str(named))
+    assert record["path"] == str(named) and not record["dirty"]
+    assert not mark.exists()
+
+
+def test_a_core_worktree_inside_another_repo(tmp_path: Path, git_env_isolated: Path) -> None:
+    """Where the named repo's config sends its work tree into another repo's, git at that
+    top finds the other one: what status and diff read there is asked there too, its
+    filters switched off."""
+    mark = tmp_path / "MARK"
+    outer = _filtered_repo(tmp_path / "P", mark)
+    (outer / "B").mkdir()
+    named = make_git_repo(tmp_path / "A")
+    git(named, "config", "core.worktree", str(outer / "B"))
+    record = gitrepos.git_repo(str(named))
+    assert record == one_at_a_time(str(named))
+    assert not mark.exists()
 
 
 def test_a_subfolder_names_its_work_tree(tmp_path: Path, git_env_isolated: Path) -> None:

@@ -50,9 +50,14 @@ def _is_git_directory(path: str) -> bool:
     )
 
 
+def _line(out: Optional[str]) -> str:
+    """git's one line of output, its line break taken off and nothing else (a folder's name
+    may end in a space: stripped, it names another folder, maybe another repo)."""
+    return (out or "")[:-1] if (out or "").endswith("\n") else (out or "")
+
+
 def git_top(path: str) -> Optional[str]:
-    out = _git(path, "rev-parse", "--show-toplevel")
-    return out.strip() if out else None
+    return _line(_git(path, "rev-parse", "--show-toplevel")) or None
 
 
 # Asked together where the repo was named, before its top is known (both run nothing the
@@ -97,23 +102,13 @@ def git_repo(path: str) -> Dict[str, Any]:
     if _is_git_directory(path):
         return {"path": path, "error": GITDIR_REFUSED}
     where, config = run_gits(path, _FIRST, env=SAFE_GIT_ENV)
-    lines = (_text(where) or "").split("\n")
-    if (
-        len(lines) == 6
-        and lines[0] == lines[2]
-        and lines[3][:1] not in ("", "/")  # (a path, where a branch was left out)
-        and lines[4:] == ["--", ""]
-    ):
-        top: Optional[str] = lines[0].strip() or None
-        index = os.path.join(path, lines[1].strip())  # relative to where git ran
-        branch = None if lines[3] == "HEAD" else lines[3]
-    else:  # a line break in a path, an unborn branch (or no answer): one at a time
-        top = git_top(path)
-        index = branch = ""
-        if top is not None:
-            index = (_git(top, "rev-parse", "--git-path", "index") or "").strip()
-            index = os.path.join(top, index) if index else ""
-            branch = _git(top, "symbolic-ref", "--short", "-q", "HEAD")
+    top, index, branch = _where(path, where)
+    if top is not None and os.path.realpath(path) != top:
+        # The status and the diff run at the top, where git may find another repository
+        # than the one named (a core.worktree naming a folder inside another work tree):
+        # the filters to switch off, the index, the branch and the remote are asked there.
+        where, config = run_gits(top, _FIRST, env=SAFE_GIT_ENV)
+        index, branch = _where(top, where)[1:]
     if top is None:
         error = "no such directory" if not os.path.isdir(path) else "not a git work tree"
         return {"path": path, "error": error}
@@ -135,6 +130,26 @@ def git_repo(path: str) -> Dict[str, Any]:
     finally:
         if scratch is not None:
             _remove(scratch)
+
+
+def _where(path: str, where: Optional[Tuple[int, bytes]]) -> Tuple[Optional[str], str, Any]:
+    """(the work tree's top, its index, its branch) from _FIRST's rev-parse run at
+    ``path``, else asked one at a time there (a line break in a path, an unborn branch)."""
+    lines = (_text(where) or "").split("\n")
+    if (
+        len(lines) == 6
+        and lines[0] == lines[2]
+        and lines[3][:1] not in ("", "/")  # (a path, where a branch was left out)
+        and lines[4:] == ["--", ""]
+    ):
+        index = os.path.join(path, lines[1])  # relative to where git ran
+        return lines[0] or None, index, None if lines[3] == "HEAD" else lines[3]
+    top = git_top(path)
+    if top is None:
+        return None, "", None
+    index = _line(_git(top, "rev-parse", "--git-path", "index"))
+    branch = _git(top, "symbolic-ref", "--short", "-q", "HEAD")
+    return top, os.path.join(top, index) if index else "", branch
 
 
 def _index_copy(index: str, safe: Dict[str, str]) -> Optional[str]:
@@ -306,7 +321,7 @@ def _remote(top: str, config: Optional[Tuple[int, bytes]]) -> Optional[str]:
             named = urls.setdefault(name, [])
             if variable == "url":
                 named.append(value)
-        elif section == "url" and variable == "insteadof":
+        elif section == "url" and dotted and variable == "insteadof":
             rewrites.setdefault(name, []).append(value)
     if not urls:
         return None
@@ -331,6 +346,9 @@ def _remote(top: str, config: Optional[Tuple[int, bytes]]) -> Optional[str]:
 # and the words it reads as one (any case; a whole number, too).
 _REMOTE_BOOLS = ("mirror", "skipdefaultupdate", "skipfetchall", "prune", "prunetags")
 _BOOL_WORDS = ("true", "yes", "on", "false", "no", "off", "")
+# What a fetch refspec's sides are made of, read here (git refuses a malformed one, and
+# `git remote` fails): anything else is left to git.
+_REF_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./*")
 
 
 def _plain_remotes(
@@ -347,11 +365,31 @@ def _plain_remotes(
         return True
     if variable == "url":
         return bool(value)
+    if variable == "fetch":
+        return _plain_refspec(value)
     if variable in _REMOTE_BOOLS:
         word = value.lower()
         digits = word[1:] if word[:1] == "-" else word
-        return word in _BOOL_WORDS or (digits.isascii() and digits.isdigit() and len(word) < 10)
+        # (a whole number as git reads one: no leading zero, which it reads as octal)
+        number = digits.isascii() and digits.isdigit() and digits[:1] != "0"
+        return word in _BOOL_WORDS or word == "0" or (number and len(word) < 10)
     return variable != "followremotehead"
+
+
+def _plain_refspec(value: str) -> bool:
+    """A fetch refspec git surely reads (``+refs/heads/*:refs/remotes/origin/*``, one
+    branch's, GitHub's pull requests'): two sides of plain ref characters, each with the
+    same number of ``*`` (none or one), no part empty, starting or ending with a dot."""
+    sides = (value[1:] if value[:1] == "+" else value).split(":")
+    if len(sides) != 2 or sides[0].count("*") != sides[1].count("*"):
+        return False
+    for side in sides:
+        if side.count("*") > 1 or not set(side) <= _REF_CHARS:
+            return False
+        for part in side.split("/"):
+            if not part or part[0] == "." or part[-1] == "." or part.endswith(".lock"):
+                return False
+    return ".." not in value
 
 
 def _answer(top: str, args: Tuple[str, ...]) -> Optional[Tuple[int, bytes]]:
