@@ -316,7 +316,7 @@ def _remote(top: str, config: Optional[Tuple[int, bytes]]) -> Optional[str]:
         if section not in ("remote", "url", "branch"):
             continue
         if not _plain_remotes(section, name, dotted, variable, valued, value):
-            return _listed_remote(top, _answer(top, ("remote", "-v")))
+            return _listed_remote(top)
         if section == "remote" and name and not name.startswith("/"):
             named = urls.setdefault(name, [])
             if variable == "url":
@@ -392,15 +392,11 @@ def _plain_refspec(value: str) -> bool:
     return ".." not in value
 
 
-def _answer(top: str, args: Tuple[str, ...]) -> Optional[Tuple[int, bytes]]:
-    return run_gits(top, (args,), env=SAFE_GIT_ENV)[0]
-
-
-def _listed_remote(top: str, answer: Optional[Tuple[int, bytes]]) -> Optional[str]:
+def _listed_remote(top: str) -> Optional[str]:
     """The URL of origin (else of the first remote), credentials taken out, from `git
     remote -v` (``name<TAB>url (fetch)``, sorted by name, as `git remote` lists them);
     `git remote get-url` where that output does not say it plainly."""
-    text = _text(answer)
+    text = _git(top, "remote", "-v", safe=SAFE_GIT_ENV)
     if not text:
         return None
     names: List[str] = []
